@@ -1,0 +1,64 @@
+# Thin front door over CMake presets.  Every target installs what is missing
+# first (as root; otherwise it prints the one apt-get line and stops).
+#
+#   make demo    build, start the simulator and the daemon, play a kiosk session
+#   make test    build and run the whole ctest suite
+#   make run     the daemon in simulation mode, in the foreground
+#   make bench   benchmarks: table on stdout, JSON in build/bench/results.json
+#   make cross   aarch64 and armhf cross builds (unit tests under qemu)
+#   make asan    the test suite under AddressSanitizer + UBSan
+#   make fuzz    short libFuzzer runs of every parser
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build test asan bench cross cross-aarch64 cross-armhf demo run fuzz format clean
+
+all: build
+
+deps:
+	@scripts/deps.sh base
+
+build: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev -j $(JOBS)
+
+test: build
+	ctest --preset dev
+
+asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan
+
+bench: build
+	@scripts/deps.sh bench
+	@mkdir -p build/bench
+	build/dev/tests/bench/pt_bench --dir build/bench --json build/bench/results.json
+
+cross: cross-aarch64 cross-armhf
+
+cross-aarch64:
+	@scripts/deps.sh cross
+	@cmake --preset aarch64 >/dev/null
+	@cmake --build --preset aarch64 -j $(JOBS)
+	ctest --preset aarch64
+
+cross-armhf:
+	@scripts/deps.sh cross
+	@cmake --preset armhf >/dev/null
+	@cmake --build --preset armhf -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh
+
+run: build
+	@scripts/run.sh
+
+fuzz:
+	@scripts/deps.sh base fuzz
+	@scripts/fuzz.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build

@@ -1,0 +1,103 @@
+/*
+ * platform.h - what core/ needs from the outside world, as small tables of
+ * function pointers.
+ *
+ * core/ never opens a socket, reads a clock or calls libcurl by itself: it
+ * asks through these interfaces.  platform/linux fills them in for a real
+ * board or desktop (clock_gettime, getrandom, libcurl, syslog/stderr), tests
+ * fill them in with controllable fakes (a clock that jumps, a network that
+ * vanishes).  This is the same shape as SQLite's sqlite3_vfs: the core states
+ * the contract, each platform provides one table.
+ */
+#ifndef PT_PLATFORM_H
+#define PT_PLATFORM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- HTTP messages ---------------------------------------------------- */
+
+#define PT_HTTP_MAX_HEADERS 24
+/* Largest response body a transport accepts; gateways answer in a few KiB. */
+#define PT_HTTP_MAX_BODY (256 * 1024)
+
+/*
+ * An outgoing request, built by a gateway adapter.  Every pointer is owned by
+ * the struct and released by pt_http_request_free().  Headers are stored as
+ * complete "Name: value" lines.
+ */
+struct pt_http_request {
+    char method[8];                       /* "GET", "POST" */
+    char *url;                            /* absolute URL */
+    char *headers[PT_HTTP_MAX_HEADERS];   /* "Name: value" */
+    int nheaders;
+    char *body; /* may be NULL for GET */
+    size_t body_len;
+};
+
+/* A received response (or, for notifications, a received request). */
+struct pt_http_response {
+    int status;
+    char *headers[PT_HTTP_MAX_HEADERS]; /* "Name: value" */
+    int nheaders;
+    char *body; /* NUL-terminated for convenience; body_len excludes the NUL */
+    size_t body_len;
+};
+
+/* Frees the members of r (not r itself); accepts NULL and zeroed structs. */
+void pt_http_request_free(struct pt_http_request *r);
+void pt_http_response_free(struct pt_http_response *r);
+
+/* Adds a "name: value" header line (copied).  PT_ETOOBIG when full. */
+int pt_http_request_add_header(struct pt_http_request *r, const char *name, const char *value);
+int pt_http_response_add_header(struct pt_http_response *r, const char *name, const char *value);
+
+/*
+ * Returns the value of the first header called name (case-insensitive,
+ * leading blanks skipped) or NULL.  The pointer points into the header line
+ * and lives as long as the message.
+ */
+const char *pt_http_request_header(const struct pt_http_request *r, const char *name);
+const char *pt_http_response_header(const struct pt_http_response *r, const char *name);
+
+/* ---- transport -------------------------------------------------------- */
+
+/*
+ * Sends one request and waits for the answer.  `channel` names the
+ * connection to reuse (one keep-alive connection per gateway).
+ *
+ * The return value says *how far the request got*, because that decides
+ * between a safe resend and an UNKNOWN charge:
+ *   PT_OK        an HTTP answer arrived (any status); *resp is filled in
+ *   PT_ENOTSENT  provably never delivered: DNS failure, connection refused,
+ *                TLS handshake failure, before any request byte was written
+ *   PT_ENOANSWER sent (or possibly sent), no complete answer: timeout after
+ *                sending, connection reset, truncated response
+ * On failure *resp is left empty.  The caller frees resp with
+ * pt_http_response_free().
+ */
+struct pt_transport {
+    int (*send)(void *ctx, const char *channel, const struct pt_http_request *req,
+                int timeout_ms, struct pt_http_response *resp);
+    void *ctx;
+};
+
+/* ---- clock, randomness, connectivity, logging ------------------------- */
+
+enum pt_log_level { PT_LOG_ERROR = 0, PT_LOG_WARN = 1, PT_LOG_INFO = 2, PT_LOG_DEBUG = 3 };
+
+struct pt_platform {
+    /* Wall clock, milliseconds since the Unix epoch. */
+    int64_t (*now_ms)(void *ctx);
+    /* Monotonic clock, milliseconds from an arbitrary origin. */
+    int64_t (*mono_ms)(void *ctx);
+    /* Fills buf with len bytes of cryptographic randomness; PT_OK or PT_ESYS. */
+    int (*random)(void *ctx, void *buf, size_t len);
+    /* Writes one complete log line (no trailing newline).  Never gets secrets. */
+    void (*log)(void *ctx, enum pt_log_level level, const char *line);
+    void *ctx;
+    /* HTTP transport to the gateways; may be NULL where no network is used. */
+    const struct pt_transport *transport;
+};
+
+#endif

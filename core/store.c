@@ -1,0 +1,659 @@
+/*
+ * store.c - the SQLite implementation of store.h.
+ *
+ * All SQL of payterm is in this file and in sql/.  Statements are prepared
+ * once per connection and cached by their index in the table below; every
+ * SQLite result code is translated to a pt_err right here.
+ */
+#include "store.h"
+#include "err.h"
+#include "log.h"
+#include "migrations.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* X(ID, "sql") - the prepared statement cache. */
+#define PT_STMTS(X)                                                                                \
+    X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
+               " response_body, order_id, expires_at FROM idempotency_keys"                        \
+               " WHERE scope = ?1 AND key = ?2")                                                   \
+    X(KEY_INSERT, "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, locked_at,"   \
+                  " locked_by, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6)")       \
+    X(KEY_RELOCK, "UPDATE idempotency_keys SET locked_at = ?5, locked_by = ?6"                     \
+                  " WHERE scope = ?1 AND key = ?2 AND completed_at IS NULL"                        \
+                  " AND locked_at = ?3 AND locked_by IS ?4")                                       \
+    X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = ?3 WHERE scope = ?1 AND key = ?2")    \
+    X(KEY_COMPLETE, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"         \
+                    " response_body = ?4, locked_at = NULL, locked_by = NULL"                      \
+                    " WHERE scope = ?1 AND key = ?2")                                              \
+    X(KEY_DELETE, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2")                    \
+    X(KEY_DELETE_EXPIRED, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2"             \
+                          " AND expires_at <= ?3")                                                 \
+    X(KEY_SWEEP, "DELETE FROM idempotency_keys WHERE expires_at <= ?1"                             \
+                 " AND completed_at IS NOT NULL")                                                  \
+    X(CHARGE_INSERT,                                                                               \
+      "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
+      " params, subject, payment_code, payment_method, customer, metadata, attempts,"              \
+      " next_attempt_at, created_at, updated_at)"                                                  \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 0, ?14, ?15, ?15)"         \
+      " ON CONFLICT (order_id) DO NOTHING")                                                        \
+    X(CHARGE_GET, "SELECT id, order_id, gateway, method, amount, currency, state, offline_mode,"   \
+                  " subject, payment_code, payment_method, customer, metadata, attempts,"          \
+                  " next_attempt_at, first_sent_at, gateway_trade_no, action_url, error_code,"     \
+                  " error_message, review, review_reason, created_at, updated_at, params"          \
+                  " FROM charges WHERE order_id = ?1")                                             \
+    X(AUDIT_INSERT, "INSERT INTO charge_events (charge_id, from_state, to_state, cause, actor,"    \
+                    " refused, detail, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")       \
+    X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
+    X(COMMIT, "COMMIT")                                                                            \
+    X(ROLLBACK, "ROLLBACK")
+
+enum {
+#define PT__STMT_ENUM(id, sql) S_##id,
+    PT_STMTS(PT__STMT_ENUM)
+#undef PT__STMT_ENUM
+        S__COUNT
+};
+
+static const char *const stmt_sql[S__COUNT] = {
+#define PT__STMT_SQL(id, sql) sql,
+    PT_STMTS(PT__STMT_SQL)
+#undef PT__STMT_SQL
+};
+
+struct pt_store {
+    sqlite3 *db;
+    sqlite3_stmt *stmt[S__COUNT];
+    char path[512];
+};
+
+/* Translates an SQLite result code (extended or primary) to a pt_err. */
+static int xlate(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return PT_OK;
+    case SQLITE_FULL:
+        return PT_EFULL;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+        return PT_EIO;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return PT_EBUSY;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return PT_ECORRUPT;
+    case SQLITE_NOMEM:
+        return PT_ENOMEM;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return PT_EPERM;
+    case SQLITE_CONSTRAINT:
+        return (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) ? PT_EEXIST
+                                                                                      : PT_EINVAL;
+    default:
+        return PT_ESTORAGE;
+    }
+}
+
+static sqlite3_stmt *stmt(struct pt_store *st, int id)
+{
+    sqlite3_stmt *s = st->stmt[id];
+    if (s) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        return s;
+    }
+    if (sqlite3_prepare_v3(st->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) !=
+        SQLITE_OK) {
+        pt_log_error("store: cannot prepare statement %d: %s", id, sqlite3_errmsg(st->db));
+        return NULL;
+    }
+    st->stmt[id] = s;
+    return s;
+}
+
+/* Steps a statement that returns no rows; resets it. */
+static int run(struct pt_store *st, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    int err = (rc == SQLITE_DONE) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    if (rc != SQLITE_DONE && err == PT_OK)
+        err = PT_ESTORAGE;
+    sqlite3_reset(s);
+    return err;
+}
+
+static int exec(struct pt_store *st, const char *sql)
+{
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+}
+
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    if (v && *v)
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+static void copy_col(sqlite3_stmt *s, int i, char *dst, size_t cap)
+{
+    const unsigned char *v = sqlite3_column_text(s, i);
+    if (!v) {
+        dst[0] = '\0';
+        return;
+    }
+    snprintf(dst, cap, "%s", (const char *)v);
+}
+
+const char *pt_store_errmsg(struct pt_store *st)
+{
+    return st ? sqlite3_errmsg(st->db) : "no database";
+}
+
+int pt_store_schema_latest(void)
+{
+    return pt_migrations_count;
+}
+
+int pt_store_schema_version(struct pt_store *st, int *version)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+        return xlate(sqlite3_extended_errcode(st->db));
+    int rc = sqlite3_step(s);
+    int err = PT_OK;
+    if (rc == SQLITE_ROW)
+        *version = sqlite3_column_int(s, 0);
+    else
+        err = xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_finalize(s);
+    return err;
+}
+
+int pt_store_migrate_to(struct pt_store *st, int version)
+{
+    int cur;
+    int rc = pt_store_schema_version(st, &cur);
+    if (rc)
+        return rc;
+    if (cur > pt_migrations_count)
+        return PT_ETOONEW;
+    for (int v = cur + 1; v <= version && v <= pt_migrations_count; v++) {
+        const struct pt_migration *m = &pt_migrations[v - 1];
+        char bump[64];
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v);
+        if ((rc = exec(st, "BEGIN IMMEDIATE")) != PT_OK)
+            return rc;
+        if ((rc = exec(st, m->sql)) != PT_OK || (rc = exec(st, bump)) != PT_OK) {
+            pt_log_error("store: migration %s failed: %s", m->name, sqlite3_errmsg(st->db));
+            exec(st, "ROLLBACK");
+            return rc;
+        }
+        if ((rc = exec(st, "COMMIT")) != PT_OK) {
+            exec(st, "ROLLBACK");
+            return rc;
+        }
+        pt_log_info("store: applied migration %s", m->name);
+    }
+    return PT_OK;
+}
+
+static int configure(struct pt_store *st, const struct pt_store_options *opt)
+{
+    char sql[256];
+    sqlite3_busy_timeout(st->db, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000);
+    /* journal_mode answers with the mode it ended up in; a read-only or
+     * in-memory file may refuse WAL, which we must not silently accept. */
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK)
+        return xlate(sqlite3_extended_errcode(st->db));
+    int rc = sqlite3_step(s);
+    int wal = rc == SQLITE_ROW &&
+              sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
+    int err = rc == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_finalize(s);
+    if (err)
+        return err;
+    if (!wal)
+        return PT_EIO;
+    snprintf(sql, sizeof sql,
+             "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+             opt->synchronous_normal ? "NORMAL" : "FULL");
+    if ((err = exec(st, sql)) != PT_OK)
+        return err;
+    if (opt->max_page_count > 0) {
+        snprintf(sql, sizeof sql, "PRAGMA max_page_count = %d", opt->max_page_count);
+        if ((err = exec(st, sql)) != PT_OK)
+            return err;
+    }
+    return PT_OK;
+}
+
+int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, char *errbuf,
+                  size_t errlen)
+{
+    int rc = PT_ENOMEM;
+    *out = NULL;
+    struct pt_store *st = calloc(1, sizeof *st);
+    if (!st)
+        goto fail;
+    snprintf(st->path, sizeof st->path, "%s", opt->path);
+    int flags = opt->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(opt->path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        rc = st->db ? xlate(sqlite3_extended_errcode(st->db)) : PT_ENOMEM;
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot open database %s: %s", opt->path,
+                     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    if (!opt->readonly && (rc = configure(st, opt)) != PT_OK) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot configure database %s (WAL, synchronous): %s",
+                     opt->path, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    int version = 0;
+    if ((rc = pt_store_schema_version(st, &version)) != PT_OK) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot read schema version of %s: %s", opt->path,
+                     sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    if (version > pt_migrations_count) {
+        rc = PT_ETOONEW;
+        if (errbuf)
+            snprintf(errbuf, errlen,
+                     "database %s has schema version %d but this payterm only knows up to %d: "
+                     "it was written by a newer payterm; upgrade payterm or restore a backup",
+                     opt->path, version, pt_migrations_count);
+        goto fail;
+    }
+    if (!opt->readonly && (rc = pt_store_migrate_to(st, pt_migrations_count)) != PT_OK) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot migrate database %s to schema version %d: %s",
+                     opt->path, pt_migrations_count, sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    *out = st;
+    return PT_OK;
+fail:
+    if (errbuf && rc == PT_ENOMEM && !st)
+        snprintf(errbuf, errlen, "out of memory");
+    pt_store_close(st);
+    return rc;
+}
+
+void pt_store_close(struct pt_store *st)
+{
+    if (!st)
+        return;
+    for (int i = 0; i < S__COUNT; i++)
+        sqlite3_finalize(st->stmt[i]);
+    sqlite3_close_v2(st->db);
+    free(st);
+}
+
+int pt_store_begin(struct pt_store *st)
+{
+    sqlite3_stmt *s = stmt(st, S_BEGIN);
+    return s ? run(st, s) : PT_ESTORAGE;
+}
+
+int pt_store_commit(struct pt_store *st)
+{
+    sqlite3_stmt *s = stmt(st, S_COMMIT);
+    int rc = s ? run(st, s) : PT_ESTORAGE;
+    /* A failed COMMIT (disk full, I/O error) may leave the transaction open;
+     * roll it back so the connection is usable and nothing half is kept. */
+    if (rc != PT_OK && !sqlite3_get_autocommit(st->db))
+        pt_store_rollback(st);
+    return rc;
+}
+
+int pt_store_rollback(struct pt_store *st)
+{
+    if (sqlite3_get_autocommit(st->db))
+        return PT_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
+    sqlite3_stmt *s = stmt(st, S_ROLLBACK);
+    return s ? run(st, s) : PT_ESTORAGE;
+}
+
+int pt_store_backup(struct pt_store *st, const char *dest)
+{
+    sqlite3 *to = NULL;
+    int rc = sqlite3_open_v2(dest, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        rc = xlate(rc);
+        goto out;
+    }
+    sqlite3_backup *b = sqlite3_backup_init(to, "main", st->db, "main");
+    if (!b) {
+        rc = xlate(sqlite3_extended_errcode(to));
+        goto out;
+    }
+    /* Copy in slices so a busy daemon's writers are not blocked for long. */
+    do {
+        rc = sqlite3_backup_step(b, 256);
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+            sqlite3_sleep(10);
+    } while (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+    sqlite3_backup_finish(b);
+    rc = rc == SQLITE_DONE ? PT_OK : xlate(rc);
+out:
+    sqlite3_close_v2(to);
+    return rc;
+}
+
+int pt_store_writable(struct pt_store *st)
+{
+    /* BEGIN IMMEDIATE takes the write lock (fails on a read-only or broken
+     * file) without writing anything. */
+    if (pt_store_begin(st) != PT_OK)
+        return 0;
+    pt_store_rollback(st);
+    return 1;
+}
+
+/* ---- idempotency keys ------------------------------------------------- */
+
+void pt_key_row_free(struct pt_key_row *row)
+{
+    if (!row)
+        return;
+    free(row->response_body);
+    row->response_body = NULL;
+}
+
+int pt_store_key_get(struct pt_store *st, const char *scope, const char *key,
+                     struct pt_key_row *out)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_GET);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(s);
+        return PT_ENOTFOUND;
+    }
+    if (rc != SQLITE_ROW) {
+        rc = xlate(sqlite3_extended_errcode(st->db));
+        sqlite3_reset(s);
+        return rc ? rc : PT_ESTORAGE;
+    }
+    memset(out, 0, sizeof *out);
+    const void *h = sqlite3_column_blob(s, 0);
+    if (h && sqlite3_column_bytes(s, 0) == 32)
+        memcpy(out->request_hash, h, 32);
+    out->locked_at = sqlite3_column_int64(s, 1);
+    out->locked_by = sqlite3_column_int64(s, 2);
+    out->completed_at = sqlite3_column_int64(s, 3);
+    out->response_status = sqlite3_column_int(s, 4);
+    rc = PT_OK;
+    if (sqlite3_column_type(s, 5) != SQLITE_NULL) {
+        const void *b = sqlite3_column_blob(s, 5);
+        int n = sqlite3_column_bytes(s, 5);
+        out->response_body = malloc((size_t)n + 1);
+        if (!out->response_body) {
+            rc = PT_ENOMEM;
+        } else {
+            if (n)
+                memcpy(out->response_body, b, (size_t)n);
+            out->response_body[n] = '\0';
+            out->response_len = (size_t)n;
+        }
+    }
+    copy_col(s, 6, out->order_id, sizeof out->order_id);
+    out->expires_at = sqlite3_column_int64(s, 7);
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_key_insert(struct pt_store *st, const char *scope, const char *key,
+                        const unsigned char hash[32], int64_t instance, int64_t now,
+                        int64_t expires_at)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_INSERT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 3, hash, 32, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, now);
+    sqlite3_bind_int64(s, 5, instance);
+    sqlite3_bind_int64(s, 6, expires_at);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    /* INSERT OR IGNORE + change count: the SQLite spelling of "take the lock
+     * only if nobody holds this key". */
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_EEXIST;
+}
+
+int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
+                        int64_t old_locked_at, int64_t old_locked_by, int64_t instance,
+                        int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_RELOCK);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, old_locked_at);
+    sqlite3_bind_int64(s, 4, old_locked_by);
+    sqlite3_bind_int64(s, 5, now);
+    sqlite3_bind_int64(s, 6, instance);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_EEXIST;
+}
+
+int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
+                           const char *order_id)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_SET_ORDER);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    bind_text(s, 3, order_id);
+    return run(st, s);
+}
+
+int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key, int status,
+                          const char *body, size_t len, int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_COMPLETE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, status);
+    sqlite3_bind_blob(s, 4, body ? body : "", (int)len, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ENOTFOUND;
+}
+
+int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_DELETE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    return run(st, s);
+}
+
+int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,
+                                int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_DELETE_EXPIRED);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now);
+    return run(st, s);
+}
+
+int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_SWEEP);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, now);
+    int rc = run(st, s);
+    if (count)
+        *count = rc ? 0 : sqlite3_changes(st->db);
+    return rc;
+}
+
+/* ---- charges ---------------------------------------------------------- */
+
+int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char *params_json,
+                           int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGE_INSERT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, c->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, c->gateway, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, c->method, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, c->amount);
+    sqlite3_bind_text(s, 5, c->currency, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 6, pt_state_name(c->state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 7, pt_offline_mode_name(c->offline), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, params_json, -1, SQLITE_STATIC);
+    bind_text(s, 9, c->subject);
+    bind_text(s, 10, c->payment_code);
+    bind_text(s, 11, c->payment_method);
+    bind_text(s, 12, c->customer);
+    bind_text(s, 13, c->metadata);
+    sqlite3_bind_int64(s, 14, c->next_attempt_at);
+    sqlite3_bind_int64(s, 15, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    if (sqlite3_changes(st->db) != 1)
+        return PT_EEXIST;
+    c->id = sqlite3_last_insert_rowid(st->db);
+    c->created_at = c->updated_at = now;
+    return PT_OK;
+}
+
+static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
+{
+    memset(c, 0, sizeof *c);
+    c->id = sqlite3_column_int64(s, 0);
+    copy_col(s, 1, c->order_id, sizeof c->order_id);
+    copy_col(s, 2, c->gateway, sizeof c->gateway);
+    copy_col(s, 3, c->method, sizeof c->method);
+    c->amount = sqlite3_column_int64(s, 4);
+    copy_col(s, 5, c->currency, sizeof c->currency);
+    const char *state = (const char *)sqlite3_column_text(s, 6);
+    if (!state || pt_state_parse(state, &c->state) != PT_OK)
+        c->state = PT_STATE_UNKNOWN; /* CHECK constraint makes this unreachable */
+    const char *mode = (const char *)sqlite3_column_text(s, 7);
+    if (!mode || pt_offline_mode_parse(mode, &c->offline) != PT_OK)
+        c->offline = PT_OFFLINE_PREFER;
+    copy_col(s, 8, c->subject, sizeof c->subject);
+    copy_col(s, 9, c->payment_code, sizeof c->payment_code);
+    copy_col(s, 10, c->payment_method, sizeof c->payment_method);
+    copy_col(s, 11, c->customer, sizeof c->customer);
+    copy_col(s, 12, c->metadata, sizeof c->metadata);
+    c->attempts = sqlite3_column_int(s, 13);
+    c->next_attempt_at = sqlite3_column_int64(s, 14);
+    c->first_sent_at = sqlite3_column_int64(s, 15);
+    copy_col(s, 16, c->gateway_trade_no, sizeof c->gateway_trade_no);
+    copy_col(s, 17, c->action_url, sizeof c->action_url);
+    copy_col(s, 18, c->error_code, sizeof c->error_code);
+    copy_col(s, 19, c->error_message, sizeof c->error_message);
+    c->review = sqlite3_column_int(s, 20);
+    copy_col(s, 21, c->review_reason, sizeof c->review_reason);
+    c->created_at = sqlite3_column_int64(s, 22);
+    c->updated_at = sqlite3_column_int64(s, 23);
+}
+
+int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
+                        char **params)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGE_GET);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(s);
+        return PT_ENOTFOUND;
+    }
+    if (rc != SQLITE_ROW) {
+        rc = xlate(sqlite3_extended_errcode(st->db));
+        sqlite3_reset(s);
+        return rc ? rc : PT_ESTORAGE;
+    }
+    read_charge(s, out);
+    rc = PT_OK;
+    if (params) {
+        const char *p = (const char *)sqlite3_column_text(s, 24);
+        *params = p ? strdup(p) : NULL;
+        if (p && !*params)
+            rc = PT_ENOMEM;
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
+                   const char *cause, const char *actor, int refused, const char *detail,
+                   int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_AUDIT_INSERT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, charge_id);
+    bind_text(s, 2, from);
+    bind_text(s, 3, to);
+    sqlite3_bind_text(s, 4, cause, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, actor, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 6, refused ? 1 : 0);
+    bind_text(s, 7, detail);
+    sqlite3_bind_int64(s, 8, now);
+    return run(st, s);
+}
+
+int pt_store_count(struct pt_store *st, const char *table, int64_t *count)
+{
+    static const char *const known[] = {"charges", "charge_events", "idempotency_keys", "events",
+                                        "notifications"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        ok |= strcmp(table, known[i]) == 0;
+    if (!ok)
+        return PT_EINVAL;
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return xlate(sqlite3_extended_errcode(st->db));
+    int rc = sqlite3_step(s) == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    if (rc == PT_OK)
+        *count = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return rc;
+}

@@ -1,0 +1,62 @@
+/*
+ * cli.c - helpers shared by the subcommands (config options, errors).
+ */
+#include "cli.h"
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_CONFIG "/etc/payterm/payterm.json"
+
+int pt_cli_take_config(struct pt_cli_common *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *file = NULL;
+    if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "payterm: %s needs a file name\n", a);
+            return -1;
+        }
+        file = argv[++*i];
+    } else if (strncmp(a, "--config=", 9) == 0) {
+        file = a + 9;
+    } else {
+        return 0;
+    }
+    if (c->nconfigs >= PT_CLI_MAX_CONFIGS) {
+        fprintf(stderr, "payterm: at most %d -c/--config files\n", PT_CLI_MAX_CONFIGS);
+        return -1;
+    }
+    c->configs[c->nconfigs++] = file;
+    return 1;
+}
+
+int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
+{
+    char err[512];
+    const char *def = DEFAULT_CONFIG;
+    const char *const *paths = c->configs;
+    int n = c->nconfigs;
+    if (n == 0 && access(def, F_OK) == 0) {
+        paths = &def;
+        n = 1;
+    }
+    if (pt_config_load(paths, n, cfg, err, sizeof err) != PT_OK) {
+        fprintf(stderr, "payterm: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+void pt_cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "payterm %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}

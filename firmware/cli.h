@@ -1,0 +1,48 @@
+/*
+ * cli.h - the subcommands of the payterm program and what they share.
+ *
+ * One binary, many commands (busybox style): main.c looks the command up in
+ * its table and calls it with argv starting at the command name.  Exit codes
+ * are the same for every command: 0 success, 1 failure, 2 usage error (and
+ * for `verify`, 3 = signature does not verify).
+ */
+#ifndef PT_CLI_H
+#define PT_CLI_H
+
+#include "config.h"
+
+enum { PT_EXIT_OK = 0, PT_EXIT_FAIL = 1, PT_EXIT_USAGE = 2, PT_EXIT_INVALID = 3 };
+
+#define PT_CLI_MAX_CONFIGS 8
+
+/* Options every command takes: -c/--config FILE (repeatable). */
+struct pt_cli_common {
+    const char *configs[PT_CLI_MAX_CONFIGS];
+    int nconfigs;
+};
+
+/*
+ * If argv[*i] is -c/--config (or --config=FILE), records the file and
+ * advances *i.  Returns 1 when consumed, 0 when not a config option, -1 on a
+ * usage error (message printed).
+ */
+int pt_cli_take_config(struct pt_cli_common *c, int argc, char **argv, int *i);
+
+/* Loads the configuration named on the command line, or the default
+ * /etc/payterm/payterm.json when none was given and it exists.  Prints the
+ * error and returns non-zero on failure. */
+int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg);
+
+/* Prints "payterm <cmd>: <message>" to stderr. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void pt_cli_error(const char *cmd, const char *fmt, ...);
+
+/* The commands; argv[0] is the command name. */
+int pt_cmd_init(int argc, char **argv);
+int pt_cmd_version(int argc, char **argv);
+int pt_cmd_sweep(int argc, char **argv);
+int pt_cmd_backup(int argc, char **argv);
+
+#endif

@@ -1,0 +1,177 @@
+/*
+ * cmd_admin.c - the maintenance commands: init, sweep, backup, version.
+ */
+#include "cli.h"
+#include "err.h"
+#include "idem.h"
+#include "linux.h"
+#include "pt_config.h"
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Parses the common options; extra positional arguments go to pos[]. */
+static int parse(const char *cmd, const char *help, int argc, char **argv,
+                 struct pt_cli_common *c, const char **pos, int maxpos, int *npos)
+{
+    memset(c, 0, sizeof *c);
+    *npos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 1;
+        }
+        int r = pt_cli_take_config(c, argc, argv, &i);
+        if (r < 0)
+            return -1;
+        if (r)
+            continue;
+        if (argv[i][0] == '-' || *npos >= maxpos) {
+            pt_cli_error(cmd, "unexpected argument '%s' (see payterm %s --help)", argv[i], cmd);
+            return -1;
+        }
+        pos[(*npos)++] = argv[i];
+    }
+    return 0;
+}
+
+/* Creates data_dir (mode 0700) when missing. */
+static int ensure_dir(const char *cmd, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return 0;
+        pt_cli_error(cmd, "data_dir %s exists but is not a directory", dir);
+        return -1;
+    }
+    if (mkdir(dir, 0700) != 0) {
+        pt_cli_error(cmd, "cannot create data_dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st)
+{
+    char path[PT_CFG_PATH_MAX + 16], err[768];
+    pt_config_db_path(cfg, path, sizeof path);
+    struct pt_store_options o = {.path = path, .synchronous_normal = cfg->synchronous_normal};
+    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
+        pt_cli_error(cmd, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+int pt_cmd_init(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: payterm init [-c FILE]...\n\n"
+        "Checks the configuration and the permissions of every key and secret file,\n"
+        "creates data_dir and the database if needed and migrates it to the current\n"
+        "schema. Safe to run again.\n";
+    struct pt_cli_common c;
+    const char *pos[1];
+    int npos, r = parse("init", help, argc, argv, &c, pos, 0, &npos);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    struct pt_config cfg;
+    if (pt_cli_load_config(&c, &cfg))
+        return PT_EXIT_FAIL;
+    char err[768];
+    if (pt_config_check_secrets(&cfg, err, sizeof err) != PT_OK) {
+        pt_cli_error("init", "%s", err);
+        return PT_EXIT_FAIL;
+    }
+    if (ensure_dir("init", cfg.data_dir))
+        return PT_EXIT_FAIL;
+    struct pt_store *st;
+    if (open_store("init", &cfg, &st))
+        return PT_EXIT_FAIL;
+    int version = 0;
+    pt_store_schema_version(st, &version);
+    char path[PT_CFG_PATH_MAX + 16];
+    pt_config_db_path(&cfg, path, sizeof path);
+    printf("database %s ready (schema version %d)\n", path, version);
+    pt_store_close(st);
+    return PT_EXIT_OK;
+}
+
+int pt_cmd_sweep(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: payterm sweep [-c FILE]...\n\n"
+        "Deletes idempotency records past their expiry (the daemon does this hourly).\n"
+        "Charges are never deleted: order_id uniqueness outlives every key.\n";
+    struct pt_cli_common c;
+    const char *pos[1];
+    int npos, r = parse("sweep", help, argc, argv, &c, pos, 0, &npos);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    struct pt_config cfg;
+    struct pt_store *st;
+    if (pt_cli_load_config(&c, &cfg) || open_store("sweep", &cfg, &st))
+        return PT_EXIT_FAIL;
+    int n = 0;
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK)
+        rc = pt_idem_sweep(st, pt_linux_now_ms(), &n);
+    if (rc == PT_OK)
+        rc = pt_store_commit(st);
+    else
+        pt_store_rollback(st);
+    if (rc != PT_OK) {
+        pt_cli_error("sweep", "%s: %s", pt_strerror(rc), pt_store_errmsg(st));
+        pt_store_close(st);
+        return PT_EXIT_FAIL;
+    }
+    printf("swept %d expired idempotency records\n", n);
+    pt_store_close(st);
+    return PT_EXIT_OK;
+}
+
+int pt_cmd_backup(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: payterm backup [-c FILE]... DEST\n\n"
+        "Writes a consistent copy of the database to DEST with SQLite's online backup,\n"
+        "while the daemon keeps running. DEST must not exist.\n";
+    struct pt_cli_common c;
+    const char *pos[1];
+    int npos, r = parse("backup", help, argc, argv, &c, pos, 1, &npos);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    if (npos != 1) {
+        pt_cli_error("backup", "needs DEST (see payterm backup --help)");
+        return PT_EXIT_USAGE;
+    }
+    struct stat sb;
+    if (stat(pos[0], &sb) == 0) {
+        pt_cli_error("backup", "DEST %s already exists; choose a new file", pos[0]);
+        return PT_EXIT_FAIL;
+    }
+    struct pt_config cfg;
+    struct pt_store *st;
+    if (pt_cli_load_config(&c, &cfg) || open_store("backup", &cfg, &st))
+        return PT_EXIT_FAIL;
+    int rc = pt_store_backup(st, pos[0]);
+    pt_store_close(st);
+    if (rc != PT_OK) {
+        pt_cli_error("backup", "cannot write %s: %s", pos[0], pt_strerror(rc));
+        return PT_EXIT_FAIL;
+    }
+    printf("backup written to %s\n", pos[0]);
+    return PT_EXIT_OK;
+}
+
+int pt_cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("payterm %s (database schema %d)\n", PT_VERSION, pt_store_schema_latest());
+    return PT_EXIT_OK;
+}

@@ -1,0 +1,679 @@
+/*
+ * config.c - loading and validating payterm's JSON configuration.
+ *
+ * The files are parsed with cJSON, relative paths are resolved against each
+ * file's own directory, the trees are merged (later files win), and then the
+ * merged tree is walked section by section.  Each section lists the keys it
+ * knows; anything else is an error that names the full key.
+ */
+#include "config.h"
+#include "err.h"
+#include "money.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CONFIG_FILE_MAX (256 * 1024)
+
+void pt_config_defaults(struct pt_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->data_dir, sizeof cfg->data_dir, "/var/lib/payterm");
+    snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:8080");
+    cfg->log_level = PT_LOG_INFO;
+    cfg->idem_ttl_s = 86400;
+    cfg->idem_lock_timeout_s = 60;
+    cfg->max_amount = 10000000;
+    cfg->offline_max_count = 500;
+    /* An Alipay barcode auth code is only valid for about a minute; a Stripe
+     * idempotency key for 24 h, so queued card charges must go out within 23 h. */
+    cfg->offline_ages[0] = (struct pt_cfg_offline_age){"alipay", "barcode", 60};
+    cfg->offline_ages[1] = (struct pt_cfg_offline_age){"stripe", "card_on_file", 82800};
+    cfg->n_offline_ages = 2;
+    cfg->sync_interval_s = 5;
+    cfg->sync_max_attempts = 3;
+    cfg->sync_backoff_base_ms = 500;
+    cfg->sync_backoff_max_ms = 60000;
+    cfg->sync_resolve_timeout_s = 86400;
+    cfg->sync_request_timeout_ms = 15000;
+    snprintf(cfg->ca_file, sizeof cfg->ca_file, "/etc/ssl/certs/ca-certificates.crt");
+}
+
+/* ---- error reporting ---------------------------------------------------- */
+
+struct ctx {
+    char *err;
+    size_t errlen;
+    const char *source; /* file name(s) for messages */
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int fail(struct ctx *c, const char *key, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, c->errlen, "config %s: key '%s': %s", c->source, key, msg);
+    return PT_ECONFIG;
+}
+
+static void join(char *out, size_t cap, const char *prefix, const char *name)
+{
+    if (prefix && *prefix)
+        snprintf(out, cap, "%s.%s", prefix, name);
+    else
+        snprintf(out, cap, "%s", name);
+}
+
+/* Every member of obj must be one of the NULL-terminated names. */
+static int check_known(struct ctx *c, const cJSON *obj, const char *prefix,
+                       const char *const *names)
+{
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        int ok = 0;
+        for (const char *const *n = names; *n; n++)
+            ok |= strcmp(m->string, *n) == 0;
+        if (!ok) {
+            char key[256];
+            join(key, sizeof key, prefix, m->string);
+            return fail(c, key, "unknown key (check the spelling; see the README for the keys)");
+        }
+        for (const cJSON *d = m->next; d; d = d->next) {
+            if (strcmp(m->string, d->string) == 0) {
+                char key[256];
+                join(key, sizeof key, prefix, m->string);
+                return fail(c, key, "given twice in the same object");
+            }
+        }
+    }
+    return PT_OK;
+}
+
+static int want_object(struct ctx *c, const cJSON *v, const char *key)
+{
+    return cJSON_IsObject(v) ? PT_OK : fail(c, key, "must be an object");
+}
+
+/* Reads an optional string member; null leaves dst empty when allow_null. */
+static int get_string(struct ctx *c, const cJSON *obj, const char *prefix, const char *name,
+                      char *dst, size_t cap, int allow_null)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    char key[256];
+    join(key, sizeof key, prefix, name);
+    if (!v)
+        return PT_OK;
+    if (cJSON_IsNull(v) && allow_null) {
+        dst[0] = '\0';
+        return PT_OK;
+    }
+    if (!cJSON_IsString(v))
+        return fail(c, key, allow_null ? "must be a string or null" : "must be a string");
+    size_t n = strlen(v->valuestring);
+    if (n == 0)
+        return fail(c, key, "must not be empty");
+    if (n >= cap)
+        return fail(c, key, "too long (at most %zu characters)", cap - 1);
+    memcpy(dst, v->valuestring, n + 1);
+    return PT_OK;
+}
+
+static int get_int(struct ctx *c, const cJSON *obj, const char *prefix, const char *name,
+                   int64_t *dst, int64_t min, int64_t max)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    char key[256];
+    join(key, sizeof key, prefix, name);
+    if (!v)
+        return PT_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return fail(c, key, "must be an integer between %lld and %lld", (long long)min,
+                    (long long)max);
+    double d = v->valuedouble;
+    if (d < (double)min || d > (double)max)
+        return fail(c, key, "must be between %lld and %lld (got %.0f)", (long long)min,
+                    (long long)max, d);
+    *dst = (int64_t)d;
+    return PT_OK;
+}
+
+/* ---- value shapes -------------------------------------------------------- */
+
+static int check_listen(struct ctx *c, const char *key, const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v)
+        return fail(c, key, "must be HOST:PORT, e.g. 127.0.0.1:8080 (got \"%s\")", v);
+    char *end;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || errno || port < 1 || port > 65535)
+        return fail(c, key, "port must be 1-65535 (got \"%s\")", colon + 1);
+    return PT_OK;
+}
+
+static int check_url(struct ctx *c, const char *key, const char *v, int https_only)
+{
+    if (strncmp(v, "https://", 8) == 0 && v[8])
+        return PT_OK;
+    if (!https_only && strncmp(v, "http://", 7) == 0 && v[7])
+        return PT_OK;
+    return fail(c, key, https_only ? "must be an https:// URL (TLS is always on)"
+                                   : "must be an http:// or https:// URL");
+}
+
+/* ---- sections ------------------------------------------------------------ */
+
+static int load_idempotency(struct ctx *c, const cJSON *o, struct pt_config *cfg)
+{
+    static const char *const known[] = {"ttl_s", "lock_timeout_s", NULL};
+    int rc;
+    if ((rc = want_object(c, o, "idempotency")) || (rc = check_known(c, o, "idempotency", known)))
+        return rc;
+    if ((rc = get_int(c, o, "idempotency", "ttl_s", &cfg->idem_ttl_s, 60, 30LL * 86400)) ||
+        (rc = get_int(c, o, "idempotency", "lock_timeout_s", &cfg->idem_lock_timeout_s, 1, 3600)))
+        return rc;
+    return PT_OK;
+}
+
+static int load_offline(struct ctx *c, const cJSON *o, struct pt_config *cfg)
+{
+    static const char *const known[] = {"limits", "max_count", "max_age_s", NULL};
+    static const char *const limit_keys[] = {"max_amount", "max_total", NULL};
+    int rc;
+    if ((rc = want_object(c, o, "offline")) || (rc = check_known(c, o, "offline", known)))
+        return rc;
+    if ((rc = get_int(c, o, "offline", "max_count", &cfg->offline_max_count, 0, 1000000)))
+        return rc;
+
+    const cJSON *limits = cJSON_GetObjectItemCaseSensitive(o, "limits");
+    if (limits) {
+        if ((rc = want_object(c, limits, "offline.limits")))
+            return rc;
+        cfg->n_offline_limits = 0;
+        for (const cJSON *m = limits->child; m; m = m->next) {
+            char key[256];
+            join(key, sizeof key, "offline.limits", m->string);
+            if (!pt_money_currency_valid(m->string))
+                return fail(c, key, "not an ISO 4217 currency code (three upper-case letters)");
+            if (cfg->n_offline_limits >= PT_CFG_MAX_CURRENCIES)
+                return fail(c, key, "too many currencies (at most %d)", PT_CFG_MAX_CURRENCIES);
+            if ((rc = want_object(c, m, key)) || (rc = check_known(c, m, key, limit_keys)))
+                return rc;
+            struct pt_cfg_offline_limit *l = &cfg->offline_limits[cfg->n_offline_limits];
+            memset(l, 0, sizeof *l);
+            memcpy(l->currency, m->string, 4);
+            if (!cJSON_GetObjectItemCaseSensitive(m, "max_amount") ||
+                !cJSON_GetObjectItemCaseSensitive(m, "max_total"))
+                return fail(c, key, "needs both max_amount and max_total");
+            if ((rc = get_int(c, m, key, "max_amount", &l->max_amount, 1, PT_MONEY_MAX)) ||
+                (rc = get_int(c, m, key, "max_total", &l->max_total, 1, PT_MONEY_MAX)))
+                return rc;
+            cfg->n_offline_limits++;
+        }
+    }
+
+    const cJSON *ages = cJSON_GetObjectItemCaseSensitive(o, "max_age_s");
+    if (ages) {
+        static const char *const pairs[] = {"alipay.barcode", "alipay.qr",
+                                            "wechat.qr",      "stripe.card_on_file",
+                                            "2c2p.redirect",  NULL};
+        if ((rc = want_object(c, ages, "offline.max_age_s")))
+            return rc;
+        for (const cJSON *m = ages->child; m; m = m->next) {
+            char key[256];
+            join(key, sizeof key, "offline.max_age_s", m->string);
+            int ok = 0;
+            for (const char *const *p = pairs; *p; p++)
+                ok |= strcmp(*p, m->string) == 0;
+            if (!ok)
+                return fail(c, key,
+                            "must be <gateway>.<method>: alipay.barcode, alipay.qr, wechat.qr, "
+                            "stripe.card_on_file or 2c2p.redirect");
+            int64_t age = 0;
+            const char *dot = strchr(m->string, '.');
+            struct pt_cfg_offline_age *a = NULL;
+            for (int i = 0; i < cfg->n_offline_ages; i++) {
+                const struct pt_cfg_offline_age *e = &cfg->offline_ages[i];
+                if (strlen(e->gateway) == (size_t)(dot - m->string) &&
+                    strncmp(e->gateway, m->string, (size_t)(dot - m->string)) == 0 &&
+                    strcmp(e->method, dot + 1) == 0)
+                    a = &cfg->offline_ages[i];
+            }
+            if (!a) {
+                if (cfg->n_offline_ages >= PT_CFG_MAX_AGES)
+                    return fail(c, key, "too many entries");
+                a = &cfg->offline_ages[cfg->n_offline_ages++];
+            }
+            if (!cJSON_IsNumber(m))
+                return fail(c, key, "must be an integer number of seconds");
+            if ((rc = get_int(c, ages, "offline.max_age_s", m->string, &age, 1, 30LL * 86400)))
+                return rc;
+            snprintf(a->gateway, sizeof a->gateway, "%.*s", (int)(dot - m->string), m->string);
+            snprintf(a->method, sizeof a->method, "%s", dot + 1);
+            a->max_age_s = age;
+        }
+    }
+    return PT_OK;
+}
+
+static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
+{
+    static const char *const known[] = {"interval_s",     "max_attempts",      "backoff_base_ms",
+                                        "backoff_max_ms", "resolve_timeout_s", "request_timeout_ms",
+                                        NULL};
+    int rc;
+    if ((rc = want_object(c, o, "sync")) || (rc = check_known(c, o, "sync", known)))
+        return rc;
+    if ((rc = get_int(c, o, "sync", "interval_s", &cfg->sync_interval_s, 1, 86400)) ||
+        (rc = get_int(c, o, "sync", "max_attempts", &cfg->sync_max_attempts, 1, 100)) ||
+        (rc = get_int(c, o, "sync", "backoff_base_ms", &cfg->sync_backoff_base_ms, 10, 3600000)) ||
+        (rc = get_int(c, o, "sync", "backoff_max_ms", &cfg->sync_backoff_max_ms, 10, 86400000)) ||
+        (rc = get_int(c, o, "sync", "resolve_timeout_s", &cfg->sync_resolve_timeout_s, 1,
+                      30LL * 86400)) ||
+        (rc = get_int(c, o, "sync", "request_timeout_ms", &cfg->sync_request_timeout_ms, 100,
+                      600000)))
+        return rc;
+    if (cfg->sync_backoff_max_ms < cfg->sync_backoff_base_ms)
+        return fail(c, "sync.backoff_max_ms", "must not be smaller than sync.backoff_base_ms");
+    return PT_OK;
+}
+
+/* Reads a required string of a configured gateway. */
+static int need(struct ctx *c, const cJSON *o, const char *prefix, const char *name, char *dst,
+                size_t cap)
+{
+    int rc = get_string(c, o, prefix, name, dst, cap, 0);
+    if (rc)
+        return rc;
+    if (!dst[0]) {
+        char key[256];
+        join(key, sizeof key, prefix, name);
+        return fail(c, key, "required when the gateway is configured");
+    }
+    return PT_OK;
+}
+
+static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
+{
+    static const char *const known[] = {"alipay", "wechat", "stripe", "2c2p", NULL};
+    int rc;
+    if ((rc = want_object(c, o, "gateways")) || (rc = check_known(c, o, "gateways", known)))
+        return rc;
+    const cJSON *g;
+
+    if ((g = cJSON_GetObjectItemCaseSensitive(o, "alipay")) && !cJSON_IsNull(g)) {
+        static const char *const k[] = {"endpoint",   "app_id",           "private_key_file",
+                                        "alipay_public_key_file", "notify_url",
+                                        "barcode_timeout_s", NULL};
+        const char *p = "gateways.alipay";
+        struct pt_cfg_alipay *a = &cfg->alipay;
+        a->barcode_timeout_s = 60;
+        snprintf(a->endpoint, sizeof a->endpoint, "https://openapi.alipay.com/gateway.do");
+        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
+            (rc = get_string(c, g, p, "endpoint", a->endpoint, sizeof a->endpoint, 0)) ||
+            (rc = need(c, g, p, "app_id", a->app_id, sizeof a->app_id)) ||
+            (rc = need(c, g, p, "private_key_file", a->private_key_file,
+                       sizeof a->private_key_file)) ||
+            (rc = need(c, g, p, "alipay_public_key_file", a->alipay_public_key_file,
+                       sizeof a->alipay_public_key_file)) ||
+            (rc = get_string(c, g, p, "notify_url", a->notify_url, sizeof a->notify_url, 1)) ||
+            (rc = get_int(c, g, p, "barcode_timeout_s", &a->barcode_timeout_s, 5, 86400)) ||
+            (rc = check_url(c, "gateways.alipay.endpoint", a->endpoint, 1)) ||
+            (a->notify_url[0] && (rc = check_url(c, "gateways.alipay.notify_url", a->notify_url, 0))))
+            return rc;
+        a->configured = 1;
+    }
+    if ((g = cJSON_GetObjectItemCaseSensitive(o, "wechat")) && !cJSON_IsNull(g)) {
+        static const char *const k[] = {"endpoint",        "mchid",
+                                        "appid",           "serial_no",
+                                        "private_key_file", "platform_public_key_file",
+                                        "platform_serial", "apiv3_key_file",
+                                        "notify_url",      NULL};
+        const char *p = "gateways.wechat";
+        struct pt_cfg_wechat *w = &cfg->wechat;
+        snprintf(w->endpoint, sizeof w->endpoint, "https://api.mch.weixin.qq.com");
+        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
+            (rc = get_string(c, g, p, "endpoint", w->endpoint, sizeof w->endpoint, 0)) ||
+            (rc = need(c, g, p, "mchid", w->mchid, sizeof w->mchid)) ||
+            (rc = need(c, g, p, "appid", w->appid, sizeof w->appid)) ||
+            (rc = need(c, g, p, "serial_no", w->serial_no, sizeof w->serial_no)) ||
+            (rc = need(c, g, p, "private_key_file", w->private_key_file,
+                       sizeof w->private_key_file)) ||
+            (rc = need(c, g, p, "platform_public_key_file", w->platform_public_key_file,
+                       sizeof w->platform_public_key_file)) ||
+            (rc = need(c, g, p, "platform_serial", w->platform_serial,
+                       sizeof w->platform_serial)) ||
+            (rc = need(c, g, p, "apiv3_key_file", w->apiv3_key_file, sizeof w->apiv3_key_file)) ||
+            (rc = need(c, g, p, "notify_url", w->notify_url, sizeof w->notify_url)) ||
+            (rc = check_url(c, "gateways.wechat.endpoint", w->endpoint, 1)) ||
+            (rc = check_url(c, "gateways.wechat.notify_url", w->notify_url, 0)))
+            return rc;
+        w->configured = 1;
+    }
+    if ((g = cJSON_GetObjectItemCaseSensitive(o, "stripe")) && !cJSON_IsNull(g)) {
+        static const char *const k[] = {"endpoint", "secret_key_file", "webhook_secret_file",
+                                        NULL};
+        const char *p = "gateways.stripe";
+        struct pt_cfg_stripe *s = &cfg->stripe;
+        snprintf(s->endpoint, sizeof s->endpoint, "https://api.stripe.com");
+        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
+            (rc = get_string(c, g, p, "endpoint", s->endpoint, sizeof s->endpoint, 0)) ||
+            (rc = need(c, g, p, "secret_key_file", s->secret_key_file,
+                       sizeof s->secret_key_file)) ||
+            (rc = get_string(c, g, p, "webhook_secret_file", s->webhook_secret_file,
+                             sizeof s->webhook_secret_file, 1)) ||
+            (rc = check_url(c, "gateways.stripe.endpoint", s->endpoint, 1)))
+            return rc;
+        s->configured = 1;
+    }
+    if ((g = cJSON_GetObjectItemCaseSensitive(o, "2c2p")) && !cJSON_IsNull(g)) {
+        static const char *const k[] = {"endpoint", "merchant_id", "secret_key_file", "notify_url",
+                                        NULL};
+        const char *p = "gateways.2c2p";
+        struct pt_cfg_2c2p *t = &cfg->c2p;
+        snprintf(t->endpoint, sizeof t->endpoint, "https://pgw.2c2p.com");
+        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
+            (rc = get_string(c, g, p, "endpoint", t->endpoint, sizeof t->endpoint, 0)) ||
+            (rc = need(c, g, p, "merchant_id", t->merchant_id, sizeof t->merchant_id)) ||
+            (rc = need(c, g, p, "secret_key_file", t->secret_key_file,
+                       sizeof t->secret_key_file)) ||
+            (rc = get_string(c, g, p, "notify_url", t->notify_url, sizeof t->notify_url, 1)) ||
+            (rc = check_url(c, "gateways.2c2p.endpoint", t->endpoint, 1)) ||
+            (t->notify_url[0] && (rc = check_url(c, "gateways.2c2p.notify_url", t->notify_url, 0))))
+            return rc;
+        t->configured = 1;
+    }
+    return PT_OK;
+}
+
+static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
+{
+    static const char *const known[] = {"data_dir", "listen",      "notify_listen", "api_token_file",
+                                        "log_level", "storage",    "idempotency",   "limits",
+                                        "offline",  "sync",        "tls",           "gateways",
+                                        NULL};
+    int rc;
+    if (!cJSON_IsObject(root))
+        return fail(c, "(top level)", "the file must hold one JSON object");
+    if ((rc = check_known(c, root, "", known)))
+        return rc;
+    char level[16] = "";
+    if ((rc = get_string(c, root, "", "data_dir", cfg->data_dir, sizeof cfg->data_dir, 0)) ||
+        (rc = get_string(c, root, "", "listen", cfg->listen, sizeof cfg->listen, 0)) ||
+        (rc = get_string(c, root, "", "notify_listen", cfg->notify_listen,
+                         sizeof cfg->notify_listen, 1)) ||
+        (rc = get_string(c, root, "", "api_token_file", cfg->api_token_file,
+                         sizeof cfg->api_token_file, 1)) ||
+        (rc = get_string(c, root, "", "log_level", level, sizeof level, 0)))
+        return rc;
+    if ((rc = check_listen(c, "listen", cfg->listen)))
+        return rc;
+    if (cfg->notify_listen[0] && (rc = check_listen(c, "notify_listen", cfg->notify_listen)))
+        return rc;
+    if (level[0] && pt_log_level_parse(level, &cfg->log_level) != 0)
+        return fail(c, "log_level", "must be one of error, warn, info, debug (got \"%s\")", level);
+
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "storage"))) {
+        static const char *const k[] = {"synchronous", NULL};
+        char sync[16] = "";
+        if ((rc = want_object(c, v, "storage")) || (rc = check_known(c, v, "storage", k)) ||
+            (rc = get_string(c, v, "storage", "synchronous", sync, sizeof sync, 0)))
+            return rc;
+        if (sync[0] && strcmp(sync, "FULL") && strcmp(sync, "NORMAL"))
+            return fail(c, "storage.synchronous", "must be \"FULL\" or \"NORMAL\" (got \"%s\")",
+                        sync);
+        cfg->synchronous_normal = strcmp(sync, "NORMAL") == 0;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "idempotency")) &&
+        (rc = load_idempotency(c, v, cfg)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits"))) {
+        static const char *const k[] = {"max_amount", NULL};
+        if ((rc = want_object(c, v, "limits")) || (rc = check_known(c, v, "limits", k)) ||
+            (rc = get_int(c, v, "limits", "max_amount", &cfg->max_amount, 1, PT_MONEY_MAX)))
+            return rc;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "offline")) && (rc = load_offline(c, v, cfg)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "sync")) && (rc = load_sync(c, v, cfg)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tls"))) {
+        static const char *const k[] = {"ca_file", NULL};
+        if ((rc = want_object(c, v, "tls")) || (rc = check_known(c, v, "tls", k)) ||
+            (rc = get_string(c, v, "tls", "ca_file", cfg->ca_file, sizeof cfg->ca_file, 0)))
+            return rc;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "gateways")) &&
+        (rc = load_gateways(c, v, cfg)))
+        return rc;
+    return PT_OK;
+}
+
+/* ---- files, paths, merging ------------------------------------------------ */
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "config %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(CONFIG_FILE_MAX + 1);
+    size_t n = buf ? fread(buf, 1, CONFIG_FILE_MAX + 1, f) : 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad || n > CONFIG_FILE_MAX) {
+        snprintf(err, errlen, "config %s: %s", path,
+                 !buf ? "out of memory" : bad ? "read error" : "larger than 256 KiB");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Makes every relative "*_file" / "data_dir" string absolute against dir. */
+static int resolve_paths(cJSON *node, const char *dir)
+{
+    for (cJSON *m = node->child; m; m = m->next) {
+        if (cJSON_IsObject(m)) {
+            if (resolve_paths(m, dir))
+                return -1;
+            continue;
+        }
+        if (!cJSON_IsString(m) || !m->string || m->valuestring[0] == '/' || !m->valuestring[0])
+            continue;
+        size_t nl = strlen(m->string);
+        int is_path = strcmp(m->string, "data_dir") == 0 ||
+                      (nl > 5 && strcmp(m->string + nl - 5, "_file") == 0);
+        if (!is_path)
+            continue;
+        char full[PT_CFG_PATH_MAX * 2];
+        snprintf(full, sizeof full, "%s/%s", dir, m->valuestring);
+        if (!cJSON_SetValuestring(m, full))
+            return -1;
+    }
+    return 0;
+}
+
+/* Deep merge: members of src replace or extend those of dst (objects merge). */
+static int merge(cJSON *dst, cJSON *src)
+{
+    cJSON *m = src->child;
+    while (m) {
+        cJSON *next = m->next;
+        cJSON *have = cJSON_GetObjectItemCaseSensitive(dst, m->string);
+        if (have && cJSON_IsObject(have) && cJSON_IsObject(m)) {
+            if (merge(have, m))
+                return -1;
+        } else {
+            cJSON *item = cJSON_DetachItemViaPointer(src, m);
+            if (have)
+                cJSON_ReplaceItemViaPointer(dst, have, item);
+            else
+                cJSON_AddItemToObject(dst, item->string, item);
+        }
+        m = next;
+    }
+    return 0;
+}
+
+int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, char *err,
+                   size_t errlen)
+{
+    pt_config_defaults(cfg);
+    if (npaths == 0)
+        return PT_OK;
+    cJSON *root = cJSON_CreateObject();
+    char sources[600] = "";
+    int rc = PT_ENOMEM;
+    if (!root) {
+        snprintf(err, errlen, "config: out of memory");
+        return rc;
+    }
+    for (int i = 0; i < npaths; i++) {
+        size_t len;
+        char *text = read_file(paths[i], &len, err, errlen);
+        if (!text) {
+            rc = PT_EIO;
+            goto out;
+        }
+        const char *end = NULL;
+        cJSON *tree = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+        if (!tree) {
+            size_t off = end ? (size_t)(end - text) : 0;
+            int line = 1;
+            for (size_t k = 0; k < off && k < len; k++)
+                line += text[k] == '\n';
+            snprintf(err, errlen, "config %s: not valid JSON near line %d (byte %zu)", paths[i],
+                     line, off);
+            free(text);
+            rc = PT_ECONFIG;
+            goto out;
+        }
+        free(text);
+        if (!cJSON_IsObject(tree)) {
+            snprintf(err, errlen, "config %s: the file must hold one JSON object", paths[i]);
+            cJSON_Delete(tree);
+            rc = PT_ECONFIG;
+            goto out;
+        }
+        char dir[PT_CFG_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", paths[i]);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (resolve_paths(tree, dir) || merge(root, tree)) {
+            cJSON_Delete(tree);
+            snprintf(err, errlen, "config: out of memory");
+            goto out;
+        }
+        cJSON_Delete(tree);
+        size_t sl = strlen(sources);
+        snprintf(sources + sl, sizeof sources - sl, "%s%s", i ? " + " : "", paths[i]);
+    }
+    struct ctx c = {err, errlen, sources};
+    rc = load_tree(&c, root, cfg);
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- secrets --------------------------------------------------------------- */
+
+static int check_secret(const char *what, const char *path, char *err, size_t errlen)
+{
+    if (!path[0])
+        return PT_OK;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(err, errlen, "%s %s: cannot read: %s", what, path, strerror(errno));
+        return PT_EIO;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s %s: not a regular file", what, path);
+        return PT_EIO;
+    }
+    if (sb.st_mode & 077) {
+        snprintf(err, errlen,
+                 "%s %s: mode %04o lets group or others read or write a secret; "
+                 "run: chmod 600 %s",
+                 what, path, (unsigned)(sb.st_mode & 07777), path);
+        return PT_EPERM;
+    }
+    return PT_OK;
+}
+
+int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errlen)
+{
+    const struct {
+        const char *what;
+        const char *path;
+    } files[] = {
+        {"api_token_file", cfg->api_token_file},
+        {"gateways.alipay.private_key_file", cfg->alipay.private_key_file},
+        {"gateways.wechat.private_key_file", cfg->wechat.private_key_file},
+        {"gateways.wechat.apiv3_key_file", cfg->wechat.apiv3_key_file},
+        {"gateways.stripe.secret_key_file", cfg->stripe.secret_key_file},
+        {"gateways.stripe.webhook_secret_file", cfg->stripe.webhook_secret_file},
+        {"gateways.2c2p.secret_key_file", cfg->c2p.secret_key_file},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        int rc = check_secret(files[i].what, files[i].path, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return PT_OK;
+}
+
+const struct pt_cfg_offline_limit *pt_config_offline_limit(const struct pt_config *cfg,
+                                                           const char *currency)
+{
+    for (int i = 0; i < cfg->n_offline_limits; i++)
+        if (strcmp(cfg->offline_limits[i].currency, currency) == 0)
+            return &cfg->offline_limits[i];
+    return NULL;
+}
+
+int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gateway,
+                                  const char *method)
+{
+    for (int i = 0; i < cfg->n_offline_ages; i++)
+        if (strcmp(cfg->offline_ages[i].gateway, gateway) == 0 &&
+            strcmp(cfg->offline_ages[i].method, method) == 0)
+            return cfg->offline_ages[i].max_age_s;
+    return -1;
+}
+
+int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway)
+{
+    if (strcmp(gateway, "alipay") == 0)
+        return cfg->alipay.configured;
+    if (strcmp(gateway, "wechat") == 0)
+        return cfg->wechat.configured;
+    if (strcmp(gateway, "stripe") == 0)
+        return cfg->stripe.configured;
+    if (strcmp(gateway, "2c2p") == 0)
+        return cfg->c2p.configured;
+    return 0;
+}
+
+void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/payterm.db", cfg->data_dir);
+}

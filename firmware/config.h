@@ -1,0 +1,139 @@
+/*
+ * config.h - payterm's configuration (SPEC section 10), loaded with cJSON.
+ *
+ * Every key is optional; defaults are below and in the README.  Unknown keys
+ * and bad values are errors that name the key ("offline.limits.CNY.max_total:
+ * must be a positive integer").  Several files may be given (-c a.json -c
+ * b.json): objects are merged, later files win, so the simulator's
+ * gateways.json fragment can be layered over a base file.  Relative file
+ * paths inside a file are resolved against that file's directory.
+ */
+#ifndef PT_CONFIG_H_
+#define PT_CONFIG_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define PT_CFG_PATH_MAX 512
+#define PT_CFG_STR_MAX 256
+#define PT_CFG_MAX_CURRENCIES 32
+#define PT_CFG_MAX_AGES 16
+
+struct pt_cfg_alipay {
+    int configured;
+    char endpoint[PT_CFG_STR_MAX];
+    char app_id[64];
+    char private_key_file[PT_CFG_PATH_MAX];
+    char alipay_public_key_file[PT_CFG_PATH_MAX];
+    char notify_url[PT_CFG_STR_MAX];
+    int64_t barcode_timeout_s;
+};
+
+struct pt_cfg_wechat {
+    int configured;
+    char endpoint[PT_CFG_STR_MAX];
+    char mchid[64];
+    char appid[64];
+    char serial_no[128];
+    char private_key_file[PT_CFG_PATH_MAX];
+    char platform_public_key_file[PT_CFG_PATH_MAX];
+    char platform_serial[128];
+    char apiv3_key_file[PT_CFG_PATH_MAX];
+    char notify_url[PT_CFG_STR_MAX];
+};
+
+struct pt_cfg_stripe {
+    int configured;
+    char endpoint[PT_CFG_STR_MAX];
+    char secret_key_file[PT_CFG_PATH_MAX];
+    char webhook_secret_file[PT_CFG_PATH_MAX];
+};
+
+struct pt_cfg_2c2p {
+    int configured;
+    char endpoint[PT_CFG_STR_MAX];
+    char merchant_id[64];
+    char secret_key_file[PT_CFG_PATH_MAX];
+    char notify_url[PT_CFG_STR_MAX];
+};
+
+struct pt_cfg_offline_limit {
+    char currency[4];
+    int64_t max_amount; /* one charge, minor units */
+    int64_t max_total;  /* all queued charges, minor units */
+};
+
+struct pt_cfg_offline_age {
+    char gateway[16];
+    char method[16];
+    int64_t max_age_s;
+};
+
+struct pt_config {
+    char data_dir[PT_CFG_PATH_MAX];
+    char listen[128];
+    char notify_listen[128]; /* "" = no second listener */
+    char api_token_file[PT_CFG_PATH_MAX];
+    enum pt_log_level log_level;
+    int synchronous_normal; /* storage.synchronous = "NORMAL" */
+
+    int64_t idem_ttl_s;
+    int64_t idem_lock_timeout_s;
+    int64_t max_amount;
+
+    struct pt_cfg_offline_limit offline_limits[PT_CFG_MAX_CURRENCIES];
+    int n_offline_limits;
+    int64_t offline_max_count;
+    struct pt_cfg_offline_age offline_ages[PT_CFG_MAX_AGES];
+    int n_offline_ages;
+
+    int64_t sync_interval_s;
+    int64_t sync_max_attempts;
+    int64_t sync_backoff_base_ms;
+    int64_t sync_backoff_max_ms;
+    int64_t sync_resolve_timeout_s;
+    int64_t sync_request_timeout_ms;
+
+    char ca_file[PT_CFG_PATH_MAX];
+
+    struct pt_cfg_alipay alipay;
+    struct pt_cfg_wechat wechat;
+    struct pt_cfg_stripe stripe;
+    struct pt_cfg_2c2p c2p;
+};
+
+/* Fills cfg with the documented defaults. */
+void pt_config_defaults(struct pt_config *cfg);
+
+/*
+ * Loads and validates the files (merged in order) into cfg, starting from the
+ * defaults.  npaths may be 0 (defaults only).  On error returns PT_ECONFIG
+ * (or PT_EIO for an unreadable file) and writes a sentence naming the file and
+ * the key into err.
+ */
+int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, char *err,
+                   size_t errlen);
+
+/*
+ * Checks that every configured secret file (private keys, secrets, API token)
+ * exists and is not readable or writable by group or others.  On error returns
+ * PT_EPERM/PT_EIO and writes which file, its mode and the chmod to run.
+ */
+int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errlen);
+
+/* Finds the offline limit for a currency; NULL when the currency has none. */
+const struct pt_cfg_offline_limit *pt_config_offline_limit(const struct pt_config *cfg,
+                                                           const char *currency);
+/* Offline age limit for gateway+method in seconds; -1 when none configured. */
+int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gateway,
+                                  const char *method);
+
+/* True when the named gateway ("alipay", "wechat", "stripe", "2c2p") is configured. */
+int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway);
+
+/* Path of the database inside data_dir. */
+void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen);
+
+#endif

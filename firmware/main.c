@@ -1,0 +1,53 @@
+/*
+ * main.c - the payterm program: one binary for the daemon and the CLI.
+ *
+ * Adding a command is adding a file with its pt_cmd_* function and one line
+ * in the table below.
+ */
+#include "cli.h"
+#include "pt_config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
+    {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
+    {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
+    {"version", pt_cmd_version, "print the version"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: payterm <command> [-c FILE]... [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'payterm <command> --help' describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return PT_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return PT_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0)
+        name = "version";
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "payterm: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return PT_EXIT_USAGE;
+}

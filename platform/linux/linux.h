@@ -1,0 +1,26 @@
+/*
+ * linux.h - the Linux implementation of core's platform interfaces.
+ *
+ * pt_linux_platform() returns a pt_platform whose clock is clock_gettime,
+ * whose randomness is getrandom(2), and whose log sink writes to stderr or
+ * syslog.  The libcurl transport is attached separately (transport.h).
+ */
+#ifndef PT_LINUX_H
+#define PT_LINUX_H
+
+#include "platform.h"
+
+/* The process-wide Linux platform table (clock, random, log). */
+const struct pt_platform *pt_linux_platform(void);
+
+/* Wall clock and monotonic clock in milliseconds. */
+int64_t pt_linux_now_ms(void);
+int64_t pt_linux_mono_ms(void);
+
+/* Fills buf with len random bytes from getrandom(2). PT_OK or PT_ESYS. */
+int pt_linux_random(void *buf, size_t len);
+
+/* Routes core's log lines to syslog (1) or stderr (0). */
+void pt_linux_log_use_syslog(int on);
+
+#endif

@@ -1,0 +1,118 @@
+-- 001_init.sql - the first schema of payterm.
+--
+-- Times are integers: milliseconds since the Unix epoch (UTC).  Money is an
+-- integer count of the currency's minor unit.  The UNIQUE constraints here are
+-- the data layer of the exactly-once defence: even when an idempotency record
+-- has expired, a second charge for the same order cannot exist.
+
+-- Request layer: one row per client idempotency key and scope
+-- ("POST /v1/charges", "cancel:<order_id>", ...).  A row with
+-- completed_at NULL is a lock held by the request that inserted it.
+CREATE TABLE idempotency_keys (
+    id              INTEGER PRIMARY KEY,
+    scope           TEXT    NOT NULL CHECK (length(scope) BETWEEN 1 AND 128),
+    key             TEXT    NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
+    request_hash    BLOB    NOT NULL CHECK (length(request_hash) = 32),
+    locked_at       INTEGER,
+    locked_by       INTEGER,
+    completed_at    INTEGER,
+    response_status INTEGER CHECK (response_status IS NULL OR response_status BETWEEN 100 AND 599),
+    response_body   BLOB,
+    order_id        TEXT,
+    created_at      INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    UNIQUE (scope, key),
+    CHECK ((completed_at IS NULL) = (response_status IS NULL))
+);
+CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+
+-- State layer: one row per payment intent.  order_id is also the gateway's
+-- idempotency key (Alipay/WeChat out_trade_no, 2C2P invoiceNo, Stripe
+-- Idempotency-Key), so it is unique forever.
+CREATE TABLE charges (
+    id                 INTEGER PRIMARY KEY,
+    order_id           TEXT    NOT NULL UNIQUE
+                       CHECK (length(order_id) BETWEEN 1 AND 64
+                              AND order_id NOT GLOB '*[^A-Za-z0-9_.-]*'),
+    gateway            TEXT    NOT NULL CHECK (gateway IN ('alipay', 'wechat', 'stripe', '2c2p')),
+    method             TEXT    NOT NULL CHECK (method IN ('barcode', 'qr', 'card_on_file', 'redirect')),
+    amount             INTEGER NOT NULL CHECK (typeof(amount) = 'integer' AND amount > 0),
+    currency           TEXT    NOT NULL CHECK (length(currency) = 3 AND currency GLOB '[A-Z][A-Z][A-Z]'),
+    state              TEXT    NOT NULL CHECK (state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN',
+                                                         'SUCCESS', 'FAILED', 'CANCELED')),
+    offline_mode       TEXT    NOT NULL CHECK (offline_mode IN ('prefer_online', 'require_online',
+                                                                'force_offline')),
+    -- Canonical JSON of the charge parameters: decides "same parameters" for
+    -- a retry under another key, and is what a resend sends again.
+    params             TEXT    NOT NULL,
+    subject            TEXT,
+    payment_code       TEXT,
+    payment_method     TEXT,
+    customer           TEXT,
+    metadata           TEXT,
+    attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at    INTEGER NOT NULL DEFAULT 0,
+    first_sent_at      INTEGER,
+    gateway_trade_no   TEXT,
+    action_url         TEXT,
+    error_code         TEXT,
+    error_message      TEXT,
+    review             INTEGER NOT NULL DEFAULT 0 CHECK (review IN (0, 1)),
+    review_reason      TEXT,
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL
+);
+-- The sync engine's work list: due charges, oldest first.
+CREATE INDEX charges_due ON charges (next_attempt_at, id)
+    WHERE state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN');
+CREATE INDEX charges_state ON charges (state, id);
+
+-- Append-only audit of every transition, refused ones included, written in
+-- the same transaction as the change it records.
+CREATE TABLE charge_events (
+    id          INTEGER PRIMARY KEY,
+    charge_id   INTEGER NOT NULL REFERENCES charges (id),
+    from_state  TEXT,
+    to_state    TEXT,
+    cause       TEXT    NOT NULL,
+    actor       TEXT    NOT NULL,
+    refused     INTEGER NOT NULL DEFAULT 0 CHECK (refused IN (0, 1)),
+    detail      TEXT,
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX charge_events_by_charge ON charge_events (charge_id, id);
+CREATE TRIGGER charge_events_append_only_u BEFORE UPDATE ON charge_events
+BEGIN
+    SELECT RAISE(ABORT, 'charge_events is append-only');
+END;
+CREATE TRIGGER charge_events_append_only_d BEFORE DELETE ON charge_events
+BEGIN
+    SELECT RAISE(ABORT, 'charge_events is append-only');
+END;
+
+-- Gateway notifications, each applied once: (gateway, dedup_id) is unique.
+CREATE TABLE notifications (
+    id           INTEGER PRIMARY KEY,
+    gateway      TEXT    NOT NULL,
+    dedup_id     TEXT    NOT NULL CHECK (length(dedup_id) BETWEEN 1 AND 256),
+    order_id     TEXT,
+    status       TEXT,
+    outcome      TEXT    NOT NULL,
+    received_at  INTEGER NOT NULL,
+    UNIQUE (gateway, dedup_id)
+);
+
+-- The fulfilment feed the kiosk reads.  seq only grows (AUTOINCREMENT never
+-- reuses a value), and each charge gets each terminal event at most once, so
+-- goods are delivered once whatever races between notifications and syncs.
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    type        TEXT    NOT NULL CHECK (type IN ('charge.succeeded', 'charge.failed',
+                                                 'charge.canceled', 'charge.review')),
+    charge_id   INTEGER NOT NULL REFERENCES charges (id),
+    order_id    TEXT    NOT NULL,
+    payload     TEXT    NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX events_once_per_charge ON events (charge_id, type)
+    WHERE type <> 'charge.review';
