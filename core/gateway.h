@@ -1,0 +1,148 @@
+/*
+ * gateway.h - the one interface every payment gateway adapter implements.
+ *
+ * An adapter is a table of pure functions: it turns a charge into a signed
+ * HTTP request, and a response (or an incoming notification) into an
+ * outcome, without touching the network, the clock or the database.  Time
+ * and nonces come in through struct pt_gw_env so the functions are
+ * deterministic and are tested with byte vectors alone.  The sync engine
+ * sends the requests through the platform's pt_transport.
+ *
+ * Adding a gateway is adding core/gateways/<name>.c with one
+ * `const struct pt_gateway pt_gateway_<name>` and a line in registry.c.
+ * (Shape borrowed from curl's struct Curl_ssl, one table per TLS backend.)
+ */
+#ifndef PT_GATEWAY_H
+#define PT_GATEWAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "charge.h"
+#include "platform.h"
+
+struct pt_pk; /* an RSA key (crypto.h) */
+
+/* What a gateway said, classified for the state machine (SPEC section 7). */
+enum pt_outcome {
+    PT_OUTCOME_SUCCESS = 0, /* the money moved */
+    PT_OUTCOME_DECLINED,    /* terminal decline; code + message say why */
+    PT_OUTCOME_PENDING,     /* accepted, waiting for the customer */
+    PT_OUTCOME_CANCELED,    /* closed / canceled / reversed at the gateway */
+    PT_OUTCOME_NOT_FOUND,   /* query: the gateway has no such order */
+    PT_OUTCOME_AMBIGUOUS,   /* cannot tell: 5xx, Alipay 20000, bad response signature,
+                               Stripe 409 idempotency_key_in_use, unparseable body */
+};
+
+const char *pt_outcome_name(enum pt_outcome o);
+
+/*
+ * A configured gateway: identifiers, endpoints and loaded keys.  Filled by
+ * pt_gw_config_load() (the program) or by tests directly.  Secrets live in
+ * fixed buffers wiped by pt_gw_config_free().
+ */
+struct pt_gw_config {
+    char name[8];                /* "alipay", "wechat", "stripe", "2c2p" */
+    char endpoint[256];          /* base URL (Alipay: the full gateway.do URL) */
+    char app_id[64];             /* Alipay app_id, WeChat appid */
+    char merchant_id[64];        /* WeChat mchid, 2C2P merchantID */
+    char serial_no[128];         /* WeChat merchant certificate serial */
+    char platform_serial[128];   /* WeChat platform key serial (hex) */
+    char notify_url[256];
+    struct pt_pk *private_key;   /* merchant RSA key (Alipay, WeChat); NULL otherwise */
+    struct pt_pk *peer_key;      /* Alipay public key / WeChat platform key */
+    unsigned char secret[256];   /* Stripe secret key, 2C2P secret, WeChat APIv3 key */
+    size_t secret_len;
+    unsigned char webhook_secret[256]; /* Stripe whsec_... (the whole string) */
+    size_t webhook_secret_len;
+    int barcode_timeout_s;       /* Alipay: reverse an unpaid barcode charge after this */
+};
+
+/* Wipes secrets and frees the keys; accepts NULL. */
+void pt_gw_config_free(struct pt_gw_config *cfg);
+
+/* Inputs that would otherwise make an adapter impure. */
+struct pt_gw_env {
+    int64_t now_ms;      /* wall clock: Alipay timestamp, WeChat timestamp, Stripe tolerance */
+    const char *nonce;   /* WeChat nonce_str (32 chars) */
+};
+
+/* The classified result of one call. */
+struct pt_gw_result {
+    enum pt_outcome outcome;
+    char trade_no[PT_SHORT_MAX];   /* Alipay trade_no, WeChat transaction_id, Stripe pi_..., 2C2P tranRef */
+    char action_url[PT_URL_MAX];   /* qr_code / code_url / payment_url */
+    char code[PT_SHORT_MAX];       /* gateway's code (declines and ambiguity) */
+    char message[PT_MESSAGE_MAX];  /* gateway's message, no secrets */
+    int64_t amount;                /* minor units when the gateway reported one, else 0 */
+    char currency[4];
+    int review;                    /* the adapter asks for an operator (e.g. Stripe
+                                      idempotency_error: same key, other parameters) */
+};
+
+/* A verified, normalised gateway notification. */
+struct pt_notification {
+    char gateway[8];
+    char dedup_id[256];            /* applied once per (gateway, dedup_id) */
+    char order_id[PT_ORDER_ID_MAX];
+    char trade_no[PT_SHORT_MAX];
+    int64_t amount;                /* minor units, 0 if absent */
+    char currency[4];
+    char merchant_id[64];          /* app_id / mchid / merchantID as notified; "" if absent */
+    enum pt_outcome status;        /* SUCCESS, DECLINED, CANCELED or PENDING */
+    int relevant;                  /* 0: valid but nothing to apply (e.g. other event type) */
+};
+
+enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL };
+
+struct pt_gateway {
+    const char *name;
+    /* NULL-terminated list of methods: {"barcode", "qr", NULL}. */
+    const char *const *methods;
+    /* How long a resend with the same key is safe (Stripe 24 h); 0 = never. */
+    int64_t resend_window_s;
+
+    /*
+     * Builds the signed request for op on charge c (for CANCEL of a Stripe
+     * charge c->gateway_trade_no must be set).  *out is filled and owned by the
+     * caller (pt_http_request_free).  PT_OK, PT_EINVAL (charge lacks a field
+     * the gateway needs), PT_ECRYPTO.
+     */
+    int (*build)(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                 const struct pt_gw_env *env, struct pt_http_request *out);
+
+    /*
+     * Classifies the answer to op.  A response whose signature does not
+     * verify is never SUCCESS (AMBIGUOUS with code "invalid_signature").
+     * Returns PT_OK whenever *out was filled (whatever the outcome).
+     */
+    int (*parse)(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                 const struct pt_http_response *resp, struct pt_gw_result *out);
+
+    /*
+     * Verifies and normalises an incoming notification (headers and body in
+     * msg; msg->status unused).  PT_OK when valid, PT_ESIG when the
+     * signature/MAC/decryption fails, PT_EPARSE when malformed.
+     */
+    int (*parse_notify)(const struct pt_gw_config *cfg, const struct pt_http_response *msg,
+                        const struct pt_gw_env *env, struct pt_notification *out);
+
+    /* The exact replies the gateway wants for a notification. */
+    const char *notify_ok_type;   /* Content-Type of the success reply */
+    const char *notify_ok_body;   /* "success", {"code":"SUCCESS"}, ... */
+    const char *notify_fail_type;
+    const char *notify_fail_body; /* "fail", {"code":"FAIL","message":"..."}, ... */
+};
+
+extern const struct pt_gateway pt_gateway_alipay;
+extern const struct pt_gateway pt_gateway_wechat;
+extern const struct pt_gateway pt_gateway_stripe;
+extern const struct pt_gateway pt_gateway_2c2p;
+
+/* Looks a gateway up by name; NULL when unknown. */
+const struct pt_gateway *pt_gateway_find(const char *name);
+
+/* True when the gateway offers the method. */
+int pt_gateway_has_method(const struct pt_gateway *gw, const char *method);
+
+#endif
