@@ -45,8 +45,10 @@
                   " next_attempt_at, first_sent_at, gateway_trade_no, action_url, error_code,"     \
                   " error_message, review, review_reason, created_at, updated_at, params"          \
                   " FROM charges WHERE order_id = ?1")                                             \
-    X(AUDIT_INSERT, "INSERT INTO charge_events (charge_id, from_state, to_state, cause, actor,"    \
-                    " refused, detail, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")       \
+    X(AUDIT_INSERT,                                                                                \
+      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"     \
+      " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
+      " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
     X(COMMIT, "COMMIT")                                                                            \
     X(ROLLBACK, "ROLLBACK")
