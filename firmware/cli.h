@@ -9,7 +9,7 @@
 #ifndef PT_CLI_H
 #define PT_CLI_H
 
-#include "config.h"
+#include "config_load.h"
 
 enum { PT_EXIT_OK = 0, PT_EXIT_FAIL = 1, PT_EXIT_USAGE = 2, PT_EXIT_INVALID = 3 };
 

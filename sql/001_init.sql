@@ -68,6 +68,9 @@ CREATE TABLE charges (
 -- the status counters.
 CREATE INDEX charges_active ON charges (state, next_attempt_at)
     WHERE state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN');
+-- Charges waiting for an operator: rare, so this index costs nothing until
+-- one is raised.
+CREATE INDEX charges_review ON charges (id) WHERE review = 1;
 
 -- Append-only audit of every transition, refused ones included, written in
 -- the same transaction as the change it records.
