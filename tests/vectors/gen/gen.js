@@ -99,8 +99,14 @@ function alipayVectors() {
   const cliParams = { method: 'alipay.trade.query', app_id: config.appId, charset: 'utf-8',
     sign_type: 'RSA2', timestamp: ts, version: '1.0',
     biz_content: '{"out_trade_no":"ORDER 5 "}', zz_note: '  spaced value  ' };
+  // biz_content goes in as an object: the SDK JSON.stringify()s it (a string
+  // would come out double-encoded, quoted).
+  const { biz_content: _biz, ...flat } = cliParams;
   const cliSigned = alipayUtil.sign('alipay.trade.query',
-    { ...cliParams, bizContent: undefined }, config, { bizContentAutoSnakeCase: false });
+    { ...flat, bizContent: JSON.parse(_biz) }, config, { bizContentAutoSnakeCase: false });
+  for (const k of Object.keys(cliParams)) {
+    if (cliSigned[k] !== cliParams[k]) throw new Error(`cli vector: SDK changed ${k}`);
+  }
   const cli = {
     params: cliParams,
     string_to_sign: Object.keys(cliSigned).filter((k) => k !== 'sign').sort()
@@ -470,8 +476,8 @@ function c2pVectors() {
   const rawToken = (text, s = secret) => jwt.sign(text, s, { algorithm: 'HS256' });
   const result = (code, amount = '1000.00', extra = '') =>
     `{"merchantID":"${merchantID}","invoiceNo":"ORDER-20261130-0004","cardNo":"411111XXXXXX1111","amount":${amount},"currencyCode":"THB","tranRef":"2876543","referenceNo":"2792000","approvalCode":"123456","transactionDateTime":"20251130130004","agentCode":"KTB","channelCode":"VI","respCode":"${code}","respDesc":"${code === '0000' ? 'Success' : 'x'}"${extra}}`;
-  const noneToken = jwt.sign(JSON.parse(result('0000')), null, { algorithm: 'none' });
-  const hs512 = jwt.sign(JSON.parse(result('0000')), secret, { algorithm: 'HS512' });
+  const noneToken = jwt.sign(JSON.parse(result('0000')), null, { algorithm: 'none', noTimestamp: true });
+  const hs512 = jwt.sign(JSON.parse(result('0000')), secret, { algorithm: 'HS512', noTimestamp: true });
   const good = rawToken(result('0000'));
   const parts = good.split('.');
   const swapped = [parts[0], Buffer.from(result('0000', '1.00')).toString('base64url'), parts[2]].join('.');
