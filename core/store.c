@@ -45,8 +45,10 @@
                   " next_attempt_at, first_sent_at, gateway_trade_no, action_url, error_code,"     \
                   " error_message, review, review_reason, created_at, updated_at, params"          \
                   " FROM charges WHERE order_id = ?1")                                             \
-    X(AUDIT_INSERT, "INSERT INTO charge_events (charge_id, from_state, to_state, cause, actor,"    \
-                    " refused, detail, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")       \
+    X(AUDIT_INSERT,                                                                                \
+      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"     \
+      " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
+      " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
     X(COMMIT, "COMMIT")                                                                            \
     X(ROLLBACK, "ROLLBACK")
@@ -165,19 +167,33 @@ int pt_store_schema_latest(void)
     return pt_migrations_count;
 }
 
-int pt_store_schema_version(struct pt_store *st, int *version)
+int pt_store_pragma_int(struct pt_store *st, const char *name, int *value)
 {
+    static const char *const allowed[] = {"user_version", "synchronous", "foreign_keys",
+                                          "busy_timeout", "page_count", "max_page_count"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        ok |= strcmp(name, allowed[i]) == 0;
+    if (!ok)
+        return PT_EINVAL;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA %s", name);
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
         return xlate(sqlite3_extended_errcode(st->db));
     int rc = sqlite3_step(s);
     int err = PT_OK;
     if (rc == SQLITE_ROW)
-        *version = sqlite3_column_int(s, 0);
+        *value = sqlite3_column_int(s, 0);
     else
         err = xlate(sqlite3_extended_errcode(st->db));
     sqlite3_finalize(s);
     return err;
+}
+
+int pt_store_schema_version(struct pt_store *st, int *version)
+{
+    return pt_store_pragma_int(st, "user_version", version);
 }
 
 int pt_store_migrate_to(struct pt_store *st, int version)

@@ -58,6 +58,9 @@ int pt_store_schema_latest(void);
  */
 int pt_store_migrate_to(struct pt_store *st, int version);
 
+/* Reads an integer PRAGMA of this connection ("synchronous", "foreign_keys"). */
+int pt_store_pragma_int(struct pt_store *st, const char *name, int *value);
+
 /* Write transaction: BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
 int pt_store_begin(struct pt_store *st);
 int pt_store_commit(struct pt_store *st);

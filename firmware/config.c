@@ -88,13 +88,6 @@ static int check_known(struct ctx *c, const cJSON *obj, const char *prefix,
             join(key, sizeof key, prefix, m->string);
             return fail(c, key, "unknown key (check the spelling; see the README for the keys)");
         }
-        for (const cJSON *d = m->next; d; d = d->next) {
-            if (strcmp(m->string, d->string) == 0) {
-                char key[256];
-                join(key, sizeof key, prefix, m->string);
-                return fail(c, key, "given twice in the same object");
-            }
-        }
     }
     return PT_OK;
 }
@@ -509,6 +502,24 @@ static int resolve_paths(cJSON *node, const char *dir)
     return 0;
 }
 
+/* Finds a member name given twice in one object; writes its dotted path. */
+static int find_duplicate(const cJSON *obj, const char *prefix, char *out, size_t outlen)
+{
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        char key[256];
+        join(key, sizeof key, prefix, m->string);
+        for (const cJSON *d = m->next; d; d = d->next) {
+            if (strcmp(m->string, d->string) == 0) {
+                snprintf(out, outlen, "%s", key);
+                return 1;
+            }
+        }
+        if (cJSON_IsObject(m) && find_duplicate(m, key, out, outlen))
+            return 1;
+    }
+    return 0;
+}
+
 /* Deep merge: members of src replace or extend those of dst (objects merge). */
 static int merge(cJSON *dst, cJSON *src)
 {
@@ -567,6 +578,14 @@ int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, 
         free(text);
         if (!cJSON_IsObject(tree)) {
             snprintf(err, errlen, "config %s: the file must hold one JSON object", paths[i]);
+            cJSON_Delete(tree);
+            rc = PT_ECONFIG;
+            goto out;
+        }
+        char dup[256];
+        if (find_duplicate(tree, "", dup, sizeof dup)) {
+            snprintf(err, errlen, "config %s: key '%s': given twice in the same object", paths[i],
+                     dup);
             cJSON_Delete(tree);
             rc = PT_ECONFIG;
             goto out;
