@@ -328,10 +328,9 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         for (const char *const *f = charge_fields; *f; f++)
             known |= strcmp(m->string, *f) == 0;
         if (!known) {
-            char t[96];
-            snprintf(t, sizeof t, "unknown field (allowed: order_id, amount, currency, gateway, "
-                                  "method, ...)");
-            problem(msg, cap, m->string, t);
+            problem(msg, cap, m->string,
+                    "unknown field (allowed: order_id, amount, currency, gateway, method, "
+                    "payment_code, payment_method, customer, subject, offline, metadata)");
         }
     }
 

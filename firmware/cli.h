@@ -39,11 +39,23 @@ __attribute__((format(printf, 2, 3)))
 #endif
 void pt_cli_error(const char *cmd, const char *fmt, ...);
 
+struct pt_store;
+
+/* Creates data_dir (mode 0700) when missing; prints the error otherwise. */
+int pt_cli_ensure_dir(const char *cmd, const char *dir);
+
+/* Opens (creating and migrating) the configured database; prints errors. */
+int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st);
+
 /* The commands; argv[0] is the command name. */
 int pt_cmd_init(int argc, char **argv);
 int pt_cmd_version(int argc, char **argv);
 int pt_cmd_sweep(int argc, char **argv);
 int pt_cmd_backup(int argc, char **argv);
+int pt_cmd_serve(int argc, char **argv);
+int pt_cmd_status(int argc, char **argv);
+int pt_cmd_charges(int argc, char **argv);
+int pt_cmd_sync(int argc, char **argv);
 /* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */
 int pt_cmd_sign(int argc, char **argv);
 int pt_cmd_verify(int argc, char **argv);
