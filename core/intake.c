@@ -321,13 +321,15 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         problem(msg, cap, "body", "must be a JSON object");
         return 0;
     }
-    if (pt_json_has_duplicate_keys(body))
-        problem(msg, cap, "body", "a field is given twice");
     for (const cJSON *m = body->child; m; m = m->next) {
-        int known = 0;
+        int known = 0, twice = 0;
         for (const char *const *f = charge_fields; *f; f++)
             known |= strcmp(m->string, *f) == 0;
-        if (!known) {
+        for (const cJSON *p = body->child; p != m; p = p->next)
+            twice |= strcmp(p->string, m->string) == 0;
+        if (twice) {
+            problem(msg, cap, m->string, "given twice");
+        } else if (!known) {
             problem(msg, cap, m->string,
                     "unknown field (allowed: order_id, amount, currency, gateway, method, "
                     "payment_code, payment_method, customer, subject, offline, metadata)");
@@ -582,14 +584,17 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto storage;
     }
 
-    if (!g.body_is_json) {
+    /* A body that parses but has no canonical form (a field given twice)
+     * is still validated, so that the message names the field. */
+    if (!g.json) {
         pt_reply_error(out, 400, "invalid_request",
                        len ? "body: must be a JSON object (Content-Type: application/json)"
                            : "body: required, a JSON object describing the charge");
         goto complete;
     }
-    if (!validate_charge(in, g.json, &c, &params, msg, sizeof msg)) {
-        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+    if (!validate_charge(in, g.json, &c, &params, msg, sizeof msg) || !g.body_is_json) {
+        pt_reply_error(out, 400, "invalid_request", "%s",
+                       msg[0] ? msg : "body: has no single meaning (a field given twice?)");
         goto complete;
     }
 
