@@ -171,7 +171,8 @@ static int guard_enter(const struct pt_intake *in, struct pt_store *st, const ch
             pt_reply_error(out, 503, "storage_unavailable", "out of memory");
             return 0;
         }
-        memcpy(raw, body, len);
+        if (len) /* no body at all: body may be NULL */
+            memcpy(raw, body, len);
         raw[len] = '\0';
         rc = pt_idem_fingerprint("POST", path, raw, g->hash);
         free(raw);
