@@ -15,11 +15,20 @@
 #include "idem.h"
 #include "store.h"
 
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct result {
@@ -69,7 +78,7 @@ struct floor_db {
 
 static void floor_open(struct floor_db *f, const char *dir)
 {
-    char path[512];
+    char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/floor.db", dir);
     unlink(path);
     if (sqlite3_open(path, &f->db) != SQLITE_OK ||
@@ -168,10 +177,10 @@ static void add_result(const char *name, const char *unit, double p50, double p9
 
 static void bench_storage(const char *dir)
 {
-    char path[512], err[512];
+    char path[PATH_MAX + 64], err[512];
     snprintf(path, sizeof path, "%s/bench.db", dir);
     unlink(path);
-    char wal[600];
+    char wal[PATH_MAX + 80];
     snprintf(wal, sizeof wal, "%s-wal", path);
     unlink(wal);
     struct pt_store *st;
@@ -258,6 +267,235 @@ static void bench_storage(const char *dir)
     pt_store_close(st);
 }
 
+/* ---- HTTP: payterm serve with a keep-alive client ---------------------------- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("pt_bench: free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return s * n;
+}
+
+struct client {
+    CURL *h;
+    struct curl_slist *hdrs;
+    char url[128];
+};
+
+static void client_init(struct client *c, int port, const char *path)
+{
+    c->h = curl_easy_init();
+    c->hdrs = NULL;
+    snprintf(c->url, sizeof c->url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(c->h, CURLOPT_URL, c->url);
+    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
+}
+
+/* One POST /v1/charges; returns the HTTP status. */
+static long post_charge(struct client *c, const char *key, const char *body)
+{
+    char hk[300];
+    snprintf(hk, sizeof hk, "Idempotency-Key: %s", key);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    h = curl_slist_append(h, hk);
+    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, body);
+    long code = 0;
+    if (curl_easy_perform(c->h) == CURLE_OK)
+        curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(h);
+    return code;
+}
+
+static pid_t start_daemon(const char *dir, int port)
+{
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64];
+    snprintf(data, sizeof data, "%s/http-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/http.json", dir);
+    snprintf(log, sizeof log, "%s/http.log", dir);
+    char cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", data);
+    if (system(cmd) != 0)
+        exit(1);
+    FILE *f = fopen(cfg, "w");
+    char sk[PATH_MAX + 64];
+    snprintf(sk, sizeof sk, "%s/bench_sk", dir);
+    FILE *k = fopen(sk, "w");
+    if (!f || !k) {
+        perror("pt_bench: config");
+        exit(1);
+    }
+    fputs("sk_test_bench\n", k);
+    fclose(k);
+    chmod(sk, 0600);
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:1\","
+            "\"secret_key_file\":\"%s\"}}}\n",
+            data, port, sk);
+    fclose(f);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(PT_BINARY, "payterm", "serve", "-c", cfg, (char *)NULL);
+        _exit(127);
+    }
+    /* Wait until it answers. */
+    struct client c;
+    client_init(&c, port, "/healthz");
+    for (int i = 0; i < 500; i++) {
+        long code = 0;
+        if (curl_easy_perform(c.h) == CURLE_OK)
+            curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &code);
+        if (code == 200)
+            break;
+        usleep(10000);
+    }
+    curl_easy_cleanup(c.h);
+    return pid;
+}
+
+struct replay_arg {
+    int port;
+    double seconds;
+    long done, bad;
+};
+
+static void *replay_worker(void *p)
+{
+    struct replay_arg *a = p;
+    struct client c;
+    client_init(&c, a->port, "/v1/charges");
+    const char *body = "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
+                       "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                       "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}";
+    double end = now_us() + a->seconds * 1e6;
+    while (now_us() < end) {
+        long code = post_charge(&c, "replay-key-1", body);
+        if (code == 202)
+            a->done++;
+        else
+            a->bad++;
+    }
+    curl_easy_cleanup(c.h);
+    return NULL;
+}
+
+static void bench_http(const char *dir)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int port = free_port();
+    pid_t pid = start_daemon(dir, port);
+    struct client c;
+    client_init(&c, port, "/v1/charges");
+    struct floor_db f = {0};
+    floor_open(&f, dir);
+    for (int i = 0; i < 1100; i++)
+        floor_commit(&f);
+
+    int n = quick ? 400 : 2000, nf = 0, nh = 0;
+    double *th = malloc(sizeof(double) * (size_t)n), *tf = malloc(sizeof(double) * (size_t)n);
+    double sum_h = 0, sum_f = 0;
+    long bad = 0;
+    char key[64], body[400];
+    /* Warm-up: connection, pool, WAL wrap on the daemon's file. */
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "warm-%d", i);
+        snprintf(body, sizeof body,
+                 "{\"order_id\":\"WARM-%d\",\"amount\":1200,\"currency\":\"USD\","
+                 "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                 "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                 i);
+        post_charge(&c, key, body);
+    }
+    for (int b = 0; nf < n || nh < n; b++) {
+        int floor_turn = (b % 4 == 0 || b % 4 == 3);
+        for (int i = 0; i < 50; i++) {
+            double t0 = now_us();
+            if (floor_turn && nf < n) {
+                floor_commit(&f);
+                tf[nf] = now_us() - t0;
+                sum_f += tf[nf++];
+            } else if (!floor_turn && nh < n) {
+                snprintf(key, sizeof key, "http-key-%d", nh);
+                snprintf(body, sizeof body,
+                         "{\"order_id\":\"HTTP-%d\",\"amount\":1200,\"currency\":\"USD\","
+                         "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                         "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                         nh);
+                if (post_charge(&c, key, body) != 202)
+                    bad++;
+                th[nh] = now_us() - t0;
+                sum_h += th[nh++];
+            }
+        }
+    }
+    double frate = n / (sum_f / 1e6), hrate = n / (sum_h / 1e6);
+    double f50 = pct(tf, n, 0.5);
+    add_result("http_new_charge_offline", "us", pct(th, n, 0.5), pct(th, n, 0.99), hrate, frate,
+               hrate / frate,
+               "POST /v1/charges, force_offline, one keep-alive client; ratio = rate / floor "
+               "rate, budget >= 0.5");
+    if (bad)
+        fprintf(stderr, "pt_bench: %ld new-charge requests did not get 202\n", bad);
+    (void)f50;
+
+    /* Replay: the first request creates the charge, the rest replay it. */
+    post_charge(&c, "replay-key-1",
+                "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
+                "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}");
+    enum { THREADS = 4 };
+    pthread_t th_id[THREADS];
+    struct replay_arg args[THREADS];
+    double secs = quick ? 1.0 : 3.0;
+    for (int i = 0; i < THREADS; i++) {
+        args[i] = (struct replay_arg){.port = port, .seconds = secs};
+        pthread_create(&th_id[i], NULL, replay_worker, &args[i]);
+    }
+    long done = 0, rbad = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th_id[i], NULL);
+        done += args[i].done;
+        rbad += args[i].bad;
+    }
+    add_result("http_replay", "req/s", 0, 0, done / secs, frate, (done / secs) / frate,
+               "POST /v1/charges replaying a completed key, 4 keep-alive clients on the same "
+               "2 cores as the daemon; budget >= 10000 req/s");
+    if (rbad)
+        fprintf(stderr, "pt_bench: %ld replay requests did not get 202\n", rbad);
+
+    curl_easy_cleanup(c.h);
+    floor_close(&f);
+    free(th);
+    free(tf);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    curl_global_cleanup();
+}
+
 static void print_and_write(const char *json_path)
 {
     printf("\n%-26s %6s %10s %10s %12s %10s %8s\n", "benchmark", "unit", "p50", "p99", "rate/s",
@@ -307,8 +545,17 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* The daemon's config resolves relative paths against its own
+     * directory: give it absolute ones. */
+    static char absdir[PATH_MAX];
+    if (!realpath(dir, absdir)) {
+        perror(dir);
+        return 1;
+    }
+    dir = absdir;
     printf("payterm benchmarks in %s (floor = bare durable SQLite commit, same disk)\n", dir);
     bench_storage(dir);
+    bench_http(dir);
     print_and_write(json);
     return 0;
 }
