@@ -11,6 +11,24 @@
  * Adding a gateway is adding core/gateways/<name>.c with one
  * `const struct pt_gateway pt_gateway_<name>` and a line in registry.c.
  * (Shape borrowed from curl's struct Curl_ssl, one table per TLS backend.)
+ *
+ * The wire-level helpers each adapter is built from (strings to sign,
+ * signature checks, notification crypto) are public in
+ * core/gateways/{alipay,wechat,stripe,2c2p}.h so the simulator and
+ * `payterm sign`/`verify` reuse them instead of re-implementing them.
+ *
+ * Interface changes since the first draft (issue 4):
+ *  - struct pt_gw_env gained tolerance_s (Stripe webhook and WeChat
+ *    notification timestamp tolerance; 0 = the gateway's default, 300 s).
+ *  - build() returns PT_EUNSUPPORTED for an operation the gateway does not
+ *    have (2C2P has no cancel for an unpaid redirect: the token just expires).
+ *  - pt_gw_config.secret holds the WeChat APIv3 key (32 bytes) for WeChat,
+ *    the API secret key (sk_...) for Stripe, the merchant secret for 2C2P.
+ *  - pt_notification.relevant is 0 for a verified event that carries no
+ *    charge outcome (a Stripe event of another type, a WeChat refund event):
+ *    acknowledge it, apply nothing.
+ *  - pt_gw_config_free() lives in core/gateways/registry.c; the loader from
+ *    the program's configuration is pt_gw_config_load() in firmware/gw_config.h.
  */
 #ifndef PT_GATEWAY_H
 #define PT_GATEWAY_H
@@ -64,7 +82,8 @@ void pt_gw_config_free(struct pt_gw_config *cfg);
 /* Inputs that would otherwise make an adapter impure. */
 struct pt_gw_env {
     int64_t now_ms;      /* wall clock: Alipay timestamp, WeChat timestamp, Stripe tolerance */
-    const char *nonce;   /* WeChat nonce_str (32 chars) */
+    const char *nonce;   /* WeChat nonce_str (32 chars); NULL for other gateways */
+    int64_t tolerance_s; /* notification age accepted; 0 = 300 s; < 0 = do not check */
 };
 
 /* The classified result of one call. */
@@ -105,8 +124,9 @@ struct pt_gateway {
     /*
      * Builds the signed request for op on charge c (for CANCEL of a Stripe
      * charge c->gateway_trade_no must be set).  *out is filled and owned by the
-     * caller (pt_http_request_free).  PT_OK, PT_EINVAL (charge lacks a field
-     * the gateway needs), PT_ECRYPTO.
+     * caller (pt_http_request_free); on failure it is left empty.  PT_OK,
+     * PT_EINVAL (charge lacks a field the gateway needs, or the config lacks a
+     * key), PT_EUNSUPPORTED (the gateway has no such operation), PT_ECRYPTO.
      */
     int (*build)(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                  const struct pt_gw_env *env, struct pt_http_request *out);

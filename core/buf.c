@@ -1,0 +1,141 @@
+/*
+ * buf.c - bounded growable text buffer (see buf.h).
+ */
+#include "buf.h"
+#include "crypto.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pt_buf_init(struct pt_buf *b, size_t max)
+{
+    memset(b, 0, sizeof *b);
+    b->max = max;
+}
+
+static int grow(struct pt_buf *b, size_t n)
+{
+    if (b->failed)
+        return -1;
+    if (n > b->max - b->len) {
+        b->failed = 1;
+        return -1;
+    }
+    size_t need = b->len + n + 1;
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 128;
+    while (cap < need)
+        cap *= 2;
+    /* realloc could leave a copy of a secret behind; grow by copy and wipe. */
+    char *p = malloc(cap);
+    if (!p) {
+        b->failed = 1;
+        return -1;
+    }
+    if (b->p) {
+        memcpy(p, b->p, b->len + 1);
+        pt_zeroize(b->p, b->cap);
+        free(b->p);
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void pt_buf_put(struct pt_buf *b, const void *s, size_t n)
+{
+    if (grow(b, n) != 0)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void pt_buf_puts(struct pt_buf *b, const char *s)
+{
+    pt_buf_put(b, s, strlen(s));
+}
+
+void pt_buf_putc(struct pt_buf *b, char c)
+{
+    pt_buf_put(b, &c, 1);
+}
+
+void pt_buf_printf(struct pt_buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->failed = 1; /* only short fragments are formatted */
+        return;
+    }
+    pt_buf_put(b, tmp, (size_t)n);
+}
+
+void pt_buf_json_string(struct pt_buf *b, const char *s)
+{
+    pt_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': pt_buf_put(b, "\\\"", 2); break;
+        case '\\': pt_buf_put(b, "\\\\", 2); break;
+        case '\b': pt_buf_put(b, "\\b", 2); break;
+        case '\f': pt_buf_put(b, "\\f", 2); break;
+        case '\n': pt_buf_put(b, "\\n", 2); break;
+        case '\r': pt_buf_put(b, "\\r", 2); break;
+        case '\t': pt_buf_put(b, "\\t", 2); break;
+        default:
+            if (*p < 0x20)
+                pt_buf_printf(b, "\\u%04x", *p);
+            else
+                pt_buf_putc(b, (char)*p);
+        }
+    }
+    pt_buf_putc(b, '"');
+}
+
+void pt_buf_urlencode(struct pt_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~' || c == '[' || c == ']') {
+            pt_buf_putc(b, (char)c);
+        } else {
+            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+            pt_buf_put(b, e, 3);
+        }
+    }
+}
+
+char *pt_buf_take(struct pt_buf *b, size_t *len)
+{
+    if (!b->failed && !b->p)
+        grow(b, 0); /* an empty text is still a string */
+    if (b->failed) {
+        pt_buf_free(b, 1);
+        return NULL;
+    }
+    char *p = b->p;
+    if (len)
+        *len = b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+void pt_buf_free(struct pt_buf *b, int wipe)
+{
+    if (b->p && wipe)
+        pt_zeroize(b->p, b->cap);
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}

@@ -1,0 +1,39 @@
+/*
+ * gwcommon.h - small helpers shared by the four adapters (internal to
+ * core/gateways; pt__ names).
+ */
+#ifndef PT_GWCOMMON_H
+#define PT_GWCOMMON_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "gateway.h"
+
+/* Copies src into dst (dstlen bytes), truncating; src NULL gives "". */
+void pt__copy(char *dst, size_t dstlen, const char *src);
+
+/* Sets outcome, code and message of r (code/message may be NULL). */
+void pt__result(struct pt_gw_result *r, enum pt_outcome o, const char *code, const char *msg);
+
+/* 1 when s is a non-empty id made of [A-Za-z0-9_.-] only (safe in a URL path). */
+int pt__id_safe(const char *s);
+
+/* Starts a request: method and url = base + path (copied). PT_OK, PT_ENOMEM. */
+int pt__request_start(struct pt_http_request *r, const char *method, const char *base,
+                      const char *path);
+
+/* Takes ownership of body (len bytes, malloc'd) as the request body. */
+void pt__request_body(struct pt_http_request *r, char *body, size_t len);
+
+/* The string member name of obj, or NULL when absent or not a string. */
+const char *pt__jstr(const cJSON *obj, const char *name);
+
+/* Upper-cases a three-letter currency into out[4]; PT_OK or PT_EPARSE. */
+int pt__currency_upper(const char *in, char out[4]);
+
+/* The notification timestamp check: |now - t| within env's tolerance. */
+int pt__within_tolerance(const struct pt_gw_env *env, int64_t t_s, int past_only);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * registry.c - the list of gateway adapters and what they share.
+ *
+ * Adding a gateway is adding its table to `gateways` below.  The helpers of
+ * gwcommon.h live here too, as does the one destructor of pt_gw_config.
+ */
+#include "gateway.h"
+#include "crypto.h"
+#include "err.h"
+#include "gwcommon.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct pt_gateway *const gateways[] = {
+    &pt_gateway_alipay,
+    &pt_gateway_wechat,
+    &pt_gateway_stripe,
+    &pt_gateway_2c2p,
+};
+
+const struct pt_gateway *pt_gateway_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < sizeof gateways / sizeof gateways[0]; i++)
+        if (strcmp(gateways[i]->name, name) == 0)
+            return gateways[i];
+    return NULL;
+}
+
+int pt_gateway_has_method(const struct pt_gateway *gw, const char *method)
+{
+    for (const char *const *m = gw->methods; *m; m++)
+        if (strcmp(*m, method) == 0)
+            return 1;
+    return 0;
+}
+
+const char *pt_outcome_name(enum pt_outcome o)
+{
+    switch (o) {
+    case PT_OUTCOME_SUCCESS: return "SUCCESS";
+    case PT_OUTCOME_DECLINED: return "DECLINED";
+    case PT_OUTCOME_PENDING: return "PENDING";
+    case PT_OUTCOME_CANCELED: return "CANCELED";
+    case PT_OUTCOME_NOT_FOUND: return "NOT_FOUND";
+    case PT_OUTCOME_AMBIGUOUS: return "AMBIGUOUS";
+    }
+    return "?";
+}
+
+void pt_gw_config_free(struct pt_gw_config *cfg)
+{
+    if (!cfg)
+        return;
+    pt_pk_free(cfg->private_key);
+    pt_pk_free(cfg->peer_key);
+    pt_zeroize(cfg, sizeof *cfg);
+}
+
+/* ---- gwcommon.h ---------------------------------------------------------- */
+
+void pt__copy(char *dst, size_t dstlen, const char *src)
+{
+    if (!dstlen)
+        return;
+    size_t n = src ? strlen(src) : 0;
+    if (n >= dstlen)
+        n = dstlen - 1;
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void pt__result(struct pt_gw_result *r, enum pt_outcome o, const char *code, const char *msg)
+{
+    r->outcome = o;
+    pt__copy(r->code, sizeof r->code, code);
+    pt__copy(r->message, sizeof r->message, msg);
+}
+
+int pt__id_safe(const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    for (; *s; s++) {
+        char c = *s;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int pt__request_start(struct pt_http_request *r, const char *method, const char *base,
+                      const char *path)
+{
+    memset(r, 0, sizeof *r);
+    pt__copy(r->method, sizeof r->method, method);
+    size_t bl = strlen(base), pl = strlen(path);
+    while (bl > 0 && base[bl - 1] == '/' && pl > 0 && path[0] == '/')
+        bl--; /* "https://host/" + "/v1/x" */
+    r->url = malloc(bl + pl + 1);
+    if (!r->url)
+        return PT_ENOMEM;
+    memcpy(r->url, base, bl);
+    memcpy(r->url + bl, path, pl + 1);
+    return PT_OK;
+}
+
+void pt__request_body(struct pt_http_request *r, char *body, size_t len)
+{
+    free(r->body);
+    r->body = body;
+    r->body_len = len;
+}
+
+const char *pt__jstr(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int pt__currency_upper(const char *in, char out[4])
+{
+    if (!in || strlen(in) != 3)
+        return PT_EPARSE;
+    for (int i = 0; i < 3; i++) {
+        char c = in[i];
+        if (c >= 'a' && c <= 'z')
+            c = (char)(c - 'a' + 'A');
+        if (c < 'A' || c > 'Z')
+            return PT_EPARSE;
+        out[i] = c;
+    }
+    out[3] = '\0';
+    return PT_OK;
+}
+
+int pt__within_tolerance(const struct pt_gw_env *env, int64_t t_s, int past_only)
+{
+    if (!env || env->tolerance_s < 0)
+        return 1;
+    int64_t tol = env->tolerance_s ? env->tolerance_s : 300;
+    int64_t age = env->now_ms / 1000 - t_s;
+    return age <= tol && (past_only || age >= -tol);
+}

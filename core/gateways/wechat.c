@@ -1,0 +1,574 @@
+/*
+ * wechat.c - the WeChat Pay APIv3 adapter (Native QR), SPEC 8.
+ *
+ * POST /v3/pay/transactions/native (returns code_url), GET
+ * /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid= and POST
+ * .../out-trade-no/{out_trade_no}/close.  Requests carry the
+ * WECHATPAY2-SHA256-RSA2048 Authorization; every answer below HTTP 500 must
+ * carry a valid platform signature before anything in it is believed.
+ */
+#include "gateways/wechat.h"
+#include "buf.h"
+#include "err.h"
+#include "gateway.h"
+#include "gateways/gwcommon.h"
+#include "gateways/jscan.h"
+#include "money.h"
+#include "pt_config.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define WECHAT_MAX_TEXT (256 * 1024)
+
+/* ---- messages and headers ------------------------------------------------ */
+
+char *pt_wechat_request_message(const char *method, const char *url_path, const char *timestamp,
+                                const char *nonce, const char *body, size_t body_len,
+                                size_t *len)
+{
+    struct pt_buf b;
+    pt_buf_init(&b, WECHAT_MAX_TEXT);
+    pt_buf_puts(&b, method);
+    pt_buf_putc(&b, '\n');
+    pt_buf_puts(&b, url_path);
+    pt_buf_putc(&b, '\n');
+    pt_buf_puts(&b, timestamp);
+    pt_buf_putc(&b, '\n');
+    pt_buf_puts(&b, nonce);
+    pt_buf_putc(&b, '\n');
+    if (body)
+        pt_buf_put(&b, body, body_len);
+    pt_buf_putc(&b, '\n');
+    return pt_buf_take(&b, len);
+}
+
+char *pt_wechat_response_message(const char *timestamp, const char *nonce, const char *body,
+                                 size_t body_len, size_t *len)
+{
+    struct pt_buf b;
+    pt_buf_init(&b, WECHAT_MAX_TEXT);
+    pt_buf_puts(&b, timestamp);
+    pt_buf_putc(&b, '\n');
+    pt_buf_puts(&b, nonce);
+    pt_buf_putc(&b, '\n');
+    if (body)
+        pt_buf_put(&b, body, body_len);
+    pt_buf_putc(&b, '\n');
+    return pt_buf_take(&b, len);
+}
+
+const char *pt_wechat_url_path(const char *url)
+{
+    const char *p = strstr(url, "://");
+    if (!p)
+        return url; /* already a path */
+    p = strchr(p + 3, '/');
+    return p ? p : "/";
+}
+
+static int header_safe(const char *s)
+{
+    return s && !strpbrk(s, "\"\r\n");
+}
+
+int pt_wechat_authorization(const char *mchid, const char *serial, const char *timestamp,
+                            const char *nonce, const char *signature, char *out, size_t outlen)
+{
+    if (!header_safe(mchid) || !header_safe(serial) || !header_safe(timestamp) ||
+        !header_safe(nonce) || !header_safe(signature))
+        return PT_EINVAL;
+    int n = snprintf(out, outlen,
+                     "WECHATPAY2-SHA256-RSA2048 mchid=\"%s\",serial_no=\"%s\",timestamp=\"%s\","
+                     "nonce_str=\"%s\",signature=\"%s\"",
+                     mchid, serial, timestamp, nonce, signature);
+    return n >= 0 && (size_t)n < outlen ? PT_OK : PT_ETOOBIG;
+}
+
+/* Copies the quoted value of one key="value" item into the matching field. */
+static int auth_field(struct pt_wechat_auth *a, const char *k, size_t klen, const char *v,
+                      size_t vlen)
+{
+    struct {
+        const char *name;
+        char *dst;
+        size_t size;
+    } fields[] = {
+        {"mchid", a->mchid, sizeof a->mchid},
+        {"serial_no", a->serial_no, sizeof a->serial_no},
+        {"timestamp", a->timestamp, sizeof a->timestamp},
+        {"nonce_str", a->nonce_str, sizeof a->nonce_str},
+        {"signature", a->signature, sizeof a->signature},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (strlen(fields[i].name) != klen || memcmp(fields[i].name, k, klen) != 0)
+            continue;
+        if (vlen >= fields[i].size || fields[i].dst[0])
+            return PT_EPARSE; /* too long, or given twice */
+        memcpy(fields[i].dst, v, vlen);
+        fields[i].dst[vlen] = '\0';
+        return PT_OK;
+    }
+    return PT_OK; /* unknown keys are ignored, as the server does */
+}
+
+int pt_wechat_parse_authorization(const char *value, struct pt_wechat_auth *out)
+{
+    static const char scheme[] = "WECHATPAY2-SHA256-RSA2048 ";
+    memset(out, 0, sizeof *out);
+    if (strncmp(value, scheme, sizeof scheme - 1) != 0)
+        return PT_EPARSE;
+    const char *p = value + sizeof scheme - 1;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *eq = strchr(p, '=');
+        if (!eq || eq[1] != '"')
+            return *p ? PT_EPARSE : PT_OK;
+        const char *end = strchr(eq + 2, '"');
+        if (!end)
+            return PT_EPARSE;
+        if (auth_field(out, p, (size_t)(eq - p), eq + 2, (size_t)(end - eq - 2)) != PT_OK)
+            return PT_EPARSE;
+        p = end + 1;
+    }
+    if (!out->mchid[0] || !out->serial_no[0] || !out->timestamp[0] || !out->nonce_str[0] ||
+        !out->signature[0])
+        return PT_EPARSE;
+    return PT_OK;
+}
+
+int pt_wechat_verify(const struct pt_pk *pub, const char *expected_serial, const char *timestamp,
+                     const char *nonce, const char *signature, const char *serial,
+                     const char *body, size_t body_len)
+{
+    int rc = PT_ESIG;
+    if (!pub || !expected_serial || !*expected_serial || !timestamp || !nonce || !signature ||
+        !serial)
+        return PT_ESIG;
+    /* The serial picks the key: a message naming another key is not ours to
+     * accept, even if the signature happened to verify. */
+    if (strcasecmp(serial, expected_serial) != 0)
+        return PT_ESIG;
+    size_t len = 0;
+    char *msg = pt_wechat_response_message(timestamp, nonce, body, body_len, &len);
+    if (msg && pt_pk_verify_base64(pub, msg, len, signature, strlen(signature)) == PT_OK)
+        rc = PT_OK;
+    free(msg);
+    return rc;
+}
+
+int pt_wechat_verify_message(const struct pt_pk *pub, const char *expected_serial,
+                             const struct pt_http_response *msg)
+{
+    return pt_wechat_verify(pub, expected_serial,
+                            pt_http_response_header(msg, "Wechatpay-Timestamp"),
+                            pt_http_response_header(msg, "Wechatpay-Nonce"),
+                            pt_http_response_header(msg, "Wechatpay-Signature"),
+                            pt_http_response_header(msg, "Wechatpay-Serial"),
+                            msg->body ? msg->body : "", msg->body ? msg->body_len : 0);
+}
+
+/* ---- resource encryption --------------------------------------------------- */
+
+int pt_wechat_decrypt(const unsigned char *key, size_t keylen, const char *nonce, const char *aad,
+                      const char *ciphertext_b64, char **plain, size_t *plen)
+{
+    int rc = PT_EPARSE;
+    if (keylen != 32)
+        return PT_EINVAL;
+    if (!nonce || !*nonce || !ciphertext_b64)
+        return PT_EPARSE;
+    size_t b64len = strlen(ciphertext_b64);
+    if (b64len > WECHAT_MAX_TEXT)
+        return PT_ETOOBIG;
+    size_t cap = b64len / 4 * 3 + 3, n = 0;
+    unsigned char *ct = malloc(cap);
+    char *pt = malloc(cap + 1);
+    if (!ct || !pt) {
+        rc = PT_ENOMEM;
+        goto out;
+    }
+    if (pt_base64_decode(ciphertext_b64, b64len, ct, cap, &n) != PT_OK || n < PT_GCM_TAG_LEN)
+        goto out;
+    size_t ctlen = n - PT_GCM_TAG_LEN;
+    rc = pt_aes256gcm_decrypt(key, (const unsigned char *)nonce, strlen(nonce),
+                              (const unsigned char *)(aad ? aad : ""), aad ? strlen(aad) : 0,
+                              ct, ctlen, ct + ctlen, (unsigned char *)pt);
+    if (rc != PT_OK)
+        goto out;
+    pt[ctlen] = '\0';
+    *plain = pt;
+    pt = NULL;
+    if (plen)
+        *plen = ctlen;
+out:
+    free(ct);
+    free(pt);
+    return rc;
+}
+
+int pt_wechat_encrypt(const unsigned char *key, size_t keylen, const char *nonce, const char *aad,
+                      const char *plain, size_t plen, char **out)
+{
+    int rc = PT_ENOMEM;
+    if (keylen != 32 || !nonce || !*nonce)
+        return PT_EINVAL;
+    if (plen > WECHAT_MAX_TEXT)
+        return PT_ETOOBIG;
+    unsigned char *ct = malloc(plen + PT_GCM_TAG_LEN);
+    size_t outlen = PT_BASE64_LEN(plen + PT_GCM_TAG_LEN);
+    char *b64 = malloc(outlen);
+    if (!ct || !b64)
+        goto out;
+    rc = pt_aes256gcm_encrypt(key, (const unsigned char *)nonce, strlen(nonce),
+                              (const unsigned char *)(aad ? aad : ""), aad ? strlen(aad) : 0,
+                              (const unsigned char *)plain, plen, ct, ct + plen);
+    if (rc == PT_OK)
+        rc = pt_base64_encode(ct, plen + PT_GCM_TAG_LEN, b64, outlen, NULL);
+    if (rc == PT_OK) {
+        *out = b64;
+        b64 = NULL;
+    }
+out:
+    free(ct);
+    free(b64);
+    return rc;
+}
+
+int pt_wechat_notify_plaintext(const unsigned char *key, size_t keylen, const char *body,
+                               size_t len, char **plain, size_t *plen)
+{
+    int rc = PT_EPARSE;
+    cJSON *j = cJSON_ParseWithLength(body, len);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "resource");
+    const char *alg = pt__jstr(res, "algorithm");
+    if (!cJSON_IsObject(res) || !alg || strcmp(alg, "AEAD_AES_256_GCM") != 0)
+        goto out;
+    rc = pt_wechat_decrypt(key, keylen, pt__jstr(res, "nonce"), pt__jstr(res, "associated_data"),
+                           pt__jstr(res, "ciphertext"), plain, plen);
+out:
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* ---- build ---------------------------------------------------------------- */
+
+static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge *c)
+{
+    struct pt_buf b;
+    pt_buf_init(&b, WECHAT_MAX_TEXT);
+    pt_buf_puts(&b, "{\"appid\":");
+    pt_buf_json_string(&b, cfg->app_id);
+    pt_buf_puts(&b, ",\"mchid\":");
+    pt_buf_json_string(&b, cfg->merchant_id);
+    pt_buf_puts(&b, ",\"description\":");
+    pt_buf_json_string(&b, c->subject[0] ? c->subject : c->order_id);
+    pt_buf_puts(&b, ",\"out_trade_no\":");
+    pt_buf_json_string(&b, c->order_id);
+    pt_buf_puts(&b, ",\"notify_url\":");
+    pt_buf_json_string(&b, cfg->notify_url);
+    pt_buf_printf(&b, ",\"amount\":{\"total\":%lld,\"currency\":", (long long)c->amount);
+    pt_buf_json_string(&b, c->currency);
+    pt_buf_puts(&b, "}}");
+    return pt_buf_take(&b, NULL);
+}
+
+/* Method, path and body of op; *body is malloc'd or NULL (GET). */
+static int wechat_route(const struct pt_gw_config *cfg, enum pt_gw_op op,
+                        const struct pt_charge *c, const char **method, char *path,
+                        size_t pathlen, char **body)
+{
+    *body = NULL;
+    if (op == PT_GW_PAY) {
+        if (strcmp(c->method, "qr") != 0 || !cfg->app_id[0] || !cfg->notify_url[0] ||
+            c->amount <= 0 || !pt_money_currency_valid(c->currency))
+            return PT_EINVAL;
+        *method = "POST";
+        snprintf(path, pathlen, "/v3/pay/transactions/native");
+        *body = native_body(cfg, c);
+    } else if (op == PT_GW_QUERY) {
+        *method = "GET";
+        snprintf(path, pathlen, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", c->order_id,
+                 cfg->merchant_id);
+        return PT_OK;
+    } else {
+        struct pt_buf b;
+        *method = "POST";
+        snprintf(path, pathlen, "/v3/pay/transactions/out-trade-no/%s/close", c->order_id);
+        pt_buf_init(&b, 1024);
+        pt_buf_puts(&b, "{\"mchid\":");
+        pt_buf_json_string(&b, cfg->merchant_id);
+        pt_buf_putc(&b, '}');
+        *body = pt_buf_take(&b, NULL);
+    }
+    return *body ? PT_OK : PT_ENOMEM;
+}
+
+static int sign_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                        struct pt_http_request *r)
+{
+    char ts[24], sig[PT_WECHAT_SIG_MAX], auth[2048];
+    snprintf(ts, sizeof ts, "%lld", (long long)(env->now_ms / 1000));
+    size_t len = 0;
+    char *msg = pt_wechat_request_message(r->method, pt_wechat_url_path(r->url), ts, env->nonce,
+                                          r->body, r->body_len, &len);
+    if (!msg)
+        return PT_ENOMEM;
+    int rc = pt_pk_sign_base64(cfg->private_key, msg, len, sig, sizeof sig);
+    free(msg);
+    if (rc == PT_OK)
+        rc = pt_wechat_authorization(cfg->merchant_id, cfg->serial_no, ts, env->nonce, sig, auth,
+                                     sizeof auth);
+    if (rc == PT_OK)
+        rc = pt_http_request_add_header(r, "Authorization", auth);
+    return rc;
+}
+
+static int wechat_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
+                        const struct pt_charge *c, const struct pt_gw_env *env,
+                        struct pt_http_request *out)
+{
+    const char *method = NULL;
+    char path[512];
+    char *body = NULL;
+    if (!cfg->private_key || !cfg->merchant_id[0] || !cfg->serial_no[0] || !cfg->endpoint[0] ||
+        !env || !env->nonce || !*env->nonce || !pt__id_safe(c->order_id) ||
+        !pt__id_safe(cfg->merchant_id))
+        return PT_EINVAL;
+    int rc = wechat_route(cfg, op, c, &method, path, sizeof path, &body);
+    if (rc != PT_OK)
+        return rc;
+    rc = pt__request_start(out, method, cfg->endpoint, path);
+    if (rc != PT_OK) {
+        free(body);
+        return rc;
+    }
+    pt__request_body(out, body, body ? strlen(body) : 0);
+    rc = pt_http_request_add_header(out, "Accept", "application/json");
+    if (rc == PT_OK && body)
+        rc = pt_http_request_add_header(out, "Content-Type", "application/json");
+    /* APIv3 refuses requests without a User-Agent. */
+    if (rc == PT_OK)
+        rc = pt_http_request_add_header(out, "User-Agent", "payterm/" PT_VERSION);
+    if (rc == PT_OK)
+        rc = sign_request(cfg, env, out);
+    if (rc != PT_OK)
+        pt_http_request_free(out);
+    return rc;
+}
+
+/* ---- parse ---------------------------------------------------------------- */
+
+static const char *expected_serial(const struct pt_gw_config *cfg)
+{
+    if (cfg->platform_serial[0])
+        return cfg->platform_serial;
+    return cfg->peer_key ? pt_pk_serial(cfg->peer_key) : "";
+}
+
+static int code_in(const char *code, const char *const *list)
+{
+    for (; code && *list; list++)
+        if (strcmp(code, *list) == 0)
+            return 1;
+    return 0;
+}
+
+/* Reads a transaction object (query answer or decrypted notification). */
+static int read_transaction(const char *text, size_t len, const cJSON *o, char *trade_no,
+                            size_t trade_no_len, int64_t *amount, char currency[4])
+{
+    static const char *const total[] = {"amount", "total", NULL};
+    const cJSON *amt = cJSON_GetObjectItemCaseSensitive(o, "amount");
+    pt__copy(trade_no, trade_no_len, pt__jstr(o, "transaction_id"));
+    if (!amt)
+        return PT_OK; /* NOTPAY answers may omit amounts */
+    const char *cur = pt__jstr(amt, "currency");
+    if (pt__currency_upper(cur ? cur : "CNY", currency) != PT_OK)
+        return PT_EPARSE;
+    return pt_jscan_int(text, len, total, amount);
+}
+
+static enum pt_outcome trade_state_outcome(const char *st)
+{
+    if (!st)
+        return PT_OUTCOME_AMBIGUOUS;
+    if (strcmp(st, "SUCCESS") == 0 || strcmp(st, "REFUND") == 0)
+        return PT_OUTCOME_SUCCESS; /* REFUND: it was paid, then refunded */
+    if (strcmp(st, "NOTPAY") == 0 || strcmp(st, "USERPAYING") == 0)
+        return PT_OUTCOME_PENDING;
+    if (strcmp(st, "CLOSED") == 0 || strcmp(st, "REVOKED") == 0)
+        return PT_OUTCOME_CANCELED;
+    if (strcmp(st, "PAYERROR") == 0)
+        return PT_OUTCOME_DECLINED;
+    return PT_OUTCOME_AMBIGUOUS;
+}
+
+static void classify_query(const struct pt_http_response *resp, const cJSON *o,
+                           struct pt_gw_result *out)
+{
+    const char *code = pt__jstr(o, "code");
+    if (resp->status == 404 || (code && (strcmp(code, "ORDER_NOT_EXIST") == 0 ||
+                                         strcmp(code, "ORDERNOTEXIST") == 0))) {
+        pt__result(out, PT_OUTCOME_NOT_FOUND, code ? code : "ORDER_NOT_EXIST",
+                   pt__jstr(o, "message"));
+        return;
+    }
+    if (resp->status != 200) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, pt__jstr(o, "message"));
+        return;
+    }
+    const char *st = pt__jstr(o, "trade_state");
+    pt__result(out, trade_state_outcome(st), st, pt__jstr(o, "trade_state_desc"));
+    if (read_transaction(resp->body, resp->body_len, o, out->trade_no, sizeof out->trade_no,
+                         &out->amount, out->currency) != PT_OK &&
+        out->outcome == PT_OUTCOME_SUCCESS)
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
+                   "WeChat reported an amount payterm cannot read exactly");
+}
+
+static void classify_pay(const struct pt_http_response *resp, const cJSON *o,
+                         struct pt_gw_result *out)
+{
+    /* Answers that mean "not decided here": ask again with a query. */
+    static const char *const unsure[] = {"SYSTEM_ERROR", "FREQUENCY_LIMITED", "BANK_ERROR",
+                                         "ORDERPAID", "ORDER_PAID", NULL};
+    const char *code = pt__jstr(o, "code");
+    const char *url = pt__jstr(o, "code_url");
+    if (resp->status == 200 && url && *url) {
+        pt__result(out, PT_OUTCOME_PENDING, NULL, NULL);
+        pt__copy(out->action_url, sizeof out->action_url, url);
+    } else if (resp->status == 200) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "native without code_url");
+    } else if (code && strcmp(code, "OUT_TRADE_NO_USED") == 0) {
+        /* Same out_trade_no, other parameters: someone must look. */
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, pt__jstr(o, "message"));
+        out->review = 1;
+    } else if (code_in(code, unsure) || resp->status == 429) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, pt__jstr(o, "message"));
+    } else {
+        pt__result(out, PT_OUTCOME_DECLINED, code ? code : "http_error", pt__jstr(o, "message"));
+    }
+}
+
+static void classify_close(const struct pt_http_response *resp, const cJSON *o,
+                           struct pt_gw_result *out)
+{
+    const char *code = pt__jstr(o, "code");
+    if (resp->status == 204 || resp->status == 200)
+        pt__result(out, PT_OUTCOME_CANCELED, NULL, NULL);
+    else if (code && strcmp(code, "ORDER_CLOSED") == 0)
+        pt__result(out, PT_OUTCOME_CANCELED, code, pt__jstr(o, "message"));
+    else
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code ? code : "http_error", pt__jstr(o, "message"));
+}
+
+static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op,
+                        const struct pt_charge *c, const struct pt_http_response *resp,
+                        struct pt_gw_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (resp->status >= 500 || resp->status < 200) {
+        char code[16];
+        snprintf(code, sizeof code, "http_%d", resp->status);
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "WeChat Pay server error");
+        return PT_OK;
+    }
+    if (pt_wechat_verify_message(cfg->peer_key, expected_serial(cfg), resp) != PT_OK) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
+                   "WeChat Pay response signature does not verify");
+        return PT_OK;
+    }
+    cJSON *o = resp->body_len ? cJSON_ParseWithLength(resp->body, resp->body_len) : NULL;
+    if (resp->body_len && !cJSON_IsObject(o))
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response is not JSON");
+    else if (op == PT_GW_PAY)
+        classify_pay(resp, o, out);
+    else if (op == PT_GW_QUERY)
+        classify_query(resp, o, out);
+    else
+        classify_close(resp, o, out);
+    (void)c;
+    cJSON_Delete(o);
+    return PT_OK;
+}
+
+/* ---- notifications ------------------------------------------------------- */
+
+static int fill_notify(const char *event_id, const char *event_type, const char *plain,
+                       size_t plen, struct pt_notification *n)
+{
+    int rc = PT_EPARSE;
+    cJSON *o = cJSON_ParseWithLength(plain, plen);
+    const char *otn = pt__jstr(o, "out_trade_no"), *tid = pt__jstr(o, "transaction_id");
+    pt__copy(n->gateway, sizeof n->gateway, "wechat");
+    if (strcmp(event_type, "TRANSACTION.SUCCESS") != 0) {
+        /* Refund and other events: verified, acknowledged, nothing to apply. */
+        pt__copy(n->dedup_id, sizeof n->dedup_id, event_id);
+        rc = PT_OK;
+        goto out;
+    }
+    if (!cJSON_IsObject(o) || !otn || !*otn || !tid || !*tid || strlen(otn) >= sizeof n->order_id ||
+        strlen(tid) >= sizeof n->dedup_id)
+        goto out;
+    pt__copy(n->order_id, sizeof n->order_id, otn);
+    pt__copy(n->dedup_id, sizeof n->dedup_id, tid);
+    pt__copy(n->merchant_id, sizeof n->merchant_id, pt__jstr(o, "mchid"));
+    if (read_transaction(plain, plen, o, n->trade_no, sizeof n->trade_no, &n->amount,
+                         n->currency) != PT_OK || !n->currency[0])
+        goto out; /* a success without a readable amount is refused */
+    n->status = trade_state_outcome(pt__jstr(o, "trade_state"));
+    n->relevant = n->status != PT_OUTCOME_AMBIGUOUS;
+    if (!n->relevant)
+        n->status = PT_OUTCOME_PENDING;
+    rc = PT_OK;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+static int wechat_parse_notify(const struct pt_gw_config *cfg, const struct pt_http_response *msg,
+                               const struct pt_gw_env *env, struct pt_notification *out)
+{
+    char *plain = NULL;
+    size_t plen = 0;
+    memset(out, 0, sizeof *out);
+    int rc = pt_wechat_verify_message(cfg->peer_key, expected_serial(cfg), msg);
+    if (rc != PT_OK)
+        return PT_ESIG;
+    const char *ts = pt_http_response_header(msg, "Wechatpay-Timestamp");
+    if (env && env->now_ms > 0 && !pt__within_tolerance(env, strtoll(ts, NULL, 10), 0))
+        return PT_ESIG; /* a replayed old notification */
+    rc = pt_wechat_notify_plaintext(cfg->secret, cfg->secret_len, msg->body, msg->body_len, &plain,
+                                    &plen);
+    if (rc != PT_OK)
+        return rc == PT_EPARSE ? PT_EPARSE : PT_ESIG;
+    cJSON *j = cJSON_ParseWithLength(msg->body, msg->body_len);
+    const char *id = pt__jstr(j, "id"), *type = pt__jstr(j, "event_type");
+    rc = id && type ? fill_notify(id, type, plain, plen, out) : PT_EPARSE;
+    cJSON_Delete(j);
+    pt_zeroize(plain, plen);
+    free(plain);
+    if (rc != PT_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}
+
+static const char *const wechat_methods[] = {"qr", NULL};
+
+const struct pt_gateway pt_gateway_wechat = {
+    .name = "wechat",
+    .methods = wechat_methods,
+    .resend_window_s = 0,
+    .build = wechat_build,
+    .parse = wechat_parse,
+    .parse_notify = wechat_parse_notify,
+    .notify_ok_type = "application/json",
+    .notify_ok_body = "{\"code\":\"SUCCESS\"}",
+    .notify_fail_type = "application/json",
+    .notify_fail_body = "{\"code\":\"FAIL\",\"message\":\"signature verification failed\"}",
+};
