@@ -44,5 +44,6 @@ int pt_cmd_init(int argc, char **argv);
 int pt_cmd_version(int argc, char **argv);
 int pt_cmd_sweep(int argc, char **argv);
 int pt_cmd_backup(int argc, char **argv);
+int pt_cmd_sim(int argc, char **argv);
 
 #endif

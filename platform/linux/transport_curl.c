@@ -118,6 +118,12 @@ static void global_init(void)
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+int pt_curl_global_init(void)
+{
+    pthread_once(&global_once, global_init);
+    return global_rc == CURLE_OK ? PT_OK : PT_ESYS;
+}
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static int64_t mono_ms(void)
@@ -529,8 +535,7 @@ int pt_curl_new(const struct pt_curl_options *opt, struct pt_curl **out)
                      strerror(errno));
         goto out;
     }
-    pthread_once(&global_once, global_init);
-    if (global_rc != CURLE_OK) {
+    if (pt_curl_global_init() != PT_OK) {
         pt_log_error("transport: curl_global_init failed: %s", curl_easy_strerror(global_rc));
         rc = PT_ESYS;
         goto out;

@@ -52,6 +52,14 @@ struct pt_curl_options {
 struct pt_curl;
 
 /*
+ * Runs curl_global_init() once per process (thread-safe; later calls return
+ * the first result).  pt_curl_new() calls it; other users of libcurl in the
+ * program (the simulator's notifier) call it before curl_easy_init().
+ * PT_OK or PT_ESYS.
+ */
+int pt_curl_global_init(void);
+
+/*
  * Creates a transport.  Calls curl_global_init() once per process (the first
  * time, from whichever thread).  *out is destroyed with pt_curl_destroy().
  * PT_OK, PT_EINVAL (no ca_file, or it cannot be read), PT_ENOMEM.
