@@ -45,5 +45,8 @@ int pt_cmd_version(int argc, char **argv);
 int pt_cmd_sweep(int argc, char **argv);
 int pt_cmd_backup(int argc, char **argv);
 int pt_cmd_sim(int argc, char **argv);
+/* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */
+int pt_cmd_sign(int argc, char **argv);
+int pt_cmd_verify(int argc, char **argv);
 
 #endif

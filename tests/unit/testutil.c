@@ -63,3 +63,78 @@ char *pt_test_read_file(const char *path, size_t *len)
     }
     return buf;
 }
+
+/* ---- vector files ----------------------------------------------------------- */
+
+#include <cjson/cJSON.h>
+
+#include "crypto.h"
+#include "err.h"
+#include "platform.h"
+
+void pt_test_data_path(const char *rel, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s", PT_TEST_DATA_DIR, rel);
+}
+
+struct cJSON *pt_test_vectors(const char *name)
+{
+    char path[1024];
+    size_t len = 0;
+    pt_test_data_path(name, path, sizeof path);
+    char *text = pt_test_read_file(path, &len);
+    if (!text)
+        fail_msg("cannot read vector file %s", path);
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!j)
+        fail_msg("vector file %s is not JSON", path);
+    return j;
+}
+
+struct pt_pk *pt_test_key(const char *name)
+{
+    char path[1024], err[PT_PK_ERR_MAX];
+    struct pt_pk *pk = NULL;
+    snprintf(path, sizeof path, "%s/keys/%s", PT_TEST_DATA_DIR, name);
+    if (pt_pk_load_file(path, NULL, NULL, &pk, err, sizeof err) != PT_OK)
+        fail_msg("cannot load key: %s", err);
+    return pk;
+}
+
+const char *pt_test_str(const struct cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+long long pt_test_int(const struct cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+}
+
+void pt_test_response(const struct cJSON *c, struct pt_http_response *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = (int)pt_test_int(c, "status");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(c, "headers");
+    for (const cJSON *it = h ? h->child : NULL; it; it = it->next)
+        pt_http_response_add_header(out, it->string, it->valuestring);
+    const char *body = pt_test_str(c, "body");
+    out->body = strdup(body);
+    out->body_len = strlen(body);
+}
+
+int pt_test_rc(const char *name)
+{
+    static const struct {
+        const char *name;
+        int rc;
+    } map[] = {{"OK", PT_OK}, {"ESIG", PT_ESIG}, {"EPARSE", PT_EPARSE}, {"EINVAL", PT_EINVAL}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i].name, name) == 0)
+            return map[i].rc;
+    fail_msg("unknown rc name %s", name);
+    return 1;
+}

@@ -24,4 +24,32 @@ void pt_test_write_file(const char *path, const char *text, unsigned mode);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
 char *pt_test_read_file(const char *path, size_t *len);
 
+/* ---- vector files (tests/vectors, via PT_TEST_DATA_DIR) ---------------- */
+
+struct cJSON;
+struct pt_pk;
+
+/* Parses tests/vectors/<name> (JSON); fails the test when missing or invalid.
+ * Free with cJSON_Delete. */
+struct cJSON *pt_test_vectors(const char *name);
+
+/* Full path of tests/vectors/<rel> into out. */
+void pt_test_data_path(const char *rel, char *out, size_t outlen);
+
+/* Loads tests/vectors/keys/<name>; fails the test on error. */
+struct pt_pk *pt_test_key(const char *name);
+
+/* String member of a cJSON object, "" when absent. */
+const char *pt_test_str(const struct cJSON *o, const char *name);
+
+/* Integer member (0 when absent). */
+long long pt_test_int(const struct cJSON *o, const char *name);
+
+/* Builds a pt_http_response from a vector case: status, headers object, body. */
+struct pt_http_response;
+void pt_test_response(const struct cJSON *c, struct pt_http_response *out);
+
+/* "OK" -> PT_OK, "ESIG" -> PT_ESIG, ... (the names of err.h). */
+int pt_test_rc(const char *name);
+
 #endif

@@ -1,0 +1,67 @@
+#!/bin/sh
+# fuzz.sh - builds the libFuzzer targets (tests/fuzz) with clang in build/fuzz
+# and runs each one for a bounded time, seeded from the SDK-generated vectors
+# in tests/vectors.  Fails on the first crash, leak or sanitizer report.
+#
+#   scripts/fuzz.sh                  every target, PT_FUZZ_SECONDS (20) each
+#   scripts/fuzz.sh fuzz_jwt ...     only these targets
+#   PT_FUZZ_SECONDS=300 scripts/fuzz.sh
+set -eu
+
+cd "$(dirname "$0")/.."
+seconds=${PT_FUZZ_SECONDS:-20}
+build=build/fuzz
+targets=${*:-"fuzz_form fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
+fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses"}
+
+command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
+CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_BUILD_BENCH=OFF -DPT_WERROR=ON \
+    -DCMAKE_BUILD_TYPE=Debug >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $targets
+
+# Seeds: the real messages from the vectors, so the fuzzer starts deep.
+seed() { # seed TARGET NAME [PREFIX]  (content on stdin)
+    mkdir -p "$build/corpus/$1"
+    { [ -n "${3:-}" ] && printf "$3"; cat; } > "$build/corpus/$1/$2"
+}
+v=tests/vectors
+i=0
+jq -r '.notify[].body' $v/alipay.json | while IFS= read -r line; do
+    i=$((i + 1))
+    printf %s "$line" | seed fuzz_form "a$i"
+    printf %s "$line" | seed fuzz_notify_alipay "a$i" '\001'
+done
+jq -r '.notify[0].plaintext' $v/wechat.json | seed fuzz_notify_wechat plain '\001'
+jq -r '.notify[0].body' $v/wechat.json | seed fuzz_notify_wechat env '\000'
+jq -r '.notify[0].plaintext' $v/wechat.json | seed fuzz_jscan txn
+jq -r '.webhooks[0].payload' $v/stripe.json | seed fuzz_notify_stripe ev
+jq -r '.webhooks[0].payload' $v/stripe.json | seed fuzz_jscan ev
+jq -r '.webhooks[0].header' $v/stripe.json | seed fuzz_stripe_sig hdr
+jq -r '.verify[].token' $v/2c2p.json | while IFS= read -r t; do
+    i=$((i + 1))
+    printf %s "$t" | seed fuzz_jwt "t$i"
+done
+jq -r '.verify[0].payload_text' $v/2c2p.json | seed fuzz_notify_2c2p payload '\001'
+jq -r '.notify[0].body' $v/2c2p.json | seed fuzz_notify_2c2p body '\000'
+jq -r '.responses[0].body' $v/alipay.json | seed fuzz_jscan ali
+cat $v/keys/alipay_gateway_public.pem | seed fuzz_pem spki
+cat $v/keys/wechat_platform_cert.pem | seed fuzz_pem cert
+cat $v/keys/merchant_alipay_pkcs1.pem | seed fuzz_pem pkcs1
+jq -r '.responses[3].body' $v/wechat.json | seed fuzz_responses query '\011\000'
+printf '%s' '{"id":"pi_1","amount":1200,"currency":"usd","status":"succeeded"}' | seed fuzz_responses pi '\000\000'
+printf '%s' '{"code":"10000","msg":"Success","qr_code":"x","trade_status":"TRADE_SUCCESS","total_amount":"88.88"}' | seed fuzz_responses ali '\001\000'
+
+for t in $targets; do
+    mkdir -p "$build/corpus/$t" "$build/artifacts/$t"
+    echo "fuzz.sh: $t for ${seconds}s"
+    "$build/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$build/artifacts/$t/" -print_final_stats=0 \
+        "$build/corpus/$t" 2>"$build/$t.log" || {
+        echo "fuzz.sh: $t FAILED; see $build/$t.log and $build/artifacts/$t/" >&2
+        tail -40 "$build/$t.log" >&2
+        exit 1
+    }
+    grep -E "^(#[0-9]+\s+DONE|Done)" "$build/$t.log" | tail -1 || true
+done
+echo "fuzz.sh: all targets ran ${seconds}s without a crash"
