@@ -397,13 +397,6 @@ static int configure(struct pt_curl *t, struct channel *ch, const struct pt_http
     } else {
         return PT_EINVAL;
     }
-    if (ch->fd != CURL_SOCKET_BAD && connection_closing(ch->fd)) {
-        ch->stats.stale_skipped++;
-        pt_log_debug("transport %s: kept-alive connection is being closed by the server; "
-                     "opening a new one",
-                     ch->name);
-        SET(CURLOPT_FRESH_CONNECT, 1L);
-    }
     return PT_OK;
 setopt_failed:
     return PT_ENOMEM;
@@ -451,6 +444,25 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
     if (budget <= 0) {
         rc = PT_ENOTSENT;
         goto out;
+    }
+    if (!ch->easy && !(ch->easy = curl_easy_init())) {
+        rc = PT_ENOMEM; /* an earlier handle reset failed; nothing sent */
+        goto out_no_handle;
+    }
+    if (ch->fd != CURL_SOCKET_BAD && connection_closing(ch->fd)) {
+        /* The server is closing the kept-alive connection.  A fresh handle
+         * drops it for certain (CURLOPT_FRESH_CONNECT would leave it cached,
+         * to be picked again if the new connection fails). */
+        ch->stats.stale_skipped++;
+        pt_log_debug("transport %s: kept-alive connection is being closed by the server; "
+                     "opening a new one",
+                     ch->name);
+        curl_easy_cleanup(ch->easy);
+        ch->fd = CURL_SOCKET_BAD;
+        if (!(ch->easy = curl_easy_init())) {
+            rc = PT_ENOMEM;
+            goto out_no_handle;
+        }
     }
     ch->bytes_out = 0;
     ch->resend_refused = 0;
@@ -511,6 +523,7 @@ out:
      * them while it sits idle with its connection. */
     curl_easy_setopt(ch->easy, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(ch->easy, CURLOPT_ERRORBUFFER, NULL);
+out_no_handle:
     pthread_mutex_unlock(&ch->lock);
     return rc;
 }

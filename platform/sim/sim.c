@@ -22,7 +22,7 @@
  * Faults (POST /_sim/faults) apply to the next N gateway requests that match:
  *   refuse_connect        the TLS handshake is refused (SNI names the gateway;
  *                         "*" refuses every new connection right after
- *                         accept), and idle kept-alive connections of that
+ *                         accept), and kept-alive connections of that
  *                         gateway are closed first, so the client has to
  *                         reconnect: nothing of the request is ever read.
  *   fail_before_commit    the request is read, nothing is recorded, the
@@ -66,10 +66,9 @@
 struct sim_conn {
     struct pt_sim *s;
     int fd;
-    int wake_fd;           /* eventfd: stop or close-if-idle */
+    int wake_fd;           /* eventfd: stop, or close when the gateway "goes away" */
     mbedtls_ssl_context ssl;
     int gw;                /* from SNI or the first request's path; SIM_GW_ANY */
-    int idle;              /* waiting for the next request (lk) */
     int kicked;            /* asked to close (lk) */
     int timeout_ms;        /* for the next read */
     int refused;           /* handshake refused by a fault */
@@ -183,10 +182,11 @@ int pt__sim_commit_gate(struct sim_call *c)
     return 0;
 }
 
-/* Closes idle kept-alive connections of gw (all for SIM_GW_ANY) and waits
- * (briefly) until they are gone, so that the client's next request must open
- * a new connection - which the armed refuse_connect then refuses. */
-static void close_idle(struct pt_sim *s, int gw, struct sim_conn *self)
+/* Closes the kept-alive connections of gw (all for SIM_GW_ANY; a request in
+ * progress is answered first) and waits (at most 2 s) until they are gone, so
+ * that the client's next request must open a new connection, which the armed
+ * refuse_connect then refuses. */
+static void close_connections(struct pt_sim *s, int gw, struct sim_conn *self)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -195,8 +195,11 @@ static void close_idle(struct pt_sim *s, int gw, struct sim_conn *self)
     for (;;) {
         int waiting = 0;
         for (struct sim_conn *c = s->conns; c; c = c->next) {
-            if (c == self || !c->idle || (gw != SIM_GW_ANY && c->gw != gw))
+            if (c == self || (gw != SIM_GW_ANY && c->gw != gw))
                 continue;
+            /* A connection still finishing an answer closes right after it
+             * (the client may already hold that answer while the thread has
+             * not yet left the request: that race is why busy ones count). */
             if (!c->kicked) {
                 uint64_t one = 1;
                 c->kicked = 1;
@@ -300,7 +303,7 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
     cJSON *list = faults_json(s);
     pthread_mutex_unlock(&s->lk);
     if (m == SIM_FAULT_REFUSE_CONNECT)
-        close_idle(s, gw, self);
+        close_connections(s, gw, self);
     pt_log_info("sim: fault %s for %s, count %lld%s", mode, pt__sim_gw_name(gw),
                 (long long)count, m == SIM_FAULT_DELAY ? " (delay)" : "");
     pt__sim_resp_json(rs, 200, list);
@@ -350,6 +353,23 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         cJSON *j = pt__sim_notes_json(s);
         pthread_mutex_unlock(&s->lk);
         pt__sim_resp_json(rs, j ? 200 : 500, j);
+    } else if (strcmp(rq->path, "/_sim/blob") == 0 && strcmp(rq->method, "GET") == 0) {
+        /* N bytes of filler: lets a test check a client's response size cap. */
+        char n[16] = "";
+        query_param(rq->query, "bytes", n, sizeof n);
+        long bytes = atol(n);
+        if (bytes < 0 || bytes > 1024 * 1024) {
+            bad_request(rs, "bytes: 0 to 1048576");
+            return;
+        }
+        char *blob = malloc((size_t)bytes + 1);
+        if (!blob) {
+            pt__sim_resp_set(rs, 500, "text/plain", "out of memory", 13);
+            return;
+        }
+        memset(blob, 'x', (size_t)bytes);
+        pt__sim_resp_set(rs, 200, "text/plain", blob, (size_t)bytes);
+        free(blob);
     } else if (strcmp(rq->path, "/_sim/health") == 0) {
         pt__sim_resp_set(rs, 200, "application/json", "{\"ok\":true}", 11);
     } else {
@@ -358,7 +378,8 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         cJSON_AddStringToObject(e, "code", "not_found");
         cJSON_AddStringToObject(e, "message",
                                 "simulator control endpoints: POST/GET /_sim/faults, "
-                                "GET /_sim/ledger, GET /_sim/notifications, GET /_sim/health");
+                                "GET /_sim/ledger, GET /_sim/notifications, GET /_sim/health, "
+                                "GET /_sim/blob?bytes=N");
         pt__sim_resp_json(rs, 404, o);
     }
 }
@@ -618,14 +639,10 @@ static int read_request(struct sim_conn *c, struct sim_req *rq, int *keep_alive)
         }
         pthread_mutex_lock(&s->lk);
         int stop = s->stopping || c->kicked;
-        c->idle = c->rlen == 0;
         pthread_mutex_unlock(&s->lk);
         if (stop)
             return 0;
         int r = tls_read(c, (unsigned char *)c->rbuf + c->rlen, sizeof c->rbuf - 1 - c->rlen);
-        pthread_mutex_lock(&s->lk);
-        c->idle = 0;
-        pthread_mutex_unlock(&s->lk);
         if (r <= 0)
             return 0;
         c->rlen += (size_t)r;
@@ -691,7 +708,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
     int rc = 0;
     if (c->gw == SIM_GW_ANY && rq->gw != SIM_GW_ANY) {
         pthread_mutex_lock(&s->lk);
-        c->gw = rq->gw; /* lets refuse_connect close this idle connection later */
+        c->gw = rq->gw; /* lets refuse_connect close this connection later */
         pthread_mutex_unlock(&s->lk);
     }
     if (rq->gw == SIM_GW_ANY) {
