@@ -233,7 +233,7 @@ static void new_trade_no(struct pt_sim *s, char *out, size_t outlen)
 {
     char date[20], digits[20];
     pt__sim_time_cn(pt__sim_now_ms(), date);
-    pt__sim_random_digits(s, digits, 14);
+    pt__sim_random_digits(s, digits, 15);
     /* 28 digits like Alipay's: date, a channel code, a serial. */
     snprintf(out, outlen, "%.4s%.2s%.2s22001%s", date, date + 5, date + 8, digits);
 }
