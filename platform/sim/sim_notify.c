@@ -104,7 +104,7 @@ static void deliver(struct pt_sim *s, CURL *h, struct sim_note *n)
         goto out;
     }
     if (cc != CURLE_OK)
-        snprintf(n->last_error, sizeof n->last_error, "%s",
+        snprintf(n->last_error, sizeof n->last_error, "%.150s",
                  errbuf[0] ? errbuf : curl_easy_strerror(cc));
     else
         snprintf(n->last_error, sizeof n->last_error, "HTTP %ld, reply \"%.60s\" is not the "
