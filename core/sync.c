@@ -63,11 +63,17 @@ static void set_reach(struct pt_sync *s, const char *gateway, int up)
     atomic_store(&pt_metrics.online[i], up);
     if (up && before == REACH_DOWN) {
         pt_log_info("gateway %s is reachable again: online", gateway);
-        if (s->opt.on_reachable)
-            s->opt.on_reachable(s->opt.ctx, gateway);
+        pt_sync_wake(s);
     } else if (!up && before != REACH_DOWN) {
         pt_log_warn("gateway %s cannot be reached: offline, charges will queue", gateway);
     }
+}
+
+void pt_sync_wake(void *p)
+{
+    struct pt_sync *s = p;
+    if (s->opt.wake)
+        s->opt.wake(s->opt.ctx);
 }
 
 int pt_sync_reachable(void *p, const char *gateway)
@@ -511,6 +517,7 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
                                   .charge_now = pt_sync_charge_now,
                                   .cancel_now = pt_sync_cancel_now,
+                                  .wake = pt_sync_wake,
                                   .ctx = s};
 }
 
