@@ -563,28 +563,27 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     struct pt_charge *batch = malloc(sizeof *batch * DRAIN_BATCH);
     if (!batch)
         return PT_ENOMEM;
-    int skip[PT_MG__COUNT] = {0}; /* gateways found unreachable in this pass */
+    /* Gateways known to be unreachable are left alone (their charges are
+     * not even touched: the probe says when to come back); one found
+     * unreachable during the pass is skipped for the rest of it. */
+    int skip[PT_MG__COUNT];
+    for (int i = 0; i < PT_MG__COUNT; i++)
+        skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
     int rc = PT_OK;
-    for (int round = 0; round < 100000; round++) {
+    int64_t cursor = 0; /* one walk through the due charges, by id */
+    for (;;) {
         int64_t now = now_ms(s);
         int n = 0;
-        if ((rc = pt_store_charges_due(st, now, DRAIN_BATCH, batch, &n)) || n == 0)
+        if ((rc = pt_store_charges_due(st, now, cursor, DRAIN_BATCH, batch, &n)) || n == 0)
             break;
-        int progressed = 0;
         for (int i = 0; i < n && rc == PT_OK; i++) {
             struct pt_charge *c = &batch[i];
             int g = gw_index(c->gateway);
+            cursor = c->id;
+            if (g < 0 || skip[g])
+                continue;
             stats->examined++;
             now = now_ms(s);
-            if (g < 0 || !s->opt.gw[g] || skip[g]) {
-                /* Unconfigured or unreachable: look again after the interval. */
-                struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-                p.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-                if (!(rc = pt_store_begin(st)))
-                    rc = finish(st, pt_store_charge_patch(st, c->id, &p, now));
-                progressed = 1;
-                continue;
-            }
             int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
             switch (c->state) {
             case PT_STATE_INIT:
@@ -603,6 +602,7 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
                 break;
             case PT_STATE_PROCESSING:
                 rc = recover_processing(s, st, c);
+                cursor = c->id - 1; /* now UNKNOWN and due: resolve it in this pass */
                 break;
             case PT_STATE_UNKNOWN:
             case PT_STATE_PENDING:
@@ -614,9 +614,8 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             default:
                 break;
             }
-            progressed = 1;
         }
-        if (rc || !progressed)
+        if (rc)
             break;
     }
     free(batch);
