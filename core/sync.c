@@ -566,10 +566,16 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     /* Gateways known to be unreachable are left alone (their charges are
      * not even touched: the probe says when to come back); one found
      * unreachable during the pass is skipped for the rest of it. */
-    int skip[PT_MG__COUNT];
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    int skip[PT_MG__COUNT], usable = 0;
+    for (int i = 0; i < PT_MG__COUNT; i++) {
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
+        usable += !skip[i];
+    }
     int rc = PT_OK;
+    if (!usable) { /* offline: nothing to walk until a probe succeeds */
+        free(batch);
+        return pt_store_charges_next_due(st, &stats->next_due);
+    }
     int64_t cursor = 0; /* one walk through the due charges, by id */
     for (;;) {
         int64_t now = now_ms(s);
