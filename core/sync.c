@@ -18,6 +18,8 @@
 #include <string.h>
 
 #define DRAIN_BATCH 32
+/* Queued charges sent per pair of durable commits (see send_queued). */
+#define SEND_BATCH 16
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin). */
 #define IN_FLIGHT_MARGIN_MS 5000
@@ -259,35 +261,14 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
 /* ---- sending ------------------------------------------------------------------------ */
 
 /*
- * Sends the pay request for c (INIT, or UNKNOWN for a resend).  Commits
- * PROCESSING first; commits the outcome after.  *c is re-read.
+ * Records what became of a pay request (inside a transaction): the
+ * transport's verdict `sent` and, for an answer, the adapter's result.
  */
-static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
+                  int sent, const struct pt_gw_result *res, int64_t now)
 {
-    int64_t now = now_ms(s);
-    int resend = c->state != PT_STATE_INIT;
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.first_sent_at = now;
-    p.next_attempt_at = now + s->opt.cfg->sync_request_timeout_ms + IN_FLIGHT_MARGIN_MS;
-    rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
-                              NULL, now);
-    if (rc) {
-        /* Someone else moved it (another thread, a notification): not ours. */
-        rc = finish(st, rc);
-        return rc;
-    }
-    if ((rc = pt_store_commit(st)))
-        return rc;
-
-    struct pt_gw_result res;
-    int sent = call(s, PT_GW_PAY, c, &res);
-    now = now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        return rc;
     struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
+    int rc;
     if (sent == PT_ENOTSENT) {
         count_sync(c->gateway, PT_MS_NOT_SENT);
         q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
@@ -302,7 +283,7 @@ static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
         rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
                                   "sent, no answer (timeout or connection lost)", now);
     } else if (sent == PT_OK) {
-        rc = apply(s, st, c, PT_GW_PAY, &res, now);
+        rc = apply(s, st, c, PT_GW_PAY, res, now);
     } else {
         /* The request could not even be built (a key missing from the
          * configuration): nothing left the device. */
@@ -316,9 +297,119 @@ static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
         if (rc == PT_OK)
             rc = raise_review(st, c, "gateway_config", "sync", now);
     }
-    rc = finish(st, rc);
+    return rc;
+}
+
+/* The PROCESSING patch: sent now, and not picked up by anyone else until
+ * `sends` requests of request_timeout_ms each must be over. */
+static struct pt_charge_patch processing_patch(const struct pt_sync *s, int64_t now, int sends)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.first_sent_at = now;
+    p.next_attempt_at = now + sends * s->opt.cfg->sync_request_timeout_ms + IN_FLIGHT_MARGIN_MS;
+    return p;
+}
+
+/*
+ * Sends the pay request for c (INIT, or UNKNOWN for a resend).  Commits
+ * PROCESSING first; commits the outcome after.  *c is re-read.
+ */
+static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    int64_t now = now_ms(s);
+    int resend = c->state != PT_STATE_INIT;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = processing_patch(s, now, 1);
+    rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
+                              NULL, now);
+    if (rc) /* someone else moved it (another thread, a notification): not ours */
+        return finish(st, rc);
+    if ((rc = pt_store_commit(st)))
+        return rc;
+
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_PAY, c, &res);
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = finish(st, settle(s, st, c, resend, sent, &res, now));
     if (rc == PT_OK)
         rc = pt_store_charge_get_by_id(st, c->id, c);
+    return rc;
+}
+
+/*
+ * Sends a run of queued (INIT) charges with two durable commits for the
+ * whole run instead of two per charge: one that moves them all to
+ * PROCESSING before the first request leaves, one for all the outcomes.
+ * A crash in between leaves them PROCESSING, which the next drain resolves
+ * by query like any interrupted send.  Expired charges fail in the first
+ * commit and are never sent.
+ */
+static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
+                       int *skip, struct pt_drain_stats *stats)
+{
+    int armed[SEND_BATCH] = {0}, sent[SEND_BATCH];
+    struct pt_gw_result *res = calloc((size_t)n, sizeof *res);
+    if (!res)
+        return PT_ENOMEM;
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        goto out;
+    struct pt_charge_patch p = processing_patch(s, now, n);
+    for (int i = 0; i < n && !rc; i++) {
+        struct pt_charge *c = &cs[i];
+        int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
+        if (max_age > 0 && now - c->created_at > max_age * 1000) {
+            struct pt_charge_patch e = PT_CHARGE_PATCH_NONE;
+            e.error_code = "offline_expired";
+            e.error_message = "the charge waited offline longer than offline.max_age_s allows";
+            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
+                                      NULL, now);
+            stats->expired++;
+        } else {
+            rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
+            armed[i] = rc == PT_OK;
+        }
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    if ((rc = finish(st, rc)))
+        goto out;
+
+    for (int i = 0; i < n; i++) {
+        if (!armed[i])
+            continue;
+        int g = gw_index(cs[i].gateway);
+        if (skip[g]) {
+            sent[i] = PT_ENOTSENT; /* never attempted: the gateway just failed us */
+            continue;
+        }
+        sent[i] = call(s, PT_GW_PAY, &cs[i], &res[i]);
+        if (sent[i] == PT_ENOTSENT) {
+            skip[g] = 1;
+            stats->not_sent++;
+        } else {
+            stats->sent++;
+        }
+    }
+
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        goto out;
+    for (int i = 0; i < n && !rc; i++) {
+        if (!armed[i])
+            continue;
+        rc = settle(s, st, &cs[i], 0, sent[i], &res[i], now);
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    rc = finish(st, rc);
+out:
+    free(res);
     return rc;
 }
 
@@ -480,19 +571,6 @@ static int recover_processing(struct pt_sync *s, struct pt_store *st, struct pt_
     return finish(st, rc);
 }
 
-static int expire(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int64_t now)
-{
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.error_code = "offline_expired";
-    p.error_message = "the charge waited offline longer than offline.max_age_s allows";
-    rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "offline_expired", "sync", NULL, now);
-    (void)s;
-    return finish(st, rc);
-}
-
 /* ---- public entry points ---------------------------------------------------------------- */
 
 int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
@@ -589,23 +667,24 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             if (g < 0 || skip[g])
                 continue;
             stats->examined++;
-            now = now_ms(s);
-            int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
             switch (c->state) {
-            case PT_STATE_INIT:
-                if (max_age > 0 && now - c->created_at > max_age * 1000) {
-                    rc = expire(s, st, c, now);
-                    stats->expired++;
-                    break;
+            case PT_STATE_INIT: {
+                /* This charge and the queued ones right after it (in id
+                 * order, gateways still reachable) go out as one run. */
+                struct pt_charge run[SEND_BATCH];
+                int k = 0;
+                run[k++] = *c;
+                while (k < SEND_BATCH && i + 1 < n && batch[i + 1].state == PT_STATE_INIT) {
+                    int g2 = gw_index(batch[i + 1].gateway);
+                    if (g2 < 0 || skip[g2])
+                        break;
+                    run[k++] = batch[++i];
+                    stats->examined++;
                 }
-                rc = send_pay(s, st, c);
-                if (rc == PT_OK && c->state == PT_STATE_INIT) {
-                    stats->not_sent++;
-                    skip[g] = 1;
-                } else {
-                    stats->sent++;
-                }
+                cursor = batch[i].id;
+                rc = send_queued(s, st, run, k, skip, stats);
                 break;
+            }
             case PT_STATE_PROCESSING:
                 rc = recover_processing(s, st, c);
                 cursor = c->id - 1; /* now UNKNOWN and due: resolve it in this pass */
