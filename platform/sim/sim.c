@@ -111,10 +111,12 @@ const struct sim_gateway *pt__sim_gateway(int gw)
 void pt__sim_lock(struct pt_sim *s)
 {
     pthread_mutex_lock(&s->lk);
+    pt__sim_db_begin(s);
 }
 
 void pt__sim_unlock(struct pt_sim *s)
 {
+    pt__sim_db_commit(s);
     pthread_mutex_unlock(&s->lk);
 }
 

@@ -34,6 +34,7 @@
 struct pt_pk;
 struct pt_drbg;
 struct sqlite3;
+struct sqlite3_stmt;
 
 #define SIM_HEAD_MAX (16 * 1024)   /* request line + headers */
 #define SIM_BODY_MAX (256 * 1024)  /* request body */
@@ -45,6 +46,7 @@ struct sqlite3;
 #define SIM_NOTE_MAX_ATTEMPTS 25
 #define SIM_PATH_MAX 512
 #define SIM_EXTRA_MAX 4096
+#define SIM_MAX_STMTS 32
 
 enum sim_gw { SIM_GW_ANY = -1, SIM_GW_ALIPAY = 0, SIM_GW_WECHAT, SIM_GW_STRIPE, SIM_GW_2C2P,
               SIM_GW__COUNT };
@@ -148,6 +150,11 @@ struct pt_sim {
     char inflight[SIM_MAX_INFLIGHT][256]; /* Stripe keys being executed */
     int ninflight;
     struct sqlite3 *db;
+    struct {
+        const char *sql;
+        struct sqlite3_stmt *st;
+    } stmts[SIM_MAX_STMTS]; /* prepared statements, kept (sim_ledger.c) */
+    int nstmts;
 
     struct pt_drbg *drbg;      /* TLS, key generation, identifiers (thread-safe) */
     mbedtls_ssl_config tls;
@@ -220,6 +227,7 @@ const char *pt__sim_gw_name(int gw);
 int pt__sim_gw_parse(const char *name); /* SIM_GW_ANY for "*", -2 when unknown */
 
 /* ---- sim.c ---- */
+/* Takes lk and opens a ledger transaction; unlock commits it and releases. */
 void pt__sim_lock(struct pt_sim *s);
 void pt__sim_unlock(struct pt_sim *s);
 /* The commit point of a gateway handler: sleeps for a delay fault, and
@@ -235,6 +243,9 @@ void pt__sim_files_free(struct pt_sim *s);
 /* ---- sim_ledger.c (caller holds lk) ---- */
 int pt__sim_db_open(struct pt_sim *s, char *err, size_t errlen);
 void pt__sim_db_close(struct pt_sim *s);
+/* One transaction around a handler's ledger work (called by pt__sim_lock/unlock). */
+void pt__sim_db_begin(struct pt_sim *s);
+void pt__sim_db_commit(struct pt_sim *s);
 int pt__sim_trade_get(struct pt_sim *s, int gw, const char *order_id, struct sim_trade *t);
 int pt__sim_trade_by_no(struct pt_sim *s, int gw, const char *trade_no, struct sim_trade *t);
 int pt__sim_trade_insert(struct pt_sim *s, struct sim_trade *t);
