@@ -43,7 +43,7 @@ cross-aarch64:
 	ctest --preset aarch64
 
 cross-armhf:
-	@scripts/deps.sh cross
+	@scripts/deps.sh armhf
 	@cmake --preset armhf >/dev/null
 	@cmake --build --preset armhf -j $(JOBS)
 

@@ -15,6 +15,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The columns read_charge() expects, in its order. */
+#define CHARGE_COLS                                                                                \
+    "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
+    " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
+    " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
+    " review_reason, created_at, updated_at, params"
+
+/* Non-final states, spelled exactly as in the partial index charges_active so
+ * that SQLite can prove a query may use it. */
+#define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
+
+/* The SET list of a patch: ?1 id, ?2 now, ?3..?9 the pt_charge_patch fields. */
+#define PATCH_SET                                                                                  \
+    "updated_at = ?2, gateway_trade_no = coalesce(?3, gateway_trade_no),"                          \
+    " action_url = coalesce(?4, action_url),"                                                      \
+    " error_code = CASE WHEN ?5 IS NULL THEN error_code WHEN ?5 = '' THEN NULL ELSE ?5 END,"       \
+    " error_message = CASE WHEN ?6 IS NULL THEN error_message WHEN ?6 = '' THEN NULL ELSE ?6 END," \
+    " attempts = attempts + ?7,"                                                                   \
+    " next_attempt_at = CASE WHEN ?8 < 0 THEN next_attempt_at ELSE ?8 END,"                        \
+    " first_sent_at = CASE WHEN ?9 < 0 OR first_sent_at IS NOT NULL THEN first_sent_at"            \
+    " ELSE ?9 END"
+
 /* X(ID, "sql") - the prepared statement cache. */
 #define PT_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
@@ -40,13 +62,37 @@
       " next_attempt_at, created_at, updated_at)"                                                  \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 0, ?14, ?15, ?15)"         \
       " ON CONFLICT (order_id) DO NOTHING")                                                        \
-    X(CHARGE_GET, "SELECT id, order_id, gateway, method, amount, currency, state, offline_mode,"   \
-                  " subject, payment_code, payment_method, customer, metadata, attempts,"          \
-                  " next_attempt_at, first_sent_at, gateway_trade_no, action_url, error_code,"     \
-                  " error_message, review, review_reason, created_at, updated_at, params"          \
-                  " FROM charges WHERE order_id = ?1")                                             \
-    X(AUDIT_INSERT, "INSERT INTO charge_events (charge_id, from_state, to_state, cause, actor,"    \
-                    " refused, detail, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")       \
+    X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = ?1")                     \
+    X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = ?1")                       \
+    X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = ?1")                              \
+    X(CHARGE_SET_REVIEW, "UPDATE charges SET review = ?2, review_reason = ?3, updated_at = ?4"     \
+                         " WHERE id = ?1 AND review <> ?2")                                        \
+    X(CHARGES_LIST, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?1 ORDER BY id LIMIT ?2")      \
+    X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = ?3 AND id > ?1"       \
+                          " ORDER BY id LIMIT ?2")                                                 \
+    X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
+                   " AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2")                              \
+    X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE " ACTIVE)                  \
+    X(QUEUE_COUNT, "SELECT count(*) FROM charges WHERE " ACTIVE " AND state = 'INIT'")             \
+    X(QUEUE_TOTAL, "SELECT coalesce(sum(amount), 0) FROM charges WHERE " ACTIVE                    \
+                   " AND state = 'INIT' AND currency = ?1")                                        \
+    X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
+    X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
+    X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \
+                   " WHERE " ACTIVE " AND state = 'INIT' GROUP BY currency ORDER BY currency")     \
+    X(EVENT_INSERT, "INSERT OR IGNORE INTO events (type, charge_id, order_id, payload,"            \
+                    " created_at) VALUES (?1, ?2, ?3, ?4, ?5)")                                    \
+    X(EVENTS_LIST, "SELECT seq, type, order_id, payload, created_at FROM events WHERE seq > ?1"    \
+                   " ORDER BY seq LIMIT ?2")                                                       \
+    X(EVENTS_LAST, "SELECT coalesce(max(seq), 0) FROM events")                                     \
+    X(AUDIT_LIST, "SELECT seq, from_state, to_state, cause, actor, refused, detail, created_at"    \
+                  " FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")                \
+    X(NOTIFICATION_INSERT, "INSERT OR IGNORE INTO notifications (gateway, dedup_id, order_id,"     \
+                           " status, outcome, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")       \
+    X(AUDIT_INSERT,                                                                                \
+      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"     \
+      " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
+      " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
     X(COMMIT, "COMMIT")                                                                            \
     X(ROLLBACK, "ROLLBACK")
@@ -64,9 +110,17 @@ static const char *const stmt_sql[S__COUNT] = {
 #undef PT__STMT_SQL
 };
 
+#define PT_FROM_MASKS (1u << PT_STATE__COUNT)
+
 struct pt_store {
     sqlite3 *db;
     sqlite3_stmt *stmt[S__COUNT];
+    /* Transition statements, one per set of allowed source states, built
+     * from the mask so each reads "... AND state IN ('UNKNOWN', ...)". */
+    sqlite3_stmt *transition[PT_FROM_MASKS];
+    void (*event_hook)(void *ctx);
+    void *event_hook_ctx;
+    int events_in_txn; /* events inserted since BEGIN */
     char path[512];
 };
 
@@ -165,19 +219,33 @@ int pt_store_schema_latest(void)
     return pt_migrations_count;
 }
 
-int pt_store_schema_version(struct pt_store *st, int *version)
+int pt_store_pragma_int(struct pt_store *st, const char *name, int *value)
 {
+    static const char *const allowed[] = {"user_version", "synchronous", "foreign_keys",
+                                          "busy_timeout", "page_count", "max_page_count"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        ok |= strcmp(name, allowed[i]) == 0;
+    if (!ok)
+        return PT_EINVAL;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA %s", name);
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
         return xlate(sqlite3_extended_errcode(st->db));
     int rc = sqlite3_step(s);
     int err = PT_OK;
     if (rc == SQLITE_ROW)
-        *version = sqlite3_column_int(s, 0);
+        *value = sqlite3_column_int(s, 0);
     else
         err = xlate(sqlite3_extended_errcode(st->db));
     sqlite3_finalize(s);
     return err;
+}
+
+int pt_store_schema_version(struct pt_store *st, int *version)
+{
+    return pt_store_pragma_int(st, "user_version", version);
 }
 
 int pt_store_migrate_to(struct pt_store *st, int version)
@@ -300,12 +368,21 @@ void pt_store_close(struct pt_store *st)
         return;
     for (int i = 0; i < S__COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
+    for (unsigned i = 0; i < PT_FROM_MASKS; i++)
+        sqlite3_finalize(st->transition[i]);
     sqlite3_close_v2(st->db);
     free(st);
 }
 
+void pt_store_set_event_hook(struct pt_store *st, void (*fn)(void *ctx), void *ctx)
+{
+    st->event_hook = fn;
+    st->event_hook_ctx = ctx;
+}
+
 int pt_store_begin(struct pt_store *st)
 {
+    st->events_in_txn = 0;
     sqlite3_stmt *s = stmt(st, S_BEGIN);
     return s ? run(st, s) : PT_ESTORAGE;
 }
@@ -318,11 +395,15 @@ int pt_store_commit(struct pt_store *st)
      * roll it back so the connection is usable and nothing half is kept. */
     if (rc != PT_OK && !sqlite3_get_autocommit(st->db))
         pt_store_rollback(st);
+    if (rc == PT_OK && st->events_in_txn && st->event_hook)
+        st->event_hook(st->event_hook_ctx);
+    st->events_in_txn = 0;
     return rc;
 }
 
 int pt_store_rollback(struct pt_store *st)
 {
+    st->events_in_txn = 0;
     if (sqlite3_get_autocommit(st->db))
         return PT_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
     sqlite3_stmt *s = stmt(st, S_ROLLBACK);
@@ -656,4 +737,348 @@ int pt_store_count(struct pt_store *st, const char *table, int64_t *count)
         *count = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
     return rc;
+}
+
+int pt_store_charge_get_by_id(struct pt_store *st, int64_t id, struct pt_charge *out)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGE_GET_BY_ID);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        read_charge(s, out);
+        rc = PT_OK;
+    } else {
+        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->db));
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+static void bind_patch(sqlite3_stmt *s, int64_t id, const struct pt_charge_patch *p, int64_t now)
+{
+    static const struct pt_charge_patch none = PT_CHARGE_PATCH_NONE;
+    if (!p)
+        p = &none;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, now);
+    /* NULL keeps a column; bind_text() would turn "" into NULL too, so these
+     * are bound as they are. */
+    if (p->gateway_trade_no)
+        sqlite3_bind_text(s, 3, p->gateway_trade_no, -1, SQLITE_STATIC);
+    if (p->action_url)
+        sqlite3_bind_text(s, 4, p->action_url, -1, SQLITE_STATIC);
+    if (p->error_code)
+        sqlite3_bind_text(s, 5, p->error_code, -1, SQLITE_STATIC);
+    if (p->error_message)
+        sqlite3_bind_text(s, 6, p->error_message, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 7, p->attempts_add);
+    sqlite3_bind_int64(s, 8, p->next_attempt_at);
+    sqlite3_bind_int64(s, 9, p->first_sent_at);
+}
+
+static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
+{
+    sqlite3_stmt *s = st->transition[mask];
+    if (s) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        return s;
+    }
+    char sql[1024], in[160] = "";
+    size_t o = 0;
+    for (int i = 0; i < PT_STATE__COUNT; i++)
+        if (mask & (1u << i))
+            o += (size_t)snprintf(in + o, sizeof in - o, "%s'%s'", o ? ", " : "",
+                                  pt_state_name((enum pt_state)i));
+    snprintf(sql, sizeof sql,
+             "UPDATE charges SET state = ?10, " PATCH_SET " WHERE id = ?1 AND state IN (%s)", in);
+    if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
+        pt_log_error("store: cannot prepare transition: %s", sqlite3_errmsg(st->db));
+        return NULL;
+    }
+    st->transition[mask] = s;
+    return s;
+}
+
+int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
+                               enum pt_state to, const struct pt_charge_patch *patch,
+                               int64_t now)
+{
+    from_mask &= PT_FROM_MASKS - 1;
+    if (!from_mask || (unsigned)to >= PT_STATE__COUNT)
+        return PT_EINVAL;
+    sqlite3_stmt *s = transition_stmt(st, from_mask);
+    if (!s)
+        return PT_ESTORAGE;
+    bind_patch(s, id, patch, now);
+    sqlite3_bind_text(s, 10, pt_state_name(to), -1, SQLITE_STATIC);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
+                          int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGE_PATCH);
+    if (!s)
+        return PT_ESTORAGE;
+    bind_patch(s, id, patch, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ENOTFOUND;
+}
+
+int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
+                               int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGE_SET_REVIEW);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, review ? 1 : 0);
+    bind_text(s, 3, reason);
+    sqlite3_bind_int64(s, 4, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+/* Steps a statement that returns charges into rows[]. */
+static int read_charges(struct pt_store *st, sqlite3_stmt *s, int max, struct pt_charge *rows,
+                        int *n, int *more)
+{
+    int rc;
+    *n = 0;
+    if (more)
+        *more = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == max) {
+            if (more)
+                *more = 1;
+            break;
+        }
+        read_charge(s, &rows[(*n)++]);
+    }
+    rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int max,
+                          struct pt_charge *rows, int *n, int *more)
+{
+    sqlite3_stmt *s = stmt(st, state < 0 ? S_CHARGES_LIST : S_CHARGES_LIST_STATE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, after_id);
+    sqlite3_bind_int(s, 2, max + 1); /* one more tells whether there are more */
+    if (state >= 0)
+        sqlite3_bind_text(s, 3, pt_state_name((enum pt_state)state), -1, SQLITE_STATIC);
+    return read_charges(st, s, max, rows, n, more);
+}
+
+int pt_store_charges_due(struct pt_store *st, int64_t now, int max, struct pt_charge *rows,
+                         int *n)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGES_DUE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int(s, 2, max);
+    return read_charges(st, s, max, rows, n, NULL);
+}
+
+/* Runs a one-row, one-integer-column query. */
+static int scalar(struct pt_store *st, sqlite3_stmt *s, int64_t *out)
+{
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(s, 0);
+        rc = PT_OK;
+    } else {
+        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->db));
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_charges_next_due(struct pt_store *st, int64_t *when)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGES_NEXT_DUE);
+    return s ? scalar(st, s, when) : PT_ESTORAGE;
+}
+
+int pt_store_queue_count(struct pt_store *st, int64_t *count)
+{
+    sqlite3_stmt *s = stmt(st, S_QUEUE_COUNT);
+    return s ? scalar(st, s, count) : PT_ESTORAGE;
+}
+
+int pt_store_queue_total(struct pt_store *st, const char *currency, int64_t *amount)
+{
+    sqlite3_stmt *s = stmt(st, S_QUEUE_TOTAL);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, currency, -1, SQLITE_STATIC);
+    return scalar(st, s, amount);
+}
+
+int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s = stmt(st, S_STATS_STATE);
+    if (!s)
+        return PT_ESTORAGE;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        enum pt_state state;
+        const char *name = (const char *)sqlite3_column_text(s, 0);
+        if (name && pt_state_parse(name, &state) == PT_OK)
+            out->by_state[state] = sqlite3_column_int64(s, 1);
+    }
+    rc = rc == SQLITE_DONE ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_reset(s);
+    if (rc)
+        return rc;
+    if (!(s = stmt(st, S_STATS_REVIEW)) || (rc = scalar(st, s, &out->review)))
+        return s ? rc : PT_ESTORAGE;
+    if (!(s = stmt(st, S_STATS_QUEUE)))
+        return PT_ESTORAGE;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && out->ncur < PT_STATS_MAX_CURRENCIES) {
+        copy_col(s, 0, out->queue[out->ncur].currency, sizeof out->queue[0].currency);
+        out->queue[out->ncur].count = sqlite3_column_int64(s, 1);
+        out->queue[out->ncur].amount = sqlite3_column_int64(s, 2);
+        int64_t oldest = sqlite3_column_int64(s, 3);
+        if (!out->queue_oldest_created_at || oldest < out->queue_oldest_created_at)
+            out->queue_oldest_created_at = oldest;
+        out->ncur++;
+    }
+    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+int pt_store_event_insert(struct pt_store *st, const char *type, int64_t charge_id,
+                          const char *order_id, const char *payload, int64_t now, int64_t *seq)
+{
+    sqlite3_stmt *s = stmt(st, S_EVENT_INSERT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, type, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, charge_id);
+    sqlite3_bind_text(s, 3, order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, payload, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    if (sqlite3_changes(st->db) != 1)
+        return PT_EEXIST; /* this charge already had this event: deliver once */
+    if (seq)
+        *seq = sqlite3_last_insert_rowid(st->db);
+    st->events_in_txn++;
+    return PT_OK;
+}
+
+void pt_event_rows_free(struct pt_event_row *rows, int n)
+{
+    for (int i = 0; rows && i < n; i++) {
+        free(rows[i].payload);
+        rows[i].payload = NULL;
+    }
+}
+
+int pt_store_events_list(struct pt_store *st, int64_t after, int max, struct pt_event_row *rows,
+                         int *n)
+{
+    sqlite3_stmt *s = stmt(st, S_EVENTS_LIST);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, after);
+    sqlite3_bind_int(s, 2, max);
+    int rc;
+    *n = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < max) {
+        struct pt_event_row *r = &rows[*n];
+        memset(r, 0, sizeof *r);
+        r->seq = sqlite3_column_int64(s, 0);
+        copy_col(s, 1, r->type, sizeof r->type);
+        copy_col(s, 2, r->order_id, sizeof r->order_id);
+        const char *p = (const char *)sqlite3_column_text(s, 3);
+        r->payload = strdup(p ? p : "null");
+        r->created_at = sqlite3_column_int64(s, 4);
+        if (!r->payload) {
+            sqlite3_reset(s);
+            pt_event_rows_free(rows, *n);
+            *n = 0;
+            return PT_ENOMEM;
+        }
+        (*n)++;
+    }
+    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_reset(s);
+    if (rc) {
+        pt_event_rows_free(rows, *n);
+        *n = 0;
+    }
+    return rc;
+}
+
+int pt_store_events_last_seq(struct pt_store *st, int64_t *seq)
+{
+    sqlite3_stmt *s = stmt(st, S_EVENTS_LAST);
+    return s ? scalar(st, s, seq) : PT_ESTORAGE;
+}
+
+int pt_store_audit_list(struct pt_store *st, int64_t charge_id, int max, struct pt_audit_row *rows,
+                        int *n)
+{
+    sqlite3_stmt *s = stmt(st, S_AUDIT_LIST);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, charge_id);
+    sqlite3_bind_int(s, 2, max);
+    int rc;
+    *n = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && *n < max) {
+        struct pt_audit_row *r = &rows[(*n)++];
+        r->seq = sqlite3_column_int64(s, 0);
+        copy_col(s, 1, r->from_state, sizeof r->from_state);
+        copy_col(s, 2, r->to_state, sizeof r->to_state);
+        copy_col(s, 3, r->cause, sizeof r->cause);
+        copy_col(s, 4, r->actor, sizeof r->actor);
+        r->refused = sqlite3_column_int(s, 5);
+        copy_col(s, 6, r->detail, sizeof r->detail);
+        r->created_at = sqlite3_column_int64(s, 7);
+    }
+    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_notification_insert(struct pt_store *st, const char *gateway, const char *dedup_id,
+                                 const char *order_id, const char *status, const char *outcome,
+                                 int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_NOTIFICATION_INSERT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, gateway, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, dedup_id, -1, SQLITE_STATIC);
+    bind_text(s, 3, order_id);
+    bind_text(s, 4, status);
+    sqlite3_bind_text(s, 5, outcome, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_EEXIST;
 }

@@ -58,6 +58,16 @@ int pt_store_schema_latest(void);
  */
 int pt_store_migrate_to(struct pt_store *st, int version);
 
+/* Reads an integer PRAGMA of this connection ("synchronous", "foreign_keys"). */
+int pt_store_pragma_int(struct pt_store *st, const char *name, int *value);
+
+/*
+ * Called after a COMMIT that made fulfilment events durable (so the HTTP
+ * long-poll can wake its waiters only when there is something to read).
+ * NULL removes the hook.
+ */
+void pt_store_set_event_hook(struct pt_store *st, void (*fn)(void *ctx), void *ctx);
+
 /* Write transaction: BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
 int pt_store_begin(struct pt_store *st);
 int pt_store_commit(struct pt_store *st);
@@ -140,10 +150,137 @@ int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char 
 int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
                         char **params);
 
+/* Reads a charge by id.  PT_OK or PT_ENOTFOUND. */
+int pt_store_charge_get_by_id(struct pt_store *st, int64_t id, struct pt_charge *out);
+
+/*
+ * Columns a transition may set besides the state.  NULL pointers and -1
+ * times leave a column as it is; "" clears a text column.
+ */
+struct pt_charge_patch {
+    const char *gateway_trade_no;
+    const char *action_url;
+    const char *error_code;
+    const char *error_message;
+    int attempts_add;        /* added to attempts */
+    int64_t next_attempt_at; /* -1 = keep */
+    int64_t first_sent_at;   /* -1 = keep; only set while still unset */
+};
+
+/* A patch that changes nothing (initialise with this, then set fields). */
+#define PT_CHARGE_PATCH_NONE {NULL, NULL, NULL, NULL, 0, -1, -1}
+
+/*
+ * The conditional update at the heart of the state machine:
+ *   UPDATE charges SET state = to, ... WHERE id = ? AND state IN (<from_mask>)
+ * PT_OK when the row changed, PT_ESTATE when it was not in an allowed state
+ * (nothing is changed then).  from_mask is a set of (1 << pt_state) bits.
+ */
+int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
+                               enum pt_state to, const struct pt_charge_patch *patch,
+                               int64_t now);
+
+/* Applies a patch without changing the state (backoff, attempts). */
+int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
+                          int64_t now);
+
+/* Sets or clears the review flag.  PT_OK when it changed, PT_ESTATE when the
+ * flag already had that value.  reason may be NULL when clearing. */
+int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
+                               int64_t now);
+
+/*
+ * Lists charges with id > after_id in id order, optionally only in one
+ * state (state < 0 = any).  Fills up to max rows; *n = rows filled;
+ * *more = 1 when further rows exist.
+ */
+int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int max,
+                          struct pt_charge *rows, int *n, int *more);
+
+/* Charges the sync engine should look at: not final, next_attempt_at <= now,
+ * oldest first (by id). */
+int pt_store_charges_due(struct pt_store *st, int64_t now, int max, struct pt_charge *rows,
+                         int *n);
+
+/* The earliest next_attempt_at among non-final charges; 0 when none. */
+int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
+
+/* Queue (INIT) figures used by the offline limits. */
+int pt_store_queue_count(struct pt_store *st, int64_t *count);
+int pt_store_queue_total(struct pt_store *st, const char *currency, int64_t *amount);
+
+#define PT_STATS_MAX_CURRENCIES 16
+struct pt_store_stats {
+    int64_t by_state[PT_STATE__COUNT];
+    int64_t review;
+    int64_t queue_oldest_created_at; /* 0 when the queue is empty */
+    int ncur;
+    struct {
+        char currency[4];
+        int64_t count;
+        int64_t amount;
+    } queue[PT_STATS_MAX_CURRENCIES];
+};
+
+/* Counts for /v1/status and /metrics. */
+int pt_store_stats(struct pt_store *st, struct pt_store_stats *out);
+
+/* ---- fulfilment events ---------------------------------------------------- */
+
+/*
+ * Appends an event; *seq receives its number.  PT_EEXIST when the charge
+ * already has an event of this type (only charge.review may repeat).
+ */
+int pt_store_event_insert(struct pt_store *st, const char *type, int64_t charge_id,
+                          const char *order_id, const char *payload, int64_t now, int64_t *seq);
+
+struct pt_event_row {
+    int64_t seq;
+    char type[24];
+    char order_id[PT_ORDER_ID_MAX];
+    char *payload; /* malloc'd charge JSON; pt_event_rows_free */
+    int64_t created_at;
+};
+
+/* Events with seq > after, in seq order, up to max. */
+int pt_store_events_list(struct pt_store *st, int64_t after, int max, struct pt_event_row *rows,
+                         int *n);
+void pt_event_rows_free(struct pt_event_row *rows, int n);
+
+/* Highest seq so far (0 when none). */
+int pt_store_events_last_seq(struct pt_store *st, int64_t *seq);
+
+/* ---- audit ----------------------------------------------------------------- */
+
 /* Appends one audit row for charge_id.  from/to may be NULL. */
 int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
                    const char *cause, const char *actor, int refused, const char *detail,
                    int64_t now);
+
+struct pt_audit_row {
+    int64_t seq;
+    char from_state[16];
+    char to_state[16];
+    char cause[64];
+    char actor[80];
+    int refused;
+    char detail[512];
+    int64_t created_at;
+};
+
+/* A charge's audit trail in order, up to max rows. */
+int pt_store_audit_list(struct pt_store *st, int64_t charge_id, int max, struct pt_audit_row *rows,
+                        int *n);
+
+/* ---- notifications ---------------------------------------------------------- */
+
+/*
+ * Records a notification as seen.  PT_OK when it is new, PT_EEXIST for a
+ * duplicate (already recorded: do not apply it again).
+ */
+int pt_store_notification_insert(struct pt_store *st, const char *gateway, const char *dedup_id,
+                                 const char *order_id, const char *status, const char *outcome,
+                                 int64_t now);
 
 /* Number of rows in a table the store knows ("charges", "charge_events",
  * "idempotency_keys", "events", "notifications"); for tests and status. */

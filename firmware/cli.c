@@ -3,6 +3,10 @@
  */
 #include "cli.h"
 #include "err.h"
+#include "store.h"
+
+#include <errno.h>
+#include <sys/stat.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,3 +64,33 @@ void pt_cli_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
 }
+
+/* Creates data_dir (mode 0700) when missing. */
+int pt_cli_ensure_dir(const char *cmd, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return 0;
+        pt_cli_error(cmd, "data_dir %s exists but is not a directory", dir);
+        return -1;
+    }
+    if (mkdir(dir, 0700) != 0) {
+        pt_cli_error(cmd, "cannot create data_dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st)
+{
+    char path[PT_CFG_PATH_MAX + 16], err[768];
+    pt_config_db_path(cfg, path, sizeof path);
+    struct pt_store_options o = {.path = path, .synchronous_normal = cfg->synchronous_normal};
+    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
+        pt_cli_error(cmd, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+

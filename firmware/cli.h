@@ -9,7 +9,7 @@
 #ifndef PT_CLI_H
 #define PT_CLI_H
 
-#include "config.h"
+#include "config_load.h"
 
 enum { PT_EXIT_OK = 0, PT_EXIT_FAIL = 1, PT_EXIT_USAGE = 2, PT_EXIT_INVALID = 3 };
 
@@ -39,11 +39,23 @@ __attribute__((format(printf, 2, 3)))
 #endif
 void pt_cli_error(const char *cmd, const char *fmt, ...);
 
+struct pt_store;
+
+/* Creates data_dir (mode 0700) when missing; prints the error otherwise. */
+int pt_cli_ensure_dir(const char *cmd, const char *dir);
+
+/* Opens (creating and migrating) the configured database; prints errors. */
+int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st);
+
 /* The commands; argv[0] is the command name. */
 int pt_cmd_init(int argc, char **argv);
 int pt_cmd_version(int argc, char **argv);
 int pt_cmd_sweep(int argc, char **argv);
 int pt_cmd_backup(int argc, char **argv);
+int pt_cmd_serve(int argc, char **argv);
+int pt_cmd_status(int argc, char **argv);
+int pt_cmd_charges(int argc, char **argv);
+int pt_cmd_sync(int argc, char **argv);
 int pt_cmd_sim(int argc, char **argv);
 /* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */
 int pt_cmd_sign(int argc, char **argv);

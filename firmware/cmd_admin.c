@@ -38,35 +38,6 @@ static int parse(const char *cmd, const char *help, int argc, char **argv,
     return 0;
 }
 
-/* Creates data_dir (mode 0700) when missing. */
-static int ensure_dir(const char *cmd, const char *dir)
-{
-    struct stat sb;
-    if (stat(dir, &sb) == 0) {
-        if (S_ISDIR(sb.st_mode))
-            return 0;
-        pt_cli_error(cmd, "data_dir %s exists but is not a directory", dir);
-        return -1;
-    }
-    if (mkdir(dir, 0700) != 0) {
-        pt_cli_error(cmd, "cannot create data_dir %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st)
-{
-    char path[PT_CFG_PATH_MAX + 16], err[768];
-    pt_config_db_path(cfg, path, sizeof path);
-    struct pt_store_options o = {.path = path, .synchronous_normal = cfg->synchronous_normal};
-    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
-        pt_cli_error(cmd, "%s", err);
-        return -1;
-    }
-    return 0;
-}
-
 int pt_cmd_init(int argc, char **argv)
 {
     static const char help[] =
@@ -87,10 +58,10 @@ int pt_cmd_init(int argc, char **argv)
         pt_cli_error("init", "%s", err);
         return PT_EXIT_FAIL;
     }
-    if (ensure_dir("init", cfg.data_dir))
+    if (pt_cli_ensure_dir("init", cfg.data_dir))
         return PT_EXIT_FAIL;
     struct pt_store *st;
-    if (open_store("init", &cfg, &st))
+    if (pt_cli_open_store("init", &cfg, &st))
         return PT_EXIT_FAIL;
     int version = 0;
     pt_store_schema_version(st, &version);
@@ -114,7 +85,7 @@ int pt_cmd_sweep(int argc, char **argv)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&c, &cfg) || open_store("sweep", &cfg, &st))
+    if (pt_cli_load_config(&c, &cfg) || pt_cli_open_store("sweep", &cfg, &st))
         return PT_EXIT_FAIL;
     int n = 0;
     int rc = pt_store_begin(st);
@@ -156,7 +127,7 @@ int pt_cmd_backup(int argc, char **argv)
     }
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&c, &cfg) || open_store("backup", &cfg, &st))
+    if (pt_cli_load_config(&c, &cfg) || pt_cli_open_store("backup", &cfg, &st))
         return PT_EXIT_FAIL;
     int rc = pt_store_backup(st, pos[0]);
     pt_store_close(st);

@@ -17,6 +17,7 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"serve", pt_cmd_serve, "run the daemon (HTTP API, sync engine) in the foreground"},
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},

@@ -3,7 +3,8 @@
 #
 # usage: scripts/deps.sh [base|cross|fuzz|bench]...
 #   base  (default) compiler, CMake and the -dev libraries, test tools
-#   cross aarch64/armhf cross compilers, the :arm64/:armhf -dev packages, qemu
+#   cross aarch64 cross compiler, the :arm64 -dev packages, qemu
+#   armhf armhf cross compiler and the :armhf -dev packages
 #   fuzz  clang with libFuzzer
 #   bench wrk and sqlite3 for the HTTP and storage benchmarks
 # As root, missing packages are installed with apt-get.  Otherwise the single
@@ -12,10 +13,10 @@ set -eu
 
 base="gcc libc6-dev cmake make pkg-config libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev
 libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps"
-cross="gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf qemu-user-static libsqlite3-dev:arm64
-libmbedtls-dev:arm64 libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64
-libcmocka-dev:arm64 libsqlite3-dev:armhf libmbedtls-dev:armhf libcurl4-openssl-dev:armhf
-libcjson-dev:armhf libmicrohttpd-dev:armhf libcmocka-dev:armhf"
+cross="gcc-aarch64-linux-gnu qemu-user-static libsqlite3-dev:arm64 libmbedtls-dev:arm64
+libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcmocka-dev:arm64"
+armhf="gcc-arm-linux-gnueabihf qemu-user-static libsqlite3-dev:armhf libmbedtls-dev:armhf
+libcurl4-openssl-dev:armhf libcjson-dev:armhf libmicrohttpd-dev:armhf libcmocka-dev:armhf"
 fuzz="clang libclang-rt-14-dev"
 bench="wrk sqlite3"
 
@@ -25,9 +26,10 @@ for set in "$@"; do
     case "$set" in
     base) want="$want $base" ;;
     cross) want="$want $cross" ;;
+    armhf) want="$want $armhf" ;;
     fuzz) want="$want $fuzz" ;;
     bench) want="$want $bench" ;;
-    *) echo "deps.sh: unknown package set '$set' (base, cross, fuzz, bench)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, fuzz, bench)" >&2; exit 2 ;;
     esac
 done
 
@@ -38,24 +40,26 @@ for p in $want; do
 done
 [ -z "$missing" ] && exit 0
 
-case " $missing " in
-*:arm64*|*:armhf*) need_arch=1 ;;
-*) need_arch=0 ;;
-esac
+arches=""
+case " $missing " in *:arm64*) arches="$arches arm64" ;; esac
+case " $missing " in *:armhf*) arches="$arches armhf" ;; esac
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "payterm needs these Debian packages:$missing" >&2
-    [ "$need_arch" = 1 ] && echo "  sudo dpkg --add-architecture arm64 && sudo dpkg --add-architecture armhf" >&2
+    for a in $arches; do echo "  sudo dpkg --add-architecture $a" >&2; done
     echo "  sudo apt-get install -y$missing" >&2
     exit 1
 fi
 
 echo "deps.sh: installing:$missing"
-if [ "$need_arch" = 1 ]; then
-    dpkg --add-architecture arm64
-    dpkg --add-architecture armhf
-fi
+for a in $arches; do dpkg --add-architecture "$a"; done
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+# A mirror in the middle of a sync can fail one index; retry, then go on with
+# what we have (the install step fails clearly if a package is really missing).
+for try in 1 2 3; do
+    apt-get update -qq && break
+    echo "deps.sh: apt-get update failed (try $try of 3)" >&2
+    sleep 5
+done
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -9,7 +9,6 @@
 -- ("POST /v1/charges", "cancel:<order_id>", ...).  A row with
 -- completed_at NULL is a lock held by the request that inserted it.
 CREATE TABLE idempotency_keys (
-    id              INTEGER PRIMARY KEY,
     scope           TEXT    NOT NULL CHECK (length(scope) BETWEEN 1 AND 128),
     key             TEXT    NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
     request_hash    BLOB    NOT NULL CHECK (length(request_hash) = 32),
@@ -21,10 +20,11 @@ CREATE TABLE idempotency_keys (
     order_id        TEXT,
     created_at      INTEGER NOT NULL,
     expires_at      INTEGER NOT NULL,
-    UNIQUE (scope, key),
+    PRIMARY KEY (scope, key),
     CHECK ((completed_at IS NULL) = (response_status IS NULL))
-);
-CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+) WITHOUT ROWID;
+-- No index on expires_at: the hourly sweep scans the table, which costs
+-- less than updating a second b-tree in every charge's durable commit.
 
 -- State layer: one row per payment intent.  order_id is also the gateway's
 -- idempotency key (Alipay/WeChat out_trade_no, 2C2P invoiceNo, Stripe
@@ -63,24 +63,32 @@ CREATE TABLE charges (
     updated_at         INTEGER NOT NULL
 );
 -- The sync engine's work list: due charges, oldest first.
-CREATE INDEX charges_due ON charges (next_attempt_at, id)
+-- Only charges that are not final are indexed: the index stays small however
+-- many charges the device has taken.  It covers what the offline limits and
+-- the status counters add up (currency, amount), so those never touch the
+-- table, and next_attempt_at for the sync engine's work list.
+CREATE INDEX charges_active ON charges (state, currency, amount, next_attempt_at)
     WHERE state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN');
-CREATE INDEX charges_state ON charges (state, id);
+-- Charges waiting for an operator: rare, so this index costs nothing until
+-- one is raised.
+CREATE INDEX charges_review ON charges (id) WHERE review = 1;
 
 -- Append-only audit of every transition, refused ones included, written in
 -- the same transaction as the change it records.
+-- Keyed by (charge_id, seq) in one b-tree: a charge's trail is one range
+-- scan and each commit touches one page of it, not a table and an index.
 CREATE TABLE charge_events (
-    id          INTEGER PRIMARY KEY,
     charge_id   INTEGER NOT NULL REFERENCES charges (id),
+    seq         INTEGER NOT NULL,
     from_state  TEXT,
     to_state    TEXT,
     cause       TEXT    NOT NULL,
     actor       TEXT    NOT NULL,
     refused     INTEGER NOT NULL DEFAULT 0 CHECK (refused IN (0, 1)),
     detail      TEXT,
-    created_at  INTEGER NOT NULL
-);
-CREATE INDEX charge_events_by_charge ON charge_events (charge_id, id);
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (charge_id, seq)
+) WITHOUT ROWID;
 CREATE TRIGGER charge_events_append_only_u BEFORE UPDATE ON charge_events
 BEGIN
     SELECT RAISE(ABORT, 'charge_events is append-only');

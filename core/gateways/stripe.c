@@ -210,7 +210,8 @@ static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
     size_t blen = 0;
     (void)env;
     if (!cfg->secret_len || cfg->secret_len >= sizeof auth - 8 || !cfg->endpoint[0] ||
-        !pt__id_safe(c->order_id) || memchr(cfg->secret, '\n', cfg->secret_len))
+        !pt__id_safe(c->order_id) || memchr(cfg->secret, '\n', cfg->secret_len) ||
+        memchr(cfg->secret, '\r', cfg->secret_len))
         return PT_EINVAL;
     int rc = stripe_route(op, c, &method, path, sizeof path, &body, &blen);
     if (rc != PT_OK)

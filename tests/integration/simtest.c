@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include "err.h"
+#include "config_load.h"
 #include "gw_config.h"
 #include "log.h"
 

@@ -4,7 +4,7 @@
  */
 #include "testutil.h"
 
-#include "config.h"
+#include "config_load.h"
 #include "crypto.h"
 #include "err.h"
 #include "gw_config.h"

@@ -1,12 +1,9 @@
 /*
- * config.h - payterm's configuration (SPEC section 10), loaded with cJSON.
+ * config.h - payterm's configuration (SPEC section 10) as plain data.
  *
- * Every key is optional; defaults are below and in the README.  Unknown keys
- * and bad values are errors that name the key ("offline.limits.CNY.max_total:
- * must be a positive integer").  Several files may be given (-c a.json -c
- * b.json): objects are merged, later files win, so the simulator's
- * gateways.json fragment can be layered over a base file.  Relative file
- * paths inside a file are resolved against that file's directory.
+ * The struct is what core's policies read (limits, timeouts, which gateways
+ * exist); firmware/config_load.c fills it from JSON files and validates every
+ * key.  Defaults are set by pt_config_defaults() and listed in the README.
  */
 #ifndef PT_CONFIG_H_
 #define PT_CONFIG_H_
@@ -106,22 +103,6 @@ struct pt_config {
 
 /* Fills cfg with the documented defaults. */
 void pt_config_defaults(struct pt_config *cfg);
-
-/*
- * Loads and validates the files (merged in order) into cfg, starting from the
- * defaults.  npaths may be 0 (defaults only).  On error returns PT_ECONFIG
- * (or PT_EIO for an unreadable file) and writes a sentence naming the file and
- * the key into err.
- */
-int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, char *err,
-                   size_t errlen);
-
-/*
- * Checks that every configured secret file (private keys, secrets, API token)
- * exists and is not readable or writable by group or others.  On error returns
- * PT_EPERM/PT_EIO and writes which file, its mode and the chmod to run.
- */
-int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errlen);
 
 /* Finds the offline limit for a currency; NULL when the currency has none. */
 const struct pt_cfg_offline_limit *pt_config_offline_limit(const struct pt_config *cfg,

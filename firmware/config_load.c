@@ -6,7 +6,7 @@
  * merged tree is walked section by section.  Each section lists the keys it
  * knows; anything else is an error that names the full key.
  */
-#include "config.h"
+#include "config_load.h"
 #include "err.h"
 #include "money.h"
 
@@ -20,30 +20,6 @@
 #include <sys/stat.h>
 
 #define CONFIG_FILE_MAX (256 * 1024)
-
-void pt_config_defaults(struct pt_config *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    snprintf(cfg->data_dir, sizeof cfg->data_dir, "/var/lib/payterm");
-    snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:8080");
-    cfg->log_level = PT_LOG_INFO;
-    cfg->idem_ttl_s = 86400;
-    cfg->idem_lock_timeout_s = 60;
-    cfg->max_amount = 10000000;
-    cfg->offline_max_count = 500;
-    /* An Alipay barcode auth code is only valid for about a minute; a Stripe
-     * idempotency key for 24 h, so queued card charges must go out within 23 h. */
-    cfg->offline_ages[0] = (struct pt_cfg_offline_age){"alipay", "barcode", 60};
-    cfg->offline_ages[1] = (struct pt_cfg_offline_age){"stripe", "card_on_file", 82800};
-    cfg->n_offline_ages = 2;
-    cfg->sync_interval_s = 5;
-    cfg->sync_max_attempts = 3;
-    cfg->sync_backoff_base_ms = 500;
-    cfg->sync_backoff_max_ms = 60000;
-    cfg->sync_resolve_timeout_s = 86400;
-    cfg->sync_request_timeout_ms = 15000;
-    snprintf(cfg->ca_file, sizeof cfg->ca_file, "/etc/ssl/certs/ca-certificates.crt");
-}
 
 /* ---- error reporting ---------------------------------------------------- */
 
@@ -87,13 +63,6 @@ static int check_known(struct ctx *c, const cJSON *obj, const char *prefix,
             char key[256];
             join(key, sizeof key, prefix, m->string);
             return fail(c, key, "unknown key (check the spelling; see the README for the keys)");
-        }
-        for (const cJSON *d = m->next; d; d = d->next) {
-            if (strcmp(m->string, d->string) == 0) {
-                char key[256];
-                join(key, sizeof key, prefix, m->string);
-                return fail(c, key, "given twice in the same object");
-            }
         }
     }
     return PT_OK;
@@ -509,6 +478,24 @@ static int resolve_paths(cJSON *node, const char *dir)
     return 0;
 }
 
+/* Finds a member name given twice in one object; writes its dotted path. */
+static int find_duplicate(const cJSON *obj, const char *prefix, char *out, size_t outlen)
+{
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        char key[256];
+        join(key, sizeof key, prefix, m->string);
+        for (const cJSON *d = m->next; d; d = d->next) {
+            if (strcmp(m->string, d->string) == 0) {
+                snprintf(out, outlen, "%s", key);
+                return 1;
+            }
+        }
+        if (cJSON_IsObject(m) && find_duplicate(m, key, out, outlen))
+            return 1;
+    }
+    return 0;
+}
+
 /* Deep merge: members of src replace or extend those of dst (objects merge). */
 static int merge(cJSON *dst, cJSON *src)
 {
@@ -567,6 +554,14 @@ int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, 
         free(text);
         if (!cJSON_IsObject(tree)) {
             snprintf(err, errlen, "config %s: the file must hold one JSON object", paths[i]);
+            cJSON_Delete(tree);
+            rc = PT_ECONFIG;
+            goto out;
+        }
+        char dup[256];
+        if (find_duplicate(tree, "", dup, sizeof dup)) {
+            snprintf(err, errlen, "config %s: key '%s': given twice in the same object", paths[i],
+                     dup);
             cJSON_Delete(tree);
             rc = PT_ECONFIG;
             goto out;
@@ -639,41 +634,4 @@ int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errle
             return rc;
     }
     return PT_OK;
-}
-
-const struct pt_cfg_offline_limit *pt_config_offline_limit(const struct pt_config *cfg,
-                                                           const char *currency)
-{
-    for (int i = 0; i < cfg->n_offline_limits; i++)
-        if (strcmp(cfg->offline_limits[i].currency, currency) == 0)
-            return &cfg->offline_limits[i];
-    return NULL;
-}
-
-int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gateway,
-                                  const char *method)
-{
-    for (int i = 0; i < cfg->n_offline_ages; i++)
-        if (strcmp(cfg->offline_ages[i].gateway, gateway) == 0 &&
-            strcmp(cfg->offline_ages[i].method, method) == 0)
-            return cfg->offline_ages[i].max_age_s;
-    return -1;
-}
-
-int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway)
-{
-    if (strcmp(gateway, "alipay") == 0)
-        return cfg->alipay.configured;
-    if (strcmp(gateway, "wechat") == 0)
-        return cfg->wechat.configured;
-    if (strcmp(gateway, "stripe") == 0)
-        return cfg->stripe.configured;
-    if (strcmp(gateway, "2c2p") == 0)
-        return cfg->c2p.configured;
-    return 0;
-}
-
-void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "%s/payterm.db", cfg->data_dir);
 }

@@ -1,0 +1,235 @@
+/*
+ * charges.c - state machine operations, audit and fulfilment events.
+ */
+#include "charges.h"
+#include "err.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void pt_rfc3339(int64_t ms, char out[32])
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    /* strftime bounds every field, so the result always fits. */
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+/* The key under which a method returns its payment link. */
+static const char *action_key(const struct pt_charge *c)
+{
+    if (strcmp(c->gateway, "alipay") == 0 && strcmp(c->method, "qr") == 0)
+        return "qr_code";
+    if (strcmp(c->gateway, "wechat") == 0)
+        return "code_url";
+    if (strcmp(c->method, "redirect") == 0)
+        return "payment_url";
+    return NULL;
+}
+
+static void add_opt_string(cJSON *o, const char *name, const char *v)
+{
+    if (v && *v)
+        cJSON_AddStringToObject(o, name, v);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+cJSON *pt_charge_to_json(const struct pt_charge *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    char t[32];
+    cJSON_AddNumberToObject(o, "id", (double)c->id);
+    cJSON_AddStringToObject(o, "order_id", c->order_id);
+    cJSON_AddStringToObject(o, "gateway", c->gateway);
+    cJSON_AddStringToObject(o, "method", c->method);
+    cJSON_AddNumberToObject(o, "amount", (double)c->amount);
+    cJSON_AddStringToObject(o, "currency", c->currency);
+    cJSON_AddStringToObject(o, "state", pt_state_name(c->state));
+    cJSON_AddBoolToObject(o, "review", c->review);
+    add_opt_string(o, "review_reason", c->review ? c->review_reason : NULL);
+    add_opt_string(o, "gateway_trade_no", c->gateway_trade_no);
+    const char *ak = action_key(c);
+    if (ak)
+        add_opt_string(o, ak, c->action_url);
+    cJSON_AddNumberToObject(o, "attempts", c->attempts);
+    cJSON_AddStringToObject(o, "offline", pt_offline_mode_name(c->offline));
+    if (c->subject[0])
+        cJSON_AddStringToObject(o, "subject", c->subject);
+    if (c->metadata[0]) {
+        cJSON *m = cJSON_Parse(c->metadata);
+        if (m)
+            cJSON_AddItemToObject(o, "metadata", m);
+    }
+    if (c->state == PT_STATE_FAILED || c->error_code[0]) {
+        cJSON *e = cJSON_AddObjectToObject(o, "error");
+        if (e) {
+            cJSON_AddStringToObject(e, "code", c->error_code[0] ? c->error_code : "failed");
+            cJSON_AddStringToObject(e, "message", c->error_message);
+        }
+    } else {
+        cJSON_AddNullToObject(o, "error");
+    }
+    pt_rfc3339(c->created_at, t);
+    cJSON_AddStringToObject(o, "created_at", t);
+    pt_rfc3339(c->updated_at, t);
+    cJSON_AddStringToObject(o, "updated_at", t);
+    return o;
+}
+
+char *pt_charge_json_text(const struct pt_charge *c)
+{
+    cJSON *o = pt_charge_to_json(c);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return text;
+}
+
+/* Appends the fulfilment event for c's current situation, at most once. */
+static int emit(struct pt_store *st, const struct pt_charge *c, const char *type, int64_t now)
+{
+    char *payload = pt_charge_json_text(c);
+    if (!payload)
+        return PT_ENOMEM;
+    int64_t seq = 0;
+    int rc = pt_store_event_insert(st, type, c->id, c->order_id, payload, now, &seq);
+    free(payload);
+    if (rc == PT_EEXIST)
+        return PT_OK; /* already delivered for this charge: once is the point */
+    if (rc == PT_OK)
+        pt_log_info("event %lld %s order=%s", (long long)seq, type, c->order_id);
+    return rc;
+}
+
+/* The event a state calls for (SPEC section 6), or NULL. */
+static const char *event_for(const struct pt_charge *c)
+{
+    switch (c->state) {
+    case PT_STATE_SUCCESS:
+        return c->review ? NULL : "charge.succeeded"; /* held while under review */
+    case PT_STATE_FAILED:
+        return "charge.failed";
+    case PT_STATE_CANCELED:
+        return "charge.canceled";
+    default:
+        return NULL;
+    }
+}
+
+int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *params,
+                     const char *actor, int64_t now)
+{
+    c->state = PT_STATE_INIT;
+    int rc = pt_store_charge_insert(st, c, params, now);
+    if (rc)
+        return rc;
+    return pt_store_audit(st, c->id, NULL, "INIT", "created", actor, 0, NULL, now);
+}
+
+static int moved(struct pt_store *st, struct pt_charge *c, enum pt_state from, const char *cause,
+                 const char *actor, const char *detail, int64_t now)
+{
+    int rc = pt_store_charge_get_by_id(st, c->id, c);
+    if (rc)
+        return rc;
+    rc = pt_store_audit(st, c->id, pt_state_name(from), pt_state_name(c->state), cause, actor, 0,
+                        detail, now);
+    if (rc)
+        return rc;
+    pt_log_info("charge %s: %s -> %s (%s by %s)", c->order_id, pt_state_name(from),
+                pt_state_name(c->state), cause, actor);
+    const char *ev = event_for(c);
+    return ev ? emit(st, c, ev, now) : PT_OK;
+}
+
+static int refused(struct pt_store *st, struct pt_charge *c, enum pt_state to, const char *cause,
+                   const char *actor, int64_t now)
+{
+    int rc = pt_store_charge_get_by_id(st, c->id, c);
+    if (rc)
+        return rc;
+    pt_log_warn("charge %s: refused %s -> %s (%s by %s)", c->order_id, pt_state_name(c->state),
+                pt_state_name(to), cause, actor);
+    rc = pt_store_audit(st, c->id, pt_state_name(c->state), pt_state_name(to), cause, actor, 1,
+                        "illegal transition", now);
+    return rc ? rc : PT_ESTATE;
+}
+
+int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state to,
+                         const struct pt_charge_patch *patch, const char *cause,
+                         const char *actor, const char *detail, int64_t now)
+{
+    if (c->state == to)
+        return PT_EEXIST;
+    enum pt_state from = c->state;
+    if (!pt_state_transition_legal(from, to))
+        return refused(st, c, to, cause, actor, now);
+    /* The allowed set, not just our belief about `from`: if another writer
+     * moved the charge meanwhile to a state from which `to` is still legal,
+     * the move is still right; if not, the UPDATE changes nothing. */
+    int rc = pt_store_charge_transition(st, c->id, pt_state_allowed_from(to), to, patch, now);
+    if (rc == PT_ESTATE)
+        return refused(st, c, to, cause, actor, now);
+    if (rc)
+        return rc;
+    return moved(st, c, from, cause, actor, detail, now);
+}
+
+int pt_charge_gateway_succeeded(struct pt_store *st, struct pt_charge *c,
+                                const struct pt_charge_patch *patch, const char *actor,
+                                const char *detail, int64_t now)
+{
+    const unsigned not_final = (1u << PT_STATE_INIT) | (1u << PT_STATE_PROCESSING) |
+                               (1u << PT_STATE_PENDING) | (1u << PT_STATE_UNKNOWN);
+    enum pt_state from = c->state;
+    int rc = pt_store_charge_transition(st, c->id, not_final, PT_STATE_SUCCESS, patch, now);
+    if (rc == PT_OK)
+        return moved(st, c, from, "gateway_succeeded", actor, detail, now);
+    if (rc != PT_ESTATE)
+        return rc;
+    if ((rc = pt_store_charge_get_by_id(st, c->id, c)))
+        return rc;
+    if (c->state == PT_STATE_SUCCESS)
+        return PT_EEXIST;
+    /* Money moved for a charge we consider FAILED or CANCELED: a human must
+     * decide (refund, or deliver after all). */
+    char reason[64];
+    snprintf(reason, sizeof reason, "succeeded_after_%s",
+             c->state == PT_STATE_FAILED ? "failed" : "canceled");
+    rc = pt_store_audit(st, c->id, pt_state_name(c->state), "SUCCESS", "gateway_succeeded", actor,
+                        1, detail, now);
+    if (rc)
+        return rc;
+    rc = pt_charge_review(st, c, 1, reason, actor, now);
+    return (rc == PT_OK || rc == PT_EEXIST) ? PT_ESTATE : rc;
+}
+
+int pt_charge_review(struct pt_store *st, struct pt_charge *c, int on, const char *reason,
+                     const char *actor, int64_t now)
+{
+    int rc = pt_store_charge_set_review(st, c->id, on, on ? reason : NULL, now);
+    int changed = rc == PT_OK;
+    if (rc && rc != PT_ESTATE)
+        return rc;
+    if ((rc = pt_store_charge_get_by_id(st, c->id, c)))
+        return rc;
+    char detail[PT_MESSAGE_MAX + 32];
+    snprintf(detail, sizeof detail, "%s%s", changed ? "" : "no change: ", reason ? reason : "");
+    rc = pt_store_audit(st, c->id, pt_state_name(c->state), pt_state_name(c->state),
+                        on ? "review_raised" : "review_cleared", actor, 0, detail, now);
+    if (rc || !changed)
+        return rc ? rc : PT_EEXIST;
+    pt_log_warn("charge %s: review %s by %s: %s", c->order_id, on ? "raised" : "cleared", actor,
+                reason ? reason : "");
+    if (on)
+        return emit(st, c, "charge.review", now);
+    /* Cleared: a SUCCESS that was held now goes out (once). */
+    return c->state == PT_STATE_SUCCESS ? emit(st, c, "charge.succeeded", now) : PT_OK;
+}

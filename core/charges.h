@@ -1,0 +1,72 @@
+/*
+ * charges.h - the charge state machine and the fulfilment feed.
+ *
+ * Every function here runs inside the caller's write transaction and writes
+ * the audit row (and, where SPEC section 6 says so, the fulfilment event) in
+ * that same transaction, so a state, its audit and its event commit together
+ * or not at all.  The conditional UPDATE itself is the store's
+ * (pt_store_charge_transition); this module decides which source states are
+ * allowed, audits refusals, and emits events exactly once.
+ *
+ * Actors: "api", "sync", "notify:<gateway>", "operator:<name>".
+ */
+#ifndef PT_CHARGES_H
+#define PT_CHARGES_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "charge.h"
+#include "store.h"
+
+/*
+ * Inserts c (state INIT) with its canonical params and audits the creation.
+ * PT_EEXIST when the order_id exists already (data-layer uniqueness).
+ */
+int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *params,
+                     const char *actor, int64_t now);
+
+/*
+ * Moves c to `to` if SPEC section 4 allows it from c's current state, applying
+ * patch (may be NULL) in the same UPDATE.  On success *c is re-read.
+ *   PT_OK      the charge moved (audited; event emitted when the new state
+ *              calls for one)
+ *   PT_EEXIST  the charge was already in `to`: a repeated transition, no-op
+ *   PT_ESTATE  illegal from the stored state: refused and audited, *c re-read
+ */
+int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state to,
+                         const struct pt_charge_patch *patch, const char *cause,
+                         const char *actor, const char *detail, int64_t now);
+
+/*
+ * A verified gateway report that the money moved.  Any non-final state goes
+ * to SUCCESS whatever we believed; SUCCESS is a no-op (PT_EEXIST); FAILED
+ * and CANCELED are not changed but raise review ("succeeded_after_failed" /
+ * "succeeded_after_canceled") and PT_ESTATE is returned.
+ */
+int pt_charge_gateway_succeeded(struct pt_store *st, struct pt_charge *c,
+                                const struct pt_charge_patch *patch, const char *actor,
+                                const char *detail, int64_t now);
+
+/*
+ * Raises (on=1) or clears (on=0) the review flag with a reason.  Raising
+ * emits a charge.review event; clearing a SUCCESS charge releases its held
+ * charge.succeeded event (once).  PT_EEXIST when the flag already had that
+ * value (still audited as a no-op request by an operator).
+ */
+int pt_charge_review(struct pt_store *st, struct pt_charge *c, int on, const char *reason,
+                     const char *actor, int64_t now);
+
+/*
+ * The charge object of the API (SPEC section 5) as cJSON; caller deletes.
+ * NULL when out of memory.
+ */
+cJSON *pt_charge_to_json(const struct pt_charge *c);
+
+/* Same, printed compactly (malloc'd; caller frees). */
+char *pt_charge_json_text(const struct pt_charge *c);
+
+/* Formats Unix milliseconds as RFC 3339 UTC ("2026-11-30T03:35:38.123Z"). */
+void pt_rfc3339(int64_t ms, char out[32]);
+
+#endif

@@ -1,0 +1,882 @@
+/*
+ * intake.c - guarded API operations: create, cancel, review (SPEC section 5).
+ *
+ * Shape of every operation:
+ *   1. check the Idempotency-Key header, fingerprint method + path + body;
+ *   2. fast path: a completed key is replayed with one read, no write lock;
+ *   3. BEGIN IMMEDIATE; acquire the key (NEW / REPLAY / IN_USE / MISMATCH);
+ *   4. do the business writes and store the response in the same
+ *      transaction; COMMIT.
+ * Responses that are stored (and replayed): 2xx, 402, 409 order_id_conflict,
+ * 409 charge_not_cancelable, 400 invalid_request.  Not stored: 409
+ * idempotency_key_in_use, 404, every 503 (the key is released so the client
+ * may retry it once the condition passes).
+ */
+#include "intake.h"
+#include "charges.h"
+#include "err.h"
+#include "gateway.h"
+#include "json.h"
+#include "log.h"
+#include "money.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCOPE_CHARGES "POST /v1/charges"
+
+/* How long a client should wait before retrying, in seconds. */
+#define RETRY_IN_USE_S 1
+#define RETRY_OFFLINE_S 5
+#define RETRY_STORAGE_S 2
+
+void pt_reply_free(struct pt_reply *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    r->body = NULL;
+    r->len = 0;
+}
+
+static void set_body(struct pt_reply *r, char *text)
+{
+    free(r->body);
+    r->body = text;
+    r->len = text ? strlen(text) : 0;
+}
+
+void pt_reply_error(struct pt_reply *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", msg);
+    r->status = status;
+    snprintf(r->code, sizeof r->code, "%s", code);
+    set_body(r, cJSON_PrintUnformatted(o));
+    cJSON_Delete(o);
+}
+
+void pt_reply_charge(struct pt_reply *r, int status, const struct pt_charge *c)
+{
+    r->status = status;
+    r->code[0] = '\0';
+    set_body(r, pt_charge_json_text(c));
+}
+
+int pt_intake_status_for(const struct pt_charge *c)
+{
+    switch (c->state) {
+    case PT_STATE_SUCCESS:
+        return 201;
+    case PT_STATE_FAILED:
+        return 402;
+    case PT_STATE_CANCELED:
+        return 200;
+    default:
+        return 202;
+    }
+}
+
+int pt_order_id_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '.' || ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static void storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
+{
+    pt_log_error("storage failure: %s (%s)", pt_strerror(rc), pt_store_errmsg(st));
+    pt_reply_error(r, 503, "storage_unavailable",
+                   "the charge could not be stored (%s); nothing was recorded, retry with the "
+                   "same Idempotency-Key",
+                   pt_strerror(rc));
+    r->retry_after_s = RETRY_STORAGE_S;
+}
+
+/* ---- the guard, shared by every operation --------------------------------- */
+
+struct guard {
+    char key[256];
+    char scope[160];
+    unsigned char hash[32];
+    cJSON *json;     /* parsed body, NULL when empty or not JSON */
+    int body_is_json;
+    int in_txn;
+};
+
+static void guard_free(struct guard *g)
+{
+    cJSON_Delete(g->json);
+    g->json = NULL;
+}
+
+/*
+ * Steps 1-3.  Returns 1 when the caller should go on with the business
+ * writes (transaction open, key locked), 0 when *out is already the answer.
+ */
+static int guard_enter(const struct pt_intake *in, struct pt_store *st, const char *path,
+                       const char *key_header, const char *body, size_t len, int empty_is_object,
+                       int64_t now, struct guard *g, struct pt_reply *out,
+                       struct pt_idem_result *res)
+{
+    memset(g, 0, sizeof *g);
+    memset(res, 0, sizeof *res);
+    if (!key_header || !*key_header) {
+        pt_reply_error(out, 400, "idempotency_key_missing",
+                       "header Idempotency-Key is required: a unique key chosen by the client "
+                       "for this payment intent (1-255 visible ASCII characters)");
+        return 0;
+    }
+    if (pt_idem_key_normalize(key_header, g->key) != PT_OK) {
+        pt_reply_error(out, 400, "idempotency_key_invalid",
+                       "header Idempotency-Key must be 1-255 visible ASCII characters "
+                       "(0x21-0x7e), optionally in double quotes");
+        return 0;
+    }
+    snprintf(g->scope, sizeof g->scope, "POST %s", path);
+
+    /* Fingerprint: canonical JSON when the body is JSON (so key order and
+     * spacing do not matter), the raw bytes otherwise. */
+    char *canon = NULL;
+    if (len == 0 && empty_is_object) {
+        g->json = cJSON_CreateObject();
+    } else if (len > 0) {
+        g->json = cJSON_ParseWithLength(body, len);
+    }
+    if (g->json && !pt_json_has_duplicate_keys(g->json))
+        canon = pt_json_canonical(g->json);
+    g->body_is_json = canon != NULL;
+    int rc;
+    if (canon) {
+        rc = pt_idem_fingerprint("POST", path, canon, g->hash);
+    } else {
+        char *raw = malloc(len + 1);
+        if (!raw) {
+            pt_reply_error(out, 503, "storage_unavailable", "out of memory");
+            return 0;
+        }
+        memcpy(raw, body, len);
+        raw[len] = '\0';
+        rc = pt_idem_fingerprint("POST", path, raw, g->hash);
+        free(raw);
+    }
+    free(canon);
+    if (rc) {
+        storage_unavailable(out, st, rc);
+        return 0;
+    }
+
+    /* Fast path: a completed key needs no write lock. */
+    rc = pt_idem_lookup(st, &in->idem, g->scope, g->key, g->hash, now, res);
+    if (rc) {
+        storage_unavailable(out, st, rc);
+        return 0;
+    }
+    if (res->status == PT_IDEM_ABSENT) {
+        if ((rc = pt_store_begin(st)) != PT_OK) {
+            storage_unavailable(out, st, rc);
+            return 0;
+        }
+        g->in_txn = 1;
+        rc = pt_idem_acquire(st, &in->idem, g->scope, g->key, g->hash, now, res);
+        if (rc) {
+            pt_store_rollback(st);
+            g->in_txn = 0;
+            storage_unavailable(out, st, rc);
+            return 0;
+        }
+    }
+    switch (res->status) {
+    case PT_IDEM_NEW:
+    case PT_IDEM_RECOVERED:
+        return 1;
+    case PT_IDEM_REPLAY:
+        out->status = res->response_status;
+        set_body(out, res->body);
+        out->len = res->body_len;
+        res->body = NULL;
+        out->replayed = 1;
+        break;
+    case PT_IDEM_MISMATCH:
+        pt_reply_error(out, 422, "idempotency_key_reused",
+                       "Idempotency-Key '%s' was used for a different request; use a new key "
+                       "for a new payment intent",
+                       g->key);
+        break;
+    case PT_IDEM_IN_USE:
+        pt_reply_error(out, 409, "idempotency_key_in_use",
+                       "the first request with Idempotency-Key '%s' is still running; retry "
+                       "with the same key to get its result",
+                       g->key);
+        out->retry_after_s = RETRY_IN_USE_S;
+        break;
+    default:
+        pt_reply_error(out, 503, "storage_unavailable", "unexpected idempotency state");
+        break;
+    }
+    if (g->in_txn) {
+        pt_store_rollback(st);
+        g->in_txn = 0;
+    }
+    return 0;
+}
+
+/* Stores out as the key's response and commits. */
+static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply *out, int64_t now)
+{
+    int rc = pt_idem_complete(st, g->scope, g->key, out->status, out->body, out->len, now);
+    if (rc == PT_OK)
+        rc = pt_store_commit(st);
+    else
+        pt_store_rollback(st);
+    g->in_txn = 0;
+    if (rc) {
+        /* Nothing of this request survived the rollback. */
+        storage_unavailable(out, st, rc);
+        return rc;
+    }
+    return PT_OK;
+}
+
+/* Drops everything this request wrote, key included, keeping *out. */
+static void guard_abandon(struct pt_store *st, struct guard *g)
+{
+    if (g->in_txn)
+        pt_store_rollback(st);
+    g->in_txn = 0;
+}
+
+/* ---- POST /v1/charges -------------------------------------------------------- */
+
+/* Appends "field: problem; " to the message. */
+static void problem(char *msg, size_t cap, const char *field, const char *text)
+{
+    size_t n = strlen(msg);
+    snprintf(msg + n, cap - n, "%s%s: %s", n ? "; " : "", field, text);
+}
+
+static int string_field(const cJSON *body, const char *name, const cJSON **out)
+{
+    *out = cJSON_GetObjectItemCaseSensitive(body, name);
+    return *out && !cJSON_IsNull(*out);
+}
+
+static int charset_ok(const char *s, size_t min, size_t max, const char *extra)
+{
+    size_t n = strlen(s);
+    if (n < min || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              (extra && strchr(extra, ch))))
+            return 0;
+    }
+    return 1;
+}
+
+/* Text a customer may see: UTF-8 without control characters. */
+static int text_ok(const char *s, size_t max_bytes)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max_bytes)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
+static const char *const charge_fields[] = {
+    "order_id", "amount", "currency", "gateway", "method", "payment_code", "payment_method",
+    "customer", "subject", "offline", "metadata", NULL};
+
+/*
+ * Validates the body into c and its canonical params.  Returns 1 when valid;
+ * otherwise msg names every field that is wrong.
+ */
+static int validate_charge(const struct pt_intake *in, const cJSON *body, struct pt_charge *c,
+                           char **params, char *msg, size_t cap)
+{
+    memset(c, 0, sizeof *c);
+    msg[0] = '\0';
+    *params = NULL;
+    if (!cJSON_IsObject(body)) {
+        problem(msg, cap, "body", "must be a JSON object");
+        return 0;
+    }
+    if (pt_json_has_duplicate_keys(body))
+        problem(msg, cap, "body", "a field is given twice");
+    for (const cJSON *m = body->child; m; m = m->next) {
+        int known = 0;
+        for (const char *const *f = charge_fields; *f; f++)
+            known |= strcmp(m->string, *f) == 0;
+        if (!known) {
+            problem(msg, cap, m->string,
+                    "unknown field (allowed: order_id, amount, currency, gateway, method, "
+                    "payment_code, payment_method, customer, subject, offline, metadata)");
+        }
+    }
+
+    const cJSON *v;
+    if (!string_field(body, "order_id", &v))
+        problem(msg, cap, "order_id", "required");
+    else if (!cJSON_IsString(v) || !pt_order_id_valid(v->valuestring))
+        problem(msg, cap, "order_id", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
+    else
+        snprintf(c->order_id, sizeof c->order_id, "%s", v->valuestring);
+
+    if (!string_field(body, "amount", &v)) {
+        problem(msg, cap, "amount", "required (integer, minor units)");
+    } else if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble ||
+               v->valuedouble <= 0) {
+        problem(msg, cap, "amount", "must be an integer > 0 in the currency's minor unit");
+    } else if (v->valuedouble > (double)in->cfg->max_amount) {
+        char t[96];
+        snprintf(t, sizeof t, "must not exceed limits.max_amount (%lld)",
+                 (long long)in->cfg->max_amount);
+        problem(msg, cap, "amount", t);
+    } else {
+        c->amount = (int64_t)v->valuedouble;
+    }
+
+    if (!string_field(body, "currency", &v))
+        problem(msg, cap, "currency", "required (ISO 4217 code, e.g. CNY)");
+    else if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
+        problem(msg, cap, "currency", "must be an upper-case ISO 4217 code such as CNY or USD");
+    else
+        snprintf(c->currency, sizeof c->currency, "%s", v->valuestring);
+
+    const struct pt_gateway *gw = NULL;
+    if (!string_field(body, "gateway", &v)) {
+        problem(msg, cap, "gateway", "required: alipay, wechat, stripe or 2c2p");
+    } else if (!cJSON_IsString(v) || !(gw = pt_gateway_find(v->valuestring))) {
+        problem(msg, cap, "gateway", "must be alipay, wechat, stripe or 2c2p");
+    } else if (!pt_config_gateway_configured(in->cfg, gw->name)) {
+        char t[96];
+        snprintf(t, sizeof t, "'%s' is not configured on this device (gateways.%s)", gw->name,
+                 gw->name);
+        problem(msg, cap, "gateway", t);
+        gw = NULL;
+    } else {
+        snprintf(c->gateway, sizeof c->gateway, "%s", gw->name);
+    }
+
+    if (!string_field(body, "method", &v)) {
+        problem(msg, cap, "method", "required");
+    } else if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof c->method) {
+        problem(msg, cap, "method", "must be a string");
+    } else if (gw && !pt_gateway_has_method(gw, v->valuestring)) {
+        char t[128], list[64] = "";
+        for (const char *const *m = gw->methods; *m; m++) {
+            size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *m);
+        }
+        snprintf(t, sizeof t, "%s does not offer '%s' (it offers: %s)", gw->name, v->valuestring,
+                 list);
+        problem(msg, cap, "method", t);
+    } else {
+        snprintf(c->method, sizeof c->method, "%s", v->valuestring);
+    }
+
+    int barcode = strcmp(c->method, "barcode") == 0;
+    int card = strcmp(c->method, "card_on_file") == 0;
+    if (string_field(body, "payment_code", &v)) {
+        if (!barcode)
+            problem(msg, cap, "payment_code", "only for method barcode");
+        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 6, 64, NULL))
+            problem(msg, cap, "payment_code", "must be the scanned code: 6-64 letters or digits");
+        else
+            snprintf(c->payment_code, sizeof c->payment_code, "%s", v->valuestring);
+    } else if (barcode) {
+        problem(msg, cap, "payment_code", "required for method barcode (the customer's code)");
+    }
+    if (string_field(body, "payment_method", &v)) {
+        if (!card)
+            problem(msg, cap, "payment_method", "only for method card_on_file");
+        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
+            problem(msg, cap, "payment_method", "must be a payment method id such as pm_123");
+        else
+            snprintf(c->payment_method, sizeof c->payment_method, "%s", v->valuestring);
+    } else if (card) {
+        problem(msg, cap, "payment_method", "required for method card_on_file");
+    }
+    if (string_field(body, "customer", &v)) {
+        if (!card)
+            problem(msg, cap, "customer", "only for method card_on_file");
+        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
+            problem(msg, cap, "customer", "must be a customer id such as cus_123");
+        else
+            snprintf(c->customer, sizeof c->customer, "%s", v->valuestring);
+    }
+    if (string_field(body, "subject", &v)) {
+        if (!cJSON_IsString(v) || !text_ok(v->valuestring, 256))
+            problem(msg, cap, "subject", "must be 1-256 bytes of text without control characters");
+        else
+            snprintf(c->subject, sizeof c->subject, "%s", v->valuestring);
+    }
+    c->offline = PT_OFFLINE_PREFER;
+    if (string_field(body, "offline", &v) &&
+        (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &c->offline) != PT_OK))
+        problem(msg, cap, "offline", "must be prefer_online, require_online or force_offline");
+
+    if (string_field(body, "metadata", &v)) {
+        /* Stripe's limits, so metadata survives the trip to any gateway. */
+        int ok = cJSON_IsObject(v), count = 0;
+        for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
+            ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 &&
+                 cJSON_IsString(m) && strlen(m->valuestring) <= 500;
+        char *text = ok ? pt_json_canonical(v) : NULL;
+        if (!text || strlen(text) >= sizeof c->metadata)
+            problem(msg, cap, "metadata",
+                    "must be an object of at most 20 string values (keys 1-40, values up to "
+                    "500 characters)");
+        else
+            snprintf(c->metadata, sizeof c->metadata, "%s", text);
+        free(text);
+    }
+    if (msg[0])
+        return 0;
+
+    /* The parameters that define the charge, defaults filled in: two
+     * requests for one order are "the same" when these are equal. */
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "order_id", c->order_id);
+    cJSON_AddNumberToObject(p, "amount", (double)c->amount);
+    cJSON_AddStringToObject(p, "currency", c->currency);
+    cJSON_AddStringToObject(p, "gateway", c->gateway);
+    cJSON_AddStringToObject(p, "method", c->method);
+    cJSON_AddStringToObject(p, "payment_code", c->payment_code);
+    cJSON_AddStringToObject(p, "payment_method", c->payment_method);
+    cJSON_AddStringToObject(p, "customer", c->customer);
+    cJSON_AddStringToObject(p, "subject", c->subject);
+    cJSON_AddStringToObject(p, "offline", pt_offline_mode_name(c->offline));
+    cJSON_AddStringToObject(p, "metadata", c->metadata);
+    *params = pt_json_canonical(p);
+    cJSON_Delete(p);
+    if (!*params) {
+        problem(msg, cap, "body", "could not be processed (out of memory)");
+        return 0;
+    }
+    return 1;
+}
+
+/* Methods the customer cannot complete until the gateway has answered. */
+static int needs_gateway(const struct pt_charge *c)
+{
+    return strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0;
+}
+
+/*
+ * May c join the offline queue?  Returns 1, or 0 with *out set to the 503.
+ * Runs inside the write transaction, so the totals cannot change under us.
+ */
+static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
+                           const struct pt_charge *c, int already_queued, struct pt_reply *out,
+                           int *storage_rc)
+{
+    const struct pt_cfg_offline_limit *lim = pt_config_offline_limit(in->cfg, c->currency);
+    *storage_rc = PT_OK;
+    if (!lim) {
+        pt_reply_error(out, 503, "offline_not_allowed",
+                       "the gateway cannot be reached and %s charges are not taken offline "
+                       "(no offline.limits.%s in the configuration)",
+                       c->currency, c->currency);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        return 0;
+    }
+    if (c->amount > lim->max_amount) {
+        pt_reply_error(out, 503, "offline_limit_exceeded",
+                       "amount %lld exceeds the offline limit for one %s charge "
+                       "(offline.limits.%s.max_amount = %lld)",
+                       (long long)c->amount, c->currency, c->currency,
+                       (long long)lim->max_amount);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        return 0;
+    }
+    int64_t count = 0, total = 0;
+    int rc = pt_store_queue_count(st, &count);
+    if (!rc)
+        rc = pt_store_queue_total(st, c->currency, &total);
+    if (rc) {
+        *storage_rc = rc;
+        return 0;
+    }
+    if (already_queued) { /* c is INIT already and counted in the figures */
+        count--;
+        total -= c->amount;
+    }
+    if (count >= in->cfg->offline_max_count) {
+        pt_reply_error(out, 503, "offline_limit_exceeded",
+                       "the offline queue is full (%lld charges; offline.max_count = %lld)",
+                       (long long)count, (long long)in->cfg->offline_max_count);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        return 0;
+    }
+    if (total + c->amount > lim->max_total) {
+        pt_reply_error(out, 503, "offline_limit_exceeded",
+                       "queued %s charges would total %lld, above offline.limits.%s.max_total "
+                       "(%lld)",
+                       c->currency, (long long)(total + c->amount), c->currency,
+                       (long long)lim->max_total);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        return 0;
+    }
+    return 1;
+}
+
+/* Answers for an order that already exists (another key, or a recovered
+ * lock): the same parameters get the charge, different ones a conflict. */
+static void existing_order(const struct pt_charge *have, const char *have_params,
+                           const char *params, struct pt_reply *out)
+{
+    if (params && have_params && strcmp(params, have_params) != 0) {
+        pt_reply_error(out, 409, "order_id_conflict",
+                       "order_id '%s' already exists with different parameters; an order is "
+                       "charged once",
+                       have->order_id);
+        return;
+    }
+    pt_reply_charge(out, params ? 200 : pt_intake_status_for(have), have);
+}
+
+int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
+                            const char *key_header, const char *body, size_t len, int64_t now,
+                            struct pt_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    struct guard g;
+    struct pt_idem_result res;
+    if (!guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out, &res)) {
+        pt_idem_result_free(&res);
+        guard_free(&g);
+        return out->status == 503 ? PT_ESTORAGE : PT_OK;
+    }
+    int rc = PT_OK;
+    struct pt_charge c, have;
+    char *params = NULL, *have_params = NULL;
+    char msg[1024];
+
+    /* A lock taken over from a request that died: its charge row (if any)
+     * says how far it got, and the client gets that charge. */
+    if (res.status == PT_IDEM_RECOVERED && res.order_id[0]) {
+        rc = pt_store_charge_get(st, res.order_id, &have, NULL);
+        if (rc == PT_OK) {
+            pt_log_warn("recovered lock of key %s: order %s is %s", g.key, have.order_id,
+                        pt_state_name(have.state));
+            pt_reply_charge(out, pt_intake_status_for(&have), &have);
+            goto complete;
+        }
+        if (rc != PT_ENOTFOUND)
+            goto storage;
+    }
+
+    if (!g.body_is_json) {
+        pt_reply_error(out, 400, "invalid_request",
+                       len ? "body: must be a JSON object (Content-Type: application/json)"
+                           : "body: required, a JSON object describing the charge");
+        goto complete;
+    }
+    if (!validate_charge(in, g.json, &c, &params, msg, sizeof msg)) {
+        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+        goto complete;
+    }
+
+    rc = pt_store_charge_get(st, c.order_id, &have, &have_params);
+    if (rc == PT_OK) {
+        existing_order(&have, have_params, params, out);
+        goto complete;
+    }
+    if (rc != PT_ENOTFOUND)
+        goto storage;
+
+    enum pt_offline_mode mode = needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
+    int can_send = mode != PT_OFFLINE_FORCE && in->online.charge_now &&
+                   (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
+    if (!can_send) {
+        if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
+            pt_reply_error(out, 503, "offline_not_allowed",
+                           "the %s gateway cannot be reached now and this charge must go online "
+                           "(%s); nothing was recorded, retry with the same Idempotency-Key",
+                           c.gateway,
+                           needs_gateway(&c) ? "the customer pays on the gateway's page or code"
+                                             : "offline: require_online");
+            out->retry_after_s = RETRY_OFFLINE_S;
+            goto release;
+        }
+        int storage_rc;
+        if (!offline_allowed(in, st, &c, 0, out, &storage_rc)) {
+            if (storage_rc) {
+                rc = storage_rc;
+                goto storage;
+            }
+            goto release;
+        }
+        c.next_attempt_at = now;
+        if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
+            (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)))
+            goto storage;
+        pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway,
+                    (long long)c.amount, c.currency);
+        pt_reply_charge(out, 202, &c);
+        goto complete;
+    }
+
+    /* Online: the charge is INIT and committed before any byte leaves, with
+     * the key still locked; then the sync engine sends it. */
+    c.next_attempt_at = now;
+    if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
+        (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
+        (rc = pt_store_commit(st)))
+        goto storage;
+    g.in_txn = 0;
+    rc = in->online.charge_now(in->online.ctx, st, &c, now);
+    if (rc)
+        goto storage_after_commit;
+    if ((rc = pt_store_begin(st)))
+        goto storage_after_commit;
+    g.in_txn = 1;
+    if (c.state == PT_STATE_INIT) {
+        /* Provably never sent.  prefer_online waits in the queue if the
+         * offline limits allow it; otherwise (or for require_online) the
+         * order is canceled before anything left the device, so the
+         * background sync never surprises the client, and the key is
+         * released: the client decides what to do next. */
+        int storage_rc = PT_OK;
+        if (mode == PT_OFFLINE_PREFER && offline_allowed(in, st, &c, 1, out, &storage_rc)) {
+            pt_log_info("charge %s not sent, queued offline", c.order_id);
+            pt_reply_charge(out, 202, &c);
+            goto complete;
+        }
+        if (storage_rc) {
+            rc = storage_rc;
+            goto storage;
+        }
+        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "not_sent_offline_refused",
+                                  "api", "gateway unreachable and the charge may not be queued",
+                                  now);
+        if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
+            goto storage;
+        if ((rc = pt_idem_release(st, g.scope, g.key)) || (rc = pt_store_commit(st)))
+            goto storage;
+        g.in_txn = 0;
+        if (mode != PT_OFFLINE_PREFER) {
+            pt_reply_free(out);
+            pt_reply_error(out, 503, "offline_not_allowed",
+                           "the %s gateway could not be reached and this charge must go online; "
+                           "nothing was sent and order %s was canceled: charge it again with a "
+                           "new order_id",
+                           c.gateway, c.order_id);
+        } else {
+            /* Keep offline_allowed()'s code and reason, say what happened. */
+            cJSON *o = cJSON_Parse(out->body);
+            const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
+            char code[48];
+            snprintf(code, sizeof code, "%s", out->code);
+            pt_reply_free(out);
+            pt_reply_error(out, 503, code,
+                           "the %s gateway could not be reached and the charge cannot wait in "
+                           "the offline queue (%s); nothing was sent and order %s was canceled: "
+                           "charge it again with a new order_id",
+                           c.gateway, cJSON_IsString(m) ? m->valuestring : code, c.order_id);
+            cJSON_Delete(o);
+        }
+        out->retry_after_s = RETRY_OFFLINE_S;
+        goto out;
+    }
+    pt_reply_charge(out, pt_intake_status_for(&c) == 200 ? 202 : pt_intake_status_for(&c), &c);
+    goto complete;
+
+complete:
+    rc = guard_complete(st, &g, out, now);
+    goto out;
+release:
+    guard_abandon(st, &g);
+    goto out;
+storage:
+    guard_abandon(st, &g);
+storage_after_commit:
+    /* The charge (if committed) keeps its lock; a retry after lock recovery
+     * is answered from the charge row. */
+    storage_unavailable(out, st, rc);
+out:
+    free(params);
+    free(have_params);
+    pt_idem_result_free(&res);
+    guard_free(&g);
+    return out->status == 503 && rc ? rc : PT_OK;
+}
+
+/* ---- POST /v1/charges/{order_id}/cancel -------------------------------------- */
+
+int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                     const char *key_header, const char *body, size_t len, int64_t now,
+                     struct pt_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/charges/%s/cancel", order_id);
+    struct guard g;
+    struct pt_idem_result res;
+    if (!guard_enter(in, st, path, key_header, body, len, 1, now, &g, out, &res)) {
+        pt_idem_result_free(&res);
+        guard_free(&g);
+        return out->status == 503 ? PT_ESTORAGE : PT_OK;
+    }
+    int rc = PT_OK;
+    struct pt_charge c;
+    if (!g.json || !cJSON_IsObject(g.json) || g.json->child) {
+        pt_reply_error(out, 400, "invalid_request", "body: cancel takes no body, or {}");
+        goto complete;
+    }
+    rc = pt_store_charge_get(st, order_id, &c, NULL);
+    if (rc == PT_ENOTFOUND) {
+        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
+        guard_abandon(st, &g); /* not stored: the order may still be created */
+        rc = PT_OK;
+        goto out;
+    }
+    if (rc)
+        goto storage;
+    switch (c.state) {
+    case PT_STATE_INIT:
+        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "canceled_by_client", "api",
+                                  NULL, now);
+        if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
+            goto storage;
+        pt_reply_charge(out, c.state == PT_STATE_CANCELED ? 200 : 409, &c);
+        break;
+    case PT_STATE_CANCELED:
+        pt_reply_charge(out, 200, &c);
+        break;
+    case PT_STATE_SUCCESS:
+    case PT_STATE_FAILED:
+        pt_reply_error(out, 409, "charge_not_cancelable",
+                       "charge %s is %s and cannot be canceled%s", order_id,
+                       pt_state_name(c.state),
+                       c.state == PT_STATE_SUCCESS ? " (refunds are a separate feature)" : "");
+        break;
+    default:
+        if (!in->online.cancel_now) {
+            pt_reply_error(out, 503, "offline_not_allowed",
+                           "charge %s is %s: canceling it needs the gateway, which this build "
+                           "cannot reach",
+                           order_id, pt_state_name(c.state));
+            out->retry_after_s = RETRY_OFFLINE_S;
+            guard_abandon(st, &g);
+            goto out;
+        }
+        /* Commit the lock, ask the gateway, then store the answer. */
+        if ((rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
+            (rc = pt_store_commit(st)))
+            goto storage;
+        g.in_txn = 0;
+        if ((rc = in->online.cancel_now(in->online.ctx, st, &c, now)))
+            goto storage;
+        if ((rc = pt_store_begin(st)))
+            goto storage;
+        g.in_txn = 1;
+        pt_reply_charge(out, c.state == PT_STATE_CANCELED ? 200 : 202, &c);
+        break;
+    }
+complete:
+    rc = guard_complete(st, &g, out, now);
+    goto out;
+storage:
+    guard_abandon(st, &g);
+    storage_unavailable(out, st, rc);
+out:
+    pt_idem_result_free(&res);
+    guard_free(&g);
+    return out->status == 503 && rc ? rc : PT_OK;
+}
+
+/* ---- POST /v1/charges/{order_id}/review -------------------------------------- */
+
+int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                     const char *key_header, const char *body, size_t len, int64_t now,
+                     struct pt_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/charges/%s/review", order_id);
+    struct guard g;
+    struct pt_idem_result res;
+    if (!guard_enter(in, st, path, key_header, body, len, 0, now, &g, out, &res)) {
+        pt_idem_result_free(&res);
+        guard_free(&g);
+        return out->status == 503 ? PT_ESTORAGE : PT_OK;
+    }
+    int rc = PT_OK;
+    struct pt_charge c;
+    char msg[512] = "";
+    const cJSON *action = cJSON_GetObjectItemCaseSensitive(g.json, "action");
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(g.json, "operator");
+    const cJSON *note = cJSON_GetObjectItemCaseSensitive(g.json, "note");
+    int on = 0;
+    if (!cJSON_IsObject(g.json)) {
+        problem(msg, sizeof msg, "body", "must be a JSON object");
+    } else {
+        for (const cJSON *m = g.json->child; m; m = m->next)
+            if (strcmp(m->string, "action") && strcmp(m->string, "operator") &&
+                strcmp(m->string, "note"))
+                problem(msg, sizeof msg, m->string, "unknown field (action, operator, note)");
+        if (!cJSON_IsString(action) ||
+            (strcmp(action->valuestring, "clear") && strcmp(action->valuestring, "hold")))
+            problem(msg, sizeof msg, "action", "must be \"clear\" or \"hold\"");
+        else
+            on = strcmp(action->valuestring, "hold") == 0;
+        if (!cJSON_IsString(op) || !charset_ok(op->valuestring, 1, 64, "_.@-"))
+            problem(msg, sizeof msg, "operator",
+                    "required: the operator's name, 1-64 of A-Z a-z 0-9 _ . @ -");
+        if (note && !cJSON_IsNull(note) && (!cJSON_IsString(note) || !text_ok(note->valuestring, 200)))
+            problem(msg, sizeof msg, "note", "must be 1-200 bytes of text");
+    }
+    if (msg[0]) {
+        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+        goto complete;
+    }
+    rc = pt_store_charge_get(st, order_id, &c, NULL);
+    if (rc == PT_ENOTFOUND) {
+        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
+        guard_abandon(st, &g);
+        rc = PT_OK;
+        goto out;
+    }
+    if (rc)
+        goto storage;
+    char actor[80], reason[PT_MESSAGE_MAX];
+    snprintf(actor, sizeof actor, "operator:%s", op->valuestring);
+    snprintf(reason, sizeof reason, "%s",
+             cJSON_IsString(note) ? note->valuestring : on ? "held by operator" : "cleared");
+    rc = pt_charge_review(st, &c, on, reason, actor, now);
+    if (rc && rc != PT_EEXIST)
+        goto storage;
+    pt_reply_charge(out, 200, &c);
+complete:
+    rc = guard_complete(st, &g, out, now);
+    goto out;
+storage:
+    guard_abandon(st, &g);
+    storage_unavailable(out, st, rc);
+out:
+    pt_idem_result_free(&res);
+    guard_free(&g);
+    return out->status == 503 && rc ? rc : PT_OK;
+}

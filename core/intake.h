@@ -1,0 +1,94 @@
+/*
+ * intake.h - the API's write operations, independent of any HTTP library.
+ *
+ * firmware/api.c parses HTTP with libmicrohttpd and hands the idempotency
+ * key header and the body to these functions; they run the whole guarded
+ * operation (key check, validation, business rows, stored response) against
+ * the store and return the status and body to send.  Keeping this in core
+ * means the outcome table of SPEC section 5 is tested without a socket.
+ */
+#ifndef PT_INTAKE_H
+#define PT_INTAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "charge.h"
+#include "config.h"
+#include "idem.h"
+#include "store.h"
+
+/* What to send back. */
+struct pt_reply {
+    int status;
+    char *body; /* malloc'd JSON; pt_reply_free */
+    size_t len;
+    int replayed;        /* send Idempotency-Replayed: true */
+    int retry_after_s;   /* > 0: send Retry-After */
+    char code[48];       /* error code, "" on success (for logs and metrics) */
+};
+
+void pt_reply_free(struct pt_reply *r);
+
+/* Fills r with {"error":{"code":..,"message":..}}. */
+void pt_reply_error(struct pt_reply *r, int status, const char *code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Fills r with the charge object. */
+void pt_reply_charge(struct pt_reply *r, int status, const struct pt_charge *c);
+
+/*
+ * The online side, provided by the sync engine.  All optional: without them
+ * every charge that may be queued is queued, and the others get 503.
+ */
+struct pt_online_ops {
+    /* Is the gateway reachable right now (connectivity as last observed)? */
+    int (*reachable)(void *ctx, const char *gateway);
+    /*
+     * Sends a freshly created INIT charge now: commits INIT -> PROCESSING,
+     * calls the gateway, commits the outcome.  Returns PT_OK with *c re-read
+     * in whatever state it reached (INIT again when provably not sent), or
+     * a storage error.
+     */
+    int (*charge_now)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    /*
+     * Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway (close,
+     * cancel or reverse), committing the result.  PT_OK with *c re-read.
+     */
+    int (*cancel_now)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    void *ctx;
+};
+
+struct pt_intake {
+    const struct pt_config *cfg;
+    struct pt_idem_options idem;
+    struct pt_online_ops online;
+};
+
+/* POST /v1/charges.  key_header may be NULL (missing).  Always fills out;
+ * returns PT_OK or the storage error that made it answer 503. */
+int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
+                            const char *key_header, const char *body, size_t len, int64_t now,
+                            struct pt_reply *out);
+
+/* POST /v1/charges/{order_id}/cancel. */
+int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                     const char *key_header, const char *body, size_t len, int64_t now,
+                     struct pt_reply *out);
+
+/* POST /v1/charges/{order_id}/review. */
+int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                     const char *key_header, const char *body, size_t len, int64_t now,
+                     struct pt_reply *out);
+
+/* The status code a charge in its current state is reported with
+ * (201 SUCCESS, 402 FAILED, 202 not final, 200 CANCELED). */
+int pt_intake_status_for(const struct pt_charge *c);
+
+/* True when s is a valid order id: 1-64 chars of [A-Za-z0-9_.-]. */
+int pt_order_id_valid(const char *s);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * api.h - the local HTTP API (SPEC section 5) on libmicrohttpd.
+ *
+ * One listener for the kiosk application (default 127.0.0.1:8080) and an
+ * optional second one (notify_listen) that serves only the gateway
+ * notification routes, the part a gateway may reach.  Each connection gets
+ * its own thread (libmicrohttpd's thread-per-connection mode): a kiosk has a
+ * handful of clients, a long-poll simply sleeps in its thread, and an idle
+ * daemon has no timers at all.  Database connections come from a pool.
+ */
+#ifndef PT_API_H
+#define PT_API_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "intake.h"
+#include "platform.h"
+
+struct pt_store;
+
+/* What the API asks of the rest of the daemon (all optional). */
+struct pt_api_hooks {
+    /* POST /v1/sync: start a sync pass now. */
+    void (*sync_now)(void *ctx);
+    /* true when the gateways were reachable at last contact */
+    int (*online)(void *ctx);
+    /*
+     * A gateway notification (POST /notify/<gw>, /webhooks/stripe): verify,
+     * apply and fill *out with the gateway's expected reply (status, body)
+     * and *content_type.  msg holds the request headers and body.
+     */
+    int (*notify)(void *ctx, struct pt_store *st, const char *gateway,
+                  const struct pt_http_response *msg, struct pt_reply *out,
+                  const char **content_type);
+    void *ctx;
+};
+
+struct pt_api_options {
+    const struct pt_config *cfg;
+    const char *db_path;
+    struct pt_intake intake;
+    struct pt_api_hooks hooks;
+    const char *token; /* bearer token, NULL = none */
+};
+
+struct pt_api;
+
+/* Starts the listeners.  On failure writes which address could not be used. */
+int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *err, size_t errlen);
+
+/* Stops accepting, lets in-flight requests finish, wakes long-polls, closes
+ * the database connections.  Accepts NULL. */
+void pt_api_stop(struct pt_api *api);
+
+/* Wakes long-polling readers of /v1/events (an event was committed). */
+void pt_api_feed_wake(void *api);
+
+#endif

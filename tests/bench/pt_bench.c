@@ -1,0 +1,561 @@
+/*
+ * pt_bench.c - payterm's benchmarks, always beside the physical floor.
+ *
+ * Absolute times on shared machines are noise; ratios to a floor measured in
+ * the same run, on the same disk, are not.  The floor is a bare durable
+ * SQLite commit: WAL, synchronous=FULL, one INSERT of one small row per
+ * transaction.  Floor and subject run in alternating blocks (ABBA) so that a
+ * noisy neighbour hits both alike.
+ *
+ * usage: pt_bench [--dir DIR] [--json FILE] [--quick]
+ * Prints a table; writes one JSON object per benchmark to FILE:
+ *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
+ */
+#include "err.h"
+#include "idem.h"
+#include "store.h"
+
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct result {
+    char name[64];
+    char unit[16];
+    double p50, p99, rate, floor, ratio;
+    char note[160];
+};
+
+static struct result results[32];
+static int nresults;
+static int quick;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int i = (int)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "pt_bench: %s failed: %s\n", what, pt_strerror(rc));
+    exit(1);
+}
+
+/* ---- the floor: a bare durable one-row commit ---------------------------- */
+
+struct floor_db {
+    sqlite3 *db;
+    sqlite3_stmt *begin, *ins, *commit;
+    long next;
+};
+
+static void floor_open(struct floor_db *f, const char *dir)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/floor.db", dir);
+    unlink(path);
+    if (sqlite3_open(path, &f->db) != SQLITE_OK ||
+        sqlite3_exec(f->db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                     "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
+                     NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "pt_bench: floor db: %s\n", sqlite3_errmsg(f->db));
+        exit(1);
+    }
+    sqlite3_prepare_v2(f->db, "BEGIN IMMEDIATE", -1, &f->begin, NULL);
+    sqlite3_prepare_v2(f->db, "INSERT INTO t (v) VALUES (?1)", -1, &f->ins, NULL);
+    sqlite3_prepare_v2(f->db, "COMMIT", -1, &f->commit, NULL);
+}
+
+static void floor_commit(struct floor_db *f)
+{
+    char v[32];
+    snprintf(v, sizeof v, "row-%ld", f->next++);
+    sqlite3_step(f->begin);
+    sqlite3_reset(f->begin);
+    sqlite3_bind_text(f->ins, 1, v, -1, SQLITE_TRANSIENT);
+    sqlite3_step(f->ins);
+    sqlite3_reset(f->ins);
+    if (sqlite3_step(f->commit) != SQLITE_DONE) {
+        fprintf(stderr, "pt_bench: floor commit: %s\n", sqlite3_errmsg(f->db));
+        exit(1);
+    }
+    sqlite3_reset(f->commit);
+}
+
+static void floor_close(struct floor_db *f)
+{
+    sqlite3_finalize(f->begin);
+    sqlite3_finalize(f->ins);
+    sqlite3_finalize(f->commit);
+    sqlite3_close(f->db);
+}
+
+/* ---- payterm: guarded new charge and replay ------------------------------- */
+
+static const struct pt_idem_options idem_opt = {
+    .ttl_ms = 86400000, .lock_timeout_ms = 60000, .instance = 1};
+
+/* What POST /v1/charges does on the offline path: take the key, insert the
+ * charge and its audit row, store the response, one durable commit. */
+static void guarded_new_charge(struct pt_store *st, long i)
+{
+    char key[48], body[160];
+    struct pt_charge c;
+    memset(&c, 0, sizeof c);
+    snprintf(key, sizeof key, "bench-key-%ld", i);
+    snprintf(c.order_id, sizeof c.order_id, "BENCH-%08ld", i);
+    strcpy(c.gateway, "alipay");
+    strcpy(c.method, "barcode");
+    strcpy(c.currency, "CNY");
+    strcpy(c.payment_code, "287634438256643941");
+    strcpy(c.subject, "Large latte");
+    c.amount = 8888;
+    c.state = PT_STATE_INIT;
+    snprintf(body, sizeof body, "{\"order_id\":\"%s\",\"amount\":8888,\"state\":\"INIT\"}",
+             c.order_id);
+    unsigned char hash[32];
+    pt_idem_fingerprint("POST", "/v1/charges", body, hash);
+    struct pt_idem_result r;
+    int64_t now = 1700000000000 + i;
+    int rc;
+    if ((rc = pt_store_begin(st)))
+        die("begin", rc);
+    if ((rc = pt_idem_acquire(st, &idem_opt, "POST /v1/charges", key, hash, now, &r)) ||
+        r.status != PT_IDEM_NEW)
+        die("acquire", rc ? rc : PT_EEXIST);
+    if ((rc = pt_store_charge_insert(st, &c, body, now)))
+        die("charge insert", rc);
+    if ((rc = pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, now)))
+        die("audit", rc);
+    if ((rc = pt_idem_complete(st, "POST /v1/charges", key, 202, body, strlen(body), now)))
+        die("complete", rc);
+    if ((rc = pt_store_commit(st)))
+        die("commit", rc);
+}
+
+static void add_result(const char *name, const char *unit, double p50, double p99, double rate,
+                       double floor, double ratio, const char *note)
+{
+    struct result *r = &results[nresults++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->p50 = p50;
+    r->p99 = p99;
+    r->rate = rate;
+    r->floor = floor;
+    r->ratio = ratio;
+    snprintf(r->note, sizeof r->note, "%s", note ? note : "");
+}
+
+static void bench_storage(const char *dir)
+{
+    char path[PATH_MAX + 64], err[512];
+    snprintf(path, sizeof path, "%s/bench.db", dir);
+    unlink(path);
+    char wal[PATH_MAX + 80];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    unlink(wal);
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    int rc = pt_store_open(&o, &st, err, sizeof err);
+    if (rc)
+        die(err, rc);
+    struct floor_db f = {0};
+    floor_open(&f, dir);
+
+    int n = quick ? 400 : 3000;
+    double *tf = malloc(sizeof(double) * (size_t)n), *tg = malloc(sizeof(double) * (size_t)n);
+    long id = 0;
+    /* Warm up until both WAL files have wrapped once (the default automatic
+     * checkpoint is at 1000 pages).  Before that, each commit appends to the
+     * WAL and its fdatasync must also journal the file's new size; after it,
+     * commits overwrite the WAL in place.  A board that has been running for
+     * a minute is always in the second regime, so both are measured there. */
+    for (int i = 0; i < 1100; i++)
+        floor_commit(&f);
+    for (int i = 0; i < 300; i++)
+        guarded_new_charge(st, id++);
+    /* Alternate blocks of floor commits and guarded charges in ABBA order,
+     * so whatever the machine is doing weighs on both alike.  (Alternating
+     * single operations couples them instead: on ext4 one file's fsync
+     * commits the journal for both.) */
+    double sum_f = 0, sum_g = 0;
+    const int block = 50;
+    int nf = 0, ng = 0;
+    for (int b = 0; nf < n || ng < n; b++) {
+        int floor_turn = (b % 4 == 0 || b % 4 == 3);
+        for (int i = 0; i < block; i++) {
+            double t0 = now_us();
+            if (floor_turn && nf < n) {
+                floor_commit(&f);
+                tf[nf] = now_us() - t0;
+                sum_f += tf[nf++];
+            } else if (!floor_turn && ng < n) {
+                guarded_new_charge(st, id++);
+                tg[ng] = now_us() - t0;
+                sum_g += tg[ng++];
+            }
+        }
+    }
+    double f50 = pct(tf, n, 0.5), f99 = pct(tf, n, 0.99);
+    double g50 = pct(tg, n, 0.5), g99 = pct(tg, n, 0.99);
+    double frate = n / (sum_f / 1e6), grate = n / (sum_g / 1e6);
+    add_result("floor.durable_commit", "us", f50, f99, frate, f50, 1.0,
+               "bare WAL synchronous=FULL one-row commit, same disk");
+    add_result("guarded_new_charge", "us", g50, g99, grate, f50, g50 / f50,
+               "key + charge + audit + stored response, one durable commit; budget <= 1.25x");
+
+    /* Replay of a completed key: the read-only fast path. */
+    int nr = quick ? 20000 : 100000;
+    double *tr = malloc(sizeof(double) * (size_t)nr);
+    double sum_r = 0;
+    unsigned seed = 7;
+    for (int i = 0; i < nr; i++) {
+        long k = (long)(rand_r(&seed) % (unsigned)id);
+        char key[48], body[160];
+        snprintf(key, sizeof key, "bench-key-%ld", k);
+        snprintf(body, sizeof body, "{\"order_id\":\"BENCH-%08ld\",\"amount\":8888,\"state\":"
+                                    "\"INIT\"}", k);
+        unsigned char hash[32];
+        struct pt_idem_result res;
+        double t0 = now_us();
+        pt_idem_fingerprint("POST", "/v1/charges", body, hash);
+        rc = pt_idem_lookup(st, &idem_opt, "POST /v1/charges", key, hash, 1700000000000 + k,
+                            &res);
+        double dt = now_us() - t0;
+        if (rc || res.status != PT_IDEM_REPLAY)
+            die("replay lookup", rc ? rc : PT_ENOTFOUND);
+        pt_idem_result_free(&res);
+        tr[i] = dt;
+        sum_r += dt;
+    }
+    add_result("replay_completed_key", "us", pct(tr, nr, 0.5), pct(tr, nr, 0.99),
+               nr / (sum_r / 1e6), f50, pct(tr, nr, 0.5) / f50,
+               "fingerprint + indexed read of the stored response; budget p99 <= 25 us");
+    free(tf);
+    free(tg);
+    free(tr);
+    floor_close(&f);
+    pt_store_close(st);
+}
+
+/* ---- HTTP: payterm serve with a keep-alive client ---------------------------- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("pt_bench: free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return s * n;
+}
+
+struct client {
+    CURL *h;
+    struct curl_slist *hdrs;
+    char url[128];
+};
+
+static void client_init(struct client *c, int port, const char *path)
+{
+    c->h = curl_easy_init();
+    c->hdrs = NULL;
+    snprintf(c->url, sizeof c->url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(c->h, CURLOPT_URL, c->url);
+    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
+}
+
+/* One POST /v1/charges; returns the HTTP status. */
+static long post_charge(struct client *c, const char *key, const char *body)
+{
+    char hk[300];
+    snprintf(hk, sizeof hk, "Idempotency-Key: %s", key);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    h = curl_slist_append(h, hk);
+    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, body);
+    long code = 0;
+    if (curl_easy_perform(c->h) == CURLE_OK)
+        curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(h);
+    return code;
+}
+
+static pid_t start_daemon(const char *dir, int port)
+{
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64];
+    snprintf(data, sizeof data, "%s/http-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/http.json", dir);
+    snprintf(log, sizeof log, "%s/http.log", dir);
+    char cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", data);
+    if (system(cmd) != 0)
+        exit(1);
+    FILE *f = fopen(cfg, "w");
+    char sk[PATH_MAX + 64];
+    snprintf(sk, sizeof sk, "%s/bench_sk", dir);
+    FILE *k = fopen(sk, "w");
+    if (!f || !k) {
+        perror("pt_bench: config");
+        exit(1);
+    }
+    fputs("sk_test_bench\n", k);
+    fclose(k);
+    chmod(sk, 0600);
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:1\","
+            "\"secret_key_file\":\"%s\"}}}\n",
+            data, port, sk);
+    fclose(f);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(PT_BINARY, "payterm", "serve", "-c", cfg, (char *)NULL);
+        _exit(127);
+    }
+    /* Wait until it answers. */
+    struct client c;
+    client_init(&c, port, "/healthz");
+    for (int i = 0; i < 500; i++) {
+        long code = 0;
+        if (curl_easy_perform(c.h) == CURLE_OK)
+            curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &code);
+        if (code == 200)
+            break;
+        usleep(10000);
+    }
+    curl_easy_cleanup(c.h);
+    return pid;
+}
+
+struct replay_arg {
+    int port;
+    double seconds;
+    long done, bad;
+};
+
+static void *replay_worker(void *p)
+{
+    struct replay_arg *a = p;
+    struct client c;
+    client_init(&c, a->port, "/v1/charges");
+    const char *body = "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
+                       "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                       "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}";
+    double end = now_us() + a->seconds * 1e6;
+    while (now_us() < end) {
+        long code = post_charge(&c, "replay-key-1", body);
+        if (code == 202)
+            a->done++;
+        else
+            a->bad++;
+    }
+    curl_easy_cleanup(c.h);
+    return NULL;
+}
+
+static void bench_http(const char *dir)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int port = free_port();
+    pid_t pid = start_daemon(dir, port);
+    struct client c;
+    client_init(&c, port, "/v1/charges");
+    struct floor_db f = {0};
+    floor_open(&f, dir);
+    for (int i = 0; i < 1100; i++)
+        floor_commit(&f);
+
+    int n = quick ? 400 : 2000, nf = 0, nh = 0;
+    double *th = malloc(sizeof(double) * (size_t)n), *tf = malloc(sizeof(double) * (size_t)n);
+    double sum_h = 0, sum_f = 0;
+    long bad = 0;
+    char key[64], body[400];
+    /* Warm-up: connection, pool, WAL wrap on the daemon's file. */
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "warm-%d", i);
+        snprintf(body, sizeof body,
+                 "{\"order_id\":\"WARM-%d\",\"amount\":1200,\"currency\":\"USD\","
+                 "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                 "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                 i);
+        post_charge(&c, key, body);
+    }
+    for (int b = 0; nf < n || nh < n; b++) {
+        int floor_turn = (b % 4 == 0 || b % 4 == 3);
+        for (int i = 0; i < 50; i++) {
+            double t0 = now_us();
+            if (floor_turn && nf < n) {
+                floor_commit(&f);
+                tf[nf] = now_us() - t0;
+                sum_f += tf[nf++];
+            } else if (!floor_turn && nh < n) {
+                snprintf(key, sizeof key, "http-key-%d", nh);
+                snprintf(body, sizeof body,
+                         "{\"order_id\":\"HTTP-%d\",\"amount\":1200,\"currency\":\"USD\","
+                         "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                         "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                         nh);
+                if (post_charge(&c, key, body) != 202)
+                    bad++;
+                th[nh] = now_us() - t0;
+                sum_h += th[nh++];
+            }
+        }
+    }
+    double frate = n / (sum_f / 1e6), hrate = n / (sum_h / 1e6);
+    double f50 = pct(tf, n, 0.5);
+    add_result("http_new_charge_offline", "us", pct(th, n, 0.5), pct(th, n, 0.99), hrate, frate,
+               hrate / frate,
+               "POST /v1/charges, force_offline, one keep-alive client; ratio = rate / floor "
+               "rate, budget >= 0.5");
+    if (bad)
+        fprintf(stderr, "pt_bench: %ld new-charge requests did not get 202\n", bad);
+    (void)f50;
+
+    /* Replay: the first request creates the charge, the rest replay it. */
+    post_charge(&c, "replay-key-1",
+                "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
+                "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}");
+    enum { THREADS = 4 };
+    pthread_t th_id[THREADS];
+    struct replay_arg args[THREADS];
+    double secs = quick ? 1.0 : 3.0;
+    for (int i = 0; i < THREADS; i++) {
+        args[i] = (struct replay_arg){.port = port, .seconds = secs};
+        pthread_create(&th_id[i], NULL, replay_worker, &args[i]);
+    }
+    long done = 0, rbad = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th_id[i], NULL);
+        done += args[i].done;
+        rbad += args[i].bad;
+    }
+    add_result("http_replay", "req/s", 0, 0, done / secs, frate, (done / secs) / frate,
+               "POST /v1/charges replaying a completed key, 4 keep-alive clients on the same "
+               "2 cores as the daemon; budget >= 10000 req/s");
+    if (rbad)
+        fprintf(stderr, "pt_bench: %ld replay requests did not get 202\n", rbad);
+
+    curl_easy_cleanup(c.h);
+    floor_close(&f);
+    free(th);
+    free(tf);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    curl_global_cleanup();
+}
+
+static void print_and_write(const char *json_path)
+{
+    printf("\n%-26s %6s %10s %10s %12s %10s %8s\n", "benchmark", "unit", "p50", "p99", "rate/s",
+           "floor", "ratio");
+    for (int i = 0; i < nresults; i++) {
+        const struct result *r = &results[i];
+        printf("%-26s %6s %10.2f %10.2f %12.0f %10.2f %8.3f\n", r->name, r->unit, r->p50, r->p99,
+               r->rate, r->floor, r->ratio);
+    }
+    printf("\n");
+    for (int i = 0; i < nresults; i++)
+        if (results[i].note[0])
+            printf("  %-26s %s\n", results[i].name, results[i].note);
+    if (!json_path)
+        return;
+    FILE *f = fopen(json_path, "w");
+    if (!f) {
+        perror(json_path);
+        exit(1);
+    }
+    fprintf(f, "[\n");
+    for (int i = 0; i < nresults; i++) {
+        const struct result *r = &results[i];
+        fprintf(f,
+                "  {\"name\":\"%s\",\"unit\":\"%s\",\"p50\":%.3f,\"p99\":%.3f,\"rate\":%.1f,"
+                "\"floor\":%.3f,\"ratio_to_floor\":%.4f}%s\n",
+                r->name, r->unit, r->p50, r->p99, r->rate, r->floor, r->ratio,
+                i + 1 < nresults ? "," : "");
+    }
+    fprintf(f, "]\n");
+    fclose(f);
+    printf("\nwrote %s\n", json_path);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = "build/bench", *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+            dir = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json = argv[++i];
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else {
+            fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick]\n");
+            return 2;
+        }
+    }
+    /* The daemon's config resolves relative paths against its own
+     * directory: give it absolute ones. */
+    static char absdir[PATH_MAX];
+    if (!realpath(dir, absdir)) {
+        perror(dir);
+        return 1;
+    }
+    dir = absdir;
+    printf("payterm benchmarks in %s (floor = bare durable SQLite commit, same disk)\n", dir);
+    bench_storage(dir);
+    bench_http(dir);
+    print_and_write(json);
+    return 0;
+}

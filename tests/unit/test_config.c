@@ -1,0 +1,198 @@
+/*
+ * test_config.c - the configuration loader: defaults, merging, relative
+ * paths, and errors that name the key.
+ */
+#include "testutil.h"
+
+#include "config_load.h"
+#include "err.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    pt_test_tmpdir(dir, sizeof dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pt_test_rmtree(dir);
+    return 0;
+}
+
+static int load_text(const char *text, struct pt_config *cfg, char *err, size_t errlen)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    pt_test_write_file(path, text, 0644);
+    const char *paths[] = {path};
+    return pt_config_load(paths, 1, cfg, err, errlen);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct pt_config cfg;
+    char err[512];
+    assert_int_equal(pt_config_load(NULL, 0, &cfg, err, sizeof err), PT_OK);
+    assert_string_equal(cfg.listen, "127.0.0.1:8080");
+    assert_string_equal(cfg.data_dir, "/var/lib/payterm");
+    assert_int_equal(cfg.idem_ttl_s, 86400);
+    assert_int_equal(cfg.idem_lock_timeout_s, 60);
+    assert_int_equal(cfg.sync_max_attempts, 3);
+    assert_int_equal(cfg.synchronous_normal, 0);
+    assert_int_equal(pt_config_offline_max_age(&cfg, "alipay", "barcode"), 60);
+    assert_null(pt_config_offline_limit(&cfg, "CNY")); /* offline is opt-in per currency */
+    assert_false(pt_config_gateway_configured(&cfg, "alipay"));
+}
+
+static void test_full_example(void **state)
+{
+    (void)state;
+    struct pt_config cfg;
+    char err[512];
+    const char *text =
+        "{\"data_dir\":\"data\",\"listen\":\"0.0.0.0:9000\",\"notify_listen\":null,"
+        "\"log_level\":\"debug\",\"idempotency\":{\"ttl_s\":3600,\"lock_timeout_s\":30},"
+        "\"limits\":{\"max_amount\":500000},"
+        "\"offline\":{\"limits\":{\"CNY\":{\"max_amount\":50000,\"max_total\":500000}},"
+        "\"max_count\":10,\"max_age_s\":{\"alipay.barcode\":45}},"
+        "\"sync\":{\"interval_s\":2,\"max_attempts\":5},"
+        "\"storage\":{\"synchronous\":\"NORMAL\"},"
+        "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:8443\","
+        "\"secret_key_file\":\"keys/sk\"}}}";
+    assert_int_equal(load_text(text, &cfg, err, sizeof err), PT_OK);
+    char want[400];
+    snprintf(want, sizeof want, "%s/data", dir);
+    assert_string_equal(cfg.data_dir, want); /* relative to the file's directory */
+    snprintf(want, sizeof want, "%s/keys/sk", dir);
+    assert_string_equal(cfg.stripe.secret_key_file, want);
+    assert_true(cfg.stripe.configured);
+    assert_int_equal(cfg.log_level, PT_LOG_DEBUG);
+    assert_int_equal(cfg.max_amount, 500000);
+    assert_int_equal(cfg.offline_max_count, 10);
+    assert_int_equal(pt_config_offline_limit(&cfg, "CNY")->max_total, 500000);
+    assert_int_equal(pt_config_offline_max_age(&cfg, "alipay", "barcode"), 45);
+    assert_int_equal(pt_config_offline_max_age(&cfg, "stripe", "card_on_file"), 82800);
+    assert_int_equal(cfg.sync_max_attempts, 5);
+    assert_true(cfg.synchronous_normal);
+}
+
+struct bad_case {
+    const char *text;
+    const char *must_mention;
+};
+
+static void test_errors_name_the_key(void **state)
+{
+    (void)state;
+    static const struct bad_case cases[] = {
+        {"{\"lissten\":\"1.2.3.4:5\"}", "'lissten'"},
+        {"{\"listen\":\"nohost\"}", "'listen'"},
+        {"{\"listen\":\"127.0.0.1:99999\"}", "'listen'"},
+        {"{\"log_level\":\"loud\"}", "'log_level'"},
+        {"{\"idempotency\":{\"ttl_s\":\"long\"}}", "'idempotency.ttl_s'"},
+        {"{\"idempotency\":{\"ttl\":5}}", "'idempotency.ttl'"},
+        {"{\"limits\":{\"max_amount\":0}}", "'limits.max_amount'"},
+        {"{\"limits\":{\"max_amount\":1.5}}", "'limits.max_amount'"},
+        {"{\"offline\":{\"limits\":{\"cny\":{\"max_amount\":1,\"max_total\":2}}}}",
+         "'offline.limits.cny'"},
+        {"{\"offline\":{\"limits\":{\"CNY\":{\"max_amount\":1}}}}", "'offline.limits.CNY'"},
+        {"{\"offline\":{\"limits\":{\"CNY\":{\"max_amount\":-1,\"max_total\":2}}}}",
+         "'offline.limits.CNY.max_amount'"},
+        {"{\"offline\":{\"max_age_s\":{\"paypal.card\":5}}}", "'offline.max_age_s.paypal.card'"},
+        {"{\"sync\":{\"backoff_base_ms\":1000,\"backoff_max_ms\":10}}", "'sync.backoff_max_ms'"},
+        {"{\"storage\":{\"synchronous\":\"OFF\"}}", "'storage.synchronous'"},
+        {"{\"gateways\":{\"paypal\":{}}}", "'gateways.paypal'"},
+        {"{\"gateways\":{\"alipay\":{\"app_id\":\"x\"}}}", "'gateways.alipay.private_key_file'"},
+        {"{\"gateways\":{\"stripe\":{\"secret_key_file\":\"k\",\"endpoint\":\"http://x\"}}}",
+         "'gateways.stripe.endpoint'"},
+        {"{\"data_dir\":\"a\",\"data_dir\":\"b\"}", "'data_dir'"},
+        {"[1,2]", "JSON object"},
+        {"{\"data_dir\":", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct pt_config cfg;
+        char err[512] = "";
+        int rc = load_text(cases[i].text, &cfg, err, sizeof err);
+        if (rc == PT_OK)
+            fail_msg("accepted bad config %s", cases[i].text);
+        if (!strstr(err, cases[i].must_mention))
+            fail_msg("error for %s is \"%s\", should mention %s", cases[i].text, err,
+                     cases[i].must_mention);
+        assert_non_null(strstr(err, "c.json"));
+    }
+}
+
+static void test_merge_fragments(void **state)
+{
+    (void)state;
+    char base[300], frag_dir[300], frag[300], err[512];
+    snprintf(base, sizeof base, "%s/base.json", dir);
+    snprintf(frag_dir, sizeof frag_dir, "%s/sim", dir);
+    snprintf(frag, sizeof frag, "%s/sim/gateways.json", dir);
+    assert_int_equal(mkdir(frag_dir, 0700), 0);
+    pt_test_write_file(base,
+                       "{\"listen\":\"127.0.0.1:8081\",\"sync\":{\"interval_s\":9},"
+                       "\"tls\":{\"ca_file\":\"/etc/ca.pem\"}}",
+                       0644);
+    pt_test_write_file(frag,
+                       "{\"tls\":{\"ca_file\":\"ca.pem\"},\"sync\":{\"max_attempts\":4},"
+                       "\"gateways\":{\"2c2p\":{\"endpoint\":\"https://127.0.0.1:8443\","
+                       "\"merchant_id\":\"JT01\",\"secret_key_file\":\"2c2p.secret\"}}}",
+                       0644);
+    const char *paths[] = {base, frag};
+    struct pt_config cfg;
+    assert_int_equal(pt_config_load(paths, 2, &cfg, err, sizeof err), PT_OK);
+    assert_string_equal(cfg.listen, "127.0.0.1:8081");
+    assert_int_equal(cfg.sync_interval_s, 9);   /* from base */
+    assert_int_equal(cfg.sync_max_attempts, 4); /* from the fragment */
+    char want[400];
+    snprintf(want, sizeof want, "%s/ca.pem", frag_dir);
+    assert_string_equal(cfg.ca_file, want); /* relative to the fragment's dir */
+    assert_true(cfg.c2p.configured);
+}
+
+static void test_secret_permissions(void **state)
+{
+    (void)state;
+    char key[300], text[600], err[512];
+    snprintf(key, sizeof key, "%s/sk_test", dir);
+    pt_test_write_file(key, "sk_test_123", 0644);
+    snprintf(text, sizeof text,
+             "{\"gateways\":{\"stripe\":{\"endpoint\":\"https://x\",\"secret_key_file\":\"%s\"}}}",
+             key);
+    struct pt_config cfg;
+    assert_int_equal(load_text(text, &cfg, err, sizeof err), PT_OK);
+    assert_int_equal(pt_config_check_secrets(&cfg, err, sizeof err), PT_EPERM);
+    assert_non_null(strstr(err, key));
+    assert_non_null(strstr(err, "chmod 600"));
+    assert_non_null(strstr(err, "0644"));
+    chmod(key, 0600);
+    assert_int_equal(pt_config_check_secrets(&cfg, err, sizeof err), PT_OK);
+    chmod(key, 0640);
+    assert_int_equal(pt_config_check_secrets(&cfg, err, sizeof err), PT_EPERM);
+    unlink(key);
+    assert_int_equal(pt_config_check_secrets(&cfg, err, sizeof err), PT_EIO);
+    assert_non_null(strstr(err, key));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_example, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors_name_the_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_fragments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_permissions, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,336 @@
+/*
+ * test_store.c - opening, migrating and failing storage.
+ *
+ * The store must: create a WAL database with synchronous=FULL, migrate a
+ * database from every earlier schema version, refuse a newer one with a clear
+ * message, and on a full disk report PT_EFULL while leaving no half-written
+ * charge behind.
+ */
+#include "testutil.h"
+
+#include "err.h"
+#include "migrations.h"
+#include "store.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    pt_test_tmpdir(dir, sizeof dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pt_test_rmtree(dir);
+    return 0;
+}
+
+static void db_path(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+/* Runs one query on a raw connection and returns the first column as text. */
+static void raw_query(const char *path, const char *sql, char *out, size_t outlen)
+{
+    sqlite3 *db;
+    sqlite3_stmt *s;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    out[0] = '\0';
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+        snprintf(out, outlen, "%s", sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+}
+
+static void test_open_creates_wal_full(void **state)
+{
+    (void)state;
+    char path[300], err[512], v[64];
+    db_path(path, sizeof path, "a.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    int version = -1;
+    assert_int_equal(pt_store_schema_version(st, &version), PT_OK);
+    assert_int_equal(version, pt_store_schema_latest());
+    assert_true(pt_store_writable(st));
+    pt_store_close(st);
+
+    raw_query(path, "PRAGMA journal_mode", v, sizeof v);
+    assert_string_equal(v, "wal");
+    /* Every table the SPEC names exists. */
+    static const char *const tables[] = {"idempotency_keys", "charges", "charge_events",
+                                         "notifications", "events"};
+    for (size_t i = 0; i < 5; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE name='%s'",
+                 tables[i]);
+        raw_query(path, sql, v, sizeof v);
+        if (strcmp(v, "1") != 0)
+            fail_msg("table %s missing", tables[i]);
+    }
+}
+
+/* synchronous is a per-connection setting: check it on the store's own
+ * connection through a charge insert that must be durable. */
+static void test_synchronous_full_by_default(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    db_path(path, sizeof path, "sync.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    int sync = -1;
+    assert_int_equal(pt_store_pragma_int(st, "synchronous", &sync), PT_OK);
+    assert_int_equal(sync, 2); /* FULL */
+    int fk = -1;
+    assert_int_equal(pt_store_pragma_int(st, "foreign_keys", &fk), PT_OK);
+    assert_int_equal(fk, 1);
+    pt_store_close(st);
+
+    o.synchronous_normal = 1;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_store_pragma_int(st, "synchronous", &sync), PT_OK);
+    assert_int_equal(sync, 1); /* NORMAL, only when asked for */
+    pt_store_close(st);
+}
+
+static void test_migrate_from_each_version(void **state)
+{
+    (void)state;
+    for (int from = 0; from < pt_migrations_count; from++) {
+        char path[300], err[512], v[64];
+        snprintf(path, sizeof path, "%s/m%d.db", dir, from);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        for (int i = 0; i < from; i++) {
+            char bump[64];
+            assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+            snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
+            assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
+        }
+        sqlite3_close(db);
+
+        struct pt_store *st;
+        struct pt_store_options o = {.path = path};
+        assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+        int version = -1;
+        assert_int_equal(pt_store_schema_version(st, &version), PT_OK);
+        assert_int_equal(version, pt_migrations_count);
+        pt_store_close(st);
+        raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name='events'", v, sizeof v);
+        assert_string_equal(v, "1");
+    }
+}
+
+static void test_too_new_refused(void **state)
+{
+    (void)state;
+    char path[300], err[512], sql[64];
+    db_path(path, sizeof path, "new.db");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    snprintf(sql, sizeof sql, "PRAGMA user_version=%d", pt_migrations_count + 1);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    struct pt_store *st = (struct pt_store *)1;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_ETOONEW);
+    assert_null(st);
+    assert_non_null(strstr(err, "newer payterm"));
+    assert_non_null(strstr(err, path));
+    /* And the database was not touched. */
+    char v[16];
+    raw_query(path, "PRAGMA user_version", v, sizeof v);
+    char want[16];
+    snprintf(want, sizeof want, "%d", pt_migrations_count + 1);
+    assert_string_equal(v, want);
+}
+
+static void test_not_a_database(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    db_path(path, sizeof path, "junk.db");
+    pt_test_write_file(path, "this is not an sqlite file, it is a shopping list...........\n"
+                             "..................................................................",
+                       0600);
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    int rc = pt_store_open(&o, &st, err, sizeof err);
+    assert_int_not_equal(rc, PT_OK);
+    assert_non_null(strstr(err, path));
+}
+
+static void fill_charge(struct pt_charge *c, int i)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->order_id, sizeof c->order_id, "FULL-%06d", i);
+    strcpy(c->gateway, "alipay");
+    strcpy(c->method, "barcode");
+    c->amount = 100 + i;
+    strcpy(c->currency, "CNY");
+    c->state = PT_STATE_INIT;
+    /* A large subject makes the database fill up quickly. */
+    memset(c->subject, 'x', 250);
+}
+
+/* Key + charge + audit in one transaction, as the API does it. */
+static int guarded_insert(struct pt_store *st, int i)
+{
+    struct pt_charge c;
+    fill_charge(&c, i);
+    char key[32];
+    snprintf(key, sizeof key, "k-%d", i);
+    unsigned char hash[32] = {1};
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    if ((rc = pt_store_key_insert(st, "POST /v1/charges", key, hash, 1, 1000, 99999999)) ||
+        (rc = pt_store_charge_insert(st, &c, "{\"params\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+                                     1000)) ||
+        (rc = pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, 1000)) ||
+        (rc = pt_store_key_complete(st, "POST /v1/charges", key, 202, "{}", 2, 1000))) {
+        pt_store_rollback(st);
+        return rc;
+    }
+    return pt_store_commit(st);
+}
+
+static void test_disk_full(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    db_path(path, sizeof path, "full.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path, .max_page_count = 40};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    int i, rc = PT_OK;
+    for (i = 0; i < 10000 && rc == PT_OK; i++)
+        rc = guarded_insert(st, i);
+    assert_int_equal(rc, PT_EFULL);
+    assert_true(i > 1);
+    int committed = i - 1;
+    /* Nothing half-written: every key has its charge and its audit row. */
+    int64_t keys = -1, charges = -1, audits = -1;
+    assert_int_equal(pt_store_count(st, "idempotency_keys", &keys), PT_OK);
+    assert_int_equal(pt_store_count(st, "charges", &charges), PT_OK);
+    assert_int_equal(pt_store_count(st, "charge_events", &audits), PT_OK);
+    assert_int_equal(keys, committed);
+    assert_int_equal(charges, committed);
+    assert_int_equal(audits, committed);
+    /* The connection still works for reads, and a failed write is still
+     * refused cleanly rather than corrupting anything. */
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "FULL-000000", &c, NULL), PT_OK);
+    assert_int_equal(guarded_insert(st, 999999), PT_EFULL);
+    assert_int_equal(pt_store_count(st, "charges", &charges), PT_OK);
+    assert_int_equal(charges, committed);
+    pt_store_close(st);
+}
+
+static void test_order_id_unique_and_checks(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    db_path(path, sizeof path, "uniq.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    struct pt_charge c;
+    fill_charge(&c, 1);
+    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_OK);
+    assert_true(c.id > 0);
+    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 6), PT_EEXIST);
+    /* CHECK constraints are the last line: a bad amount or currency never lands. */
+    fill_charge(&c, 2);
+    c.amount = 0;
+    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_EINVAL);
+    fill_charge(&c, 3);
+    strcpy(c.currency, "cny");
+    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_EINVAL);
+    fill_charge(&c, 4);
+    strcpy(c.order_id, "bad order id");
+    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_EINVAL);
+    int64_t n;
+    assert_int_equal(pt_store_count(st, "charges", &n), PT_OK);
+    assert_int_equal(n, 1);
+    struct pt_charge back;
+    assert_int_equal(pt_store_charge_get(st, "FULL-000001", &back, NULL), PT_OK);
+    assert_int_equal(back.amount, 101);
+    assert_string_equal(back.currency, "CNY");
+    assert_int_equal(back.state, PT_STATE_INIT);
+    assert_int_equal(pt_store_charge_get(st, "nope", &back, NULL), PT_ENOTFOUND);
+    pt_store_close(st);
+}
+
+static void test_audit_append_only(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    db_path(path, sizeof path, "audit.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    struct pt_charge c;
+    fill_charge(&c, 7);
+    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_OK);
+    assert_int_equal(pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, 5), PT_OK);
+    pt_store_close(st);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(db, "UPDATE charge_events SET actor='x'", NULL, NULL, NULL),
+                         SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(db, "DELETE FROM charge_events", NULL, NULL, NULL),
+                         SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void test_backup(void **state)
+{
+    (void)state;
+    char path[300], dest[300], err[512];
+    db_path(path, sizeof path, "src.db");
+    db_path(dest, sizeof dest, "backup.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(guarded_insert(st, i), PT_OK);
+    assert_int_equal(pt_store_backup(st, dest), PT_OK);
+    pt_store_close(st);
+    struct pt_store *copy;
+    o.path = dest;
+    assert_int_equal(pt_store_open(&o, &copy, err, sizeof err), PT_OK);
+    int64_t n;
+    assert_int_equal(pt_store_count(copy, "charges", &n), PT_OK);
+    assert_int_equal(n, 20);
+    pt_store_close(copy);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_creates_wal_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_synchronous_full_by_default, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_from_each_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_order_id_unique_and_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
