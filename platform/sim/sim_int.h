@@ -9,7 +9,7 @@
  * sim_ledger.c the SQLite ledger (trades, Stripe keys, notification outbox)
  * sim_notify.c the scheduler thread: the simulated customer paying QR and
  *              redirect orders, and notification delivery with retries
- * sim_util.c   HTTP message helpers, form decoding, ids, clocks
+ * sim_util.c   HTTP message helpers, URL decoding, ids, clocks
  * sim_<gw>.c   one file per gateway's wire protocol, one table each
  *
  * Locking: one mutex, pt_sim.lk, guards the ledger, the fault table, the
@@ -298,20 +298,8 @@ __attribute__((format(printf, 2, 3)))
 #endif
 void pt__sim_note(struct sim_resp *rs, const char *fmt, ...);
 
-struct sim_form {
-    int n;
-    char *k[64];
-    char *v[64];
-};
-/* Decodes application/x-www-form-urlencoded text ('+' is a space).
- * PT_OK, PT_EPARSE (bad %-escape), PT_ETOOBIG (more than 64 fields). */
-int pt__sim_form_parse(const char *s, size_t len, struct sim_form *f);
-const char *pt__sim_form_get(const struct sim_form *f, const char *key);
-void pt__sim_form_free(struct sim_form *f);
 /* Percent-decodes len bytes of s into out (outlen); PT_EPARSE, PT_ETOOBIG. */
 int pt__sim_url_decode(const char *s, size_t len, int plus_is_space, char *out, size_t outlen);
-/* Appends s percent-encoded (RFC 3986 unreserved kept) to a growing string. */
-int pt__sim_url_encode(const char *s, char *out, size_t outlen);
 
 /* Random lower-case alphanumerics into out (n chars + NUL). */
 void pt__sim_random_alnum(struct pt_sim *s, char *out, size_t n);
