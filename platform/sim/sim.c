@@ -736,9 +736,10 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             gateway_500(s, rq->gw, &rs);
     }
     if (!s->quiet)
-        pt_log_info("sim: %s %s %s -> %s%d %s%s%s", pt__sim_gw_name(rq->gw), rq->method,
+        pt_log_info("sim: %s %s %s -> %s%d %s%s%s%s", pt__sim_gw_name(rq->gw), rq->method,
                     rq->path, rs.drop ? "dropped, would have been " : "", rs.status, rs.note,
-                    call.mode ? " [fault " : "", call.mode ? mode_names[call.mode] : "");
+                    call.mode ? " [fault " : "", call.mode ? mode_names[call.mode] : "",
+                    call.mode ? "]" : "");
     if (rs.drop)
         rc = -1;
     else if (write_response(c, &rs, keep_alive) != 0)
