@@ -376,6 +376,18 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         gw = NULL;
     } else {
         snprintf(c->gateway, sizeof c->gateway, "%s", gw->name);
+        size_t n = strlen(c->order_id);
+        if (c->order_id[0] &&
+            (n < gw->order_id_min || n > gw->order_id_max ||
+             (gw->order_id_forbidden && strpbrk(c->order_id, gw->order_id_forbidden)))) {
+            char t[160];
+            snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", gw->name,
+                     gw->order_id_min, gw->order_id_max,
+                     gw->order_id_forbidden ? " without '" : "",
+                     gw->order_id_forbidden ? gw->order_id_forbidden : "",
+                     gw->order_id_forbidden ? "'" : "");
+            problem(msg, cap, "order_id", t);
+        }
     }
 
     if (!string_field(body, "method", &v)) {
@@ -639,8 +651,9 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     }
 
     /* Online: the charge is INIT and committed before any byte leaves, with
-     * the key still locked; then the sync engine sends it. */
-    c.next_attempt_at = now;
+     * the key still locked; then the sync engine sends it from this thread.
+     * The background drain leaves it alone until this send must be over. */
+    c.next_attempt_at = now + in->cfg->sync_request_timeout_ms + 5000;
     if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
         (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
         (rc = pt_store_commit(st)))
@@ -705,6 +718,8 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
 
 complete:
     rc = guard_complete(st, &g, out, now);
+    if (rc == PT_OK && out->status == 202 && in->online.wake)
+        in->online.wake(in->online.ctx);
     goto out;
 release:
     guard_abandon(st, &g);

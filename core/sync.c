@@ -63,11 +63,17 @@ static void set_reach(struct pt_sync *s, const char *gateway, int up)
     atomic_store(&pt_metrics.online[i], up);
     if (up && before == REACH_DOWN) {
         pt_log_info("gateway %s is reachable again: online", gateway);
-        if (s->opt.on_reachable)
-            s->opt.on_reachable(s->opt.ctx, gateway);
+        pt_sync_wake(s);
     } else if (!up && before != REACH_DOWN) {
         pt_log_warn("gateway %s cannot be reached: offline, charges will queue", gateway);
     }
+}
+
+void pt_sync_wake(void *p)
+{
+    struct pt_sync *s = p;
+    if (s->opt.wake)
+        s->opt.wake(s->opt.ctx);
 }
 
 int pt_sync_reachable(void *p, const char *gateway)
@@ -511,6 +517,7 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
                                   .charge_now = pt_sync_charge_now,
                                   .cancel_now = pt_sync_cancel_now,
+                                  .wake = pt_sync_wake,
                                   .ctx = s};
 }
 
@@ -556,28 +563,33 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     struct pt_charge *batch = malloc(sizeof *batch * DRAIN_BATCH);
     if (!batch)
         return PT_ENOMEM;
-    int skip[PT_MG__COUNT] = {0}; /* gateways found unreachable in this pass */
+    /* Gateways known to be unreachable are left alone (their charges are
+     * not even touched: the probe says when to come back); one found
+     * unreachable during the pass is skipped for the rest of it. */
+    int skip[PT_MG__COUNT], usable = 0;
+    for (int i = 0; i < PT_MG__COUNT; i++) {
+        skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
+        usable += !skip[i];
+    }
     int rc = PT_OK;
-    for (int round = 0; round < 100000; round++) {
+    if (!usable) { /* offline: nothing to walk until a probe succeeds */
+        free(batch);
+        return pt_store_charges_next_due(st, &stats->next_due);
+    }
+    int64_t cursor = 0; /* one walk through the due charges, by id */
+    for (;;) {
         int64_t now = now_ms(s);
         int n = 0;
-        if ((rc = pt_store_charges_due(st, now, DRAIN_BATCH, batch, &n)) || n == 0)
+        if ((rc = pt_store_charges_due(st, now, cursor, DRAIN_BATCH, batch, &n)) || n == 0)
             break;
-        int progressed = 0;
         for (int i = 0; i < n && rc == PT_OK; i++) {
             struct pt_charge *c = &batch[i];
             int g = gw_index(c->gateway);
+            cursor = c->id;
+            if (g < 0 || skip[g])
+                continue;
             stats->examined++;
             now = now_ms(s);
-            if (g < 0 || !s->opt.gw[g] || skip[g]) {
-                /* Unconfigured or unreachable: look again after the interval. */
-                struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-                p.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-                if (!(rc = pt_store_begin(st)))
-                    rc = finish(st, pt_store_charge_patch(st, c->id, &p, now));
-                progressed = 1;
-                continue;
-            }
             int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
             switch (c->state) {
             case PT_STATE_INIT:
@@ -596,6 +608,7 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
                 break;
             case PT_STATE_PROCESSING:
                 rc = recover_processing(s, st, c);
+                cursor = c->id - 1; /* now UNKNOWN and due: resolve it in this pass */
                 break;
             case PT_STATE_UNKNOWN:
             case PT_STATE_PENDING:
@@ -607,9 +620,8 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             default:
                 break;
             }
-            progressed = 1;
         }
-        if (rc || !progressed)
+        if (rc)
             break;
     }
     free(batch);

@@ -33,9 +33,9 @@ struct pt_sync_options {
     const struct pt_config *cfg;               /* sync.* and offline.* settings */
     struct pt_gw_config *gw[PT_MG__COUNT];     /* by pt_metric_gateway_index; NULL = absent */
     const struct pt_platform *platform;        /* clock, randomness, transport */
-    /* Called when a gateway goes from unreachable to reachable (start a
-     * drain).  May be NULL. */
-    void (*on_reachable)(void *ctx, const char *gateway);
+    /* Called when there is work for a drain pass: a gateway became reachable
+     * again, or a charge was queued or left UNKNOWN/PENDING.  May be NULL. */
+    void (*wake)(void *ctx);
     void *ctx;
 };
 
@@ -52,6 +52,9 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s);
 int pt_sync_reachable(void *s, const char *gateway);
 /* True when every configured gateway is reachable. */
 int pt_sync_online(void *s);
+
+/* Asks for a drain pass soon (pt_online_ops.wake). */
+void pt_sync_wake(void *s);
 
 /* Sends one fresh INIT charge now (pt_online_ops.charge_now). */
 int pt_sync_charge_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);

@@ -21,8 +21,9 @@
  *
  * Faults (POST /_sim/faults) apply to the next N gateway requests that match:
  *   refuse_connect        the TLS handshake is refused (SNI names the gateway;
- *                         "*" refuses every new connection right after
- *                         accept), and kept-alive connections of that
+ *                         "*" means every gateway host name; connections
+ *                         without one - the control plane - are never
+ *                         refused), and kept-alive connections of that
  *                         gateway are closed first, so the client has to
  *                         reconnect: nothing of the request is ever read.
  *   fail_before_commit    the request is read, nothing is recorded, the
@@ -844,17 +845,15 @@ static void accept_one(struct pt_sim *s)
     struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
+    /* refuse_connect ("*" included) acts in the SNI callback, on connections
+     * that name a gateway: the control plane (/_sim/..., reached by IP
+     * address, no SNI) stays reachable while "the network is down", so a
+     * test or the demo can end the outage. */
     pthread_mutex_lock(&s->lk);
-    enum sim_fault_mode m = fault_take(s, SIM_GW_ANY, 1, NULL);
     int full = s->nconns >= SIM_MAX_CONNS;
     pthread_mutex_unlock(&s->lk);
-    if (m == SIM_FAULT_REFUSE_CONNECT || full) {
-        /* "*" refuses before TLS starts: the client sees its handshake reset. */
-        if (m == SIM_FAULT_REFUSE_CONNECT)
-            pt_log_info("sim: connection refused before the TLS handshake "
-                        "[fault refuse_connect]");
-        else
-            pt_log_warn("sim: %d connections open; refusing another", SIM_MAX_CONNS);
+    if (full) {
+        pt_log_warn("sim: %d connections open; refusing another", SIM_MAX_CONNS);
         reset_socket(fd);
         close(fd);
         return;
