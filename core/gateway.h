@@ -120,6 +120,12 @@ struct pt_gateway {
     const char *const *methods;
     /* How long a resend with the same key is safe (Stripe 24 h); 0 = never. */
     int64_t resend_window_s;
+    /* Order ids the gateway accepts as its idempotency key (out_trade_no,
+     * invoiceNo), beyond payterm's own 1-64 of [A-Za-z0-9_.-]: length bounds
+     * and characters it refuses.  Checked at intake, so a charge the gateway
+     * would reject is a 400 at once, not a decline later. */
+    size_t order_id_min, order_id_max;
+    const char *order_id_forbidden; /* characters not allowed; NULL = none */
 
     /*
      * Builds the signed request for op on charge c (for CANCEL of a Stripe

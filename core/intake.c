@@ -379,6 +379,18 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         gw = NULL;
     } else {
         snprintf(c->gateway, sizeof c->gateway, "%s", gw->name);
+        size_t n = strlen(c->order_id);
+        if (c->order_id[0] &&
+            (n < gw->order_id_min || n > gw->order_id_max ||
+             (gw->order_id_forbidden && strpbrk(c->order_id, gw->order_id_forbidden)))) {
+            char t[160];
+            snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", gw->name,
+                     gw->order_id_min, gw->order_id_max,
+                     gw->order_id_forbidden ? " without '" : "",
+                     gw->order_id_forbidden ? gw->order_id_forbidden : "",
+                     gw->order_id_forbidden ? "'" : "");
+            problem(msg, cap, "order_id", t);
+        }
     }
 
     if (!string_field(body, "method", &v)) {
@@ -491,7 +503,8 @@ static int needs_gateway(const struct pt_charge *c)
  * Runs inside the write transaction, so the totals cannot change under us.
  */
 static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
-                           const struct pt_charge *c, struct pt_reply *out, int *storage_rc)
+                           const struct pt_charge *c, int already_queued, struct pt_reply *out,
+                           int *storage_rc)
 {
     const struct pt_cfg_offline_limit *lim = pt_config_offline_limit(in->cfg, c->currency);
     *storage_rc = PT_OK;
@@ -519,6 +532,10 @@ static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
     if (rc) {
         *storage_rc = rc;
         return 0;
+    }
+    if (already_queued) { /* c is INIT already and counted in the figures */
+        count--;
+        total -= c->amount;
     }
     if (count >= in->cfg->offline_max_count) {
         pt_reply_error(out, 503, "offline_limit_exceeded",
@@ -622,7 +639,7 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto release;
         }
         int storage_rc;
-        if (!offline_allowed(in, st, &c, out, &storage_rc)) {
+        if (!offline_allowed(in, st, &c, 0, out, &storage_rc)) {
             if (storage_rc) {
                 rc = storage_rc;
                 goto storage;
@@ -640,8 +657,9 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     }
 
     /* Online: the charge is INIT and committed before any byte leaves, with
-     * the key still locked; then the sync engine sends it. */
-    c.next_attempt_at = now;
+     * the key still locked; then the sync engine sends it from this thread.
+     * The background drain leaves it alone until this send must be over. */
+    c.next_attempt_at = now + in->cfg->sync_request_timeout_ms + 5000;
     if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
         (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
         (rc = pt_store_commit(st)))
@@ -650,36 +668,64 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     rc = in->online.charge_now(in->online.ctx, st, &c, now);
     if (rc)
         goto storage_after_commit;
-    if (c.state == PT_STATE_INIT && mode == PT_OFFLINE_REQUIRE_ONLINE) {
-        /* Provably never sent and it may not wait in the queue: cancel it so
-         * the background sync never surprises the client, and let the client
-         * retry the key (a retry of the order then starts afresh). */
-        if ((rc = pt_store_begin(st)))
-            goto storage_after_commit;
-        g.in_txn = 1;
-        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "not_sent_require_online",
-                                  "api", "gateway unreachable", now);
+    if ((rc = pt_store_begin(st)))
+        goto storage_after_commit;
+    g.in_txn = 1;
+    if (c.state == PT_STATE_INIT) {
+        /* Provably never sent.  prefer_online waits in the queue if the
+         * offline limits allow it; otherwise (or for require_online) the
+         * order is canceled before anything left the device, so the
+         * background sync never surprises the client, and the key is
+         * released: the client decides what to do next. */
+        int storage_rc = PT_OK;
+        if (mode == PT_OFFLINE_PREFER && offline_allowed(in, st, &c, 1, out, &storage_rc)) {
+            pt_log_info("charge %s not sent, queued offline", c.order_id);
+            pt_reply_charge(out, 202, &c);
+            goto complete;
+        }
+        if (storage_rc) {
+            rc = storage_rc;
+            goto storage;
+        }
+        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "not_sent_offline_refused",
+                                  "api", "gateway unreachable and the charge may not be queued",
+                                  now);
         if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
             goto storage;
         if ((rc = pt_idem_release(st, g.scope, g.key)) || (rc = pt_store_commit(st)))
             goto storage;
         g.in_txn = 0;
-        pt_reply_error(out, 503, "offline_not_allowed",
-                       "the %s gateway could not be reached and this charge must go online; "
-                       "order %s was canceled before anything was sent, charge it again with "
-                       "a new order_id",
-                       c.gateway, c.order_id);
+        if (mode != PT_OFFLINE_PREFER) {
+            pt_reply_free(out);
+            pt_reply_error(out, 503, "offline_not_allowed",
+                           "the %s gateway could not be reached and this charge must go online; "
+                           "nothing was sent and order %s was canceled: charge it again with a "
+                           "new order_id",
+                           c.gateway, c.order_id);
+        } else {
+            /* Keep offline_allowed()'s code and reason, say what happened. */
+            cJSON *o = cJSON_Parse(out->body);
+            const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
+            char code[48];
+            snprintf(code, sizeof code, "%s", out->code);
+            pt_reply_free(out);
+            pt_reply_error(out, 503, code,
+                           "the %s gateway could not be reached and the charge cannot wait in "
+                           "the offline queue (%s); nothing was sent and order %s was canceled: "
+                           "charge it again with a new order_id",
+                           c.gateway, cJSON_IsString(m) ? m->valuestring : code, c.order_id);
+            cJSON_Delete(o);
+        }
         out->retry_after_s = RETRY_OFFLINE_S;
         goto out;
     }
-    if ((rc = pt_store_begin(st)))
-        goto storage_after_commit;
-    g.in_txn = 1;
     pt_reply_charge(out, pt_intake_status_for(&c) == 200 ? 202 : pt_intake_status_for(&c), &c);
     goto complete;
 
 complete:
     rc = guard_complete(st, &g, out, now);
+    if (rc == PT_OK && out->status == 202 && in->online.wake)
+        in->online.wake(in->online.ctx);
     goto out;
 release:
     guard_abandon(st, &g);

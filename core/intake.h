@@ -59,6 +59,9 @@ struct pt_online_ops {
      * cancel or reverse), committing the result.  PT_OK with *c re-read.
      */
     int (*cancel_now)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    /* A charge now waits for the background sync (queued, UNKNOWN, PENDING):
+     * look at the work list again. */
+    void (*wake)(void *ctx);
     void *ctx;
 };
 

@@ -71,7 +71,7 @@
     X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = ?3 AND id > ?1"       \
                           " ORDER BY id LIMIT ?2")                                                 \
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
-                   " AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2")                              \
+                   " AND next_attempt_at <= ?1 AND id > ?3 ORDER BY id LIMIT ?2")                  \
     X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE " ACTIVE)                  \
     X(QUEUE_COUNT, "SELECT count(*) FROM charges WHERE " ACTIVE " AND state = 'INIT'")             \
     X(QUEUE_TOTAL, "SELECT coalesce(sum(amount), 0) FROM charges WHERE " ACTIVE                    \
@@ -883,14 +883,15 @@ int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int 
     return read_charges(st, s, max, rows, n, more);
 }
 
-int pt_store_charges_due(struct pt_store *st, int64_t now, int max, struct pt_charge *rows,
-                         int *n)
+int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_charge *rows, int *n)
 {
     sqlite3_stmt *s = stmt(st, S_CHARGES_DUE);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, now);
     sqlite3_bind_int(s, 2, max);
+    sqlite3_bind_int64(s, 3, after_id);
     return read_charges(st, s, max, rows, n, NULL);
 }
 

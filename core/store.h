@@ -198,9 +198,9 @@ int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int 
                           struct pt_charge *rows, int *n, int *more);
 
 /* Charges the sync engine should look at: not final, next_attempt_at <= now,
- * oldest first (by id). */
-int pt_store_charges_due(struct pt_store *st, int64_t now, int max, struct pt_charge *rows,
-                         int *n);
+ * id > after_id, oldest first (by id). */
+int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_charge *rows, int *n);
 
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);

@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
+    {"sim", pt_cmd_sim, "run the gateway simulator (desktop builds)"},
     {"sign", pt_cmd_sign, "sign a gateway message as the vendor SDKs do"},
     {"verify", pt_cmd_verify, "verify a gateway notification or response"},
     {"version", pt_cmd_version, "print the version"},

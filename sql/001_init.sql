@@ -64,9 +64,10 @@ CREATE TABLE charges (
 );
 -- The sync engine's work list: due charges, oldest first.
 -- Only charges that are not final are indexed: the index stays small however
--- many charges the device has taken, and it serves both the sync engine and
--- the status counters.
-CREATE INDEX charges_active ON charges (state, next_attempt_at)
+-- many charges the device has taken.  It covers what the offline limits and
+-- the status counters add up (currency, amount), so those never touch the
+-- table, and next_attempt_at for the sync engine's work list.
+CREATE INDEX charges_active ON charges (state, currency, amount, next_attempt_at)
     WHERE state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN');
 -- Charges waiting for an operator: rare, so this index costs nothing until
 -- one is raised.

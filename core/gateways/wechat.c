@@ -564,6 +564,10 @@ const struct pt_gateway pt_gateway_wechat = {
     .name = "wechat",
     .methods = wechat_methods,
     .resend_window_s = 0,
+    /* APIv3: out_trade_no is 6-32 of [A-Za-z0-9_-|*]. */
+    .order_id_min = 6,
+    .order_id_max = 32,
+    .order_id_forbidden = ".",
     .build = wechat_build,
     .parse = wechat_parse,
     .parse_notify = wechat_parse_notify,

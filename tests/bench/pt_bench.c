@@ -15,11 +15,22 @@
 #include "idem.h"
 #include "store.h"
 
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <cjson/cJSON.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct result {
@@ -69,7 +80,7 @@ struct floor_db {
 
 static void floor_open(struct floor_db *f, const char *dir)
 {
-    char path[512];
+    char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/floor.db", dir);
     unlink(path);
     if (sqlite3_open(path, &f->db) != SQLITE_OK ||
@@ -168,10 +179,10 @@ static void add_result(const char *name, const char *unit, double p50, double p9
 
 static void bench_storage(const char *dir)
 {
-    char path[512], err[512];
+    char path[PATH_MAX + 64], err[512];
     snprintf(path, sizeof path, "%s/bench.db", dir);
     unlink(path);
-    char wal[600];
+    char wal[PATH_MAX + 80];
     snprintf(wal, sizeof wal, "%s-wal", path);
     unlink(wal);
     struct pt_store *st;
@@ -258,6 +269,561 @@ static void bench_storage(const char *dir)
     pt_store_close(st);
 }
 
+/* ---- HTTP: payterm serve with a keep-alive client ---------------------------- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("pt_bench: free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return s * n;
+}
+
+struct client {
+    CURL *h;
+    struct curl_slist *hdrs;
+    char url[128];
+};
+
+static void client_init(struct client *c, int port, const char *path)
+{
+    c->h = curl_easy_init();
+    c->hdrs = NULL;
+    snprintf(c->url, sizeof c->url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(c->h, CURLOPT_URL, c->url);
+    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
+}
+
+/* One POST /v1/charges; returns the HTTP status. */
+static long post_charge(struct client *c, const char *key, const char *body)
+{
+    char hk[300];
+    snprintf(hk, sizeof hk, "Idempotency-Key: %s", key);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    h = curl_slist_append(h, hk);
+    curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, body);
+    long code = 0;
+    if (curl_easy_perform(c->h) == CURLE_OK)
+        curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(h);
+    return code;
+}
+
+/* Cancels queued charges <prefix>-<from> .. <prefix>-<to - 1>. */
+static void cancel_range(int port, const char *prefix, int from, int to)
+{
+    struct client c;
+    client_init(&c, port, "/");
+    for (int i = from; i < to; i++) {
+        char url[128], hk[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/charges/%s-%d/cancel", port, prefix, i);
+        snprintf(hk, sizeof hk, "Idempotency-Key: cancel-%s-%d", prefix, i);
+        struct curl_slist *h = curl_slist_append(NULL, hk);
+        curl_easy_setopt(c.h, CURLOPT_URL, url);
+        curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c.h, CURLOPT_POSTFIELDS, "");
+        curl_easy_perform(c.h);
+        curl_slist_free_all(h);
+    }
+    curl_easy_cleanup(c.h);
+}
+
+static pid_t start_daemon(const char *dir, int port)
+{
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64];
+    snprintf(data, sizeof data, "%s/http-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/http.json", dir);
+    snprintf(log, sizeof log, "%s/http.log", dir);
+    char cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", data);
+    if (system(cmd) != 0)
+        exit(1);
+    FILE *f = fopen(cfg, "w");
+    char sk[PATH_MAX + 64];
+    snprintf(sk, sizeof sk, "%s/bench_sk", dir);
+    FILE *k = fopen(sk, "w");
+    if (!f || !k) {
+        perror("pt_bench: config");
+        exit(1);
+    }
+    fputs("sk_test_bench\n", k);
+    fclose(k);
+    chmod(sk, 0600);
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":500},"
+            "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:1\","
+            "\"secret_key_file\":\"%s\"}}}\n",
+            data, port, sk);
+    fclose(f);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(PT_BINARY, "payterm", "serve", "-c", cfg, (char *)NULL);
+        _exit(127);
+    }
+    /* Wait until it answers. */
+    struct client c;
+    client_init(&c, port, "/healthz");
+    for (int i = 0; i < 500; i++) {
+        long code = 0;
+        if (curl_easy_perform(c.h) == CURLE_OK)
+            curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &code);
+        if (code == 200)
+            break;
+        usleep(10000);
+    }
+    curl_easy_cleanup(c.h);
+    return pid;
+}
+
+struct replay_arg {
+    int port;
+    double seconds;
+    long done, bad;
+};
+
+static void *replay_worker(void *p)
+{
+    struct replay_arg *a = p;
+    struct client c;
+    client_init(&c, a->port, "/v1/charges");
+    const char *body = "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
+                       "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                       "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}";
+    double end = now_us() + a->seconds * 1e6;
+    while (now_us() < end) {
+        long code = post_charge(&c, "replay-key-1", body);
+        if (code == 202)
+            a->done++;
+        else
+            a->bad++;
+    }
+    curl_easy_cleanup(c.h);
+    return NULL;
+}
+
+static void bench_http(const char *dir)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int port = free_port();
+    pid_t pid = start_daemon(dir, port);
+    struct client c;
+    client_init(&c, port, "/v1/charges");
+    struct floor_db f = {0};
+    floor_open(&f, dir);
+    for (int i = 0; i < 1100; i++)
+        floor_commit(&f);
+
+    int n = quick ? 400 : 2000, nf = 0, nh = 0;
+    double *th = malloc(sizeof(double) * (size_t)n), *tf = malloc(sizeof(double) * (size_t)n);
+    double sum_h = 0, sum_f = 0;
+    long bad = 0;
+    char key[64], body[400];
+    /* Warm-up: connection, pool, WAL wrap on the daemon's file. */
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "warm-%d", i);
+        snprintf(body, sizeof body,
+                 "{\"order_id\":\"WARM-%d\",\"amount\":1200,\"currency\":\"USD\","
+                 "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                 "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                 i);
+        post_charge(&c, key, body);
+    }
+    cancel_range(port, "WARM", 0, 300);
+    for (int b = 0; nf < n || nh < n; b++) {
+        int floor_turn = (b % 4 == 0 || b % 4 == 3);
+        for (int i = 0; i < 50; i++) {
+            double t0 = now_us();
+            if (floor_turn && nf < n) {
+                floor_commit(&f);
+                tf[nf] = now_us() - t0;
+                sum_f += tf[nf++];
+            } else if (!floor_turn && nh < n) {
+                snprintf(key, sizeof key, "http-key-%d", nh);
+                snprintf(body, sizeof body,
+                         "{\"order_id\":\"HTTP-%d\",\"amount\":1200,\"currency\":\"USD\","
+                         "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                         "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                         nh);
+                if (post_charge(&c, key, body) != 202)
+                    bad++;
+                th[nh] = now_us() - t0;
+                sum_h += th[nh++];
+                /* A lane's offline queue holds at most offline.max_count (500
+                 * by default) charges: keep it that size by canceling what
+                 * was queued (untimed), so the offline limits are checked
+                 * against a realistic queue, not an ever-growing one. */
+                if (nh % 400 == 0)
+                    cancel_range(port, "HTTP", nh - 400, nh);
+            }
+        }
+    }
+    double frate = n / (sum_f / 1e6), hrate = n / (sum_h / 1e6);
+    double f50 = pct(tf, n, 0.5);
+    add_result("http_new_charge_offline", "us", pct(th, n, 0.5), pct(th, n, 0.99), hrate, frate,
+               hrate / frate,
+               "POST /v1/charges, force_offline, one keep-alive client; ratio = rate / floor "
+               "rate, budget >= 0.5");
+    if (bad)
+        fprintf(stderr, "pt_bench: %ld new-charge requests did not get 202\n", bad);
+    (void)f50;
+
+    /* Replay: the first request creates the charge, the rest replay it. */
+    post_charge(&c, "replay-key-1",
+                "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
+                "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}");
+    enum { THREADS = 4 };
+    pthread_t th_id[THREADS];
+    struct replay_arg args[THREADS];
+    double secs = quick ? 1.0 : 3.0;
+    for (int i = 0; i < THREADS; i++) {
+        args[i] = (struct replay_arg){.port = port, .seconds = secs};
+        pthread_create(&th_id[i], NULL, replay_worker, &args[i]);
+    }
+    long done = 0, rbad = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th_id[i], NULL);
+        done += args[i].done;
+        rbad += args[i].bad;
+    }
+    add_result("http_replay", "req/s", 0, 0, done / secs, frate, (done / secs) / frate,
+               "POST /v1/charges replaying a completed key, 4 keep-alive clients on the same "
+               "2 cores as the daemon; budget >= 10000 req/s");
+    if (rbad)
+        fprintf(stderr, "pt_bench: %ld replay requests did not get 202\n", rbad);
+
+    curl_easy_cleanup(c.h);
+    floor_close(&f);
+    free(th);
+    free(tf);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    curl_global_cleanup();
+}
+
+/* ---- sync drain against the simulator, and the daemon's footprint ----------- */
+
+/* Starts `payterm ARGS...` with stderr to log; returns the pid. */
+static pid_t spawn(const char *log, char *const argv[], const char *notify_socket)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (notify_socket)
+            setenv("NOTIFY_SOCKET", notify_socket, 1);
+        execv(PT_BINARY, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+struct fetch {
+    char *buf;
+    size_t len;
+};
+
+static size_t fetch_cb(char *p, size_t s, size_t n, void *u)
+{
+    struct fetch *f = u;
+    char *b = realloc(f->buf, f->len + s * n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + f->len, p, s * n);
+    f->buf = b;
+    f->len += s * n;
+    f->buf[f->len] = '\0';
+    return s * n;
+}
+
+/* GET or POST (body != NULL) url; returns the status, *out the body. */
+static long http(const char *url, const char *body, const char *ca, char **out)
+{
+    CURL *h = curl_easy_init();
+    struct fetch f = {0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
+    if (ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    if (out)
+        *out = f.buf;
+    else
+        free(f.buf);
+    return code;
+}
+
+static void stop(pid_t pid)
+{
+    int status;
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+}
+
+static int wait_healthy(int port)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+    for (int i = 0; i < 1000; i++) {
+        if (http(url, NULL, NULL, NULL) == 200)
+            return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* Drains n charges queued offline through the simulator over TLS. */
+static void bench_drain(const char *dir, double floor_rate)
+{
+    int n = quick ? 1000 : 10000;
+    char simdir[PATH_MAX + 64], data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64];
+    char gwjson[PATH_MAX + 64], ca[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128];
+    snprintf(simdir, sizeof simdir, "%s/drain-sim", dir);
+    snprintf(data, sizeof data, "%s/drain-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/drain.json", dir);
+    snprintf(gwjson, sizeof gwjson, "%s/gateways.json", simdir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", simdir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", simdir, data);
+    if (system(cmd) != 0)
+        exit(1);
+    int sport = free_port(), aport = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
+    snprintf(log, sizeof log, "%s/drain-sim.log", dir);
+    char *sargv[] = {"payterm", "sim", "--listen", listen, "--dir", simdir, "--notify-base",
+                     notify, "--quiet", NULL};
+    pid_t sim = spawn(log, sargv, NULL);
+    char simurl[128], url[128];
+    snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    for (int i = 0; i < 1000 && http(url, NULL, ca, NULL) != 200; i++)
+        usleep(20000);
+    FILE *f = fopen(cfg, "w");
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"sync\":{\"interval_s\":1}}\n",
+            data, aport);
+    fclose(f);
+    /* Queue while every gateway refuses connections, like a lane offline. */
+    snprintf(url, sizeof url, "%s/_sim/faults", simurl);
+    http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca,
+         NULL);
+    snprintf(log, sizeof log, "%s/drain-payterm.log", dir);
+    char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
+    pid_t d = spawn(log, dargv, NULL);
+    if (wait_healthy(aport)) {
+        fprintf(stderr, "pt_bench: drain daemon did not start, see %s\n", log);
+        exit(1);
+    }
+    struct client c;
+    client_init(&c, aport, "/v1/charges");
+    char key[64], body[400];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "drain-%d", i);
+        snprintf(body, sizeof body,
+                 "{\"order_id\":\"DRAIN-%06d\",\"amount\":%d,\"currency\":\"USD\","
+                 "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                 "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                 i, 1000 + (i % 50)); /* never ...51/...52: all captured */
+        if (post_charge(&c, key, body) != 202) {
+            fprintf(stderr, "pt_bench: queueing charge %d failed\n", i);
+            exit(1);
+        }
+    }
+    curl_easy_cleanup(c.h);
+    /* The network is back: time until the queue is empty and nothing is
+     * in flight or unknown. */
+    http(url, "{\"mode\":\"none\"}", ca, NULL);
+    double t0 = now_us();
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/sync", aport);
+    http(url, "", NULL, NULL);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/status", aport);
+    int64_t left = n;
+    double t1 = t0;
+    while (now_us() - t0 < 600e6) {
+        char *st = NULL;
+        http(url, NULL, NULL, &st);
+        cJSON *o = st ? cJSON_Parse(st) : NULL;
+        free(st);
+        left = (int64_t)(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "queue"), "count")
+                             ->valuedouble +
+                         cJSON_GetObjectItem(o, "unknown")->valuedouble +
+                         cJSON_GetObjectItem(o, "processing")->valuedouble);
+        cJSON_Delete(o);
+        t1 = now_us();
+        if (left == 0)
+            break;
+        usleep(20000);
+    }
+    double rate = n / ((t1 - t0) / 1e6);
+    /* Exactly one capture per order, or the figure means nothing. */
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    char *ledger = NULL;
+    http(url, NULL, ca, &ledger);
+    cJSON *lo = ledger ? cJSON_Parse(ledger) : NULL;
+    int orders = 0, once = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(lo, "data"))
+    {
+        orders++;
+        once += cJSON_GetObjectItem(e, "captures")->valueint == 1;
+    }
+    cJSON_Delete(lo);
+    free(ledger);
+    char note[160];
+    snprintf(note, sizeof note,
+             "%d queued Stripe charges to the simulator over TLS, keep-alive; %d/%d captured "
+             "once; ratio = rate / (floor/2), budget >= 0.4",
+             n, once, orders);
+    add_result("sync_drain", "charges/s", 0, 0, rate, floor_rate / 2, rate / (floor_rate / 2),
+               note);
+    if (left || once != n || orders != n)
+        fprintf(stderr, "pt_bench: drain incomplete: %lld left, %d/%d captured once\n",
+                (long long)left, once, orders);
+    stop(d);
+    stop(sim);
+}
+
+/* Start-to-ready (READY=1 on NOTIFY_SOCKET), idle RSS, idle wake-ups. */
+static void bench_footprint(const char *dir)
+{
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64], sock[PATH_MAX + 64];
+    char cmd[PATH_MAX + 128];
+    snprintf(data, sizeof data, "%s/fp-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/fp.json", dir);
+    snprintf(log, sizeof log, "%s/fp.log", dir);
+    snprintf(sock, sizeof sock, "%s/fp.notify", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", data, sock);
+    if (system(cmd) != 0)
+        exit(1);
+    int port = free_port();
+    FILE *f = fopen(cfg, "w");
+    fprintf(f, "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\"}\n",
+            data, port);
+    fclose(f);
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        perror("pt_bench: notify socket");
+        exit(1);
+    }
+    int runs = quick ? 3 : 10;
+    double *ready = malloc(sizeof(double) * (size_t)runs);
+    pid_t d = 0;
+    for (int r = 0; r < runs; r++) {
+        char *argv[] = {"payterm", "serve", "-c", cfg, NULL};
+        double t0 = now_us();
+        d = spawn(log, argv, sock);
+        char msg[128];
+        struct timeval tv = {.tv_sec = 10};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t got;
+        do
+            got = recv(fd, msg, sizeof msg - 1, 0);
+        while (got > 0 && (msg[got] = '\0', !strstr(msg, "READY=1")));
+        ready[r] = now_us() - t0;
+        if (r + 1 < runs)
+            stop(d);
+    }
+    add_result("serve_start_to_ready", "ms", pct(ready, runs, 0.5) / 1000,
+               pct(ready, runs, 0.99) / 1000, 0, 100, pct(ready, runs, 0.5) / 1000 / 100,
+               "fork+exec to READY=1 on NOTIFY_SOCKET (database exists after the first run); "
+               "budget <= 100 ms");
+    /* Idle: settle, then count RSS and context switches over a quiet while. */
+    sleep(1);
+    char path[64], line[256];
+    long rss_kb = 0, switches0 = 0, switches1 = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d);
+    FILE *p = fopen(path, "r");
+    while (p && fgets(line, sizeof line, p))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            rss_kb = atol(line + 6);
+    if (p)
+        fclose(p);
+    snprintf(cmd, sizeof cmd,
+             "cat /proc/%d/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'",
+             (int)d);
+    FILE *c = popen(cmd, "r");
+    if (c && fscanf(c, "%ld", &switches0) != 1)
+        switches0 = 0;
+    if (c)
+        pclose(c);
+    int quiet_s = quick ? 3 : 10;
+    sleep((unsigned)quiet_s);
+    c = popen(cmd, "r");
+    if (c && fscanf(c, "%ld", &switches1) != 1)
+        switches1 = 0;
+    if (c)
+        pclose(c);
+    add_result("serve_idle_rss", "KiB", (double)rss_kb, (double)rss_kb, 0, 8192,
+               rss_kb / 8192.0, "VmRSS after start, nothing queued; budget <= 8 MiB");
+    double wakeups = (double)(switches1 - switches0) / quiet_s;
+    add_result("serve_idle_wakeups", "per s", wakeups, wakeups, wakeups, 1.0, wakeups,
+               "context switches of all threads while idle; budget: none beyond timers >= 1 s");
+    stop(d);
+    close(fd);
+    unlink(sock);
+    free(ready);
+
+    /* Stripped size of the program as built for boards and for the desktop. */
+    static const char *const builds[][2] = {{"build/release/firmware/payterm", "release"},
+                                            {PT_BINARY, "dev"}};
+    for (size_t i = 0; i < 2; i++) {
+        if (access(builds[i][0], X_OK) != 0)
+            continue;
+        snprintf(cmd, sizeof cmd, "strip -o '%s/payterm.stripped' '%s'", dir, builds[i][0]);
+        if (system(cmd) != 0)
+            continue;
+        char stripped[PATH_MAX + 64];
+        snprintf(stripped, sizeof stripped, "%s/payterm.stripped", dir);
+        struct stat sb;
+        if (stat(stripped, &sb) != 0)
+            continue;
+        char name[64], note[160];
+        snprintf(name, sizeof name, "binary_stripped_%s", builds[i][1]);
+        snprintf(note, sizeof note, "%s, stripped, shared libraries excluded; budget <= 1 MiB",
+                 builds[i][0]);
+        add_result(name, "KiB", sb.st_size / 1024.0, sb.st_size / 1024.0, 0, 1024,
+                   sb.st_size / 1024.0 / 1024.0, note);
+    }
+}
+
 static void print_and_write(const char *json_path)
 {
     printf("\n%-26s %6s %10s %10s %12s %10s %8s\n", "benchmark", "unit", "p50", "p99", "rate/s",
@@ -307,8 +873,19 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* The daemon's config resolves relative paths against its own
+     * directory: give it absolute ones. */
+    static char absdir[PATH_MAX];
+    if (!realpath(dir, absdir)) {
+        perror(dir);
+        return 1;
+    }
+    dir = absdir;
     printf("payterm benchmarks in %s (floor = bare durable SQLite commit, same disk)\n", dir);
     bench_storage(dir);
+    bench_http(dir);
+    bench_drain(dir, results[0].rate);
+    bench_footprint(dir);
     print_and_write(json);
     return 0;
 }

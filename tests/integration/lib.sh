@@ -15,6 +15,14 @@
 # After each request: $PT_STATUS, $PT_BODY, and the files $PT_BODY_FILE and
 # $PT_HDR_FILE (the exact bytes and the response headers).
 #
+# The gateways are configured (with the throw-away keys of tests/vectors)
+# but point at a port where nothing listens.  A gateway the daemon has not
+# tried yet counts as reachable, so the first charge for it would take the
+# online path; pt_start therefore makes the daemon find every gateway
+# unreachable first (pt_gateways_down), which is the state the offline rows
+# of the outcome table are about.  That leaves CANCELED charges named
+# warmup-* and their charge.canceled events: tests look past them.
+#
 # Every daemon started is recorded in $PT_TMP/pids and killed by the EXIT
 # trap, so a failing test never leaves one behind.  Cases run in subshells:
 # a failing assertion ends its case, the script goes on with the next one
@@ -24,6 +32,7 @@ set -u -o pipefail
 
 PAYTERM=${PAYTERM:-${1:-}}
 PT_SCRIPT=$(basename "$0" .sh)
+PT_KEYS=${PT_KEYS:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../vectors/keys" && pwd)}
 
 # How long a daemon may take to come up or go down: generous, because ctest
 # runs two tests at once on a loaded 2-core board and the ASan build is slow.
@@ -227,18 +236,27 @@ pt_init()
     PT_CFG_BASE=$PT_TMP/base.json
     PT_CFG=$PT_TMP/config.json
     PT_STARTS=0
-    # Gateway key files: empty, but they must exist with mode 0600.
-    local f
-    for f in alipay.key alipay.pub wechat.key wechat.pub wechat.v3 stripe.sk c2p.sk; do
-        : >"$PT_TMP/$f"
-        chmod 600 "$PT_TMP/$f"
-    done
+    # Gateway keys and secrets (throw-away, never used anywhere else); git
+    # keeps no modes, and payterm refuses secrets others can read.
+    cp "$PT_KEYS/merchant_alipay_pkcs1.pem" "$PT_TMP/alipay.key" &&
+        cp "$PT_KEYS/alipay_gateway_public.pem" "$PT_TMP/alipay.pub" &&
+        cp "$PT_KEYS/merchant_wechat_pkcs8.pem" "$PT_TMP/wechat.key" &&
+        cp "$PT_KEYS/wechat_platform_public.pem" "$PT_TMP/wechat.pub" || {
+        pt_log "$PT_SCRIPT: cannot copy the test keys from $PT_KEYS"
+        exit 2
+    }
+    printf '0123456789abcdef0123456789abcdef' >"$PT_TMP/wechat.v3"
+    printf 'sk_test_payterm_integration' >"$PT_TMP/stripe.sk"
+    printf '0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF' >"$PT_TMP/c2p.sk"
+    chmod 600 "$PT_TMP"/*.key "$PT_TMP"/*.pub "$PT_TMP/wechat.v3" "$PT_TMP/stripe.sk" \
+        "$PT_TMP/c2p.sk"
     pt_config
 }
 
 # pt_config [JQ_FILTER] - writes the base configuration (all four gateways,
 # pointing at an address where nothing listens; offline limits for CNY and
-# USD, none for THB) with the filter applied, e.g.
+# USD, none for THB; a sync interval of 1 s, so that a restarted daemon's
+# sync engine finds the gateways down quickly) with the filter applied, e.g.
 #   pt_config '.offline.max_count = 2'
 pt_config()
 {
@@ -252,6 +270,7 @@ pt_config()
                      USD: {max_amount: 10000, max_total: 100000}},
             max_count: 500
         },
+        sync: {interval_s: 1},
         gateways: {
             alipay: {endpoint: \"https://127.0.0.1:1/gateway.do\", app_id: \"2021000000000000\",
                      private_key_file: (\$dir + \"/alipay.key\"),
@@ -287,9 +306,11 @@ pt_pick_port()
 }
 
 # pt_start [EXTRA SERVE ARGS] - starts `payterm serve` with the base config
-# on a free port and waits until it serves /healthz.  Sets PT_PID, PT_PORT,
-# PT_URL, PT_LOG.  Keeps the port of the previous start (a restart on the
-# same data dir) unless PT_PORT is empty.
+# on a free port, waits until it serves /healthz and knows every gateway is
+# unreachable (pt_gateways_down; PT_WARMUP=0 skips that).  Sets PT_PID,
+# PT_PORT, PT_URL, PT_LOG.
+# Keeps the port of the previous start (a restart on the same data dir)
+# unless PT_PORT is empty.
 pt_start()
 {
     local deadline
@@ -309,6 +330,9 @@ pt_start()
             wait $!
             echo $? >"$PT_LOG.exit.tmp" && mv "$PT_LOG.exit.tmp" "$PT_LOG.exit"
         ) 2>/dev/null &
+        # The keeper first, so that the cleanup kills it before the daemon
+        # and it writes nothing into a directory being removed.
+        echo $! >>"$PT_TMP/pids"
         until [ -s "$PT_LOG.pid" ]; do sleep 0.005; done
         PT_PID=$(cat "$PT_LOG.pid")
         echo "$PT_PID" >>"$PT_TMP/pids"
@@ -318,6 +342,7 @@ pt_start()
         while [ ! -e "$PT_LOG.exit" ]; do
             if grep -q 'serving on' "$PT_LOG" &&
                 curl -s -o /dev/null --max-time 2 "$PT_URL/healthz"; then
+                [ "${PT_WARMUP:-1}" = 0 ] || pt_gateways_down
                 return 0
             fi
             [ "$(date +%s)" -lt "$deadline" ] ||
@@ -331,6 +356,70 @@ pt_start()
         fail "payterm serve exited during startup: $(cat "$PT_LOG")"
     done
     fail "payterm serve found no free port in 5 attempts"
+}
+
+# pt_metrics NAME_AND_LABELS... - the samples' values from one /metrics
+# scrape, one line each ("" for a sample that is missing).
+pt_metrics()
+{
+    curl -s --max-time "$PT_CURL_MAX_S" ${PT_AUTH:+-H "Authorization: Bearer $PT_AUTH"} \
+        "$PT_URL/metrics" | awk '
+            BEGIN { for (i = 1; i < ARGC; i++) want[i] = ARGV[i]; n = ARGC - 1; ARGC = 1 }
+            { v[$1] = $2 }
+            END { for (i = 1; i <= n; i++) print v[want[i]] }' "$@"
+}
+
+# pt_gateways_down - makes the daemon know that every configured gateway is
+# unreachable, and waits until its sync engine is idle.
+#
+# For a gateway with queued charges, the daemon's own sync pass (the first
+# one after a start, then every sync.interval_s) tries them and finds out;
+# charging it here would race that pass.  Every other gateway gets one
+# require_online charge, warmup-<gateway>-N: sent, not sent, so canceled
+# (503 offline_not_allowed), and the gateway is known to be down.
+pt_gateways_down()
+{
+    local auth gw body queued="" after=0 deadline
+    auth=$(jq -r '.api_token_file // empty' "$PT_CFG")
+    [ -z "$auth" ] || auth=$(head -n 1 "$auth")
+    local PT_AUTH=${PT_AUTH:-$auth} PT_BODY_FILE=$PT_TMP/warmup.body.$BASHPID \
+        PT_HDR_FILE=$PT_TMP/warmup.hdr.$BASHPID PT_STATUS PT_LAST_REQ PT_BODY
+    while :; do
+        pt_get "/v1/charges?state=INIT&limit=100&after=$after"
+        [ "$PT_STATUS" = 200 ] || fail "pt_gateways_down: GET /v1/charges: $PT_STATUS $PT_BODY"
+        queued="$queued $(jq -r '[.data[].gateway] | unique | join(" ")' <"$PT_BODY_FILE")"
+        [ "$(jq .has_more <"$PT_BODY_FILE")" = true ] || break
+        after=$(jq '.data[-1].id' <"$PT_BODY_FILE")
+    done
+    local gws=() samples=() up=() want="" i
+    read -r -a gws <<<"$(jq -r '.gateways | keys | join(" ")' "$PT_CFG")"
+    for gw in "${gws[@]}"; do
+        samples+=("payterm_gateway_online{gateway=\"$gw\"}")
+        want+="0 "
+    done
+    samples+=('payterm_charges{state="PROCESSING"}')
+    want+="0 "
+    mapfile -t up < <(pt_metrics "${samples[@]}")
+    for i in "${!gws[@]}"; do
+        gw=${gws[$i]}
+        [[ " $queued " != *" $gw "* ]] && [ "${up[$i]}" = 1 ] || continue
+        case $gw in
+        alipay) body='"currency":"CNY","gateway":"alipay","method":"qr"' ;;
+        wechat) body='"currency":"CNY","gateway":"wechat","method":"qr"' ;;
+        stripe) body='"currency":"USD","gateway":"stripe","method":"card_on_file","payment_method":"pm_card_visa","offline":"require_online"' ;;
+        2c2p) body='"currency":"THB","gateway":"2c2p","method":"redirect"' ;;
+        esac
+        pt_post /v1/charges "warmup-key-$gw-$RANDOM$RANDOM" \
+            "{\"order_id\":\"warmup-$gw-$RANDOM$RANDOM\",\"amount\":1,$body}"
+        [ "$PT_STATUS" = 503 ] || fail "pt_gateways_down: the $gw warm-up charge got $PT_STATUS: $PT_BODY"
+    done
+    # Every gateway down, no charge PROCESSING: the sync engine is idle.
+    deadline=$(($(date +%s) + PT_START_TIMEOUT_S))
+    until [ "$(pt_metrics "${samples[@]}" | tr '\n' ' ')" = "$want" ]; do
+        [ "$(date +%s)" -lt "$deadline" ] ||
+            fail "pt_gateways_down: ${samples[*]} are $(pt_metrics "${samples[@]}" | tr '\n' ' ')"
+        sleep 0.02
+    done
 }
 
 # pt_wait_exit - waits for the current daemon to exit and sets PT_EXIT to
@@ -414,6 +503,35 @@ pt_post()
     fi
     pt_request POST "$path" "${args[@]}"
     rm -f "$PT_TMP/req.body.$BASHPID"
+}
+
+# jq filters that leave out the warm-up charges of pt_gateways_down.
+NOWARM='select(.order_id | startswith("warmup-") | not)'
+
+# pt_all_charges [QUERY] - every charge (all pages) as one JSON array,
+# warm-up charges left out, on stdout.
+pt_all_charges()
+{
+    local after=0 q=${1:+&$1}
+    while :; do
+        pt_get "/v1/charges?limit=100&after=$after$q"
+        [ "$PT_STATUS" = 200 ] || fail "GET /v1/charges: $PT_STATUS $PT_BODY"
+        jq -c ".data[] | $NOWARM" <"$PT_BODY_FILE"
+        [ "$(jq .has_more <"$PT_BODY_FILE")" = true ] || break
+        after=$(jq '.data[-1].id' <"$PT_BODY_FILE")
+    done | jq -cs .
+}
+
+# pt_feed_next - the feed position now (where a test's own events begin).
+pt_feed_next()
+{
+    local next=0
+    while :; do
+        pt_get "/v1/events?limit=100&after=$next"
+        [ "$(jq '.data | length' <"$PT_BODY_FILE")" != 0 ] || break
+        next=$(jq .next <"$PT_BODY_FILE")
+    done
+    echo "$next"
 }
 
 # pt_save NAME / pt_saved NAME - keep a response's exact bytes for later.

@@ -3,9 +3,10 @@
 # the guarded operations beside create, their replays, the audit trail
 # (GET /v1/charges/{order_id}/events) with the operator as actor.
 #
-# Not covered: 409 charge_not_cancelable needs a SUCCESS or FAILED charge,
-# and without a gateway (no sync engine yet) none can be produced; cancel of
-# PROCESSING/UNKNOWN/PENDING (gateway cancel, 202) likewise.
+# Not covered here: 409 charge_not_cancelable needs a SUCCESS or FAILED
+# charge, and with every gateway unreachable none can be produced; cancel of
+# PROCESSING/UNKNOWN/PENDING (gateway cancel, 202) likewise.  Those need a
+# gateway that answers: the simulator.
 source "$(dirname "$0")/lib.sh"
 
 new_charge()

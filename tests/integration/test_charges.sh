@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # test_charges.sh - POST /v1/charges: every row of the SPEC 5 outcome table
-# that can happen without a gateway, which answers are stored and replayed
-# (byte-identical, Idempotency-Replayed: true) and which release the key.
+# that can happen while the gateways cannot be reached, which answers are
+# stored and replayed (byte-identical, Idempotency-Replayed: true) and which
+# release the key.
 source "$(dirname "$0")/lib.sh"
 
-# Without a gateway: 404 for the order, so nothing was stored.
+# 404 for the order: nothing was stored.
 expect_no_charge()
 {
     pt_get "/v1/charges/$1"
@@ -328,6 +329,74 @@ case_body_too_large_413()
     expect_status 202
 }
 
+# audit ORDER - "from>to cause actor" per audit row, comma-separated.
+audit()
+{
+    pt_get "/v1/charges/$1/events"
+    expect_status 200
+    jq -r '[.data[] | "\(.from)>\(.to) \(.cause) \(.actor)"] | join(",")' <"$PT_BODY_FILE"
+}
+
+# expect_nothing_to_send ORDER - after a 503 the order must not wait in the
+# queue: either it was never stored, or it was canceled before anything
+# left the device (SPEC 5: the background sync never surprises a client).
+expect_nothing_to_send()
+{
+    pt_get "/v1/charges/$1"
+    case $PT_STATUS in
+    404) ;;
+    200) expect_json '"\(.state) \(.attempts)"' 'CANCELED 0' ;;
+    *) fail "GET /v1/charges/$1: $PT_STATUS" ;;
+    esac
+}
+
+case_first_contact()
+{
+    # A daemon that has not tried its gateways yet counts them reachable:
+    # the first charge for each takes the online path (INIT committed,
+    # PROCESSING, provably not sent).  The last case: it rewrites the base
+    # configuration and runs a daemon of its own.
+    pt_config "del(.gateways.wechat) | .data_dir = \"$PT_TMP/data-first\" |
+        .offline.limits.USD.max_amount = 500"
+    PT_PORT=""
+    PT_WARMUP=0 pt_start
+    pt_get /v1/status
+    expect_json .online true
+    # Stripe, prefer_online, over the offline limit: sent, not sent, and it
+    # may not wait: 503, the key released, nothing left to send.
+    pt_post /v1/charges fc-key-1 "$(charge_body fc-1 '.amount = 600')"
+    expect_error 503 offline_limit_exceeded
+    expect_match '^[1-9][0-9]*$' "$(pt_header Retry-After)" "Retry-After"
+    expect_contains max_amount "$(pt_message)"
+    expect_nothing_to_send fc-1
+    pt_post /v1/charges fc-key-1 "$(charge_body fc-1b '.amount = 400')"
+    expect_status 202
+    expect_no_header Idempotency-Replayed
+    # Stripe is known down now: the next one is queued without a try.
+    expect_eq "null>INIT created api" "$(audit fc-1b)" "audit of fc-1b"
+    # Alipay, untried, prefer_online within the limits: not sent, queued.
+    pt_post /v1/charges fc-key-2 '{"order_id":"fc-2","amount":100,"currency":"CNY","gateway":"alipay","method":"barcode","payment_code":"287634438256643941"}'
+    expect_status 202
+    expect_json '"\(.state) \(.attempts)"' 'INIT 0'
+    pt_save fc2
+    expect_eq "null>INIT created api,INIT>PROCESSING send sync,PROCESSING>INIT not_sent sync" \
+        "$(audit fc-2)" "audit of fc-2"
+    pt_post /v1/charges fc-key-2 '{"order_id":"fc-2","amount":100,"currency":"CNY","gateway":"alipay","method":"barcode","payment_code":"287634438256643941"}'
+    expect_header Idempotency-Replayed true
+    expect_same_bytes "$(pt_saved fc2)" "$PT_BODY_FILE" "replay of fc-2"
+    # 2C2P, untried: a redirect is always online; 503 offline_not_allowed.
+    pt_post /v1/charges fc-key-3 '{"order_id":"fc-3","amount":100,"currency":"THB","gateway":"2c2p","method":"redirect"}'
+    expect_error 503 offline_not_allowed
+    expect_match '^[1-9][0-9]*$' "$(pt_header Retry-After)" "Retry-After"
+    expect_nothing_to_send fc-3
+    pt_post /v1/charges fc-key-3 "$(charge_body fc-3b '.offline = "force_offline"')"
+    expect_status 202
+    expect_no_header Idempotency-Replayed
+    pt_get /v1/status
+    expect_json '"\(.online) \(.queue.count) \(.processing)"' 'false 3 0'
+    pt_stop
+}
+
 pt_init
 # WeChat stays unconfigured: a charge for it must be refused as invalid.
 pt_config 'del(.gateways.wechat)'
@@ -345,6 +414,7 @@ pt_case "reordered keys and whitespace replay instead of 422" case_canonical_bod
 pt_case "quoted key \"abc\" is the bare key abc" case_quoted_key_equals_bare
 pt_case "503 offline_not_allowed (require_online, qr, redirect, no limits): not stored, key released" case_offline_not_allowed
 pt_case "413 for bodies over 16 KiB, key not stored" case_body_too_large_413
+pt_case "first contact with untried gateways: 202 after a send that failed; 503s leave nothing to send" case_first_contact
 
 pt_stop
 pt_done

@@ -59,13 +59,14 @@ case_list_paging()
     pt_get "/v1/charges?state=INIT&limit=4"
     expect_json '"\(.data | length) \(.has_more)"' '4 true'
     pt_get '/v1/charges?state=CANCELED'
-    expect_json '[.data[].order_id] | join(",")' l-3
+    expect_json "[.data[] | $NOWARM | .order_id] | join(\",\")" l-3
     pt_get '/v1/charges?state=SUCCESS'
     expect_json '"\(.data) \(.has_more)"' '[] false'
-    # No filter: every charge, ordered by id.
+    # No filter: every charge, ordered by id (the warm-up ones first).
     pt_get '/v1/charges'
-    expect_json '[.data[].order_id] | join(",")' g-1,l-1,l-2,l-3,l-4,l-5
+    expect_json "[.data[] | $NOWARM | .order_id] | join(\",\")" g-1,l-1,l-2,l-3,l-4,l-5
     expect_json '[.data[].id] | (. == sort)' true
+    expect_json '[.data[].order_id | startswith("warmup-")] | (. == sort_by(not))' true
     expect_eq "$ids" "$(pt_get '/v1/charges?state=INIT'; jq -r '[.data[].id] | map(tostring) | join(" ")' <"$PT_BODY_FILE")" \
         "ids of the INIT charges"
 }
@@ -126,8 +127,14 @@ case_metrics()
         grep -qE "^${name}(_bucket|_sum|_count)?(\{| )" <<<"$text" ||
             fail "/metrics has no sample of $name"
     done
+    local canceled
+    canceled=$(pt_get '/v1/charges?state=CANCELED&limit=100'; jq '.data | length' <"$PT_BODY_FILE")
     expect_contains 'payterm_charges{state="INIT"} 5' "$text"
-    expect_contains 'payterm_charges{state="CANCELED"} 1' "$text"
+    expect_contains "payterm_charges{state=\"CANCELED\"} $canceled" "$text"
+    expect_contains 'payterm_charges{state="SUCCESS"} 0' "$text"
+    # Every configured gateway was found unreachable (lib.sh).
+    expect_contains 'payterm_gateway_online{gateway="stripe"} 0' "$text"
+    expect_contains 'payterm_online 0' "$text"
     expect_contains 'payterm_queue_depth 5' "$text"
     expect_contains 'payterm_queue_amount{currency="USD"} 500' "$text"
     expect_contains '# TYPE payterm_http_request_duration_seconds histogram' "$text"
@@ -161,9 +168,11 @@ case_unknown_paths()
         pt_get "$p"
         expect_error 404 not_found
     done
-    # The notification routes are not wired yet: 404, not a crash.
-    pt_post /notify/alipay - 'a=b'
-    expect_status 404
+    # Only the four gateways have notification routes.
+    pt_post /notify/paypal - 'a=b'
+    expect_error 404 not_found
+    pt_post /webhooks/alipay - '{}'
+    expect_error 404 not_found
 }
 
 pt_init

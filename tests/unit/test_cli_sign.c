@@ -21,6 +21,13 @@ struct fixture {
 
 static int setup(void **state)
 {
+    if (getenv("PT_TEST_EMULATED")) {
+        /* Under qemu-user (the cross build's test run) this test process
+         * would exec the aarch64 payterm itself, which needs binfmt_misc on
+         * the host; the commands are plain C and run natively in CI. */
+        *state = NULL;
+        return 0;
+    }
     struct fixture *f = calloc(1, sizeof *f);
     pt_test_tmpdir(f->dir, sizeof f->dir);
     f->alipay = pt_test_vectors("alipay.json");
@@ -34,6 +41,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
+    if (!f)
+        return 0;
     pt_test_rmtree(f->dir);
     cJSON_Delete(f->alipay);
     cJSON_Delete(f->wechat);
@@ -85,6 +94,8 @@ static void key_path(const char *name, char *out, size_t len)
 static void test_alipay(void **state)
 {
     struct fixture *f = *state;
+    if (!f)
+        skip();
     char key[512], pub[512];
     cJSON *out;
     key_path("merchant_alipay_pkcs1.pem", key, sizeof key);
@@ -128,6 +139,8 @@ static void test_alipay(void **state)
 static void test_wechat(void **state)
 {
     struct fixture *f = *state;
+    if (!f)
+        skip();
     char key[512], pub[512];
     cJSON *out;
     key_path("merchant_wechat_pkcs8.pem", key, sizeof key);
@@ -185,6 +198,8 @@ static void test_wechat(void **state)
 static void test_stripe(void **state)
 {
     struct fixture *f = *state;
+    if (!f)
+        skip();
     cJSON *out;
     const char *secret = pt_test_str(f->stripe, "webhook_secret");
     const cJSON *c;
@@ -215,6 +230,8 @@ static void test_stripe(void **state)
 static void test_2c2p(void **state)
 {
     struct fixture *f = *state;
+    if (!f)
+        skip();
     cJSON *out;
     const char *secret = pt_test_str(f->c2p, "secret");
     const cJSON *req = cJSON_GetArrayItem(cJSON_GetObjectItem(f->c2p, "requests"), 0);
@@ -253,6 +270,8 @@ static void test_2c2p(void **state)
 static void test_usage(void **state)
 {
     struct fixture *f = *state;
+    if (!f)
+        skip();
     cJSON *out;
     const char *help[] = {"verify", "--help", NULL};
     assert_int_equal(run(f, "", &out, help), 0);

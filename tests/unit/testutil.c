@@ -3,6 +3,7 @@
  */
 #define _XOPEN_SOURCE 700
 #include "testutil.h"
+#include "log.h"
 
 #include <ftw.h>
 #include <stdio.h>
@@ -137,4 +138,12 @@ int pt_test_rc(const char *name)
             return map[i].rc;
     fail_msg("unknown rc name %s", name);
     return 1;
+}
+
+/* Core logs every transition at info level; tests only want errors unless
+ * PT_TEST_VERBOSE is set. */
+__attribute__((constructor)) static void quiet_logs(void)
+{
+    if (!getenv("PT_TEST_VERBOSE"))
+        pt_log_set_level(PT_LOG_ERROR);
 }

@@ -1,0 +1,882 @@
+/*
+ * sync.c - the sync engine (see sync.h).
+ *
+ * Reading order: send_pay() is the heart (commit PROCESSING, send, classify),
+ * resolve() handles UNKNOWN and PENDING charges by query, apply() maps an
+ * adapter outcome onto the state machine, pt_sync_drain() walks the due
+ * charges, pt_sync_notify() takes gateway notifications.
+ */
+#include "sync.h"
+#include "charges.h"
+#include "crypto.h"
+#include "err.h"
+#include "log.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRAIN_BATCH 32
+/* Queued charges sent per pair of durable commits (see send_queued). */
+#define SEND_BATCH 16
+/* A charge being sent by one thread is not picked up by another until the
+ * send must have ended (request timeout plus this margin). */
+#define IN_FLIGHT_MARGIN_MS 5000
+
+enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
+
+struct pt_sync {
+    struct pt_sync_options opt;
+    atomic_int reach[PT_MG__COUNT];
+};
+
+/* ---- small helpers ----------------------------------------------------------- */
+
+static int64_t now_ms(const struct pt_sync *s)
+{
+    return s->opt.platform->now_ms(s->opt.platform->ctx);
+}
+
+static int gw_index(const char *name)
+{
+    return pt_metric_gateway_index(name);
+}
+
+static const struct pt_gw_config *gw_cfg(const struct pt_sync *s, const char *name)
+{
+    int i = gw_index(name);
+    return i < 0 ? NULL : s->opt.gw[i];
+}
+
+static void count_sync(const char *gateway, enum pt_metric_sync what)
+{
+    int i = gw_index(gateway);
+    if (i >= 0)
+        atomic_fetch_add(&pt_metrics.sync_attempts[i][what], 1);
+}
+
+static void set_reach(struct pt_sync *s, const char *gateway, int up)
+{
+    int i = gw_index(gateway);
+    if (i < 0)
+        return;
+    int before = atomic_exchange(&s->reach[i], up ? REACH_UP : REACH_DOWN);
+    atomic_store(&pt_metrics.online[i], up);
+    if (up && before == REACH_DOWN) {
+        pt_log_info("gateway %s is reachable again: online", gateway);
+        pt_sync_wake(s);
+    } else if (!up && before != REACH_DOWN) {
+        pt_log_warn("gateway %s cannot be reached: offline, charges will queue", gateway);
+    }
+}
+
+void pt_sync_wake(void *p)
+{
+    struct pt_sync *s = p;
+    if (s->opt.wake)
+        s->opt.wake(s->opt.ctx);
+}
+
+int pt_sync_reachable(void *p, const char *gateway)
+{
+    struct pt_sync *s = p;
+    int i = gw_index(gateway);
+    return i >= 0 && s->opt.gw[i] && atomic_load(&s->reach[i]) != REACH_DOWN;
+}
+
+int pt_sync_online(void *p)
+{
+    struct pt_sync *s = p;
+    int any = 0;
+    for (int i = 0; i < PT_MG__COUNT; i++) {
+        if (!s->opt.gw[i])
+            continue;
+        any = 1;
+        if (atomic_load(&s->reach[i]) == REACH_DOWN)
+            return 0;
+    }
+    return any;
+}
+
+/* Exponential backoff with "equal jitter": half fixed, half random. */
+static int64_t backoff_ms(const struct pt_sync *s, int attempts)
+{
+    const struct pt_config *cfg = s->opt.cfg;
+    int64_t d = cfg->sync_backoff_base_ms;
+    for (int i = 0; i < attempts && d < cfg->sync_backoff_max_ms; i++)
+        d *= 2;
+    if (d > cfg->sync_backoff_max_ms)
+        d = cfg->sync_backoff_max_ms;
+    uint32_t r = 0;
+    s->opt.platform->random(s->opt.platform->ctx, &r, sizeof r);
+    return d / 2 + (int64_t)(r % (uint32_t)(d / 2 + 1));
+}
+
+/* How soon to poll a charge that waits for the customer: quickly at first,
+ * then less often (a quarter of its age, within the backoff bounds). */
+static int64_t poll_ms(const struct pt_sync *s, const struct pt_charge *c, int64_t now)
+{
+    int64_t age = c->first_sent_at ? now - c->first_sent_at : 0;
+    int64_t d = age / 4;
+    if (d < s->opt.cfg->sync_backoff_base_ms)
+        d = s->opt.cfg->sync_backoff_base_ms;
+    if (d > s->opt.cfg->sync_backoff_max_ms)
+        d = s->opt.cfg->sync_backoff_max_ms;
+    return d;
+}
+
+static void nonce(const struct pt_sync *s, char out[33])
+{
+    unsigned char r[16];
+    s->opt.platform->random(s->opt.platform->ctx, r, sizeof r);
+    pt_hex_encode(r, sizeof r, out);
+}
+
+/* Commits the current transaction, or rolls back on an error code. */
+static int finish(struct pt_store *st, int rc)
+{
+    if (rc == PT_OK || rc == PT_EEXIST || rc == PT_ESTATE)
+        return pt_store_commit(st);
+    pt_store_rollback(st);
+    return rc;
+}
+
+/* ---- one request to a gateway -------------------------------------------------- */
+
+/*
+ * Builds and sends op for c.  Returns the transport's verdict (PT_OK with
+ * *res filled from the adapter, PT_ENOTSENT, PT_ENOANSWER) or a build error.
+ */
+static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
+                struct pt_gw_result *res)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
+    const struct pt_transport *t = s->opt.platform->transport;
+    if (!gw || !cfg || !t)
+        return PT_ECONFIG;
+    char n[33];
+    nonce(s, n);
+    struct pt_gw_env env = {.now_ms = now_ms(s), .nonce = n};
+    struct pt_http_request req = {0};
+    int rc = gw->build(cfg, op, c, &env, &req);
+    if (rc)
+        return rc;
+    struct pt_http_response resp = {0};
+    rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
+    pt_http_request_free(&req);
+    memset(res, 0, sizeof *res);
+    if (rc == PT_OK) {
+        set_reach(s, c->gateway, 1);
+        gw->parse(cfg, op, c, &resp, res);
+        pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway,
+                     op == PT_GW_PAY ? "pay" : op == PT_GW_QUERY ? "query" : "cancel",
+                     c->order_id, resp.status, pt_outcome_name(res->outcome), res->code);
+    } else if (rc == PT_ENOTSENT) {
+        set_reach(s, c->gateway, 0);
+    }
+    pt_http_response_free(&resp);
+    return rc;
+}
+
+/* ---- outcomes onto the state machine ----------------------------------------------- */
+
+static int raise_review(struct pt_store *st, struct pt_charge *c, const char *reason,
+                        const char *actor, int64_t now)
+{
+    if (c->review)
+        return PT_OK;
+    int rc = pt_charge_review(st, c, 1, reason, actor, now);
+    return rc == PT_EEXIST ? PT_OK : rc;
+}
+
+/* Moves c according to an adapter outcome.  Inside a transaction. */
+static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, enum pt_gw_op op,
+                 const struct pt_gw_result *r, int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    if (r->trade_no[0])
+        p.gateway_trade_no = r->trade_no;
+    if (r->action_url[0])
+        p.action_url = r->action_url;
+    char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
+    snprintf(detail, sizeof detail, "%s%s%s", r->code, r->code[0] && r->message[0] ? ": " : "",
+             r->message);
+    int rc = PT_OK;
+    switch (r->outcome) {
+    case PT_OUTCOME_SUCCESS:
+        count_sync(c->gateway, PT_MS_SUCCESS);
+        rc = pt_charge_gateway_succeeded(st, c, &p, "sync", detail, now);
+        break;
+    case PT_OUTCOME_DECLINED:
+        count_sync(c->gateway, PT_MS_DECLINED);
+        p.error_code = r->code[0] ? r->code : "declined";
+        p.error_message = r->message[0] ? r->message : "declined by the gateway";
+        rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "gateway_declined", "sync", detail,
+                                  now);
+        break;
+    case PT_OUTCOME_PENDING:
+        count_sync(c->gateway, PT_MS_PENDING);
+        p.next_attempt_at = now + poll_ms(s, c, now);
+        rc = pt_charge_transition(st, c, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
+                                  now);
+        if (rc == PT_EEXIST) /* still waiting for the customer: poll later */
+            rc = pt_store_charge_patch(st, c->id, &p, now);
+        break;
+    case PT_OUTCOME_CANCELED:
+        count_sync(c->gateway, PT_MS_CANCELED);
+        /* PROCESSING -> CANCELED is not a transition: a pay answered
+         * "closed" leaves the charge UNKNOWN and the next query settles it. */
+        if (c->state == PT_STATE_PROCESSING) {
+            p.next_attempt_at = now;
+            rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_closed", "sync",
+                                      detail, now);
+        } else {
+            rc = pt_charge_transition(st, c, PT_STATE_CANCELED, &p, "gateway_canceled", "sync",
+                                      detail, now);
+        }
+        break;
+    case PT_OUTCOME_NOT_FOUND:
+    case PT_OUTCOME_AMBIGUOUS:
+        count_sync(c->gateway, r->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND
+                                                                  : PT_MS_AMBIGUOUS);
+        if (op == PT_GW_PAY)
+            p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
+        p.next_attempt_at = now + backoff_ms(s, c->attempts + p.attempts_add);
+        if (c->state == PT_STATE_PROCESSING)
+            rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
+                                      detail, now);
+        else
+            rc = pt_store_charge_patch(st, c->id, &p, now);
+        if (rc == PT_OK)
+            rc = pt_store_charge_get_by_id(st, c->id, c);
+        if (rc == PT_OK && r->review)
+            rc = raise_review(st, c, r->code[0] ? r->code : "gateway_review", "sync", now);
+        break;
+    }
+    return rc;
+}
+
+/* ---- sending ------------------------------------------------------------------------ */
+
+/*
+ * Records what became of a pay request (inside a transaction): the
+ * transport's verdict `sent` and, for an answer, the adapter's result.
+ */
+static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
+                  int sent, const struct pt_gw_result *res, int64_t now)
+{
+    struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
+    int rc;
+    if (sent == PT_ENOTSENT) {
+        count_sync(c->gateway, PT_MS_NOT_SENT);
+        q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
+        /* Provably not sent this time.  A first send goes back to the queue;
+         * a resend does not, because an earlier attempt may have arrived. */
+        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q,
+                                  "not_sent", "sync", "gateway unreachable", now);
+    } else if (sent == PT_ENOANSWER) {
+        count_sync(c->gateway, PT_MS_AMBIGUOUS);
+        q.attempts_add = 1;
+        q.next_attempt_at = now + backoff_ms(s, c->attempts + 1);
+        rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
+                                  "sent, no answer (timeout or connection lost)", now);
+    } else if (sent == PT_OK) {
+        rc = apply(s, st, c, PT_GW_PAY, res, now);
+    } else {
+        /* The request could not even be built (a key missing from the
+         * configuration): nothing left the device. */
+        pt_log_error("charge %s: cannot build the %s request: %s", c->order_id, c->gateway,
+                     pt_strerror(sent));
+        q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+        q.error_code = "gateway_config";
+        q.error_message = "the gateway request could not be built; check the configuration";
+        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q,
+                                  "not_sent", "sync", pt_strerror(sent), now);
+        if (rc == PT_OK)
+            rc = raise_review(st, c, "gateway_config", "sync", now);
+    }
+    return rc;
+}
+
+/* The PROCESSING patch: sent now, and not picked up by anyone else until
+ * `sends` requests of request_timeout_ms each must be over. */
+static struct pt_charge_patch processing_patch(const struct pt_sync *s, int64_t now, int sends)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.first_sent_at = now;
+    p.next_attempt_at = now + sends * s->opt.cfg->sync_request_timeout_ms + IN_FLIGHT_MARGIN_MS;
+    return p;
+}
+
+/*
+ * Sends the pay request for c (INIT, or UNKNOWN for a resend).  Commits
+ * PROCESSING first; commits the outcome after.  *c is re-read.
+ */
+static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    int64_t now = now_ms(s);
+    int resend = c->state != PT_STATE_INIT;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = processing_patch(s, now, 1);
+    rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
+                              NULL, now);
+    if (rc) /* someone else moved it (another thread, a notification): not ours */
+        return finish(st, rc);
+    if ((rc = pt_store_commit(st)))
+        return rc;
+
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_PAY, c, &res);
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = finish(st, settle(s, st, c, resend, sent, &res, now));
+    if (rc == PT_OK)
+        rc = pt_store_charge_get_by_id(st, c->id, c);
+    return rc;
+}
+
+/*
+ * Sends a run of queued (INIT) charges with two durable commits for the
+ * whole run instead of two per charge: one that moves them all to
+ * PROCESSING before the first request leaves, one for all the outcomes.
+ * A crash in between leaves them PROCESSING, which the next drain resolves
+ * by query like any interrupted send.  Expired charges fail in the first
+ * commit and are never sent.
+ */
+static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
+                       int *skip, struct pt_drain_stats *stats)
+{
+    int armed[SEND_BATCH] = {0}, sent[SEND_BATCH];
+    struct pt_gw_result *res = calloc((size_t)n, sizeof *res);
+    if (!res)
+        return PT_ENOMEM;
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        goto out;
+    struct pt_charge_patch p = processing_patch(s, now, n);
+    for (int i = 0; i < n && !rc; i++) {
+        struct pt_charge *c = &cs[i];
+        int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
+        if (max_age > 0 && now - c->created_at > max_age * 1000) {
+            struct pt_charge_patch e = PT_CHARGE_PATCH_NONE;
+            e.error_code = "offline_expired";
+            e.error_message = "the charge waited offline longer than offline.max_age_s allows";
+            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
+                                      NULL, now);
+            stats->expired++;
+        } else {
+            rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
+            armed[i] = rc == PT_OK;
+        }
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    if ((rc = finish(st, rc)))
+        goto out;
+
+    for (int i = 0; i < n; i++) {
+        if (!armed[i])
+            continue;
+        int g = gw_index(cs[i].gateway);
+        if (skip[g]) {
+            sent[i] = PT_ENOTSENT; /* never attempted: the gateway just failed us */
+            continue;
+        }
+        sent[i] = call(s, PT_GW_PAY, &cs[i], &res[i]);
+        if (sent[i] == PT_ENOTSENT) {
+            skip[g] = 1;
+            stats->not_sent++;
+        } else {
+            stats->sent++;
+        }
+    }
+
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        goto out;
+    for (int i = 0; i < n && !rc; i++) {
+        if (!armed[i])
+            continue;
+        rc = settle(s, st, &cs[i], 0, sent[i], &res[i], now);
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    rc = finish(st, rc);
+out:
+    free(res);
+    return rc;
+}
+
+/* Asks the gateway to cancel/close/reverse c; commits the outcome. */
+static int send_cancel(struct pt_sync *s, struct pt_store *st, struct pt_charge *c,
+                       const char *why)
+{
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_CANCEL, c, &res);
+    int64_t now = now_ms(s);
+    if (sent == PT_EUNSUPPORTED)
+        return sent;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    if (sent == PT_OK) {
+        if (res.outcome == PT_OUTCOME_CANCELED || res.outcome == PT_OUTCOME_NOT_FOUND) {
+            /* Closed at the gateway, or it never had the order: either way no
+             * money can move for it any more. */
+            struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+            if (res.trade_no[0])
+                p.gateway_trade_no = res.trade_no;
+            count_sync(c->gateway, PT_MS_CANCELED);
+            if (c->state == PT_STATE_PROCESSING)
+                rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, why, "sync", NULL, now);
+            if (rc == PT_OK || rc == PT_EEXIST)
+                rc = pt_charge_transition(st, c, PT_STATE_CANCELED, &p, why, "sync", res.code,
+                                          now);
+        } else {
+            rc = apply(s, st, c, PT_GW_CANCEL, &res, now);
+        }
+    } else {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now + backoff_ms(s, c->attempts);
+        rc = pt_store_charge_patch(st, c->id, &p, now);
+    }
+    rc = finish(st, rc);
+    if (rc == PT_OK)
+        rc = pt_store_charge_get_by_id(st, c->id, c);
+    return rc;
+}
+
+/* ---- resolving UNKNOWN and PENDING --------------------------------------------------- */
+
+static int resend_allowed(const struct pt_sync *s, const struct pt_charge *c, int64_t now)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    int64_t window_ms = gw ? gw->resend_window_s * 1000 : 0;
+    /* An Alipay barcode pay is keyed by out_trade_no and may be repeated
+     * while the customer's auth code is still valid. */
+    const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
+    if (strcmp(c->method, "barcode") == 0 && cfg && cfg->barcode_timeout_s > 0)
+        window_ms = (int64_t)cfg->barcode_timeout_s * 1000;
+    return window_ms > 0 && c->first_sent_at && now - c->first_sent_at < window_ms;
+}
+
+static int barcode_expired(const struct pt_sync *s, const struct pt_charge *c, int64_t now)
+{
+    const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
+    return strcmp(c->gateway, "alipay") == 0 && strcmp(c->method, "barcode") == 0 && cfg &&
+           c->first_sent_at && now - c->first_sent_at >= (int64_t)cfg->barcode_timeout_s * 1000;
+}
+
+/* Raises review when the charge has been unresolved too long or too often. */
+static int check_limits(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int64_t now)
+{
+    if (c->review || pt_state_is_final(c->state))
+        return PT_OK;
+    const char *reason = NULL;
+    if (c->attempts >= s->opt.cfg->sync_max_attempts)
+        reason = "max_attempts";
+    else if (c->first_sent_at &&
+             now - c->first_sent_at >= s->opt.cfg->sync_resolve_timeout_s * 1000)
+        reason = "resolve_timeout";
+    if (!reason)
+        return PT_OK;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    rc = raise_review(st, c, reason, "sync", now);
+    return finish(st, rc);
+}
+
+static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_QUERY, c, &res);
+    int64_t now = now_ms(s);
+    int rc;
+    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && c->state == PT_STATE_UNKNOWN) {
+        /* The gateway has no such order: our send never arrived. */
+        count_sync(c->gateway, PT_MS_NOT_FOUND);
+        if (resend_allowed(s, c, now)) {
+            pt_log_info("charge %s: gateway has no record, resending with the same key",
+                        c->order_id);
+            return send_pay(s, st, c);
+        }
+        if (strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) {
+            /* No code or page was ever issued, so nobody can pay it. */
+            if ((rc = pt_store_begin(st)))
+                return rc;
+            struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+            p.error_code = "not_created";
+            p.error_message = "the gateway never created this order";
+            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "gateway_not_found", "sync",
+                                      NULL, now);
+            return finish(st, rc);
+        }
+    }
+    if (sent == PT_OK && (res.outcome == PT_OUTCOME_PENDING || c->state == PT_STATE_PENDING) &&
+        res.outcome != PT_OUTCOME_SUCCESS && res.outcome != PT_OUTCOME_DECLINED &&
+        res.outcome != PT_OUTCOME_CANCELED && barcode_expired(s, c, now)) {
+        /* Still WAIT_BUYER_PAY (or unresolved) after the auth code expired:
+         * reverse it so it cannot complete behind our back. */
+        pt_log_info("charge %s: unpaid after barcode_timeout_s, canceling", c->order_id);
+        return send_cancel(s, st, c, "barcode_timeout");
+    }
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    if (sent == PT_OK) {
+        if (res.outcome == PT_OUTCOME_NOT_FOUND) {
+            struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+            p.attempts_add = 1; /* unresolvable by query: counts toward review */
+            p.next_attempt_at = now + backoff_ms(s, c->attempts + 1);
+            rc = pt_store_charge_patch(st, c->id, &p, now);
+            if (rc == PT_OK)
+                rc = pt_store_charge_get_by_id(st, c->id, c);
+        } else {
+            rc = apply(s, st, c, PT_GW_QUERY, &res, now);
+        }
+    } else {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = sent == PT_ENOTSENT ? now + s->opt.cfg->sync_interval_s * 1000
+                                                : now + backoff_ms(s, c->attempts);
+        count_sync(c->gateway, sent == PT_ENOTSENT ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+        rc = pt_store_charge_patch(st, c->id, &p, now);
+    }
+    rc = finish(st, rc);
+    if (rc == PT_OK)
+        rc = pt_store_charge_get_by_id(st, c->id, c);
+    if (rc == PT_OK)
+        rc = check_limits(s, st, c, now);
+    return rc;
+}
+
+/* A PROCESSING charge that is due was being sent when the process died (or
+ * its sender gave up): whether it left is unknown. */
+static int recover_processing(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now;
+    p.attempts_add = 1;
+    rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "interrupted_send", "sync",
+                              "the send was interrupted (restart or timeout)", now);
+    return finish(st, rc);
+}
+
+/* ---- public entry points ---------------------------------------------------------------- */
+
+int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
+{
+    struct pt_sync *s = calloc(1, sizeof *s);
+    if (!s)
+        return PT_ENOMEM;
+    s->opt = *opt;
+    for (int i = 0; i < PT_MG__COUNT; i++)
+        atomic_store(&pt_metrics.online[i], opt->gw[i] ? 1 : 0);
+    *out = s;
+    return PT_OK;
+}
+
+void pt_sync_destroy(struct pt_sync *s)
+{
+    free(s);
+}
+
+struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
+{
+    return (struct pt_online_ops){.reachable = pt_sync_reachable,
+                                  .charge_now = pt_sync_charge_now,
+                                  .cancel_now = pt_sync_cancel_now,
+                                  .wake = pt_sync_wake,
+                                  .ctx = s};
+}
+
+int pt_sync_charge_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
+{
+    (void)now;
+    return send_pay(p, st, c);
+}
+
+int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
+{
+    struct pt_sync *s = p;
+    (void)now;
+    /* Stripe cancels a PaymentIntent by id: find it first if we never
+     * learned it. */
+    if (!c->gateway_trade_no[0] && strcmp(c->gateway, "stripe") == 0) {
+        int rc = resolve(s, st, c);
+        if (rc)
+            return rc;
+        if (pt_state_is_final(c->state) || !c->gateway_trade_no[0]) {
+            if (pt_state_is_final(c->state))
+                return PT_OK;
+            /* No PaymentIntent exists for this order: nothing can charge it. */
+            int64_t t = now_ms(s);
+            if ((rc = pt_store_begin(st)))
+                return rc;
+            if (c->state == PT_STATE_PROCESSING)
+                rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, NULL, "canceled_by_client",
+                                          "api", NULL, t);
+            if (rc == PT_OK || rc == PT_EEXIST)
+                rc = pt_charge_transition(st, c, PT_STATE_CANCELED, NULL, "canceled_by_client",
+                                          "api", "no PaymentIntent at Stripe", t);
+            return finish(st, rc);
+        }
+    }
+    int rc = send_cancel(s, st, c, "canceled_by_client");
+    return rc == PT_EUNSUPPORTED ? PT_OK : rc;
+}
+
+int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    struct pt_charge *batch = malloc(sizeof *batch * DRAIN_BATCH);
+    if (!batch)
+        return PT_ENOMEM;
+    /* Gateways known to be unreachable are left alone (their charges are
+     * not even touched: the probe says when to come back); one found
+     * unreachable during the pass is skipped for the rest of it. */
+    int skip[PT_MG__COUNT], usable = 0;
+    for (int i = 0; i < PT_MG__COUNT; i++) {
+        skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
+        usable += !skip[i];
+    }
+    int rc = PT_OK;
+    if (!usable) { /* offline: nothing to walk until a probe succeeds */
+        free(batch);
+        return pt_store_charges_next_due(st, &stats->next_due);
+    }
+    int64_t cursor = 0; /* one walk through the due charges, by id */
+    for (;;) {
+        int64_t now = now_ms(s);
+        int n = 0;
+        if ((rc = pt_store_charges_due(st, now, cursor, DRAIN_BATCH, batch, &n)) || n == 0)
+            break;
+        for (int i = 0; i < n && rc == PT_OK; i++) {
+            struct pt_charge *c = &batch[i];
+            int g = gw_index(c->gateway);
+            cursor = c->id;
+            if (g < 0 || skip[g])
+                continue;
+            stats->examined++;
+            switch (c->state) {
+            case PT_STATE_INIT: {
+                /* This charge and the queued ones right after it (in id
+                 * order, gateways still reachable) go out as one run. */
+                struct pt_charge run[SEND_BATCH];
+                int k = 0;
+                run[k++] = *c;
+                while (k < SEND_BATCH && i + 1 < n && batch[i + 1].state == PT_STATE_INIT) {
+                    int g2 = gw_index(batch[i + 1].gateway);
+                    if (g2 < 0 || skip[g2])
+                        break;
+                    run[k++] = batch[++i];
+                    stats->examined++;
+                }
+                cursor = batch[i].id;
+                rc = send_queued(s, st, run, k, skip, stats);
+                break;
+            }
+            case PT_STATE_PROCESSING:
+                rc = recover_processing(s, st, c);
+                cursor = c->id - 1; /* now UNKNOWN and due: resolve it in this pass */
+                break;
+            case PT_STATE_UNKNOWN:
+            case PT_STATE_PENDING:
+                rc = resolve(s, st, c);
+                stats->queries++;
+                if (!pt_sync_reachable(s, c->gateway))
+                    skip[g] = 1;
+                break;
+            default:
+                break;
+            }
+        }
+        if (rc)
+            break;
+    }
+    free(batch);
+    if (rc == PT_OK)
+        rc = pt_store_charges_next_due(st, &stats->next_due);
+    return rc;
+}
+
+int pt_sync_probe(struct pt_sync *s)
+{
+    const struct pt_transport *t = s->opt.platform->transport;
+    int down = 0;
+    for (int i = 0; i < PT_MG__COUNT; i++) {
+        if (!s->opt.gw[i] || atomic_load(&s->reach[i]) != REACH_DOWN || !t)
+            continue;
+        /* Any HTTP answer (404 included) proves the path works; no secrets,
+         * no signature, no side effect at the gateway. */
+        struct pt_http_request req = {.method = "GET"};
+        req.url = strdup(s->opt.gw[i]->endpoint);
+        struct pt_http_response resp = {0};
+        int rc = req.url ? t->send(t->ctx, pt_metric_gateway_name(i), &req, 5000, &resp)
+                         : PT_ENOMEM;
+        pt_http_request_free(&req);
+        pt_http_response_free(&resp);
+        if (rc == PT_OK)
+            set_reach(s, pt_metric_gateway_name(i), 1);
+        else
+            down++;
+    }
+    return down;
+}
+
+/* ---- notifications ------------------------------------------------------------------------ */
+
+static void notify_reply(struct pt_reply *out, const struct pt_gateway *gw, int ok,
+                         const char **content_type)
+{
+    memset(out, 0, sizeof *out);
+    out->status = ok ? 200 : 400;
+    const char *body = ok ? gw->notify_ok_body : gw->notify_fail_body;
+    out->body = strdup(body ? body : "");
+    out->len = out->body ? strlen(out->body) : 0;
+    *content_type = ok ? gw->notify_ok_type : gw->notify_fail_type;
+}
+
+static void count_notify(const char *gateway, enum pt_metric_notify what)
+{
+    int i = gw_index(gateway);
+    if (i >= 0)
+        atomic_fetch_add(&pt_metrics.notifications[i][what], 1);
+}
+
+/* The merchant id a gateway's notifications carry, from our configuration. */
+static const char *our_merchant(const struct pt_gw_config *cfg)
+{
+    if (strcmp(cfg->name, "alipay") == 0)
+        return cfg->app_id;
+    if (strcmp(cfg->name, "stripe") == 0)
+        return "";
+    return cfg->merchant_id;
+}
+
+int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
+                   const struct pt_http_response *msg, struct pt_reply *out,
+                   const char **content_type)
+{
+    struct pt_sync *s = p;
+    const struct pt_gateway *gw = pt_gateway_find(gateway);
+    const struct pt_gw_config *cfg = gw_cfg(s, gateway);
+    if (!gw || !cfg) {
+        memset(out, 0, sizeof *out);
+        pt_reply_error(out, 404, "not_found", "gateway %s is not configured", gateway);
+        *content_type = "application/json";
+        return PT_OK;
+    }
+    int64_t now = now_ms(s);
+    struct pt_gw_env env = {.now_ms = now};
+    struct pt_notification n;
+    memset(&n, 0, sizeof n);
+    int rc = gw->parse_notify(cfg, msg, &env, &n);
+    if (rc != PT_OK) {
+        /* Never applied; the gateway retries, and a forger learns nothing. */
+        count_notify(gateway, rc == PT_ESIG ? PT_MN_BAD_SIGNATURE : PT_MN_MALFORMED);
+        pt_log_warn("notification from %s rejected: %s", gateway,
+                    rc == PT_ESIG ? "signature does not verify" : "malformed");
+        notify_reply(out, gw, 0, content_type);
+        return PT_OK;
+    }
+    if (!n.relevant) {
+        count_notify(gateway, PT_MN_IGNORED);
+        notify_reply(out, gw, 1, content_type);
+        return PT_OK;
+    }
+    if ((rc = pt_store_begin(st)))
+        goto storage;
+    struct pt_charge c;
+    int have = pt_store_charge_get(st, n.order_id, &c, NULL);
+    const char *outcome = "applied";
+    rc = pt_store_notification_insert(st, gateway, n.dedup_id, n.order_id,
+                                      pt_outcome_name(n.status), "received", now);
+    if (rc == PT_EEXIST) {
+        /* At-least-once delivery: acknowledged again, applied once. */
+        pt_store_rollback(st);
+        count_notify(gateway, PT_MN_DUPLICATE);
+        pt_log_debug("duplicate notification %s/%s", gateway, n.dedup_id);
+        notify_reply(out, gw, 1, content_type);
+        return PT_OK;
+    }
+    if (rc)
+        goto storage_rollback;
+    char actor[32];
+    snprintf(actor, sizeof actor, "notify:%s", gateway);
+    if (have == PT_ENOTFOUND) {
+        pt_log_warn("notification from %s for unknown order %s", gateway, n.order_id);
+        count_notify(gateway, PT_MN_IGNORED);
+        outcome = "unknown_order";
+        rc = PT_OK;
+    } else if (have != PT_OK) {
+        rc = have;
+        goto storage_rollback;
+    } else {
+        /* Cross-check before believing it: the amount, the currency and the
+         * merchant it was paid to must be ours. */
+        char reason[PT_MESSAGE_MAX] = "";
+        if (n.status == PT_OUTCOME_SUCCESS && n.amount <= 0)
+            snprintf(reason, sizeof reason, "notification_without_amount");
+        else if (n.amount > 0 && n.amount != c.amount)
+            snprintf(reason, sizeof reason, "amount_mismatch: notified %lld, charged %lld",
+                     (long long)n.amount, (long long)c.amount);
+        else if (n.currency[0] && strcmp(n.currency, c.currency) != 0)
+            snprintf(reason, sizeof reason, "currency_mismatch: notified %s, charged %s",
+                     n.currency, c.currency);
+        else if (n.merchant_id[0] && strcmp(n.merchant_id, our_merchant(cfg)) != 0)
+            snprintf(reason, sizeof reason, "merchant_mismatch: notified %s", n.merchant_id);
+        struct pt_charge_patch patch = PT_CHARGE_PATCH_NONE;
+        if (n.trade_no[0])
+            patch.gateway_trade_no = n.trade_no;
+        if (reason[0]) {
+            outcome = "review";
+            count_notify(gateway, PT_MN_REVIEW);
+            rc = raise_review(st, &c, reason, actor, now);
+        } else if (n.status == PT_OUTCOME_SUCCESS) {
+            count_notify(gateway, PT_MN_APPLIED);
+            rc = pt_charge_gateway_succeeded(st, &c, &patch, actor, n.dedup_id, now);
+        } else if (n.status == PT_OUTCOME_DECLINED || n.status == PT_OUTCOME_CANCELED) {
+            count_notify(gateway, PT_MN_APPLIED);
+            enum pt_state to =
+                n.status == PT_OUTCOME_DECLINED ? PT_STATE_FAILED : PT_STATE_CANCELED;
+            if (to == PT_STATE_FAILED) {
+                patch.error_code = "declined";
+                patch.error_message = "the gateway reported the payment failed";
+            }
+            rc = pt_charge_transition(st, &c, to, &patch,
+                                      to == PT_STATE_FAILED ? "gateway_declined"
+                                                            : "gateway_closed",
+                                      actor, n.dedup_id, now);
+        } else {
+            count_notify(gateway, PT_MN_IGNORED);
+            outcome = "ignored";
+        }
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    if (rc)
+        goto storage_rollback;
+    pt_log_info("notification %s/%s order=%s: %s", gateway, n.dedup_id, n.order_id, outcome);
+    if ((rc = pt_store_commit(st)))
+        goto storage;
+    notify_reply(out, gw, 1, content_type);
+    return PT_OK;
+storage_rollback:
+    pt_store_rollback(st);
+storage:
+    /* Not acknowledged: the gateway will deliver it again. */
+    pt_log_error("notification from %s not applied: %s", gateway, pt_strerror(rc));
+    notify_reply(out, gw, 0, content_type);
+    out->status = 503;
+    return rc;
+}

@@ -1,0 +1,99 @@
+/*
+ * sync.h - the sync engine: sends queued charges, resolves the ones whose
+ * outcome is not known, and applies gateway notifications (SPEC section 7).
+ *
+ * Every gateway call follows the same discipline: the transition that says
+ * "we are about to send" (INIT -> PROCESSING) is committed before a byte
+ * leaves, the request carries the charge's stable order_id as the gateway's
+ * idempotency key, and the transport's answer decides the next state:
+ *   not sent (PT_ENOTSENT)        -> back to INIT, retried when reachable
+ *   sent, no answer (PT_ENOANSWER)-> UNKNOWN, resolved by query with backoff
+ *   an HTTP answer                -> the adapter's outcome class
+ * Counters and the next attempt time live in the charge row, so a reboot
+ * resumes where it left off.
+ *
+ * One pt_sync is shared by the daemon's threads: the background drain and
+ * the HTTP threads that send a fresh charge at once.  Each caller passes its
+ * own store connection.
+ */
+#ifndef PT_SYNC_H
+#define PT_SYNC_H
+
+#include <stdint.h>
+
+#include "charge.h"
+#include "config.h"
+#include "gateway.h"
+#include "intake.h"
+#include "metrics.h"
+#include "platform.h"
+#include "store.h"
+
+struct pt_sync_options {
+    const struct pt_config *cfg;               /* sync.* and offline.* settings */
+    struct pt_gw_config *gw[PT_MG__COUNT];     /* by pt_metric_gateway_index; NULL = absent */
+    const struct pt_platform *platform;        /* clock, randomness, transport */
+    /* Called when there is work for a drain pass: a gateway became reachable
+     * again, or a charge was queued or left UNKNOWN/PENDING.  May be NULL. */
+    void (*wake)(void *ctx);
+    void *ctx;
+};
+
+struct pt_sync;
+
+int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out);
+void pt_sync_destroy(struct pt_sync *s);
+
+/* The hooks the intake uses for the online path (ctx = the pt_sync). */
+struct pt_online_ops pt_sync_online_ops(struct pt_sync *s);
+
+/* Last observed reachability: 1 reachable, 0 not.  Unknown counts as
+ * reachable (so the first charge after start tries the network). */
+int pt_sync_reachable(void *s, const char *gateway);
+/* True when every configured gateway is reachable. */
+int pt_sync_online(void *s);
+
+/* Asks for a drain pass soon (pt_online_ops.wake). */
+void pt_sync_wake(void *s);
+
+/* Sends one fresh INIT charge now (pt_online_ops.charge_now). */
+int pt_sync_charge_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
+
+/* Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway. */
+int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
+
+struct pt_drain_stats {
+    int examined;
+    int sent;      /* pay requests that left (or may have left) the device */
+    int queries;
+    int not_sent;
+    int expired;
+    int64_t next_due; /* earliest next_attempt_at left, 0 = nothing pending */
+};
+
+/*
+ * One pass over every due charge, oldest first: send, query, expire, cancel
+ * unpaid barcodes, raise review.  A gateway found unreachable is skipped for
+ * the rest of the pass (its charges wait for the next one).  Returns PT_OK or
+ * a storage error.
+ */
+int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats *stats);
+
+/*
+ * Cheap reachability probe of every gateway currently marked unreachable: an
+ * unauthenticated request to its endpoint; any HTTP answer means reachable.
+ * Returns the number of gateways still unreachable.
+ */
+int pt_sync_probe(struct pt_sync *s);
+
+/*
+ * Applies one gateway notification (the API's notify hook): verifies it with
+ * the adapter, de-duplicates by (gateway, dedup id), cross-checks amount,
+ * currency and merchant id against the local charge, and moves the charge.
+ * Fills *out with the gateway's expected reply and *content_type.
+ */
+int pt_sync_notify(void *s, struct pt_store *st, const char *gateway,
+                   const struct pt_http_response *msg, struct pt_reply *out,
+                   const char **content_type);
+
+#endif

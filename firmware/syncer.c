@@ -1,0 +1,146 @@
+/*
+ * syncer.c - the sync engine's background thread (see syncer.h).
+ */
+#include "syncer.h"
+#include "err.h"
+#include "linux.h"
+#include "log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct pt_syncer {
+    struct pt_sync *sync;
+    const struct pt_config *cfg;
+    struct pt_store *st;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    int wake, stop;
+};
+
+void pt_syncer_wake(void *p)
+{
+    struct pt_syncer *y = p;
+    pthread_mutex_lock(&y->mu);
+    y->wake = 1;
+    pthread_cond_signal(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+}
+
+static void *run(void *p)
+{
+    struct pt_syncer *y = p;
+    int64_t interval = y->cfg->sync_interval_s * 1000;
+    int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
+    int64_t next_probe = 0;
+    int64_t clock_skew = pt_linux_now_ms() - pt_linux_mono_ms();
+    for (;;) {
+        pthread_mutex_lock(&y->mu);
+        while (!y->stop && !y->wake) {
+            if (next) {
+                int64_t left = next - pt_linux_mono_ms();
+                if (left <= 0)
+                    break;
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_sec += left / 1000;
+                ts.tv_nsec += (left % 1000) * 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&y->cv, &y->mu, &ts);
+            } else {
+                pthread_cond_wait(&y->cv, &y->mu);
+            }
+        }
+        int stop = y->stop;
+        y->wake = 0;
+        pthread_mutex_unlock(&y->mu);
+        if (stop)
+            break;
+
+        /* Probing an unreachable gateway costs a connection attempt: at most
+         * once per interval, however often new charges wake us. */
+        if (pt_linux_mono_ms() >= next_probe) {
+            pt_sync_probe(y->sync);
+            next_probe = pt_linux_mono_ms() + interval;
+        }
+        struct pt_drain_stats ds;
+        int rc = pt_sync_drain(y->sync, y->st, &ds);
+        if (rc)
+            pt_log_error("sync: drain failed: %s (%s)", pt_strerror(rc), pt_store_errmsg(y->st));
+        else if (ds.examined)
+            pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
+                        ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
+        int down = !pt_sync_online(y->sync);
+
+        /* Next pass: when the earliest charge is due, never sooner than a
+         * second from now (no busy loop), and every interval while a gateway
+         * is down and work waits. */
+        int64_t now = pt_linux_mono_ms();
+        clock_skew = pt_linux_now_ms() - now;
+        next = 0;
+        if (rc || (down && ds.next_due)) {
+            /* Work waits for a gateway that is down: look again (probe)
+             * every interval, not every second. */
+            next = next_probe > now ? next_probe : now + interval;
+        } else if (ds.next_due) {
+            next = ds.next_due - clock_skew;
+            if (next < now + 1000)
+                next = now + 1000;
+        }
+    }
+    return NULL;
+}
+
+int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
+                    void (*event_hook)(void *), void *hook_ctx, struct pt_syncer **out)
+{
+    struct pt_syncer *y = calloc(1, sizeof *y);
+    if (!y)
+        return PT_ENOMEM;
+    y->sync = sync;
+    y->cfg = cfg;
+    char err[1024];
+    struct pt_store_options o = {.path = db_path, .synchronous_normal = cfg->synchronous_normal};
+    int rc = pt_store_open(&o, &y->st, err, sizeof err);
+    if (rc) {
+        pt_log_error("%s", err);
+        free(y);
+        return rc;
+    }
+    if (event_hook)
+        pt_store_set_event_hook(y->st, event_hook, hook_ctx);
+    pthread_mutex_init(&y->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&y->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    y->wake = 1; /* first pass at start: resume what a reboot interrupted */
+    if (pthread_create(&y->thread, NULL, run, y) != 0) {
+        pt_store_close(y->st);
+        free(y);
+        return PT_ESYS;
+    }
+    *out = y;
+    return PT_OK;
+}
+
+void pt_syncer_stop(struct pt_syncer *y)
+{
+    if (!y)
+        return;
+    pthread_mutex_lock(&y->mu);
+    y->stop = 1;
+    pthread_cond_signal(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+    pthread_join(y->thread, NULL);
+    pthread_cond_destroy(&y->cv);
+    pthread_mutex_destroy(&y->mu);
+    pt_store_close(y->st);
+    free(y);
+}

@@ -1,0 +1,27 @@
+/*
+ * syncer.h - the background thread that runs the sync engine's drains.
+ *
+ * It sleeps until there is something to do: a charge is due (the earliest
+ * next_attempt_at in the database), a gateway came back, POST /v1/sync, or a
+ * new charge was queued.  While a gateway is unreachable it probes it every
+ * sync.interval_s.  With nothing queued and every gateway reachable it does
+ * not wake at all.
+ */
+#ifndef PT_SYNCER_H
+#define PT_SYNCER_H
+
+#include "sync.h"
+
+struct pt_syncer;
+
+/* Starts the thread with its own connection to db_path. */
+int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
+                    void (*event_hook)(void *), void *hook_ctx, struct pt_syncer **out);
+
+/* Asks for a pass now (thread-safe, cheap). */
+void pt_syncer_wake(void *syncer);
+
+/* Finishes the pass in progress and joins the thread.  NULL ok. */
+void pt_syncer_stop(struct pt_syncer *y);
+
+#endif

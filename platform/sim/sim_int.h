@@ -1,0 +1,324 @@
+/*
+ * sim_int.h - what the simulator's files share (not for use outside
+ * platform/sim).
+ *
+ * sim.c        server: listener, one thread per TLS connection, HTTP/1.1
+ *              keep-alive, routing, faults, the /_sim control endpoints
+ * sim_files.c  DIR: CA, server certificate, gateway and merchant keys,
+ *              secrets, gateways.json
+ * sim_ledger.c the SQLite ledger (trades, Stripe keys, notification outbox)
+ * sim_notify.c the scheduler thread: the simulated customer paying QR and
+ *              redirect orders, and notification delivery with retries
+ * sim_util.c   HTTP message helpers, URL decoding, ids, clocks
+ * sim_<gw>.c   one file per gateway's wire protocol, one table each
+ *
+ * Locking: one mutex, pt_sim.lk, guards the ledger, the fault table, the
+ * connection list and the outbox, and is the mutex of the scheduler's
+ * condition variable.  Handlers hold it only around their ledger logic, never
+ * across network I/O, crypto-heavy work they can do first, or a delay fault.
+ */
+#ifndef PT_SIM_INT_H
+#define PT_SIM_INT_H
+
+#include "sim.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+
+struct pt_pk;
+struct pt_drbg;
+struct sqlite3;
+struct sqlite3_stmt;
+
+#define SIM_HEAD_MAX (16 * 1024)   /* request line + headers */
+#define SIM_BODY_MAX (256 * 1024)  /* request body */
+#define SIM_MAX_HEADERS 48
+#define SIM_MAX_CONNS 128
+#define SIM_MAX_FAULTS 16
+#define SIM_MAX_INFLIGHT 256
+#define SIM_RESP_HEADERS 12
+#define SIM_NOTE_MAX_ATTEMPTS 25
+#define SIM_PATH_MAX 512
+#define SIM_EXTRA_MAX 4096
+#define SIM_MAX_STMTS 32
+
+enum sim_gw { SIM_GW_ANY = -1, SIM_GW_ALIPAY = 0, SIM_GW_WECHAT, SIM_GW_STRIPE, SIM_GW_2C2P,
+              SIM_GW__COUNT };
+
+enum sim_fault_mode {
+    SIM_FAULT_NONE = 0,
+    SIM_FAULT_REFUSE_CONNECT,
+    SIM_FAULT_FAIL_BEFORE_COMMIT,
+    SIM_FAULT_DROP_AFTER_COMMIT,
+    SIM_FAULT_HTTP_500_AFTER_COMMIT,
+    SIM_FAULT_DELAY,
+};
+
+struct sim_fault {
+    int gw;                 /* SIM_GW_ANY for "*" */
+    enum sim_fault_mode mode;
+    int count;              /* requests (connections for refuse_connect) left; -1 = until cleared */
+    int delay_ms;
+};
+
+/* One parsed request.  Header names/values point into head. */
+struct sim_req {
+    char method[8];
+    char target[2048];  /* request-target exactly as sent (path + '?' + query) */
+    char path[2048];    /* target up to '?' */
+    const char *query;  /* into target after '?', or "" */
+    int nheaders;
+    struct {
+        const char *name, *value;
+    } h[SIM_MAX_HEADERS];
+    char head[SIM_HEAD_MAX + 1];
+    char *body;         /* NUL-terminated, malloc'd */
+    size_t body_len;
+    int gw;             /* from the path; SIM_GW_ANY for /_sim and unknown paths */
+};
+
+struct sim_resp {
+    int status;
+    char ctype[64];
+    char hdr[SIM_RESP_HEADERS][768]; /* extra "Name: value" lines */
+    int nhdr;
+    char *body;         /* malloc'd */
+    size_t body_len;
+    int drop;           /* close the connection without answering */
+    char note[200];     /* summary for the request log line (no secrets) */
+};
+
+/* The fault riding on one gateway request, and whether its handler reached
+ * the point where it writes to the ledger. */
+struct sim_call {
+    struct pt_sim *s;
+    enum sim_fault_mode mode;
+    int delay_ms;
+    int gated;
+};
+
+/* Identities and keys of the four simulated gateways and their merchant. */
+struct sim_keys {
+    mbedtls_x509_crt srv_cert;   /* server certificate + CA, for TLS */
+    mbedtls_pk_context srv_key;
+    struct pt_pk *alipay_key;     /* the simulated Alipay's private key */
+    struct pt_pk *alipay_app_pub; /* merchant app public key */
+    struct pt_pk *wechat_platform_key;
+    char wechat_platform_serial[64];
+    struct pt_pk *wechat_merchant_cert;
+    char wechat_merchant_serial[64];
+    unsigned char wechat_apiv3_key[32];
+    char stripe_secret[128];
+    char stripe_whsec[128];
+    char c2p_secret[128];
+    char alipay_app_id[32];
+    char wechat_mchid[32];
+    char wechat_appid[32];
+    char c2p_merchant_id[32];
+};
+
+struct sim_conn;
+
+struct pt_sim {
+    char dir[SIM_PATH_MAX];
+    char notify_base[256];
+    char listen_host[256];
+    int port;
+    char gw_host[SIM_GW__COUNT][300]; /* host each gateway's endpoint names */
+    int pay_delay_ms, idle_timeout_ms, notify_retry_ms, key_bits, quiet;
+    int64_t stripe_key_ttl_ms;
+
+    int listen_fd;
+    int stop_pipe[2];
+    pthread_t listener, scheduler;
+    int listener_started, scheduler_started;
+
+    pthread_mutex_t lk;
+    pthread_cond_t cond;       /* scheduler: new work or stop */
+    pthread_cond_t conns_cond; /* a connection thread ended */
+    int stopping;
+    struct sim_conn *conns;
+    int nconns;
+    struct sim_fault faults[SIM_MAX_FAULTS];
+    int nfaults;
+    char inflight[SIM_MAX_INFLIGHT][256]; /* Stripe keys being executed */
+    int ninflight;
+    struct sqlite3 *db;
+    struct {
+        const char *sql;
+        struct sqlite3_stmt *st;
+    } stmts[SIM_MAX_STMTS]; /* prepared statements, kept (sim_ledger.c) */
+    int nstmts;
+
+    struct pt_drbg *drbg;      /* TLS, key generation, identifiers (thread-safe) */
+    mbedtls_ssl_config tls;
+    struct sim_keys k;
+};
+
+/* A trade (Stripe: a PaymentIntent) as the ledger keeps it. */
+struct sim_trade {
+    int64_t id;
+    int gw;
+    char order_id[65];
+    char trade_no[65];
+    char method[16];
+    int64_t amount;
+    char currency[4];
+    char status[12];            /* pending | captured | declined | canceled */
+    int captures;               /* times money moved for this trade */
+    char params_hash[65];
+    char extra[SIM_EXTRA_MAX];  /* gateway-specific JSON object text */
+    int64_t pay_at;             /* ms; when the simulated customer pays; 0 = never */
+    int64_t created_at, updated_at, paid_at;
+};
+
+/* A notification in the outbox. */
+struct sim_note {
+    int64_t id;
+    int gw;
+    char order_id[65];
+    char kind[48];
+    char url[512];
+    char ctype[64];
+    char *body;                 /* malloc'd */
+    size_t body_len;
+    int64_t due_at;
+    int attempts;
+    int delivered;
+    int duplicate;
+    char last_error[160];
+};
+
+/* Stripe idempotency record. */
+struct sim_idem {
+    char key[256];
+    char hash[65];
+    int status;
+    char *body;                 /* malloc'd */
+    int64_t created_at;
+};
+
+/* One gateway's protocol. */
+struct sim_gateway {
+    const char *name;
+    /* Answers one request (sets rs); calls pt__sim_commit_gate() before its
+     * first ledger write and gives up (rs->drop) when that says so. */
+    void (*handle)(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs);
+    /* The simulated customer pays (or fails to pay) pending trade t; lk held. */
+    void (*autopay)(struct pt_sim *s, struct sim_trade *t);
+    /* Extra header lines for one delivery of n (signed per attempt), or NULL. */
+    int (*note_headers)(struct pt_sim *s, const struct sim_note *n,
+                        char hdr[][768], int *nhdr);
+    /* True when (status, body) is the gateway's exact "received" reply. */
+    int (*note_ok)(int status, const char *body, size_t len);
+    /* The answer of http_500_after_commit. */
+    void (*error_500)(struct pt_sim *s, struct sim_resp *rs);
+};
+
+extern const struct sim_gateway pt__sim_alipay, pt__sim_wechat, pt__sim_stripe, pt__sim_2c2p;
+const struct sim_gateway *pt__sim_gateway(int gw);
+const char *pt__sim_gw_name(int gw);
+int pt__sim_gw_parse(const char *name); /* SIM_GW_ANY for "*", -2 when unknown */
+
+/* ---- sim.c ---- */
+/* Takes lk and opens a ledger transaction; unlock commits it and releases. */
+void pt__sim_lock(struct pt_sim *s);
+void pt__sim_unlock(struct pt_sim *s);
+/* The commit point of a gateway handler: sleeps for a delay fault, and
+ * returns -1 when a fail_before_commit fault says to drop the request before
+ * anything is recorded (the handler then sets rs->drop and returns). */
+int pt__sim_commit_gate(struct sim_call *c);
+int pt__sim_random(struct pt_sim *s, void *buf, size_t len);
+
+/* ---- sim_files.c ---- */
+int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen);
+void pt__sim_files_free(struct pt_sim *s);
+
+/* ---- sim_ledger.c (caller holds lk) ---- */
+int pt__sim_db_open(struct pt_sim *s, char *err, size_t errlen);
+void pt__sim_db_close(struct pt_sim *s);
+/* One transaction around a handler's ledger work (called by pt__sim_lock/unlock). */
+void pt__sim_db_begin(struct pt_sim *s);
+void pt__sim_db_commit(struct pt_sim *s);
+int pt__sim_trade_get(struct pt_sim *s, int gw, const char *order_id, struct sim_trade *t);
+int pt__sim_trade_by_no(struct pt_sim *s, int gw, const char *trade_no, struct sim_trade *t);
+int pt__sim_trade_insert(struct pt_sim *s, struct sim_trade *t);
+int pt__sim_trade_update(struct pt_sim *s, const struct sim_trade *t);
+/* Calls cb for the trades of gw (of order_id when not NULL), newest first,
+ * until cb returns non-zero or limit trades were given. */
+int pt__sim_trade_each(struct pt_sim *s, int gw, const char *order_id, int limit,
+                       int (*cb)(void *ctx, const struct sim_trade *t), void *ctx);
+/* The pending trade whose customer pays next; PT_ENOTFOUND when none. */
+int pt__sim_trade_next_pay(struct pt_sim *s, struct sim_trade *t);
+cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id);
+int pt__sim_idem_get(struct pt_sim *s, const char *key, struct sim_idem *r);
+int pt__sim_idem_put(struct pt_sim *s, const struct sim_idem *r);
+int pt__sim_idem_delete(struct pt_sim *s, const char *key);
+int pt__sim_note_add(struct pt_sim *s, struct sim_note *n);
+int pt__sim_note_next(struct pt_sim *s, struct sim_note *n);
+int pt__sim_note_update(struct pt_sim *s, const struct sim_note *n);
+cJSON *pt__sim_notes_json(struct pt_sim *s);
+void pt__sim_idem_free(struct sim_idem *r);
+void pt__sim_note_free(struct sim_note *n);
+
+/* ---- sim_notify.c ---- */
+int pt__sim_scheduler_start(struct pt_sim *s);
+void pt__sim_scheduler_stop(struct pt_sim *s);
+/*
+ * Queues a notification (lk held): delivered after delay_ms, and when
+ * duplicate is set once more a little later (same content: the receiver must
+ * de-duplicate).  url NULL/"" = the default for gw under notify_base.
+ */
+int pt__sim_notify(struct pt_sim *s, int gw, const char *order_id, const char *kind,
+                   const char *url, const char *ctype, const char *body, size_t len,
+                   int64_t delay_ms, int duplicate);
+/* Schedules the simulated customer of t (lk held): sets t->pay_at. */
+void pt__sim_schedule_pay(struct pt_sim *s, struct sim_trade *t);
+
+/* ---- sim_util.c ---- */
+int64_t pt__sim_now_ms(void);
+const char *pt__sim_req_header(const struct sim_req *rq, const char *name);
+void pt__sim_resp_set(struct sim_resp *rs, int status, const char *ctype, const char *body,
+                      size_t len);
+/* Prints j unformatted into rs (and deletes j). */
+void pt__sim_resp_json(struct sim_resp *rs, int status, cJSON *j);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void pt__sim_resp_header(struct sim_resp *rs, const char *fmt, ...);
+void pt__sim_resp_free(struct sim_resp *rs);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void pt__sim_note(struct sim_resp *rs, const char *fmt, ...);
+
+/* Percent-decodes len bytes of s into out (outlen); PT_EPARSE, PT_ETOOBIG. */
+int pt__sim_url_decode(const char *s, size_t len, int plus_is_space, char *out, size_t outlen);
+
+/* Random lower-case alphanumerics into out (n chars + NUL). */
+void pt__sim_random_alnum(struct pt_sim *s, char *out, size_t n);
+/* Random decimal digits. */
+void pt__sim_random_digits(struct pt_sim *s, char *out, size_t n);
+/* SHA-256 hex (64 chars + NUL) of len bytes. */
+void pt__sim_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Amount rules: what the simulated customer's money does. */
+enum sim_rule { SIM_RULE_PAY = 0, SIM_RULE_DECLINE, SIM_RULE_PENDING };
+enum sim_rule pt__sim_amount_rule(int64_t minor);
+
+/* "2006-01-02 15:04:05" in China time (UTC+8), as Alipay writes times. */
+void pt__sim_time_cn(int64_t ms, char out[20]);
+/* RFC 3339 with offset +08:00, as WeChat writes times. */
+void pt__sim_time_rfc3339_cn(int64_t ms, char out[32]);
+
+/* cJSON helpers: string member or NULL; integer member (exact) or -1. */
+const char *pt__sim_json_str(const cJSON *o, const char *name);
+int pt__sim_json_int(const cJSON *o, const char *name, int64_t *out);
+
+#endif

@@ -1,0 +1,817 @@
+/*
+ * sim_stripe.c - the simulated Stripe API: PaymentIntents and webhooks.
+ *
+ *   POST /v1/payment_intents                 create (and confirm) a PaymentIntent
+ *   GET  /v1/payment_intents/search?query=   search, metadata['order_id']:'...'
+ *   GET  /v1/payment_intents/{id}            retrieve
+ *   POST /v1/payment_intents/{id}/cancel     cancel
+ *
+ * Authentication is the secret key as a Bearer token (or HTTP Basic user, as
+ * curl -u sends it); a wrong key is 401.  Idempotency follows Stripe's
+ * documentation: a POST with an Idempotency-Key saves the status and body of
+ * the first request that began executing (errors and 500s included) for the
+ * key's lifetime (24 h) and replays them with `Idempotent-Replayed: true`; the
+ * same key with other parameters is 400 idempotency_error; the same key while
+ * the first request still runs is 409 idempotency_key_in_use; a request that
+ * failed validation saves nothing.  metadata[order_id] is only a label to
+ * Stripe: two keys make two PaymentIntents for one order - the ledger counts
+ * both captures, which is what a test must catch.
+ *
+ * Amount rules: ...51 declines (402 card_error, insufficient_funds), ...52
+ * stays requires_action (pending), anything else succeeds at once.  Webhooks
+ * go to <notify-base>/webhooks/stripe signed with the whsec secret
+ * (Stripe-Signature, re-signed at every delivery attempt).
+ */
+#include "sim_int.h"
+
+#include "crypto.h"
+#include "err.h"
+#include "gateways/form.h"
+#include "gateways/stripe.h"
+#include "money.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API_VERSION "2024-06-20"
+
+static void stripe_error(struct sim_resp *rs, int status, const char *type, const char *code,
+                         const char *message, const char *param)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    if (code)
+        cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", message);
+    if (param)
+        cJSON_AddStringToObject(e, "param", param);
+    cJSON_AddStringToObject(e, "type", type);
+    pt__sim_resp_json(rs, status, o);
+}
+
+/* ---- authentication ------------------------------------------------------ */
+
+static int authenticated(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    const char *auth = pt__sim_req_header(rq, "Authorization");
+    char key[200] = "";
+    if (auth && strncmp(auth, "Bearer ", 7) == 0) {
+        snprintf(key, sizeof key, "%s", auth + 7);
+    } else if (auth && strncmp(auth, "Basic ", 6) == 0) {
+        unsigned char dec[200];
+        size_t n = 0;
+        if (pt_base64_decode(auth + 6, strlen(auth + 6), dec, sizeof dec - 1, &n) == PT_OK) {
+            dec[n] = '\0';
+            char *colon = strchr((char *)dec, ':');
+            if (colon)
+                *colon = '\0';
+            snprintf(key, sizeof key, "%s", (char *)dec);
+        }
+        pt_zeroize(dec, sizeof dec);
+    }
+    if (!key[0]) {
+        stripe_error(rs, 401, "invalid_request_error", NULL,
+                     "You did not provide an API key. You need to provide your API key in the "
+                     "Authorization header, using Bearer auth (e.g. 'Authorization: Bearer "
+                     "YOUR_SECRET_KEY').",
+                     NULL);
+        pt__sim_note(rs, "no API key");
+        return 0;
+    }
+    size_t kl = strlen(key), sl = strlen(s->k.stripe_secret);
+    int ok = kl == sl && pt_ct_equal(key, s->k.stripe_secret, sl);
+    if (!ok) {
+        /* Stripe echoes only the last four characters of a wrong key. */
+        char msg[160];
+        snprintf(msg, sizeof msg, "Invalid API Key provided: %.8s****%s", key,
+                 kl > 4 ? key + kl - 4 : "");
+        stripe_error(rs, 401, "invalid_request_error", NULL, msg, NULL);
+        pt__sim_note(rs, "wrong API key");
+    }
+    pt_zeroize(key, sizeof key);
+    return ok;
+}
+
+/* ---- PaymentIntent objects ------------------------------------------------ */
+
+static const char *pi_status(const struct sim_trade *t, const cJSON *x)
+{
+    const char *st = pt__sim_json_str(x, "status");
+    if (st)
+        return st;
+    if (strcmp(t->status, "captured") == 0)
+        return "succeeded";
+    if (strcmp(t->status, "declined") == 0)
+        return "requires_payment_method";
+    if (strcmp(t->status, "canceled") == 0)
+        return "canceled";
+    return "requires_action";
+}
+
+static void lower3(const char *in, char out[4])
+{
+    for (int i = 0; i < 3; i++)
+        out[i] = (char)tolower((unsigned char)in[i]);
+    out[3] = '\0';
+}
+
+static cJSON *pi_json(const struct sim_trade *t)
+{
+    cJSON *x = cJSON_Parse(t->extra);
+    cJSON *o = cJSON_CreateObject();
+    char cur[4], secret[96];
+    const char *st = pi_status(t, x);
+    lower3(t->currency, cur);
+    cJSON_AddStringToObject(o, "id", t->trade_no);
+    cJSON_AddStringToObject(o, "object", "payment_intent");
+    cJSON_AddNumberToObject(o, "amount", (double)t->amount);
+    cJSON_AddNumberToObject(o, "amount_capturable", 0);
+    cJSON_AddNumberToObject(o, "amount_received",
+                            strcmp(st, "succeeded") == 0 ? (double)t->amount : 0);
+    cJSON_AddStringToObject(o, "capture_method", "automatic");
+    snprintf(secret, sizeof secret, "%s_secret_%s", t->trade_no,
+             pt__sim_json_str(x, "secret_suffix") ? pt__sim_json_str(x, "secret_suffix") : "x");
+    cJSON_AddStringToObject(o, "client_secret", secret);
+    cJSON_AddStringToObject(o, "confirmation_method", "automatic");
+    cJSON_AddNumberToObject(o, "created", (double)(t->created_at / 1000));
+    cJSON_AddStringToObject(o, "currency", cur);
+    const char *v;
+    if ((v = pt__sim_json_str(x, "customer")))
+        cJSON_AddStringToObject(o, "customer", v);
+    else
+        cJSON_AddNullToObject(o, "customer");
+    if ((v = pt__sim_json_str(x, "description")))
+        cJSON_AddStringToObject(o, "description", v);
+    else
+        cJSON_AddNullToObject(o, "description");
+    const cJSON *lpe = cJSON_GetObjectItemCaseSensitive(x, "last_payment_error");
+    if (lpe)
+        cJSON_AddItemToObject(o, "last_payment_error", cJSON_Duplicate(lpe, 1));
+    else
+        cJSON_AddNullToObject(o, "last_payment_error");
+    if ((v = pt__sim_json_str(x, "latest_charge")))
+        cJSON_AddStringToObject(o, "latest_charge", v);
+    else
+        cJSON_AddNullToObject(o, "latest_charge");
+    cJSON_AddBoolToObject(o, "livemode", 0);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(x, "metadata");
+    cJSON_AddItemToObject(o, "metadata", md ? cJSON_Duplicate(md, 1) : cJSON_CreateObject());
+    if (strcmp(st, "requires_action") == 0) {
+        cJSON *na = cJSON_AddObjectToObject(o, "next_action");
+        cJSON_AddStringToObject(na, "type", "use_stripe_sdk");
+    } else {
+        cJSON_AddNullToObject(o, "next_action");
+    }
+    if ((v = pt__sim_json_str(x, "payment_method")))
+        cJSON_AddStringToObject(o, "payment_method", v);
+    else
+        cJSON_AddNullToObject(o, "payment_method");
+    cJSON *types = cJSON_AddArrayToObject(o, "payment_method_types");
+    cJSON_AddItemToArray(types, cJSON_CreateString("card"));
+    if (strcmp(st, "canceled") == 0) {
+        cJSON_AddNumberToObject(o, "canceled_at", (double)(t->updated_at / 1000));
+        v = pt__sim_json_str(x, "cancellation_reason");
+        if (v)
+            cJSON_AddStringToObject(o, "cancellation_reason", v);
+        else
+            cJSON_AddNullToObject(o, "cancellation_reason");
+    } else {
+        cJSON_AddNullToObject(o, "canceled_at");
+        cJSON_AddNullToObject(o, "cancellation_reason");
+    }
+    cJSON_AddStringToObject(o, "status", st);
+    cJSON_Delete(x);
+    return o;
+}
+
+/* Queues the webhook event `type` for t (lk held). */
+static void event(struct pt_sim *s, const struct sim_trade *t, const char *type,
+                  const char *idem_key, int64_t delay_ms, int duplicate)
+{
+    char id[40], req[40];
+    memcpy(id, "evt_", 4);
+    pt__sim_random_alnum(s, id + 4, 24);
+    memcpy(req, "req_", 4);
+    pt__sim_random_alnum(s, req + 4, 14);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", id);
+    cJSON_AddStringToObject(e, "object", "event");
+    cJSON_AddStringToObject(e, "api_version", API_VERSION);
+    cJSON_AddNumberToObject(e, "created", (double)(pt__sim_now_ms() / 1000));
+    cJSON *data = cJSON_AddObjectToObject(e, "data");
+    cJSON_AddItemToObject(data, "object", pi_json(t));
+    cJSON_AddBoolToObject(e, "livemode", 0);
+    cJSON_AddNumberToObject(e, "pending_webhooks", 1);
+    cJSON *r = cJSON_AddObjectToObject(e, "request");
+    cJSON_AddStringToObject(r, "id", req);
+    if (idem_key)
+        cJSON_AddStringToObject(r, "idempotency_key", idem_key);
+    else
+        cJSON_AddNullToObject(r, "idempotency_key");
+    cJSON_AddStringToObject(e, "type", type);
+    char *text = cJSON_PrintUnformatted(e);
+    cJSON_Delete(e);
+    if (text)
+        pt__sim_notify(s, SIM_GW_STRIPE, t->order_id, type, NULL, "application/json; charset=utf-8",
+                       text, strlen(text), delay_ms, duplicate);
+    free(text);
+}
+
+/* ---- idempotency ------------------------------------------------------------- */
+
+/* SHA-256 over method, path and the parameters sorted by name: Stripe compares
+ * parameters, not their order in the body. */
+static void params_hash(const struct sim_req *rq, const struct pt_form *f, char out[65])
+{
+    const struct pt_form_pair *p[PT_FORM_MAX_PAIRS];
+    size_t n = f->n;
+    for (size_t i = 0; i < n; i++)
+        p[i] = &f->pairs[i];
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(p[j - 1]->key, p[j]->key) > 0; j--) {
+            const struct pt_form_pair *tmp = p[j];
+            p[j] = p[j - 1];
+            p[j - 1] = tmp;
+        }
+    size_t cap = strlen(rq->method) + strlen(rq->path) + 4;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(p[i]->key) + strlen(p[i]->value) + 2;
+    char *buf = malloc(cap), *w = buf;
+    if (!buf) {
+        memset(out, '0', 64);
+        out[64] = '\0';
+        return;
+    }
+    w += sprintf(w, "%s %s\n", rq->method, rq->path);
+    for (size_t i = 0; i < n; i++)
+        w += sprintf(w, "%s=%s\n", p[i]->key, p[i]->value);
+    pt__sim_sha256_hex(buf, (size_t)(w - buf), out);
+    free(buf);
+}
+
+static int inflight_has(struct pt_sim *s, const char *key)
+{
+    for (int i = 0; i < s->ninflight; i++)
+        if (strcmp(s->inflight[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+static void inflight_del(struct pt_sim *s, const char *key)
+{
+    for (int i = 0; i < s->ninflight; i++) {
+        if (strcmp(s->inflight[i], key) == 0) {
+            memcpy(s->inflight[i], s->inflight[--s->ninflight], sizeof s->inflight[0]);
+            return;
+        }
+    }
+}
+
+typedef void (*post_fn)(struct sim_call *c, const struct sim_req *rq, const struct pt_form *f,
+                        const char *key, struct sim_resp *rs);
+
+static void error_500(struct pt_sim *s, struct sim_resp *rs)
+{
+    (void)s;
+    stripe_error(rs, 500, "api_error", NULL,
+                 "An unknown error occurred while processing this request (simulated).", NULL);
+    pt__sim_resp_header(rs, "Stripe-Should-Retry: true");
+}
+
+static void with_idempotency(struct sim_call *c, const struct sim_req *rq,
+                             const struct pt_form *f, struct sim_resp *rs, post_fn fn)
+{
+    struct pt_sim *s = c->s;
+    const char *key = pt__sim_req_header(rq, "Idempotency-Key");
+    if (!key) {
+        fn(c, rq, f, NULL, rs);
+        return;
+    }
+    if (!*key || strlen(key) > 255) {
+        stripe_error(rs, 400, "invalid_request_error", NULL,
+                     "Idempotency-Key must be 1 to 255 characters.", NULL);
+        return;
+    }
+    char hash[65];
+    struct sim_idem r;
+    params_hash(rq, f, hash);
+    pt__sim_lock(s);
+    if (inflight_has(s, key)) {
+        pt__sim_unlock(s);
+        stripe_error(rs, 409, "invalid_request_error", "idempotency_key_in_use",
+                     "There is currently another in-progress request using this Idempotent "
+                     "Key (that probably means you submitted twice, and the other request is "
+                     "still going through). Please try again later.",
+                     NULL);
+        pt__sim_note(rs, "key %s in flight", key);
+        return;
+    }
+    int found = pt__sim_idem_get(s, key, &r) == PT_OK;
+    if (found && pt__sim_now_ms() - r.created_at > s->stripe_key_ttl_ms) {
+        /* Keys are pruned after 24 h: the same key is then a new request. */
+        pt__sim_idem_delete(s, key);
+        pt__sim_idem_free(&r);
+        found = 0;
+    }
+    if (found) {
+        pt__sim_unlock(s);
+        if (strcmp(r.hash, hash) != 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "Keys for idempotent requests can only be used with the same parameters "
+                     "they were first used with. Try using a key other than '%.255s' if you "
+                     "meant to execute a different request.",
+                     key);
+            stripe_error(rs, 400, "idempotency_error", NULL, msg, NULL);
+            pt__sim_note(rs, "key %s reused with other parameters", key);
+        } else {
+            pt__sim_resp_set(rs, r.status, "application/json", r.body, strlen(r.body));
+            pt__sim_resp_header(rs, "Idempotent-Replayed: true");
+            pt__sim_note(rs, "replay of key %s", key);
+        }
+        pt__sim_resp_header(rs, "Idempotency-Key: %s", key);
+        pt__sim_idem_free(&r);
+        return;
+    }
+    if (s->ninflight >= SIM_MAX_INFLIGHT) {
+        pt__sim_unlock(s);
+        stripe_error(rs, 429, "invalid_request_error", "rate_limit", "Too many requests.", NULL);
+        return;
+    }
+    snprintf(s->inflight[s->ninflight++], sizeof s->inflight[0], "%s", key);
+    pt__sim_unlock(s);
+
+    fn(c, rq, f, key, rs);
+
+    pt__sim_lock(s);
+    inflight_del(s, key);
+    /* Saved only when the endpoint began executing (reached its commit point)
+     * and did not give up there; what is saved is what the client got, the
+     * 500 of http_500_after_commit included. */
+    if (c->gated && !rs->drop) {
+        struct sim_resp r500 = {0};
+        const struct sim_resp *saved = rs;
+        if (c->mode == SIM_FAULT_HTTP_500_AFTER_COMMIT) {
+            error_500(s, &r500);
+            saved = &r500;
+        }
+        struct sim_idem rec = {.status = saved->status, .body = saved->body,
+                               .created_at = pt__sim_now_ms()};
+        snprintf(rec.key, sizeof rec.key, "%s", key);
+        memcpy(rec.hash, hash, sizeof rec.hash);
+        pt__sim_idem_put(s, &rec);
+        pt__sim_resp_free(&r500);
+    }
+    pt__sim_unlock(s);
+    pt__sim_resp_header(rs, "Idempotency-Key: %s", key);
+}
+
+/* ---- endpoints ---------------------------------------------------------------- */
+
+static int known_create_param(const char *k)
+{
+    static const char *const known[] = {
+        "amount", "currency", "confirm", "payment_method", "customer", "description",
+        "capture_method", "off_session", "return_url", "receipt_email", "statement_descriptor",
+        "statement_descriptor_suffix", "setup_future_usage", "error_on_requires_action",
+        "confirmation_method", "automatic_payment_methods[enabled]",
+        "automatic_payment_methods[allow_redirects]", NULL};
+    for (const char *const *p = known; *p; p++)
+        if (strcmp(k, *p) == 0)
+            return 1;
+    return strncmp(k, "metadata[", 9) == 0 || strncmp(k, "payment_method_types[", 21) == 0 ||
+           strncmp(k, "expand[", 7) == 0;
+}
+
+static void create(struct sim_call *c, const struct sim_req *rq, const struct pt_form *f,
+                   const char *key, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char msg[200], upper[4];
+    for (size_t i = 0; i < f->n; i++) {
+        if (!known_create_param(f->pairs[i].key)) {
+            snprintf(msg, sizeof msg, "Received unknown parameter: %.100s", f->pairs[i].key);
+            stripe_error(rs, 400, "invalid_request_error", "parameter_unknown", msg,
+                         f->pairs[i].key);
+            return;
+        }
+    }
+    const char *amount = pt_form_get(f, "amount"), *cur = pt_form_get(f, "currency");
+    const char *pm = pt_form_get(f, "payment_method"), *confirm = pt_form_get(f, "confirm");
+    const char *order = pt_form_get(f, "metadata[order_id]");
+    char *end = NULL;
+    long long amt = amount ? strtoll(amount, &end, 10) : 0;
+    if (!amount || !*amount || *end || amt <= 0 || amt > 99999999) {
+        stripe_error(rs, 400, "invalid_request_error", amount ? "parameter_invalid_integer"
+                                                              : "parameter_missing",
+                     amount ? "Invalid integer: amount must be a positive integer in the "
+                              "smallest currency unit (at most 99999999)."
+                            : "Missing required param: amount.",
+                     "amount");
+        return;
+    }
+    if (!cur || strlen(cur) != 3) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_missing",
+                     "Missing required param: currency.", "currency");
+        return;
+    }
+    for (int i = 0; i < 4; i++)
+        upper[i] = (char)toupper((unsigned char)cur[i]);
+    if (!pt_money_currency_valid(upper) || strcmp(cur, "xxx") == 0) {
+        snprintf(msg, sizeof msg, "Invalid currency: %s.", cur);
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string", msg,
+                     "currency");
+        return;
+    }
+    int confirmed = confirm && strcmp(confirm, "true") == 0;
+    if (confirmed && !pm) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_missing",
+                     "You must provide a payment_method to confirm this PaymentIntent.",
+                     "payment_method");
+        return;
+    }
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        return;
+    }
+
+    struct sim_trade *t = calloc(1, sizeof *t);
+    cJSON *x = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(x, "metadata");
+    char suffix[32], charge[40];
+    if (!t || !md) {
+        free(t);
+        cJSON_Delete(x);
+        pt__sim_resp_set(rs, 500, "application/json", "{}", 2);
+        return;
+    }
+    for (size_t i = 0; i < f->n; i++) {
+        const char *k = f->pairs[i].key;
+        size_t kl = strlen(k);
+        if (strncmp(k, "metadata[", 9) == 0 && kl > 10 && k[kl - 1] == ']') {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(kl - 10), k + 9);
+            cJSON_AddStringToObject(md, name, f->pairs[i].value);
+        }
+    }
+    t->gw = SIM_GW_STRIPE;
+    memcpy(t->trade_no, "pi_", 3);
+    pt__sim_random_alnum(s, t->trade_no + 3, 24);
+    snprintf(t->method, sizeof t->method, "card");
+    t->amount = amt;
+    memcpy(t->currency, upper, 4);
+    params_hash(rq, f, t->params_hash);
+    pt__sim_random_alnum(s, suffix, 24);
+    cJSON_AddStringToObject(x, "secret_suffix", suffix);
+    if (pm)
+        cJSON_AddStringToObject(x, "payment_method", pm);
+    if (pt_form_get(f, "customer"))
+        cJSON_AddStringToObject(x, "customer", pt_form_get(f, "customer"));
+    if (pt_form_get(f, "description"))
+        cJSON_AddStringToObject(x, "description", pt_form_get(f, "description"));
+    t->created_at = t->updated_at = pt__sim_now_ms();
+    enum sim_rule rule = confirmed ? pt__sim_amount_rule(amt) : SIM_RULE_PENDING;
+    if (!confirmed) {
+        cJSON_AddStringToObject(x, "status", "requires_confirmation");
+        snprintf(t->status, sizeof t->status, "pending");
+    } else if (rule == SIM_RULE_PAY) {
+        memcpy(charge, "ch_", 3);
+        pt__sim_random_alnum(s, charge + 3, 24);
+        cJSON_AddStringToObject(x, "latest_charge", charge);
+        snprintf(t->status, sizeof t->status, "captured");
+        t->captures = 1;
+        t->paid_at = t->created_at;
+    } else if (rule == SIM_RULE_DECLINE) {
+        cJSON *e = cJSON_AddObjectToObject(x, "last_payment_error");
+        cJSON_AddStringToObject(e, "code", "card_declined");
+        cJSON_AddStringToObject(e, "decline_code", "insufficient_funds");
+        cJSON_AddStringToObject(e, "message", "Your card has insufficient funds.");
+        cJSON_AddStringToObject(e, "type", "card_error");
+        snprintf(t->status, sizeof t->status, "declined");
+    } else {
+        snprintf(t->status, sizeof t->status, "pending");
+    }
+    char *xt = cJSON_PrintUnformatted(x);
+    cJSON_Delete(x);
+    snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
+    free(xt);
+
+    pt__sim_lock(s);
+    /* No metadata[order_id]: the PaymentIntent is its own order in the ledger. */
+    snprintf(t->order_id, sizeof t->order_id, "%s", order && *order ? order : t->trade_no);
+    int rc = pt__sim_trade_insert(s, t);
+    if (rc == PT_OK) {
+        /* Deliberately out of order: .created may come after .succeeded. */
+        event(s, t, "payment_intent.created", key, 150, 0);
+        if (rule == SIM_RULE_PAY && confirmed)
+            event(s, t, "payment_intent.succeeded", key, 0, 1);
+        else if (rule == SIM_RULE_DECLINE && confirmed)
+            event(s, t, "payment_intent.payment_failed", key, 0, 1);
+        else if (confirmed)
+            event(s, t, "payment_intent.requires_action", key, 0, 0);
+    }
+    pt__sim_unlock(s);
+    if (rc != PT_OK) {
+        error_500(s, rs);
+    } else if (rule == SIM_RULE_DECLINE && confirmed) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON *e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(e, "charge", "ch_declined");
+        cJSON_AddStringToObject(e, "code", "card_declined");
+        cJSON_AddStringToObject(e, "decline_code", "insufficient_funds");
+        cJSON_AddStringToObject(e, "doc_url", "https://stripe.com/docs/error-codes/card-declined");
+        cJSON_AddStringToObject(e, "message", "Your card has insufficient funds.");
+        cJSON_AddItemToObject(e, "payment_intent", pi_json(t));
+        cJSON_AddStringToObject(e, "type", "card_error");
+        pt__sim_resp_json(rs, 402, o);
+    } else {
+        pt__sim_resp_json(rs, 200, pi_json(t));
+    }
+    pt__sim_note(rs, "%s %s %lld %s -> %s", t->trade_no, t->order_id, amt, upper, t->status);
+    free(t);
+}
+
+static void cancel(struct sim_call *c, const struct sim_req *rq, const struct pt_form *f,
+                   const char *key, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char id[80], msg[256];
+    const char *p = rq->path + strlen("/v1/payment_intents/");
+    snprintf(id, sizeof id, "%.*s", (int)(strchr(p, '/') - p), p);
+    const char *reason = pt_form_get(f, "cancellation_reason");
+    for (size_t i = 0; i < f->n; i++) {
+        if (strcmp(f->pairs[i].key, "cancellation_reason") != 0 &&
+            strncmp(f->pairs[i].key, "expand[", 7) != 0) {
+            snprintf(msg, sizeof msg, "Received unknown parameter: %.100s", f->pairs[i].key);
+            stripe_error(rs, 400, "invalid_request_error", "parameter_unknown", msg,
+                         f->pairs[i].key);
+            return;
+        }
+    }
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t) {
+        error_500(s, rs);
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_by_no(s, SIM_GW_STRIPE, id, t);
+    cJSON *x = rc == PT_OK ? cJSON_Parse(t->extra) : NULL;
+    const char *st = rc == PT_OK ? pi_status(t, x) : NULL;
+    if (rc != PT_OK) {
+        pt__sim_unlock(s);
+        snprintf(msg, sizeof msg, "No such payment_intent: '%s'", id);
+        stripe_error(rs, 404, "invalid_request_error", "resource_missing", msg, "intent");
+    } else if (strcmp(st, "succeeded") == 0 || strcmp(st, "canceled") == 0) {
+        pt__sim_unlock(s);
+        snprintf(msg, sizeof msg,
+                 "You cannot cancel this PaymentIntent because it has a status of %s. Only a "
+                 "PaymentIntent with one of the following statuses may be canceled: "
+                 "requires_payment_method, requires_capture, requires_confirmation, "
+                 "requires_action, processing.",
+                 st);
+        stripe_error(rs, 400, "invalid_request_error", "payment_intent_unexpected_state", msg,
+                     NULL);
+    } else {
+        cJSON_DeleteItemFromObjectCaseSensitive(x, "status");
+        cJSON_AddStringToObject(x, "status", "canceled");
+        if (reason)
+            cJSON_AddStringToObject(x, "cancellation_reason", reason);
+        char *xt = cJSON_PrintUnformatted(x);
+        snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
+        free(xt);
+        snprintf(t->status, sizeof t->status, "canceled");
+        t->pay_at = 0;
+        t->updated_at = pt__sim_now_ms();
+        rc = pt__sim_trade_update(s, t);
+        if (rc == PT_OK)
+            event(s, t, "payment_intent.canceled", key, 0, 1);
+        pt__sim_unlock(s);
+        if (rc == PT_OK)
+            pt__sim_resp_json(rs, 200, pi_json(t));
+        else
+            error_500(s, rs);
+    }
+    pt__sim_note(rs, "cancel %s", id);
+    cJSON_Delete(x);
+    free(t);
+}
+
+/* ---- search --------------------------------------------------------------------- */
+
+struct search {
+    char status[40];
+    char mkey[64], mval[128]; /* metadata['mkey']:'mval' */
+    cJSON *data;
+    int limit, n;
+};
+
+/* Reads a quoted value ('x' or "x") at *p; advances past it. */
+static int quoted(const char **p, char *out, size_t outlen)
+{
+    char q = **p;
+    if (q != '\'' && q != '"')
+        return -1;
+    const char *e = strchr(*p + 1, q);
+    if (!e || (size_t)(e - *p - 1) >= outlen)
+        return -1;
+    snprintf(out, outlen, "%.*s", (int)(e - *p - 1), *p + 1);
+    *p = e + 1;
+    return 0;
+}
+
+/* The search language subset payterm and the SDK examples use:
+ * clauses `metadata['k']:'v'` and `status:'s'`, joined by AND. */
+static int parse_query(const char *q, struct search *sr)
+{
+    const char *p = q;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, "metadata[", 9) == 0) {
+            p += 9;
+            if (quoted(&p, sr->mkey, sizeof sr->mkey) || *p++ != ']' || *p++ != ':' ||
+                quoted(&p, sr->mval, sizeof sr->mval))
+                return -1;
+        } else if (strncmp(p, "status:", 7) == 0) {
+            p += 7;
+            if (quoted(&p, sr->status, sizeof sr->status))
+                return -1;
+        } else {
+            return -1;
+        }
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, "AND ", 4) == 0)
+            p += 4;
+        else if (*p)
+            return -1;
+    }
+    return sr->mkey[0] || sr->status[0] ? 0 : -1;
+}
+
+static int search_cb(void *ctx, const struct sim_trade *t)
+{
+    struct search *sr = ctx;
+    cJSON *pi = pi_json(t);
+    const char *st = pt__sim_json_str(pi, "status");
+    const char *mv =
+        sr->mkey[0] ? pt__sim_json_str(cJSON_GetObjectItemCaseSensitive(pi, "metadata"), sr->mkey)
+                    : NULL;
+    int match = (!sr->status[0] || (st && strcmp(st, sr->status) == 0)) &&
+                (!sr->mkey[0] || (mv && strcmp(mv, sr->mval) == 0));
+    if (match && sr->n < sr->limit) {
+        cJSON_AddItemToArray(sr->data, pi);
+        sr->n++;
+    } else {
+        cJSON_Delete(pi);
+    }
+    return sr->n >= sr->limit;
+}
+
+static void search(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_form f;
+    struct search sr = {.limit = 10};
+    pt_form_init(&f);
+    if (pt_form_parse(rq->query, strlen(rq->query), &f) != PT_OK || !pt_form_get(&f, "query")) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_missing",
+                     "Missing required param: query.", "query");
+        goto out;
+    }
+    const char *lim = pt_form_get(&f, "limit");
+    if (lim) {
+        sr.limit = atoi(lim);
+        if (sr.limit < 1 || sr.limit > 100) {
+            stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer",
+                         "limit must be between 1 and 100.", "limit");
+            goto out;
+        }
+    }
+    if (parse_query(pt_form_get(&f, "query"), &sr) != 0) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string",
+                     "The simulator understands search queries of the form "
+                     "metadata['key']:'value' [AND status:'value'].",
+                     "query");
+        goto out;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "search_result");
+    sr.data = cJSON_AddArrayToObject(o, "data");
+    pt__sim_lock(s);
+    /* The ledger is indexed by metadata[order_id]; other keys scan. */
+    int by_order = strcmp(sr.mkey, "order_id") == 0;
+    pt__sim_trade_each(s, SIM_GW_STRIPE, by_order ? sr.mval : NULL, by_order ? 100 : 100000,
+                       search_cb, &sr);
+    pt__sim_unlock(s);
+    cJSON_AddBoolToObject(o, "has_more", 0);
+    cJSON_AddNullToObject(o, "next_page");
+    cJSON_AddStringToObject(o, "url", "/v1/payment_intents/search");
+    pt__sim_note(rs, "search %s:%s -> %d", sr.mkey, sr.mval, sr.n);
+    pt__sim_resp_json(rs, 200, o);
+out:
+    pt_form_free(&f);
+}
+
+static void retrieve(struct pt_sim *s, const char *id, struct sim_resp *rs)
+{
+    struct sim_trade *t = calloc(1, sizeof *t);
+    char msg[160];
+    if (!t) {
+        error_500(s, rs);
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_by_no(s, SIM_GW_STRIPE, id, t);
+    pt__sim_unlock(s);
+    if (rc == PT_OK) {
+        pt__sim_resp_json(rs, 200, pi_json(t));
+    } else {
+        snprintf(msg, sizeof msg, "No such payment_intent: '%.80s'", id);
+        stripe_error(rs, 404, "invalid_request_error", "resource_missing", msg, "intent");
+    }
+    free(t);
+}
+
+static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char req[24] = "req_";
+    pt__sim_random_alnum(s, req + 4, 14);
+    pt__sim_resp_header(rs, "Request-Id: %s", req);
+    pt__sim_resp_header(rs, "Stripe-Version: %s", API_VERSION);
+    if (!authenticated(s, rq, rs))
+        return;
+    const char *prefix = "/v1/payment_intents";
+    size_t pl = strlen(prefix);
+    const char *rest = strncmp(rq->path, prefix, pl) == 0 ? rq->path + pl : NULL;
+    const char *slash = rest && rest[0] == '/' ? strchr(rest + 1, '/') : NULL;
+    int post = strcmp(rq->method, "POST") == 0, get = strcmp(rq->method, "GET") == 0;
+    /* POST /v1/payment_intents, POST /v1/payment_intents/{id}/cancel */
+    if (rest && post && (!*rest || (slash && slash > rest + 1 && strcmp(slash, "/cancel") == 0))) {
+        struct pt_form f;
+        pt_form_init(&f);
+        if (pt_form_parse(rq->body, rq->body_len, &f) != PT_OK)
+            stripe_error(rs, 400, "invalid_request_error", NULL,
+                         "Invalid request body: not application/x-www-form-urlencoded.", NULL);
+        else
+            with_idempotency(c, rq, &f, rs, *rest ? cancel : create);
+        pt_form_free(&f);
+        return;
+    }
+    /* GET /v1/payment_intents/search, GET /v1/payment_intents/{id} */
+    if (rest && get && strcmp(rest, "/search") == 0) {
+        search(s, rq, rs);
+        return;
+    }
+    if (rest && get && rest[0] == '/' && rest[1] && !slash) {
+        retrieve(s, rest + 1, rs);
+        return;
+    }
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "Unrecognized request URL (%s: %.200s). The simulator serves PaymentIntents only.",
+             rq->method, rq->path);
+    stripe_error(rs, 404, "invalid_request_error", NULL, msg, NULL);
+}
+
+static void autopay(struct pt_sim *s, struct sim_trade *t)
+{
+    /* Card-on-file PaymentIntents are decided at confirmation; a customer
+     * never completes requires_action in the simulator. */
+    (void)s;
+    t->pay_at = 0;
+}
+
+static int note_headers(struct pt_sim *s, const struct sim_note *n, char hdr[][768], int *nhdr)
+{
+    char sig[300];
+    int rc = pt_stripe_sign_header(s->k.stripe_whsec, strlen(s->k.stripe_whsec),
+                                   pt__sim_now_ms() / 1000, n->body, n->body_len, sig, sizeof sig);
+    if (rc != PT_OK)
+        return rc;
+    snprintf(hdr[0], sizeof hdr[0], "Stripe-Signature: %s", sig);
+    snprintf(hdr[1], sizeof hdr[1], "User-Agent: Stripe/1.0 (+https://stripe.com/docs/webhooks)");
+    *nhdr = 2;
+    return PT_OK;
+}
+
+static int note_ok(int status, const char *body, size_t len)
+{
+    (void)body;
+    (void)len;
+    return status >= 200 && status < 300;
+}
+
+const struct sim_gateway pt__sim_stripe = {
+    .name = "stripe",
+    .handle = handle,
+    .autopay = autopay,
+    .note_headers = note_headers,
+    .note_ok = note_ok,
+    .error_500 = error_500,
+};

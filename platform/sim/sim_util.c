@@ -1,0 +1,202 @@
+/*
+ * sim_util.c - small helpers of the gateway simulator: HTTP messages, form
+ * decoding, random identifiers, clocks and the amount rules.
+ */
+#include "sim_int.h"
+
+#include "crypto.h"
+#include "err.h"
+#include "gateways/alipay.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int64_t pt__sim_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *pt__sim_req_header(const struct sim_req *rq, const char *name)
+{
+    for (int i = 0; i < rq->nheaders; i++)
+        if (strcasecmp(rq->h[i].name, name) == 0)
+            return rq->h[i].value;
+    return NULL;
+}
+
+void pt__sim_resp_set(struct sim_resp *rs, int status, const char *ctype, const char *body,
+                      size_t len)
+{
+    free(rs->body);
+    rs->body = malloc(len + 1);
+    rs->body_len = 0;
+    rs->status = status;
+    snprintf(rs->ctype, sizeof rs->ctype, "%s", ctype ? ctype : "");
+    if (!rs->body) {
+        /* Out of memory while answering: the best remaining honest answer. */
+        rs->status = 500;
+        return;
+    }
+    if (len)
+        memcpy(rs->body, body, len);
+    rs->body[len] = '\0';
+    rs->body_len = len;
+}
+
+void pt__sim_resp_json(struct sim_resp *rs, int status, cJSON *j)
+{
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) {
+        pt__sim_resp_set(rs, 500, "application/json", "{\"error\":\"out of memory\"}", 25);
+        return;
+    }
+    pt__sim_resp_set(rs, status, "application/json", text, strlen(text));
+    free(text);
+}
+
+void pt__sim_resp_header(struct sim_resp *rs, const char *fmt, ...)
+{
+    if (rs->nhdr >= SIM_RESP_HEADERS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rs->hdr[rs->nhdr++], sizeof rs->hdr[0], fmt, ap);
+    va_end(ap);
+}
+
+void pt__sim_note(struct sim_resp *rs, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rs->note, sizeof rs->note, fmt, ap);
+    va_end(ap);
+}
+
+void pt__sim_resp_free(struct sim_resp *rs)
+{
+    free(rs->body);
+    rs->body = NULL;
+    rs->body_len = 0;
+}
+
+/* ---- URLs ----------------------------------------------------- */
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = tolower(c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int pt__sim_url_decode(const char *s, size_t len, int plus_is_space, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            if (i + 2 >= len)
+                return PT_EPARSE;
+            int a = hexval((unsigned char)s[i + 1]), b = hexval((unsigned char)s[i + 2]);
+            if (a < 0 || b < 0)
+                return PT_EPARSE;
+            c = a * 16 + b;
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            c = ' ';
+        }
+        if (o + 1 >= outlen)
+            return PT_ETOOBIG;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return PT_OK;
+}
+
+/* ---- identifiers, hashes, clocks ------------------------------------------ */
+
+void pt__sim_random_alnum(struct pt_sim *s, char *out, size_t n)
+{
+    static const char set[] = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    unsigned char r[128];
+    if (n > sizeof r)
+        n = sizeof r;
+    pt__sim_random(s, r, n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = set[r[i] % 62];
+    out[n] = '\0';
+}
+
+void pt__sim_random_digits(struct pt_sim *s, char *out, size_t n)
+{
+    unsigned char r[128];
+    if (n > sizeof r)
+        n = sizeof r;
+    pt__sim_random(s, r, n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)('0' + r[i] % 10);
+    out[n] = '\0';
+}
+
+void pt__sim_sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char d[32];
+    if (pt_sha256(data, len, d) != PT_OK)
+        memset(d, 0, sizeof d);
+    pt_hex_encode(d, sizeof d, out);
+}
+
+enum sim_rule pt__sim_amount_rule(int64_t minor)
+{
+    switch (minor % 100) {
+    case 51:
+        return SIM_RULE_DECLINE;
+    case 52:
+        return SIM_RULE_PENDING;
+    default:
+        return SIM_RULE_PAY;
+    }
+}
+
+void pt__sim_time_cn(int64_t ms, char out[20])
+{
+    pt_alipay_timestamp(ms, out); /* the adapter's own "yyyy-MM-dd HH:mm:ss" in UTC+8 */
+}
+
+void pt__sim_time_rfc3339_cn(int64_t ms, char out[32])
+{
+    /* China Standard Time has had no daylight saving since 1991. */
+    time_t t = (time_t)(ms / 1000) + 8 * 3600;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
+}
+
+const char *pt__sim_json_str(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int pt__sim_json_int(const cJSON *o, const char *name, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(v))
+        return -1;
+    double d = v->valuedouble;
+    /* Exact integers only: amounts in minor units never have a fraction. */
+    if (d != floor(d) || d < -9007199254740992.0 || d > 9007199254740992.0)
+        return -1;
+    *out = (int64_t)d;
+    return 0;
+}

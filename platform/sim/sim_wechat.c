@@ -1,0 +1,485 @@
+/*
+ * sim_wechat.c - the simulated WeChat Pay APIv3 (Native payments).
+ *
+ *   POST /v3/pay/transactions/native                         create, returns code_url
+ *   GET  /v3/pay/transactions/out-trade-no/{no}?mchid=...    query
+ *   POST /v3/pay/transactions/out-trade-no/{no}/close        close (204)
+ *
+ * Every request must carry `Authorization: WECHATPAY2-SHA256-RSA2048 ...`
+ * signed with the merchant key over METHOD\nURL\ntimestamp\nnonce\nbody\n,
+ * naming the merchant certificate serial and a timestamp within 5 minutes;
+ * anything else is 401 SIGN_ERROR.  Every answer (errors included) is signed
+ * with the platform key over timestamp\nnonce\nbody\n in the Wechatpay-*
+ * headers.
+ *
+ * One trade per out_trade_no: a repeat with the same parameters while unpaid
+ * returns the same code_url, with other parameters 403 OUT_TRADE_NO_USED, on
+ * a paid order 400 ORDERPAID.  The simulated customer scans and pays after
+ * the pay delay (...51: PAYERROR, ...52: never), and a paid order is notified
+ * (TRANSACTION.SUCCESS, resource encrypted with AES-256-GCM under the APIv3
+ * key) to the notify_url of the order, at least twice.
+ */
+#include "sim_int.h"
+
+#include "crypto.h"
+#include "err.h"
+#include "gateways/jscan.h"
+#include "gateways/wechat.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SKEW_S 300
+#define PATH_PREFIX "/v3/pay/transactions/out-trade-no/"
+
+/* Signs rs with the platform key (the answer's Wechatpay-* headers). */
+static void sign_response(struct pt_sim *s, struct sim_resp *rs)
+{
+    char ts[24], nonce[40], sig[PT_WECHAT_SIG_MAX], rid[40];
+    snprintf(ts, sizeof ts, "%lld", (long long)(pt__sim_now_ms() / 1000));
+    pt__sim_random_alnum(s, nonce, 32);
+    pt__sim_random_alnum(s, rid, 32);
+    size_t len = 0;
+    char *msg = pt_wechat_response_message(ts, nonce, rs->body, rs->body_len, &len);
+    if (!msg || pt_pk_sign_base64(s->k.wechat_platform_key, msg, len, sig, sizeof sig) != PT_OK)
+        sig[0] = '\0';
+    free(msg);
+    pt__sim_resp_header(rs, "Request-ID: %s", rid);
+    pt__sim_resp_header(rs, "Wechatpay-Nonce: %s", nonce);
+    pt__sim_resp_header(rs, "Wechatpay-Signature: %s", sig);
+    pt__sim_resp_header(rs, "Wechatpay-Timestamp: %s", ts);
+    pt__sim_resp_header(rs, "Wechatpay-Serial: %s", s->k.wechat_platform_serial);
+    pt__sim_resp_header(rs, "Wechatpay-Signature-Type: WECHATPAY2-SHA256-RSA2048");
+}
+
+static void error(struct sim_resp *rs, int status, const char *code, const char *message)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "code", code);
+    cJSON_AddStringToObject(o, "message", message);
+    pt__sim_resp_json(rs, status, o);
+    pt__sim_note(rs, "%s", code);
+}
+
+/* ---- the transaction object -------------------------------------------------- */
+
+static const char *trade_state(const struct sim_trade *t, const char **desc)
+{
+    if (strcmp(t->status, "captured") == 0) {
+        *desc = "支付成功";
+        return "SUCCESS";
+    }
+    if (strcmp(t->status, "declined") == 0) {
+        *desc = "支付失败，请重新下单支付";
+        return "PAYERROR";
+    }
+    if (strcmp(t->status, "canceled") == 0) {
+        *desc = "订单已关闭";
+        return "CLOSED";
+    }
+    *desc = "订单未支付";
+    return "NOTPAY";
+}
+
+static cJSON *transaction(struct pt_sim *s, const struct sim_trade *t)
+{
+    const char *desc, *st = trade_state(t, &desc);
+    int paid = strcmp(st, "SUCCESS") == 0;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *amt = cJSON_AddObjectToObject(o, "amount");
+    cJSON_AddStringToObject(amt, "currency", t->currency);
+    if (paid) {
+        cJSON_AddStringToObject(amt, "payer_currency", t->currency);
+        cJSON_AddNumberToObject(amt, "payer_total", (double)t->amount);
+    }
+    cJSON_AddNumberToObject(amt, "total", (double)t->amount);
+    cJSON_AddStringToObject(o, "appid", s->k.wechat_appid);
+    cJSON_AddStringToObject(o, "attach", "");
+    if (paid)
+        cJSON_AddStringToObject(o, "bank_type", "OTHERS");
+    cJSON_AddStringToObject(o, "mchid", s->k.wechat_mchid);
+    cJSON_AddStringToObject(o, "out_trade_no", t->order_id);
+    if (paid) {
+        cJSON *payer = cJSON_AddObjectToObject(o, "payer");
+        cJSON_AddStringToObject(payer, "openid", "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o");
+    }
+    cJSON_AddArrayToObject(o, "promotion_detail");
+    if (paid) {
+        char when[32];
+        pt__sim_time_rfc3339_cn(t->paid_at, when);
+        cJSON_AddStringToObject(o, "success_time", when);
+    }
+    cJSON_AddStringToObject(o, "trade_state", st);
+    cJSON_AddStringToObject(o, "trade_state_desc", desc);
+    cJSON_AddStringToObject(o, "trade_type", "NATIVE");
+    /* WeChat assigns the transaction_id when the customer pays. */
+    if (paid || strcmp(st, "PAYERROR") == 0)
+        cJSON_AddStringToObject(o, "transaction_id", t->trade_no);
+    return o;
+}
+
+/* Queues TRANSACTION.SUCCESS for t (lk held). */
+static void notify(struct pt_sim *s, const struct sim_trade *t)
+{
+    cJSON *x = cJSON_Parse(t->extra);
+    const char *url = pt__sim_json_str(x, "notify_url");
+    cJSON *tx = transaction(s, t);
+    char *plain = cJSON_PrintUnformatted(tx);
+    char nonce[16], id[48], when[32], *ct = NULL;
+    cJSON_Delete(tx);
+    pt__sim_random_alnum(s, nonce, 12);
+    if (!plain ||
+        pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, "transaction", plain, strlen(plain),
+                          &ct) != PT_OK)
+        goto out;
+    snprintf(id, sizeof id, "EV-");
+    pt__sim_random_digits(s, id + 3, 20);
+    pt__sim_time_rfc3339_cn(pt__sim_now_ms(), when);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", id);
+    cJSON_AddStringToObject(e, "create_time", when);
+    cJSON_AddStringToObject(e, "resource_type", "encrypt-resource");
+    cJSON_AddStringToObject(e, "event_type", "TRANSACTION.SUCCESS");
+    cJSON_AddStringToObject(e, "summary", "支付成功");
+    cJSON *r = cJSON_AddObjectToObject(e, "resource");
+    cJSON_AddStringToObject(r, "original_type", "transaction");
+    cJSON_AddStringToObject(r, "algorithm", "AEAD_AES_256_GCM");
+    cJSON_AddStringToObject(r, "ciphertext", ct);
+    cJSON_AddStringToObject(r, "associated_data", "transaction");
+    cJSON_AddStringToObject(r, "nonce", nonce);
+    char *body = cJSON_PrintUnformatted(e);
+    cJSON_Delete(e);
+    if (body)
+        pt__sim_notify(s, SIM_GW_WECHAT, t->order_id, "TRANSACTION.SUCCESS", url,
+                       "application/json", body, strlen(body), 0, 1);
+    free(body);
+out:
+    if (plain)
+        pt_zeroize(plain, strlen(plain));
+    free(plain);
+    free(ct);
+    cJSON_Delete(x);
+}
+
+/* ---- requests ------------------------------------------------------------------ */
+
+/* Checks the Authorization header like the APIv3 gateway does. */
+static int authenticated(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_wechat_auth a;
+    const char *h = pt__sim_req_header(rq, "Authorization");
+    if (!h || pt_wechat_parse_authorization(h, &a) != PT_OK) {
+        error(rs, 401, "SIGN_ERROR", "Authorization 头缺失或格式错误 (WECHATPAY2-SHA256-RSA2048)");
+        return 0;
+    }
+    if (strcmp(a.mchid, s->k.wechat_mchid) != 0) {
+        error(rs, 401, "SIGN_ERROR", "商户号与签名不匹配 (mchid)");
+        return 0;
+    }
+    if (strcasecmp(a.serial_no, s->k.wechat_merchant_serial) != 0) {
+        error(rs, 401, "SIGN_ERROR", "商户证书序列号有误 (serial_no)");
+        return 0;
+    }
+    char *end;
+    long long ts = strtoll(a.timestamp, &end, 10), now = pt__sim_now_ms() / 1000;
+    if (*end || end == a.timestamp || ts < now - SKEW_S || ts > now + SKEW_S) {
+        error(rs, 401, "SIGN_ERROR", "签名时间戳已过期或不合法 (timestamp)");
+        return 0;
+    }
+    size_t len = 0;
+    char *msg = pt_wechat_request_message(rq->method, rq->target, a.timestamp, a.nonce_str,
+                                          rq->body, rq->body_len, &len);
+    int ok = msg && pt_pk_verify_base64(s->k.wechat_merchant_cert, msg, len, a.signature,
+                                        strlen(a.signature)) == PT_OK;
+    free(msg);
+    if (!ok)
+        error(rs, 401, "SIGN_ERROR", "签名错误，请检查后再试");
+    return ok;
+}
+
+static int out_trade_no_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 6 || n > 32)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("_-|*", s[i]))
+            return 0;
+    return 1;
+}
+
+static void native(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    static const char *const total_path[] = {"amount", "total", NULL};
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *appid = pt__sim_json_str(j, "appid"), *mchid = pt__sim_json_str(j, "mchid");
+    const char *desc = pt__sim_json_str(j, "description");
+    const char *otn = pt__sim_json_str(j, "out_trade_no");
+    const char *url = pt__sim_json_str(j, "notify_url");
+    const char *cur = pt__sim_json_str(cJSON_GetObjectItemCaseSensitive(j, "amount"), "currency");
+    int64_t total = 0;
+    struct sim_trade *t = NULL;
+    if (!cJSON_IsObject(j)) {
+        error(rs, 400, "PARAM_ERROR", "请求体不是合法的 JSON");
+        goto out;
+    }
+    if (!appid || !mchid || !desc || !otn || !url ||
+        pt_jscan_int(rq->body, rq->body_len, total_path, &total) != PT_OK || total <= 0) {
+        error(rs, 400, "PARAM_ERROR",
+              "缺少参数或格式错误 (appid, mchid, description, out_trade_no, notify_url, "
+              "amount.total)");
+        goto out;
+    }
+    if (strcmp(mchid, s->k.wechat_mchid) != 0 || strcmp(appid, s->k.wechat_appid) != 0) {
+        error(rs, 400, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配");
+        goto out;
+    }
+    if (!out_trade_no_valid(otn)) {
+        error(rs, 400, "PARAM_ERROR", "out_trade_no 须为 6-32 位字母、数字或 _-|*");
+        goto out;
+    }
+    if (cur && strcmp(cur, "CNY") != 0) {
+        error(rs, 400, "PARAM_ERROR", "境内商户仅支持人民币 (amount.currency: CNY)");
+        goto out;
+    }
+    char hash[65], basis[512];
+    snprintf(basis, sizeof basis, "%lld|%s|%s", (long long)total, desc, url);
+    pt__sim_sha256_hex(basis, strlen(basis), hash);
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        goto out;
+    }
+    t = calloc(1, sizeof *t);
+    if (!t) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+        goto out;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t);
+    if (rc == PT_OK) {
+        pt__sim_unlock(s);
+        if (strcmp(t->params_hash, hash) != 0) {
+            error(rs, 403, "OUT_TRADE_NO_USED", "商户订单号重复");
+        } else if (strcmp(t->status, "captured") == 0) {
+            error(rs, 400, "ORDERPAID", "该订单已支付");
+        } else if (strcmp(t->status, "pending") != 0) {
+            error(rs, 400, "ORDER_CLOSED", "订单已关闭");
+        } else {
+            cJSON *x = cJSON_Parse(t->extra), *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "code_url", pt__sim_json_str(x, "code_url"));
+            cJSON_Delete(x);
+            pt__sim_resp_json(rs, 200, o);
+            pt__sim_note(rs, "%s repeat, same code_url", otn);
+        }
+        goto out;
+    }
+    memset(t, 0, sizeof *t);
+    t->gw = SIM_GW_WECHAT;
+    snprintf(t->order_id, sizeof t->order_id, "%s", otn);
+    memcpy(t->trade_no, "42000", 5);
+    pt__sim_random_digits(s, t->trade_no + 5, 23);
+    snprintf(t->method, sizeof t->method, "qr");
+    t->amount = total;
+    snprintf(t->currency, sizeof t->currency, "CNY");
+    snprintf(t->status, sizeof t->status, "pending");
+    memcpy(t->params_hash, hash, sizeof hash);
+    t->created_at = t->updated_at = pt__sim_now_ms();
+    char code_url[64] = "weixin://wxpay/bizpayurl?pr=";
+    pt__sim_random_alnum(s, code_url + strlen(code_url), 7);
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "code_url", code_url);
+    cJSON_AddStringToObject(x, "notify_url", url);
+    cJSON_AddStringToObject(x, "description", desc);
+    char *xt = cJSON_PrintUnformatted(x);
+    cJSON_Delete(x);
+    snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
+    free(xt);
+    pt__sim_schedule_pay(s, t);
+    rc = pt__sim_trade_insert(s, t);
+    pt__sim_unlock(s);
+    if (rc != PT_OK) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "code_url", code_url);
+        pt__sim_resp_json(rs, 200, o);
+        pt__sim_note(rs, "%s created", otn);
+    }
+out:
+    free(t);
+    cJSON_Delete(j);
+}
+
+/* {no} of /v3/pay/transactions/out-trade-no/{no}[suffix] into out. */
+static int path_trade_no(const char *path, const char *suffix, char *out, size_t outlen)
+{
+    size_t pl = strlen(PATH_PREFIX), sl = strlen(suffix), n = strlen(path);
+    if (n <= pl + sl || strncmp(path, PATH_PREFIX, pl) != 0 || strcmp(path + n - sl, suffix) != 0)
+        return -1;
+    size_t len = n - pl - sl;
+    if (len >= outlen || memchr(path + pl, '/', len))
+        return -1;
+    memcpy(out, path + pl, len);
+    out[len] = '\0';
+    return 0;
+}
+
+static void query(struct sim_call *c, const struct sim_req *rq, const char *otn,
+                  struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char mchid[64] = "";
+    const char *q = strstr(rq->query, "mchid=");
+    if (q && (q == rq->query || q[-1] == '&'))
+        snprintf(mchid, sizeof mchid, "%.*s", (int)strcspn(q + 6, "&"), q + 6);
+    if (strcmp(mchid, s->k.wechat_mchid) != 0) {
+        error(rs, 400, "PARAM_ERROR", "mchid 缺失或与商户号不符");
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t);
+    pt__sim_unlock(s);
+    if (rc == PT_OK) {
+        const char *desc;
+        pt__sim_resp_json(rs, 200, transaction(s, t));
+        pt__sim_note(rs, "%s %s", otn, trade_state(t, &desc));
+    } else {
+        error(rs, 404, "ORDER_NOT_EXIST", "订单不存在");
+    }
+    free(t);
+}
+
+static void close_order(struct sim_call *c, const struct sim_req *rq, const char *otn,
+                        struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *mchid = pt__sim_json_str(j, "mchid");
+    int ok = mchid && strcmp(mchid, s->k.wechat_mchid) == 0;
+    cJSON_Delete(j);
+    if (!ok) {
+        error(rs, 400, "PARAM_ERROR", "mchid 缺失或与商户号不符");
+        return;
+    }
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t);
+    int paid = rc == PT_OK && strcmp(t->status, "captured") == 0;
+    if (rc == PT_OK && !paid && strcmp(t->status, "canceled") != 0) {
+        snprintf(t->status, sizeof t->status, "canceled");
+        t->pay_at = 0;
+        t->updated_at = pt__sim_now_ms();
+        rc = pt__sim_trade_update(s, t);
+    }
+    pt__sim_unlock(s);
+    if (rc == PT_ENOTFOUND)
+        error(rs, 404, "ORDER_NOT_EXIST", "订单不存在");
+    else if (rc != PT_OK)
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+    else if (paid)
+        error(rs, 400, "ORDERPAID", "订单已支付，不能关闭");
+    else {
+        pt__sim_resp_set(rs, 204, "", "", 0);
+        pt__sim_note(rs, "%s closed", otn);
+    }
+    free(t);
+}
+
+static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char otn[80];
+    if (!authenticated(s, rq, rs)) {
+        /* answered */
+    } else if (strcmp(rq->method, "POST") == 0 &&
+               strcmp(rq->path, "/v3/pay/transactions/native") == 0) {
+        native(c, rq, rs);
+    } else if (strcmp(rq->method, "GET") == 0 &&
+               path_trade_no(rq->path, "", otn, sizeof otn) == 0) {
+        query(c, rq, otn, rs);
+    } else if (strcmp(rq->method, "POST") == 0 &&
+               path_trade_no(rq->path, "/close", otn, sizeof otn) == 0) {
+        close_order(c, rq, otn, rs);
+    } else {
+        error(rs, 404, "NOT_FOUND", "请求的资源不存在 (the simulator serves Native payments)");
+    }
+    if (!rs->drop)
+        sign_response(s, rs);
+}
+
+static void autopay(struct pt_sim *s, struct sim_trade *t)
+{
+    enum sim_rule rule = pt__sim_amount_rule(t->amount);
+    t->pay_at = 0;
+    t->updated_at = pt__sim_now_ms();
+    if (rule == SIM_RULE_PAY) {
+        snprintf(t->status, sizeof t->status, "captured");
+        t->captures++;
+        t->paid_at = t->updated_at;
+    } else {
+        snprintf(t->status, sizeof t->status, "declined");
+    }
+    /* WeChat notifies successful payments only. */
+    if (pt__sim_trade_update(s, t) == PT_OK && rule == SIM_RULE_PAY)
+        notify(s, t);
+}
+
+static int note_headers(struct pt_sim *s, const struct sim_note *n, char hdr[][768], int *nhdr)
+{
+    struct sim_resp rs = {0};
+    rs.body = n->body;
+    rs.body_len = n->body_len;
+    sign_response(s, &rs);
+    for (int i = 0; i < rs.nhdr; i++)
+        memcpy(hdr[i], rs.hdr[i], sizeof rs.hdr[i]);
+    *nhdr = rs.nhdr;
+    return PT_OK;
+}
+
+static int note_ok(int status, const char *body, size_t len)
+{
+    /* APIv3: HTTP 200 or 204 means received; 200 may carry {"code":"SUCCESS"}. */
+    if (status == 204)
+        return 1;
+    if (status != 200)
+        return 0;
+    if (len == 0)
+        return 1;
+    cJSON *j = cJSON_ParseWithLength(body, len);
+    const char *code = pt__sim_json_str(j, "code");
+    int ok = code && strcmp(code, "SUCCESS") == 0;
+    cJSON_Delete(j);
+    return ok;
+}
+
+static void error_500(struct pt_sim *s, struct sim_resp *rs)
+{
+    error(rs, 500, "SYSTEM_ERROR", "系统错误");
+    sign_response(s, rs);
+}
+
+const struct sim_gateway pt__sim_wechat = {
+    .name = "wechat",
+    .handle = handle,
+    .autopay = autopay,
+    .note_headers = note_headers,
+    .note_ok = note_ok,
+    .error_500 = error_500,
+};

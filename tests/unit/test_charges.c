@@ -1,0 +1,323 @@
+/*
+ * test_charges.c - the charge state machine and the fulfilment feed.
+ *
+ * The legal transitions are written here again, straight from SPEC section
+ * 4, so a mistake in core/charge.c's table cannot hide behind itself.
+ */
+#include "testutil.h"
+
+#include "charges.h"
+#include "err.h"
+#include "store.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[256], path[300];
+static struct pt_store *st;
+
+static const char *const spec_legal[] = {
+    "INIT PROCESSING",     "INIT CANCELED",        "INIT FAILED",
+    "PROCESSING SUCCESS",  "PROCESSING FAILED",    "PROCESSING PENDING",
+    "PROCESSING UNKNOWN",  "PROCESSING INIT",      "PENDING SUCCESS",
+    "PENDING FAILED",      "PENDING CANCELED",     "PENDING UNKNOWN",
+    "UNKNOWN SUCCESS",     "UNKNOWN FAILED",       "UNKNOWN CANCELED",
+    "UNKNOWN PENDING",     "UNKNOWN PROCESSING",
+};
+
+static int spec_allows(enum pt_state from, enum pt_state to)
+{
+    char pair[40];
+    snprintf(pair, sizeof pair, "%s %s", pt_state_name(from), pt_state_name(to));
+    for (size_t i = 0; i < sizeof spec_legal / sizeof spec_legal[0]; i++)
+        if (strcmp(pair, spec_legal[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[512];
+    pt_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/c.db", dir);
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pt_store_close(st);
+    pt_test_rmtree(dir);
+    return 0;
+}
+
+static int counter;
+
+static void new_charge(struct pt_charge *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->order_id, sizeof c->order_id, "T-%d", ++counter);
+    strcpy(c->gateway, "stripe");
+    strcpy(c->method, "card_on_file");
+    strcpy(c->currency, "USD");
+    strcpy(c->payment_method, "pm_card_visa");
+    c->amount = 1200;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_create(st, c, "{}", "api", 1000), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+}
+
+/* Puts a charge into a state behind the state machine's back (test setup). */
+static void force_state(struct pt_charge *c, enum pt_state s)
+{
+    sqlite3 *db;
+    char sql[160];
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    snprintf(sql, sizeof sql, "UPDATE charges SET state='%s' WHERE id=%lld", pt_state_name(s),
+             (long long)c->id);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pt_store_charge_get_by_id(st, c->id, c), PT_OK);
+}
+
+static int count_events(const char *type, const char *order_id)
+{
+    struct pt_event_row rows[100];
+    int n = 0, found = 0;
+    assert_int_equal(pt_store_events_list(st, 0, 100, rows, &n), PT_OK);
+    for (int i = 0; i < n; i++)
+        if (strcmp(rows[i].type, type) == 0 && strcmp(rows[i].order_id, order_id) == 0)
+            found++;
+    pt_event_rows_free(rows, n);
+    return found;
+}
+
+static void test_table_matches_spec(void **state)
+{
+    (void)state;
+    for (int f = 0; f < PT_STATE__COUNT; f++)
+        for (int t = 0; t < PT_STATE__COUNT; t++)
+            if (pt_state_transition_legal(f, t) != spec_allows(f, t))
+                fail_msg("%s -> %s: table says %d, SPEC says %d", pt_state_name(f),
+                         pt_state_name(t), pt_state_transition_legal(f, t), spec_allows(f, t));
+}
+
+/* Every (from, to) pair through the real conditional UPDATE. */
+static void test_every_pair_through_the_store(void **state)
+{
+    (void)state;
+    for (int f = 0; f < PT_STATE__COUNT; f++) {
+        for (int t = 0; t < PT_STATE__COUNT; t++) {
+            struct pt_charge c;
+            new_charge(&c);
+            force_state(&c, f);
+            int64_t audits_before = 0, audits_after = 0;
+            struct pt_audit_row rows[16];
+            int n;
+            assert_int_equal(pt_store_audit_list(st, c.id, 16, rows, &n), PT_OK);
+            audits_before = n;
+            assert_int_equal(pt_store_begin(st), PT_OK);
+            int rc = pt_charge_transition(st, &c, t, NULL, "test", "api", NULL, 2000);
+            assert_int_equal(pt_store_commit(st), PT_OK);
+            assert_int_equal(pt_store_audit_list(st, c.id, 16, rows, &n), PT_OK);
+            audits_after = n;
+            struct pt_charge now;
+            assert_int_equal(pt_store_charge_get_by_id(st, c.id, &now), PT_OK);
+            if (f == t) {
+                assert_int_equal(rc, PT_EEXIST); /* repeated: a no-op, nothing written */
+                assert_int_equal(audits_after, audits_before);
+                assert_int_equal(now.state, f);
+            } else if (spec_allows(f, t)) {
+                if (rc != PT_OK)
+                    fail_msg("%s -> %s refused (%d)", pt_state_name(f), pt_state_name(t), rc);
+                assert_int_equal(now.state, t);
+                assert_int_equal(audits_after, audits_before + 1);
+                assert_int_equal(rows[n - 1].refused, 0);
+            } else {
+                if (rc != PT_ESTATE)
+                    fail_msg("%s -> %s allowed (%d)", pt_state_name(f), pt_state_name(t), rc);
+                assert_int_equal(now.state, f); /* unchanged */
+                assert_int_equal(audits_after, audits_before + 1);
+                assert_int_equal(rows[n - 1].refused, 1); /* refused and audited */
+                assert_string_equal(rows[n - 1].to_state, pt_state_name(t));
+            }
+        }
+    }
+}
+
+/* Our belief is stale: someone else moved the charge in between. */
+static void test_conditional_update_with_stale_belief(void **state)
+{
+    (void)state;
+    struct pt_charge c, stale;
+    new_charge(&c);
+    stale = c; /* believes INIT */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "t", "api", NULL, 1),
+                     PT_OK);
+    /* INIT -> PROCESSING on a charge that is really CANCELED must not happen. */
+    assert_int_equal(
+        pt_charge_transition(st, &stale, PT_STATE_PROCESSING, NULL, "t", "sync", NULL, 2),
+        PT_ESTATE);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(stale.state, PT_STATE_CANCELED); /* re-read */
+}
+
+static void test_events_once(void **state)
+{
+    (void)state;
+    struct pt_charge c;
+    new_charge(&c);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_PROCESSING, NULL, "s", "sync", NULL, 1),
+                     PT_OK);
+    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_UNKNOWN, NULL, "t", "sync", NULL, 2),
+                     PT_OK);
+    assert_int_equal(pt_charge_gateway_succeeded(st, &c, NULL, "notify:stripe", NULL, 3), PT_OK);
+    /* The duplicate notification and the query result race in: no-ops. */
+    assert_int_equal(pt_charge_gateway_succeeded(st, &c, NULL, "notify:stripe", NULL, 4),
+                     PT_EEXIST);
+    assert_int_equal(pt_charge_gateway_succeeded(st, &c, NULL, "sync", NULL, 5), PT_EEXIST);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(count_events("charge.succeeded", c.order_id), 1);
+}
+
+static void test_success_from_init_and_pending(void **state)
+{
+    (void)state;
+    /* A verified success moves any non-final state to SUCCESS. */
+    enum pt_state from[] = {PT_STATE_INIT, PT_STATE_PROCESSING, PT_STATE_PENDING,
+                            PT_STATE_UNKNOWN};
+    for (size_t i = 0; i < 4; i++) {
+        struct pt_charge c;
+        new_charge(&c);
+        force_state(&c, from[i]);
+        assert_int_equal(pt_store_begin(st), PT_OK);
+        assert_int_equal(pt_charge_gateway_succeeded(st, &c, NULL, "notify:stripe", NULL, 9),
+                         PT_OK);
+        assert_int_equal(pt_store_commit(st), PT_OK);
+        assert_int_equal(c.state, PT_STATE_SUCCESS);
+        assert_int_equal(count_events("charge.succeeded", c.order_id), 1);
+    }
+}
+
+static void test_success_after_failed_raises_review(void **state)
+{
+    (void)state;
+    struct pt_charge c;
+    new_charge(&c);
+    force_state(&c, PT_STATE_FAILED);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_gateway_succeeded(st, &c, NULL, "notify:alipay", NULL, 9),
+                     PT_ESTATE);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(c.state, PT_STATE_FAILED); /* not overwritten */
+    assert_true(c.review);
+    assert_string_equal(c.review_reason, "succeeded_after_failed");
+    assert_int_equal(count_events("charge.review", c.order_id), 1);
+    assert_int_equal(count_events("charge.succeeded", c.order_id), 0);
+}
+
+static void test_review_holds_fulfilment(void **state)
+{
+    (void)state;
+    struct pt_charge c;
+    new_charge(&c);
+    force_state(&c, PT_STATE_UNKNOWN);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    /* An amount mismatch raised review first... */
+    assert_int_equal(pt_charge_review(st, &c, 1, "amount_mismatch", "notify:wechat", 5), PT_OK);
+    assert_int_equal(pt_charge_review(st, &c, 1, "again", "notify:wechat", 5), PT_EEXIST);
+    /* ...so the success is recorded but not announced. */
+    assert_int_equal(pt_charge_gateway_succeeded(st, &c, NULL, "sync", NULL, 6), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(count_events("charge.succeeded", c.order_id), 0);
+    /* An operator clears it: the held event goes out, once. */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_review(st, &c, 0, "checked receipt", "operator:ann", 7), PT_OK);
+    assert_int_equal(pt_charge_review(st, &c, 1, "second look", "operator:ann", 8), PT_OK);
+    assert_int_equal(pt_charge_review(st, &c, 0, "fine", "operator:ann", 9), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(count_events("charge.succeeded", c.order_id), 1);
+    assert_int_equal(count_events("charge.review", c.order_id), 2);
+    /* The audit names the operator. */
+    struct pt_audit_row rows[32];
+    int n;
+    assert_int_equal(pt_store_audit_list(st, c.id, 32, rows, &n), PT_OK);
+    int by_ann = 0;
+    for (int i = 0; i < n; i++)
+        by_ann += strcmp(rows[i].actor, "operator:ann") == 0;
+    assert_int_equal(by_ann, 3);
+}
+
+static void test_event_seq_increases(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 5; i++) {
+        struct pt_charge c;
+        new_charge(&c);
+        assert_int_equal(pt_store_begin(st), PT_OK);
+        assert_int_equal(pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "t", "api", NULL,
+                                              10 + i),
+                         PT_OK);
+        assert_int_equal(pt_store_commit(st), PT_OK);
+    }
+    struct pt_event_row rows[100];
+    int n;
+    assert_int_equal(pt_store_events_list(st, 0, 100, rows, &n), PT_OK);
+    assert_int_equal(n, 5);
+    for (int i = 1; i < n; i++)
+        assert_true(rows[i].seq > rows[i - 1].seq);
+    /* after= pages. */
+    int64_t third = rows[2].seq;
+    pt_event_rows_free(rows, n);
+    assert_int_equal(pt_store_events_list(st, third, 100, rows, &n), PT_OK);
+    assert_int_equal(n, 2);
+    pt_event_rows_free(rows, n);
+}
+
+static void test_charge_json(void **state)
+{
+    (void)state;
+    struct pt_charge c;
+    new_charge(&c);
+    force_state(&c, PT_STATE_FAILED);
+    strcpy(c.error_code, "card_declined");
+    strcpy(c.error_message, "insufficient funds");
+    char *text = pt_charge_json_text(&c);
+    cJSON *o = cJSON_Parse(text);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "state")->valuestring, "FAILED");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "code")->valuestring,
+                        "card_declined");
+    assert_int_equal((int)cJSON_GetObjectItem(o, "amount")->valuedouble, 1200);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(o, "review")));
+    assert_string_equal(cJSON_GetObjectItem(o, "created_at")->valuestring,
+                        "1970-01-01T00:00:01.000Z");
+    /* The customer's code and payment method never appear in the object. */
+    assert_null(strstr(text, "pm_card_visa"));
+    cJSON_Delete(o);
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_matches_spec),
+        cmocka_unit_test_setup_teardown(test_every_pair_through_the_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conditional_update_with_stale_belief, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_events_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_success_from_init_and_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_success_after_failed_raises_review, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_review_holds_fulfilment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_seq_increases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_charge_json, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
