@@ -18,6 +18,9 @@ struct command {
 
 static const struct command commands[] = {
     {"serve", pt_cmd_serve, "run the daemon (HTTP API, sync engine) in the foreground"},
+    {"status", pt_cmd_status, "print the queue and charge counts (reads the database)"},
+    {"charges", pt_cmd_charges, "list charges, optionally by state"},
+    {"sync", pt_cmd_sync, "ask the running daemon to start a sync pass now"},
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
