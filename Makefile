@@ -48,7 +48,7 @@ cross-armhf:
 	@cmake --build --preset armhf -j $(JOBS)
 
 demo: build
-	@scripts/demo.sh
+	build/dev/firmware/payterm demo --dir build/demo
 
 run: build
 	@scripts/run.sh
