@@ -31,6 +31,8 @@ asan: deps
 
 bench: build
 	@scripts/deps.sh bench
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
 	@mkdir -p build/bench
 	build/dev/tests/bench/pt_bench --dir build/bench --json build/bench/results.json
 
