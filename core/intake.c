@@ -647,8 +647,9 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto release;
         }
         c.next_attempt_at = now;
-        if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
-            (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)))
+        /* The key completes in this same transaction, so it needs no link
+         * to the order for lock recovery. */
+        if ((rc = pt_charge_create(st, &c, params, "api", now)))
             goto storage;
         pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway,
                     (long long)c.amount, c.currency);
