@@ -6,7 +6,7 @@
 #   cross aarch64 cross compiler, the :arm64 -dev packages, qemu
 #   armhf armhf cross compiler and the :armhf -dev packages
 #   fuzz  clang with libFuzzer
-#   bench wrk and sqlite3 for the HTTP and storage benchmarks
+#   bench binutils (strip, for the binary size figure)
 # As root, missing packages are installed with apt-get.  Otherwise the single
 # apt-get line to run is printed and the script fails.
 set -eu
@@ -18,7 +18,7 @@ libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcmocka-
 armhf="gcc-arm-linux-gnueabihf qemu-user-static libsqlite3-dev:armhf libmbedtls-dev:armhf
 libcurl4-openssl-dev:armhf libcjson-dev:armhf libmicrohttpd-dev:armhf libcmocka-dev:armhf"
 fuzz="clang libclang-rt-14-dev"
-bench="wrk sqlite3"
+bench="binutils"
 
 want=""
 [ $# -eq 0 ] && set -- base

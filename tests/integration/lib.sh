@@ -20,8 +20,9 @@
 # tried yet counts as reachable, so the first charge for it would take the
 # online path; pt_start therefore makes the daemon find every gateway
 # unreachable first (pt_gateways_down), which is the state the offline rows
-# of the outcome table are about.  That leaves CANCELED charges named
-# warmup-* and their charge.canceled events: tests look past them.
+# of the outcome table are about.  The warm-up charges (warmup-*) are
+# require_online and leave nothing behind; should one ever be stored, the
+# tests look past it (NOWARM, pt_feed_next).
 #
 # Every daemon started is recorded in $PT_TMP/pids and killed by the EXIT
 # trap, so a failing test never leaves one behind.  Cases run in subshells:
@@ -375,8 +376,8 @@ pt_metrics()
 # For a gateway with queued charges, the daemon's own sync pass (the first
 # one after a start, then every sync.interval_s) tries them and finds out;
 # charging it here would race that pass.  Every other gateway gets one
-# require_online charge, warmup-<gateway>-N: sent, not sent, so canceled
-# (503 offline_not_allowed), and the gateway is known to be down.
+# require_online charge, warmup-<gateway>-N: the daemon probes the gateway,
+# finds it down and answers 503 offline_not_allowed.
 pt_gateways_down()
 {
     local auth gw body queued="" after=0 deadline

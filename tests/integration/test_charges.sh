@@ -363,7 +363,8 @@ case_first_contact()
     pt_get /v1/status
     expect_json .online true
     # Stripe, prefer_online, over the offline limit: sent, not sent, and it
-    # may not wait: 503, the key released, nothing left to send.
+    # may not wait: 503, the key released, nothing left to send (the order
+    # was committed before the send, so it may remain, CANCELED).
     pt_post /v1/charges fc-key-1 "$(charge_body fc-1 '.amount = 600')"
     expect_error 503 offline_limit_exceeded
     expect_match '^[1-9][0-9]*$' "$(pt_header Retry-After)" "Retry-After"
@@ -384,11 +385,13 @@ case_first_contact()
     pt_post /v1/charges fc-key-2 '{"order_id":"fc-2","amount":100,"currency":"CNY","gateway":"alipay","method":"barcode","payment_code":"287634438256643941"}'
     expect_header Idempotency-Replayed true
     expect_same_bytes "$(pt_saved fc2)" "$PT_BODY_FILE" "replay of fc-2"
-    # 2C2P, untried: a redirect is always online; 503 offline_not_allowed.
+    # 2C2P, untried: a redirect is always online.  The daemon probes the
+    # gateway before creating anything: 503 offline_not_allowed, nothing
+    # stored.
     pt_post /v1/charges fc-key-3 '{"order_id":"fc-3","amount":100,"currency":"THB","gateway":"2c2p","method":"redirect"}'
     expect_error 503 offline_not_allowed
     expect_match '^[1-9][0-9]*$' "$(pt_header Retry-After)" "Retry-After"
-    expect_nothing_to_send fc-3
+    expect_no_charge fc-3
     pt_post /v1/charges fc-key-3 "$(charge_body fc-3b '.offline = "force_offline"')"
     expect_status 202
     expect_no_header Idempotency-Replayed

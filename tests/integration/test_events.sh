@@ -5,9 +5,8 @@
 #
 # With the gateways unreachable the events that can be produced are
 # charge.canceled and charge.review; charge.succeeded / charge.failed need a
-# gateway that answers.  The feed starts
-# with the warm-up charges' charge.canceled events (see lib.sh): the cases
-# read from FEED0, the position after them.
+# gateway that answers.  The cases read the feed from FEED0, its position
+# when they start (after any warm-up event, see lib.sh).
 source "$(dirname "$0")/lib.sh"
 
 create() { pt_post /v1/charges "create-$1" "$(charge_body "$1")"; expect_status 202; }
@@ -21,7 +20,7 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 case_feed_start()
 {
-    # Nothing but the warm-up cancels so far; the end of the feed is empty.
+    # Nothing in the feed yet (a warm-up cancel aside); its end is empty.
     pt_get '/v1/events?limit=100'
     expect_status 200
     expect_json '[.data[] | select(.type != "charge.canceled" or (.order_id | startswith("warmup-") | not))]' '[]'
@@ -170,7 +169,7 @@ pt_init
 pt_start
 FEED0=$(pt_feed_next)
 
-pt_case "the feed holds only the warm-up cancels at first" case_feed_start
+pt_case "the feed starts empty" case_feed_start
 pt_case "each event once, seq strictly increasing, no event for no change" case_each_event_once
 pt_case "paging with after and limit=1 sees every seq once" case_paging
 pt_case "bad query parameters: 400 naming the parameter" case_bad_params
