@@ -201,6 +201,9 @@ pt_done()
 pt_cleanup()
 {
     local pid
+    # Nothing may cut the cleanup short (a closed stdout raises SIGPIPE on
+    # every write).
+    trap '' INT TERM HUP PIPE
     if [ -f "$PT_TMP/pids" ]; then
         while read -r pid; do
             kill -KILL "$pid" 2>/dev/null
@@ -230,7 +233,9 @@ pt_init()
     done
     PT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/payterm-$PT_SCRIPT.XXXXXX") || exit 2
     trap pt_cleanup EXIT
-    trap 'exit 130' INT TERM
+    # A signal (ctest's timeout, ^C, a reader that went away) still runs the
+    # EXIT trap, so no daemon outlives the script.
+    trap 'exit 130' INT TERM HUP PIPE
     PT_T0=$(date +%s%N)
     PT_BODY_FILE=$PT_TMP/last.body
     PT_HDR_FILE=$PT_TMP/last.hdr
