@@ -44,8 +44,10 @@ cross-aarch64:
 
 cross-armhf:
 	@scripts/deps.sh armhf
+	@scripts/sysroot.sh armhf
 	@cmake --preset armhf >/dev/null
 	@cmake --build --preset armhf -j $(JOBS)
+	ctest --preset armhf
 
 demo: build
 	@scripts/demo.sh
