@@ -621,6 +621,12 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     enum pt_offline_mode mode = needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
     int can_send = mode != PT_OFFLINE_FORCE && in->online.charge_now &&
                    (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
+    /* A charge that may not wait in the queue is only created when the
+     * gateway answers right now: otherwise the 503 leaves nothing behind
+     * and the same key works once the link is back. */
+    if (can_send && mode == PT_OFFLINE_REQUIRE_ONLINE && in->online.probe &&
+        !in->online.probe(in->online.ctx, c.gateway))
+        can_send = 0;
     if (!can_send) {
         if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
             pt_reply_error(out, 503, "offline_not_allowed",
@@ -641,8 +647,9 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto release;
         }
         c.next_attempt_at = now;
-        if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
-            (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)))
+        /* The key completes in this same transaction, so it needs no link
+         * to the order for lock recovery. */
+        if ((rc = pt_charge_create(st, &c, params, "api", now)))
             goto storage;
         pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway,
                     (long long)c.amount, c.currency);

@@ -89,6 +89,9 @@
                   " FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")                \
     X(NOTIFICATION_INSERT, "INSERT OR IGNORE INTO notifications (gateway, dedup_id, order_id,"     \
                            " status, outcome, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")       \
+    X(AUDIT_INSERT_FIRST, "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause,"  \
+                          " actor, refused, detail, created_at)"                                   \
+                          " VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                           \
     X(AUDIT_INSERT,                                                                                \
       "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"     \
       " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
@@ -700,11 +703,11 @@ int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_cha
     return rc;
 }
 
-int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
-                   const char *cause, const char *actor, int refused, const char *detail,
-                   int64_t now)
+static int audit(struct pt_store *st, int id, int64_t charge_id, const char *from,
+                 const char *to, const char *cause, const char *actor, int refused,
+                 const char *detail, int64_t now)
 {
-    sqlite3_stmt *s = stmt(st, S_AUDIT_INSERT);
+    sqlite3_stmt *s = stmt(st, id);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, charge_id);
@@ -716,6 +719,20 @@ int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, con
     bind_text(s, 7, detail);
     sqlite3_bind_int64(s, 8, now);
     return run(st, s);
+}
+
+int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
+                   const char *cause, const char *actor, int refused, const char *detail,
+                   int64_t now)
+{
+    return audit(st, S_AUDIT_INSERT, charge_id, from, to, cause, actor, refused, detail, now);
+}
+
+int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
+                         const char *cause, const char *actor, int64_t now)
+{
+    /* A new charge has no trail yet: its first row is seq 1, no lookup. */
+    return audit(st, S_AUDIT_INSERT_FIRST, charge_id, NULL, to, cause, actor, 0, NULL, now);
 }
 
 int pt_store_count(struct pt_store *st, const char *table, int64_t *count)

@@ -257,6 +257,10 @@ int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, con
                    const char *cause, const char *actor, int refused, const char *detail,
                    int64_t now);
 
+/* The first audit row of a charge just inserted (seq 1, no lookup). */
+int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
+                         const char *cause, const char *actor, int64_t now);
+
 struct pt_audit_row {
     int64_t seq;
     char from_state[16];

@@ -593,6 +593,7 @@ void pt_sync_destroy(struct pt_sync *s)
 struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
 {
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
+                                  .probe = pt_sync_probe_one,
                                   .charge_now = pt_sync_charge_now,
                                   .cancel_now = pt_sync_cancel_now,
                                   .wake = pt_sync_wake,
@@ -709,27 +710,35 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     return rc;
 }
 
-int pt_sync_probe(struct pt_sync *s)
+/* One unauthenticated GET of the gateway's endpoint: any HTTP answer (404
+ * included) proves the path works; no secrets, no side effect. */
+static int probe(struct pt_sync *s, int i)
 {
     const struct pt_transport *t = s->opt.platform->transport;
+    if (!s->opt.gw[i] || !t)
+        return 0;
+    struct pt_http_request req = {.method = "GET"};
+    req.url = strdup(s->opt.gw[i]->endpoint);
+    struct pt_http_response resp = {0};
+    int rc = req.url ? t->send(t->ctx, pt_metric_gateway_name(i), &req, 5000, &resp) : PT_ENOMEM;
+    pt_http_request_free(&req);
+    pt_http_response_free(&resp);
+    set_reach(s, pt_metric_gateway_name(i), rc == PT_OK);
+    return rc == PT_OK;
+}
+
+int pt_sync_probe_one(void *p, const char *gateway)
+{
+    int i = gw_index(gateway);
+    return i >= 0 && probe(p, i);
+}
+
+int pt_sync_probe(struct pt_sync *s)
+{
     int down = 0;
-    for (int i = 0; i < PT_MG__COUNT; i++) {
-        if (!s->opt.gw[i] || atomic_load(&s->reach[i]) != REACH_DOWN || !t)
-            continue;
-        /* Any HTTP answer (404 included) proves the path works; no secrets,
-         * no signature, no side effect at the gateway. */
-        struct pt_http_request req = {.method = "GET"};
-        req.url = strdup(s->opt.gw[i]->endpoint);
-        struct pt_http_response resp = {0};
-        int rc = req.url ? t->send(t->ctx, pt_metric_gateway_name(i), &req, 5000, &resp)
-                         : PT_ENOMEM;
-        pt_http_request_free(&req);
-        pt_http_response_free(&resp);
-        if (rc == PT_OK)
-            set_reach(s, pt_metric_gateway_name(i), 1);
-        else
-            down++;
-    }
+    for (int i = 0; i < PT_MG__COUNT; i++)
+        if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN)
+            down += !probe(s, i);
     return down;
 }
 

@@ -25,6 +25,7 @@ static const struct command commands[] = {
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
     {"sim", pt_cmd_sim, "run the gateway simulator (desktop builds)"},
+    {"demo", pt_cmd_demo, "play a kiosk session against the simulator (desktop builds)"},
     {"sign", pt_cmd_sign, "sign a gateway message as the vendor SDKs do"},
     {"verify", pt_cmd_verify, "verify a gateway notification or response"},
     {"version", pt_cmd_version, "print the version"},

@@ -155,7 +155,7 @@ static void guarded_new_charge(struct pt_store *st, long i)
         die("acquire", rc ? rc : PT_EEXIST);
     if ((rc = pt_store_charge_insert(st, &c, body, now)))
         die("charge insert", rc);
-    if ((rc = pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, now)))
+    if ((rc = pt_store_audit_first(st, c.id, "INIT", "created", "api", now)))
         die("audit", rc);
     if ((rc = pt_idem_complete(st, "POST /v1/charges", key, 202, body, strlen(body), now)))
         die("complete", rc);
