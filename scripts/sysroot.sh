@@ -42,9 +42,10 @@ skip="libc6 libc6-dev libgcc-s1 gcc-12-base libcrypt1 libcrypt-dev libnsl2 libns
 libtirpc3 libtirpc-dev libtirpc-common linux-libc-dev rpcsvc-proto libc-dev-bin
 debconf perl-base dpkg tar install-info"
 
+# shellcheck disable=SC1091
 codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
 [ -n "$codename" ] || codename=bookworm
-stamp="sysroot.sh $(cksum <"$0" | cut -d' ' -f1) $arch $codename $(echo $pkgs)"
+stamp="sysroot.sh $(cksum <"$0" | cut -d' ' -f1) $arch $codename $(echo "$pkgs" | tr '\n' ' ')"
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
     exit 0
 fi
@@ -128,7 +129,7 @@ apt-get $aptopts -s -qq install $pkgs >"$work/resolve.out" 2>"$work/resolve.err"
     echo "sysroot.sh: cannot resolve the $arch packages" >&2
     exit 1
 }
-want=$(awk -v skip=" $(echo $skip) " '$1 == "Inst" {
+want=$(awk -v skip=" $(echo "$skip" | tr '\n' ' ') " '$1 == "Inst" {
            n = $2; sub(/:.*/, "", n)
            if (index(skip, " " n " ") == 0) print n }' "$work/resolve.out" | sort -u)
 [ -n "$want" ] || { echo "sysroot.sh: nothing to download?" >&2; exit 1; }
@@ -163,6 +164,7 @@ done
 {
     echo "# $arch sysroot made by scripts/sysroot.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     for deb in "$work/debs/"*.deb; do
+        # shellcheck disable=SC2016
         dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb"
     done
 } >"$out.new/PACKAGES"
