@@ -14,7 +14,7 @@ set -eu
 
 base="gcc libc6-dev cmake make pkg-config libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev
 libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps"
-cross="gcc-aarch64-linux-gnu qemu-user-static libsqlite3-dev:arm64 libmbedtls-dev:arm64
+cross="gcc-aarch64-linux-gnu qemu-user-static cmake make pkg-config libsqlite3-dev:arm64 libmbedtls-dev:arm64
 libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcmocka-dev:arm64"
 armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make pkg-config
 ca-certificates"
