@@ -46,8 +46,10 @@ cross-aarch64:
 
 cross-armhf:
 	@scripts/deps.sh armhf
+	@scripts/sysroot.sh armhf
 	@cmake --preset armhf >/dev/null
 	@cmake --build --preset armhf -j $(JOBS)
+	ctest --preset armhf
 
 demo: build
 	build/dev/firmware/payterm demo --dir build/demo

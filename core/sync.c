@@ -207,6 +207,18 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
     switch (r->outcome) {
     case PT_OUTCOME_SUCCESS:
         count_sync(c->gateway, PT_MS_SUCCESS);
+        /* The money moved either way; if the gateway says it moved another
+         * amount or currency than we asked for, fulfilment waits for an
+         * operator. */
+        if ((r->amount && r->amount != c->amount) ||
+            (r->currency[0] && strcmp(r->currency, c->currency) != 0)) {
+            char reason[PT_MESSAGE_MAX];
+            snprintf(reason, sizeof reason, "amount_mismatch: gateway reports %lld %s",
+                     (long long)r->amount, r->currency);
+            rc = raise_review(st, c, reason, "sync", now);
+            if (rc)
+                break;
+        }
         rc = pt_charge_gateway_succeeded(st, c, &p, "sync", detail, now);
         break;
     case PT_OUTCOME_DECLINED:
@@ -502,10 +514,11 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
     if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && c->state == PT_STATE_UNKNOWN) {
         /* The gateway has no such order: our send never arrived. */
         count_sync(c->gateway, PT_MS_NOT_FOUND);
-        if (resend_allowed(s, c, now)) {
+        if (resend_allowed(s, c, now) && c->attempts < s->opt.cfg->sync_max_attempts) {
             pt_log_info("charge %s: gateway has no record, resending with the same key",
                         c->order_id);
-            return send_pay(s, st, c);
+            rc = send_pay(s, st, c);
+            return rc ? rc : check_limits(s, st, c, now_ms(s));
         }
         if (strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) {
             /* No code or page was ever issued, so nobody can pay it. */
