@@ -14,6 +14,7 @@
  */
 #include "intake.h"
 #include "charges.h"
+#include "crypto.h"
 #include "err.h"
 #include "gateway.h"
 #include "json.h"
@@ -558,10 +559,12 @@ static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
 
 /* Answers for an order that already exists (another key, or a recovered
  * lock): the same parameters get the charge, different ones a conflict. */
-static void existing_order(const struct pt_charge *have, const char *have_params,
+static void existing_order(const struct pt_charge *have, const unsigned char *have_params,
                            const char *params, struct pt_reply *out)
 {
-    if (params && have_params && strcmp(params, have_params) != 0) {
+    unsigned char mine[32];
+    if (params && (pt_sha256(params, strlen(params), mine) != PT_OK ||
+                   memcmp(mine, have_params, 32) != 0)) {
         pt_reply_error(out, 409, "order_id_conflict",
                        "order_id '%s' already exists with different parameters; an order is "
                        "charged once",
@@ -585,7 +588,8 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     }
     int rc = PT_OK;
     struct pt_charge c, have;
-    char *params = NULL, *have_params = NULL;
+    char *params = NULL;
+    unsigned char have_params[32];
     char msg[1024];
 
     /* A lock taken over from a request that died: its charge row (if any)
@@ -616,7 +620,7 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
         goto complete;
     }
 
-    rc = pt_store_charge_get(st, c.order_id, &have, &have_params);
+    rc = pt_store_charge_get(st, c.order_id, &have, have_params);
     if (rc == PT_OK) {
         existing_order(&have, have_params, params, out);
         goto complete;
@@ -745,7 +749,6 @@ storage_after_commit:
     storage_unavailable(out, st, rc);
 out:
     free(params);
-    free(have_params);
     pt_idem_result_free(&res);
     guard_free(&g);
     return out->status == 503 && rc ? rc : PT_OK;

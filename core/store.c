@@ -7,6 +7,7 @@
  */
 #include "store.h"
 #include "err.h"
+#include "crypto.h"
 #include "log.h"
 #include "migrations.h"
 
@@ -20,7 +21,7 @@
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
-    " review_reason, created_at, updated_at, params"
+    " review_reason, created_at, updated_at, params_hash"
 
 /* Non-final states, spelled exactly as in the partial index charges_active so
  * that SQLite can prove a query may use it. */
@@ -58,7 +59,7 @@
                  " AND completed_at IS NOT NULL")                                                  \
     X(CHARGE_INSERT,                                                                               \
       "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
-      " params, subject, payment_code, payment_method, customer, metadata, attempts,"              \
+      " params_hash, subject, payment_code, payment_method, customer, metadata, attempts,"         \
       " next_attempt_at, created_at, updated_at)"                                                  \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 0, ?14, ?15, ?15)"         \
       " ON CONFLICT (order_id) DO NOTHING")                                                        \
@@ -613,6 +614,9 @@ int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count)
 int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char *params_json,
                            int64_t now)
 {
+    unsigned char hash[32];
+    if (pt_sha256(params_json, strlen(params_json), hash) != PT_OK)
+        return PT_ECRYPTO;
     sqlite3_stmt *s = stmt(st, S_CHARGE_INSERT);
     if (!s)
         return PT_ESTORAGE;
@@ -623,7 +627,7 @@ int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char 
     sqlite3_bind_text(s, 5, c->currency, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, pt_state_name(c->state), -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 7, pt_offline_mode_name(c->offline), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, params_json, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 8, hash, 32, SQLITE_STATIC);
     bind_text(s, 9, c->subject);
     bind_text(s, 10, c->payment_code);
     bind_text(s, 11, c->payment_method);
@@ -675,7 +679,7 @@ static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
 }
 
 int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
-                        char **params)
+                        unsigned char params_hash[32])
 {
     sqlite3_stmt *s = stmt(st, S_CHARGE_GET);
     if (!s)
@@ -693,11 +697,12 @@ int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_cha
     }
     read_charge(s, out);
     rc = PT_OK;
-    if (params) {
-        const char *p = (const char *)sqlite3_column_text(s, 24);
-        *params = p ? strdup(p) : NULL;
-        if (p && !*params)
-            rc = PT_ENOMEM;
+    if (params_hash) {
+        const void *h = sqlite3_column_blob(s, 24);
+        if (h && sqlite3_column_bytes(s, 24) == 32)
+            memcpy(params_hash, h, 32);
+        else
+            memset(params_hash, 0, 32);
     }
     sqlite3_reset(s);
     return rc;

@@ -11,6 +11,7 @@
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
  */
+#include "charges.h"
 #include "err.h"
 #include "idem.h"
 #include "store.h"
@@ -126,10 +127,11 @@ static const struct pt_idem_options idem_opt = {
     .ttl_ms = 86400000, .lock_timeout_ms = 60000, .instance = 1};
 
 /* What POST /v1/charges does on the offline path: take the key, insert the
- * charge and its audit row, store the response, one durable commit. */
+ * charge and its audit row, store the response (the charge object, as the
+ * API sends it), one durable commit. */
 static void guarded_new_charge(struct pt_store *st, long i)
 {
-    char key[48], body[160];
+    char key[48], params[400];
     struct pt_charge c;
     memset(&c, 0, sizeof c);
     snprintf(key, sizeof key, "bench-key-%ld", i);
@@ -141,10 +143,14 @@ static void guarded_new_charge(struct pt_store *st, long i)
     strcpy(c.subject, "Large latte");
     c.amount = 8888;
     c.state = PT_STATE_INIT;
-    snprintf(body, sizeof body, "{\"order_id\":\"%s\",\"amount\":8888,\"state\":\"INIT\"}",
+    snprintf(params, sizeof params,
+             "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
+             "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
+             "\"order_id\":\"%s\",\"payment_code\":\"287634438256643941\","
+             "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
              c.order_id);
     unsigned char hash[32];
-    pt_idem_fingerprint("POST", "/v1/charges", body, hash);
+    pt_idem_fingerprint("POST", "/v1/charges", params, hash);
     struct pt_idem_result r;
     int64_t now = 1700000000000 + i;
     int rc;
@@ -153,12 +159,14 @@ static void guarded_new_charge(struct pt_store *st, long i)
     if ((rc = pt_idem_acquire(st, &idem_opt, "POST /v1/charges", key, hash, now, &r)) ||
         r.status != PT_IDEM_NEW)
         die("acquire", rc ? rc : PT_EEXIST);
-    if ((rc = pt_store_charge_insert(st, &c, body, now)))
+    if ((rc = pt_store_charge_insert(st, &c, params, now)))
         die("charge insert", rc);
     if ((rc = pt_store_audit_first(st, c.id, "INIT", "created", "api", now)))
         die("audit", rc);
+    char *body = pt_charge_json_text(&c);
     if ((rc = pt_idem_complete(st, "POST /v1/charges", key, 202, body, strlen(body), now)))
         die("complete", rc);
+    free(body);
     if ((rc = pt_store_commit(st)))
         die("commit", rc);
 }
@@ -242,10 +250,14 @@ static void bench_storage(const char *dir)
     unsigned seed = 7;
     for (int i = 0; i < nr; i++) {
         long k = (long)(rand_r(&seed) % (unsigned)id);
-        char key[48], body[160];
+        char key[48], body[400];
         snprintf(key, sizeof key, "bench-key-%ld", k);
-        snprintf(body, sizeof body, "{\"order_id\":\"BENCH-%08ld\",\"amount\":8888,\"state\":"
-                                    "\"INIT\"}", k);
+        snprintf(body, sizeof body,
+                 "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
+                 "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
+                 "\"order_id\":\"BENCH-%08ld\",\"payment_code\":\"287634438256643941\","
+                 "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
+                 k);
         unsigned char hash[32];
         struct pt_idem_result res;
         double t0 = now_us();
