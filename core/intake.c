@@ -631,12 +631,25 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     enum pt_offline_mode mode = needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
     int can_send = mode != PT_OFFLINE_FORCE && in->online.charge_now &&
                    (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
-    /* A charge that may not wait in the queue is only created when the
-     * gateway answers right now: otherwise the 503 leaves nothing behind
-     * and the same key works once the link is back. */
-    if (can_send && mode == PT_OFFLINE_REQUIRE_ONLINE && in->online.probe &&
-        !in->online.probe(in->online.ctx, c.gateway))
-        can_send = 0;
+    /* A charge that could not wait in the queue (require_online, or beyond
+     * the offline limits) is only created when the gateway answers right
+     * now: otherwise the 503 leaves nothing behind and the same key works
+     * once the link is back. */
+    if (can_send && in->online.probe) {
+        int must_go_online = mode == PT_OFFLINE_REQUIRE_ONLINE;
+        if (!must_go_online) {
+            struct pt_reply scratch = {0};
+            int storage_rc = PT_OK;
+            must_go_online = !offline_allowed(in, st, &c, 0, &scratch, &storage_rc);
+            pt_reply_free(&scratch);
+            if (storage_rc) {
+                rc = storage_rc;
+                goto storage;
+            }
+        }
+        if (must_go_online && !in->online.probe(in->online.ctx, c.gateway))
+            can_send = 0;
+    }
     if (!can_send) {
         if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
             pt_reply_error(out, 503, "offline_not_allowed",

@@ -163,7 +163,7 @@ static int query_int(struct MHD_Connection *conn, const char *name, int64_t def,
 {
     const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
     *out = def;
-    if (!v)
+    if (!v || !*v) /* absent or empty ("?after=") means the default */
         return 1;
     char *end;
     errno = 0;

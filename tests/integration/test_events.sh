@@ -90,11 +90,14 @@ case_paging()
 case_bad_params()
 {
     local q
-    for q in 'after=-1' 'after=x' 'limit=0' 'limit=101' 'limit=' 'wait=61' 'wait=-1' 'wait=1.5'; do
+    for q in 'after=-1' 'after=x' 'limit=0' 'limit=101' 'wait=61' 'wait=-1' 'wait=1.5'; do
         pt_get "/v1/events?$q"
         expect_error 400 invalid_request
         expect_contains "'${q%%=*}'" "$(pt_message)" "message for $q"
     done
+    # Empty values mean the defaults.
+    pt_get "/v1/events?after=&limit=&wait="
+    expect_status 200
     pt_request POST /v1/events
     expect_error 405 method_not_allowed
     expect_header Allow GET

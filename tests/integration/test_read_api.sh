@@ -42,7 +42,7 @@ case_list_paging()
     expect_json '[.data[].order_id] | join(",")' g-1,l-1,l-2,l-4,l-5
     expect_json .has_more false
     ids=$(jq -r '[.data[].id] | map(tostring) | join(" ")' <"$PT_BODY_FILE")
-    # The first page has no cursor (an empty after= is a bad integer, 400).
+    # The first page has no cursor.
     after=""
     for page in "g-1,l-1 true" "l-2,l-4 true" "l-5 false"; do
         pt_get "/v1/charges?state=INIT&limit=2${after:+&after=$after}"
@@ -73,12 +73,19 @@ case_list_paging()
 case_list_bad_params()
 {
     local q
-    for q in 'state=BOGUS' 'state=init' 'limit=0' 'limit=101' 'limit=abc' 'after=-1' 'after=1x' \
-        'after='; do
+    for q in 'state=BOGUS' 'state=init' 'limit=0' 'limit=101' 'limit=abc' 'after=-1' 'after=1x'; do
         pt_get "/v1/charges?$q"
         expect_error 400 invalid_request
         expect_contains "'${q%%=*}'" "$(pt_message)" "message for $q"
     done
+    # An empty value means the default: ?after= starts from the beginning.
+    pt_get "/v1/charges?limit=100"
+    expect_status 200
+    local all
+    all=$(jq -c '[.data[].id]' <"$PT_BODY_FILE")
+    pt_get "/v1/charges?after=&limit=100"
+    expect_status 200
+    expect_json '[.data[].id] | tojson' "$all"
 }
 
 case_status()
