@@ -587,7 +587,7 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
     }
     int rc = PT_OK;
-    struct pt_charge c, have;
+    struct pt_charge c = {0}, have;
     char *params = NULL;
     unsigned char have_params[32];
     char msg[1024];
@@ -748,7 +748,11 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
 
 complete:
     rc = guard_complete(st, &g, out, now);
-    if (rc == PT_OK && out->status == 202 && in->online.wake)
+    /* Work for the background sync, unless its gateway is down (then the
+     * probe every sync.interval_s brings it back; waking now would only
+     * cost the other core a pass that finds nothing to do). */
+    if (rc == PT_OK && out->status == 202 && in->online.wake &&
+        (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
         in->online.wake(in->online.ctx);
     goto out;
 release:

@@ -9,6 +9,7 @@
 -- ("POST /v1/charges", "cancel:<order_id>", ...).  A row with
 -- completed_at NULL is a lock held by the request that inserted it.
 CREATE TABLE idempotency_keys (
+    id              INTEGER PRIMARY KEY,
     scope           TEXT    NOT NULL CHECK (length(scope) BETWEEN 1 AND 128),
     key             TEXT    NOT NULL CHECK (length(key) BETWEEN 1 AND 255),
     request_hash    BLOB    NOT NULL CHECK (length(request_hash) = 32),
@@ -20,9 +21,9 @@ CREATE TABLE idempotency_keys (
     order_id        TEXT,
     created_at      INTEGER NOT NULL,
     expires_at      INTEGER NOT NULL,
-    PRIMARY KEY (scope, key),
+    UNIQUE (scope, key),
     CHECK ((completed_at IS NULL) = (response_status IS NULL))
-) WITHOUT ROWID;
+);
 -- No index on expires_at: the hourly sweep scans the table, which costs
 -- less than updating a second b-tree in every charge's durable commit.
 
