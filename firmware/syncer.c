@@ -73,7 +73,10 @@ static void *run(void *p)
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
-         * is down and work waits. */
+         * is down, work waiting or not: its probe is how the daemon learns
+         * that the gateway is back.  A lane that takes only QR/redirect
+         * charges queues nothing (they are refused with 503 while the
+         * gateway is down), and would otherwise stay offline for good. */
         int64_t now = pt_linux_mono_ms();
         clock_skew = pt_linux_now_ms() - now;
         next = 0;
@@ -82,7 +85,7 @@ static void *run(void *p)
             if (next < now + 1000)
                 next = now + 1000;
         }
-        if (rc || (down && ds.next_due)) {
+        if (rc || down) {
             int64_t probe = now + interval;
             if (!next || probe < next)
                 next = probe;
