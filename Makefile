@@ -31,6 +31,8 @@ asan: deps
 
 bench: build
 	@scripts/deps.sh bench
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
 	@mkdir -p build/bench
 	build/dev/tests/bench/pt_bench --dir build/bench --json build/bench/results.json
 
@@ -44,11 +46,13 @@ cross-aarch64:
 
 cross-armhf:
 	@scripts/deps.sh armhf
+	@scripts/sysroot.sh armhf
 	@cmake --preset armhf >/dev/null
 	@cmake --build --preset armhf -j $(JOBS)
+	ctest --preset armhf
 
 demo: build
-	@scripts/demo.sh
+	build/dev/firmware/payterm demo --dir build/demo
 
 run: build
 	@scripts/run.sh

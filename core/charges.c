@@ -130,7 +130,7 @@ int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *param
     int rc = pt_store_charge_insert(st, c, params, now);
     if (rc)
         return rc;
-    return pt_store_audit(st, c->id, NULL, "INIT", "created", actor, 0, NULL, now);
+    return pt_store_audit_first(st, c->id, "INIT", "created", actor, now);
 }
 
 static int moved(struct pt_store *st, struct pt_charge *c, enum pt_state from, const char *cause,

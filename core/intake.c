@@ -14,6 +14,7 @@
  */
 #include "intake.h"
 #include "charges.h"
+#include "crypto.h"
 #include "err.h"
 #include "gateway.h"
 #include "json.h"
@@ -171,7 +172,8 @@ static int guard_enter(const struct pt_intake *in, struct pt_store *st, const ch
             pt_reply_error(out, 503, "storage_unavailable", "out of memory");
             return 0;
         }
-        memcpy(raw, body, len);
+        if (len) /* no body at all: body may be NULL */
+            memcpy(raw, body, len);
         raw[len] = '\0';
         rc = pt_idem_fingerprint("POST", path, raw, g->hash);
         free(raw);
@@ -321,13 +323,15 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         problem(msg, cap, "body", "must be a JSON object");
         return 0;
     }
-    if (pt_json_has_duplicate_keys(body))
-        problem(msg, cap, "body", "a field is given twice");
     for (const cJSON *m = body->child; m; m = m->next) {
-        int known = 0;
+        int known = 0, twice = 0;
         for (const char *const *f = charge_fields; *f; f++)
             known |= strcmp(m->string, *f) == 0;
-        if (!known) {
+        for (const cJSON *p = body->child; p != m; p = p->next)
+            twice |= strcmp(p->string, m->string) == 0;
+        if (twice) {
+            problem(msg, cap, m->string, "given twice");
+        } else if (!known) {
             problem(msg, cap, m->string,
                     "unknown field (allowed: order_id, amount, currency, gateway, method, "
                     "payment_code, payment_method, customer, subject, offline, metadata)");
@@ -555,10 +559,12 @@ static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
 
 /* Answers for an order that already exists (another key, or a recovered
  * lock): the same parameters get the charge, different ones a conflict. */
-static void existing_order(const struct pt_charge *have, const char *have_params,
+static void existing_order(const struct pt_charge *have, const unsigned char *have_params,
                            const char *params, struct pt_reply *out)
 {
-    if (params && have_params && strcmp(params, have_params) != 0) {
+    unsigned char mine[32];
+    if (params && (pt_sha256(params, strlen(params), mine) != PT_OK ||
+                   memcmp(mine, have_params, 32) != 0)) {
         pt_reply_error(out, 409, "order_id_conflict",
                        "order_id '%s' already exists with different parameters; an order is "
                        "charged once",
@@ -582,7 +588,8 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     }
     int rc = PT_OK;
     struct pt_charge c, have;
-    char *params = NULL, *have_params = NULL;
+    char *params = NULL;
+    unsigned char have_params[32];
     char msg[1024];
 
     /* A lock taken over from a request that died: its charge row (if any)
@@ -599,18 +606,21 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto storage;
     }
 
-    if (!g.body_is_json) {
+    /* A body that parses but has no canonical form (a field given twice)
+     * is still validated, so that the message names the field. */
+    if (!g.json) {
         pt_reply_error(out, 400, "invalid_request",
                        len ? "body: must be a JSON object (Content-Type: application/json)"
                            : "body: required, a JSON object describing the charge");
         goto complete;
     }
-    if (!validate_charge(in, g.json, &c, &params, msg, sizeof msg)) {
-        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+    if (!validate_charge(in, g.json, &c, &params, msg, sizeof msg) || !g.body_is_json) {
+        pt_reply_error(out, 400, "invalid_request", "%s",
+                       msg[0] ? msg : "body: has no single meaning (a field given twice?)");
         goto complete;
     }
 
-    rc = pt_store_charge_get(st, c.order_id, &have, &have_params);
+    rc = pt_store_charge_get(st, c.order_id, &have, have_params);
     if (rc == PT_OK) {
         existing_order(&have, have_params, params, out);
         goto complete;
@@ -621,6 +631,25 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     enum pt_offline_mode mode = needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
     int can_send = mode != PT_OFFLINE_FORCE && in->online.charge_now &&
                    (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
+    /* A charge that could not wait in the queue (require_online, or beyond
+     * the offline limits) is only created when the gateway answers right
+     * now: otherwise the 503 leaves nothing behind and the same key works
+     * once the link is back. */
+    if (can_send && in->online.probe) {
+        int must_go_online = mode == PT_OFFLINE_REQUIRE_ONLINE;
+        if (!must_go_online) {
+            struct pt_reply scratch = {0};
+            int storage_rc = PT_OK;
+            must_go_online = !offline_allowed(in, st, &c, 0, &scratch, &storage_rc);
+            pt_reply_free(&scratch);
+            if (storage_rc) {
+                rc = storage_rc;
+                goto storage;
+            }
+        }
+        if (must_go_online && !in->online.probe(in->online.ctx, c.gateway))
+            can_send = 0;
+    }
     if (!can_send) {
         if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
             pt_reply_error(out, 503, "offline_not_allowed",
@@ -641,8 +670,9 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto release;
         }
         c.next_attempt_at = now;
-        if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
-            (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)))
+        /* The key completes in this same transaction, so it needs no link
+         * to the order for lock recovery. */
+        if ((rc = pt_charge_create(st, &c, params, "api", now)))
             goto storage;
         pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway,
                     (long long)c.amount, c.currency);
@@ -732,7 +762,6 @@ storage_after_commit:
     storage_unavailable(out, st, rc);
 out:
     free(params);
-    free(have_params);
     pt_idem_result_free(&res);
     guard_free(&g);
     return out->status == 503 && rc ? rc : PT_OK;

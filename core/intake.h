@@ -47,6 +47,10 @@ void pt_reply_charge(struct pt_reply *r, int status, const struct pt_charge *c);
 struct pt_online_ops {
     /* Is the gateway reachable right now (connectivity as last observed)? */
     int (*reachable)(void *ctx, const char *gateway);
+    /* Ask the gateway now, without side effects (any HTTP answer = yes).
+     * Used before a charge that may not wait in the queue is created, so a
+     * dead link answers 503 with nothing stored. */
+    int (*probe)(void *ctx, const char *gateway);
     /*
      * Sends a freshly created INIT charge now: commits INIT -> PROCESSING,
      * calls the gateway, commits the outcome.  Returns PT_OK with *c re-read

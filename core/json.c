@@ -135,7 +135,7 @@ static void put_value(struct out *o, const cJSON *v, int depth)
         n = 0;
         for (const cJSON *c = v->child; c; c = c->next)
             kids[n++] = c;
-        if (n) /* qsort's array must not be NULL, even for no elements */
+        if (n) /* qsort's pointer must not be NULL, even for zero elements */
             qsort(kids, n, sizeof *kids, cmp_names);
         put(o, "{", 1);
         for (size_t i = 0; i < n; i++) {

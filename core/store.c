@@ -7,6 +7,7 @@
  */
 #include "store.h"
 #include "err.h"
+#include "crypto.h"
 #include "log.h"
 #include "migrations.h"
 
@@ -20,7 +21,7 @@
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
-    " review_reason, created_at, updated_at, params"
+    " review_reason, created_at, updated_at, params_hash"
 
 /* Non-final states, spelled exactly as in the partial index charges_active so
  * that SQLite can prove a query may use it. */
@@ -58,7 +59,7 @@
                  " AND completed_at IS NOT NULL")                                                  \
     X(CHARGE_INSERT,                                                                               \
       "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
-      " params, subject, payment_code, payment_method, customer, metadata, attempts,"              \
+      " params_hash, subject, payment_code, payment_method, customer, metadata, attempts,"         \
       " next_attempt_at, created_at, updated_at)"                                                  \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 0, ?14, ?15, ?15)"         \
       " ON CONFLICT (order_id) DO NOTHING")                                                        \
@@ -71,7 +72,7 @@
     X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = ?3 AND id > ?1"       \
                           " ORDER BY id LIMIT ?2")                                                 \
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
-                   " AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2")                              \
+                   " AND next_attempt_at <= ?1 AND id > ?3 ORDER BY id LIMIT ?2")                  \
     X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE " ACTIVE)                  \
     X(QUEUE_COUNT, "SELECT count(*) FROM charges WHERE " ACTIVE " AND state = 'INIT'")             \
     X(QUEUE_TOTAL, "SELECT coalesce(sum(amount), 0) FROM charges WHERE " ACTIVE                    \
@@ -89,6 +90,9 @@
                   " FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")                \
     X(NOTIFICATION_INSERT, "INSERT OR IGNORE INTO notifications (gateway, dedup_id, order_id,"     \
                            " status, outcome, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")       \
+    X(AUDIT_INSERT_FIRST, "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause,"  \
+                          " actor, refused, detail, created_at)"                                   \
+                          " VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                           \
     X(AUDIT_INSERT,                                                                                \
       "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"     \
       " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
@@ -610,6 +614,9 @@ int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count)
 int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char *params_json,
                            int64_t now)
 {
+    unsigned char hash[32];
+    if (pt_sha256(params_json, strlen(params_json), hash) != PT_OK)
+        return PT_ECRYPTO;
     sqlite3_stmt *s = stmt(st, S_CHARGE_INSERT);
     if (!s)
         return PT_ESTORAGE;
@@ -620,7 +627,7 @@ int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char 
     sqlite3_bind_text(s, 5, c->currency, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, pt_state_name(c->state), -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 7, pt_offline_mode_name(c->offline), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, params_json, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 8, hash, 32, SQLITE_STATIC);
     bind_text(s, 9, c->subject);
     bind_text(s, 10, c->payment_code);
     bind_text(s, 11, c->payment_method);
@@ -672,7 +679,7 @@ static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
 }
 
 int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
-                        char **params)
+                        unsigned char params_hash[32])
 {
     sqlite3_stmt *s = stmt(st, S_CHARGE_GET);
     if (!s)
@@ -690,21 +697,22 @@ int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_cha
     }
     read_charge(s, out);
     rc = PT_OK;
-    if (params) {
-        const char *p = (const char *)sqlite3_column_text(s, 24);
-        *params = p ? strdup(p) : NULL;
-        if (p && !*params)
-            rc = PT_ENOMEM;
+    if (params_hash) {
+        const void *h = sqlite3_column_blob(s, 24);
+        if (h && sqlite3_column_bytes(s, 24) == 32)
+            memcpy(params_hash, h, 32);
+        else
+            memset(params_hash, 0, 32);
     }
     sqlite3_reset(s);
     return rc;
 }
 
-int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
-                   const char *cause, const char *actor, int refused, const char *detail,
-                   int64_t now)
+static int audit(struct pt_store *st, int id, int64_t charge_id, const char *from,
+                 const char *to, const char *cause, const char *actor, int refused,
+                 const char *detail, int64_t now)
 {
-    sqlite3_stmt *s = stmt(st, S_AUDIT_INSERT);
+    sqlite3_stmt *s = stmt(st, id);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, charge_id);
@@ -716,6 +724,20 @@ int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, con
     bind_text(s, 7, detail);
     sqlite3_bind_int64(s, 8, now);
     return run(st, s);
+}
+
+int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
+                   const char *cause, const char *actor, int refused, const char *detail,
+                   int64_t now)
+{
+    return audit(st, S_AUDIT_INSERT, charge_id, from, to, cause, actor, refused, detail, now);
+}
+
+int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
+                         const char *cause, const char *actor, int64_t now)
+{
+    /* A new charge has no trail yet: its first row is seq 1, no lookup. */
+    return audit(st, S_AUDIT_INSERT_FIRST, charge_id, NULL, to, cause, actor, 0, NULL, now);
 }
 
 int pt_store_count(struct pt_store *st, const char *table, int64_t *count)
@@ -883,14 +905,15 @@ int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int 
     return read_charges(st, s, max, rows, n, more);
 }
 
-int pt_store_charges_due(struct pt_store *st, int64_t now, int max, struct pt_charge *rows,
-                         int *n)
+int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_charge *rows, int *n)
 {
     sqlite3_stmt *s = stmt(st, S_CHARGES_DUE);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, now);
     sqlite3_bind_int(s, 2, max);
+    sqlite3_bind_int64(s, 3, after_id);
     return read_charges(st, s, max, rows, n, NULL);
 }
 

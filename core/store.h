@@ -139,16 +139,17 @@ int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count);
 /* ---- charges ---------------------------------------------------------- */
 
 /*
- * Inserts c as a new charge in state c->state with its params JSON, and sets
- * c->id.  PT_EEXIST when order_id already exists (data-layer uniqueness).
+ * Inserts c as a new charge in state c->state and sets c->id; the canonical
+ * params JSON is kept as its SHA-256.  PT_EEXIST when order_id already exists
+ * (data-layer uniqueness).
  */
 int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char *params_json,
                            int64_t now);
 
-/* Reads a charge by order id.  PT_OK or PT_ENOTFOUND.  When params is not
- * NULL, *params receives the stored params JSON (malloc'd; caller frees). */
+/* Reads a charge by order id.  PT_OK or PT_ENOTFOUND.  When params_hash is
+ * not NULL it receives the SHA-256 of the params the charge was created with. */
 int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
-                        char **params);
+                        unsigned char params_hash[32]);
 
 /* Reads a charge by id.  PT_OK or PT_ENOTFOUND. */
 int pt_store_charge_get_by_id(struct pt_store *st, int64_t id, struct pt_charge *out);
@@ -198,9 +199,9 @@ int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int 
                           struct pt_charge *rows, int *n, int *more);
 
 /* Charges the sync engine should look at: not final, next_attempt_at <= now,
- * oldest first (by id). */
-int pt_store_charges_due(struct pt_store *st, int64_t now, int max, struct pt_charge *rows,
-                         int *n);
+ * id > after_id, oldest first (by id). */
+int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_charge *rows, int *n);
 
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
@@ -256,6 +257,10 @@ int pt_store_events_last_seq(struct pt_store *st, int64_t *seq);
 int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
                    const char *cause, const char *actor, int refused, const char *detail,
                    int64_t now);
+
+/* The first audit row of a charge just inserted (seq 1, no lookup). */
+int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
+                         const char *cause, const char *actor, int64_t now);
 
 struct pt_audit_row {
     int64_t seq;

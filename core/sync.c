@@ -18,6 +18,8 @@
 #include <string.h>
 
 #define DRAIN_BATCH 32
+/* Queued charges sent per pair of durable commits (see send_queued). */
+#define SEND_BATCH 16
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin). */
 #define IN_FLIGHT_MARGIN_MS 5000
@@ -208,6 +210,18 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
     switch (r->outcome) {
     case PT_OUTCOME_SUCCESS:
         count_sync(c->gateway, PT_MS_SUCCESS);
+        /* The money moved either way; if the gateway says it moved another
+         * amount or currency than we asked for, fulfilment waits for an
+         * operator. */
+        if ((r->amount && r->amount != c->amount) ||
+            (r->currency[0] && strcmp(r->currency, c->currency) != 0)) {
+            char reason[PT_MESSAGE_MAX];
+            snprintf(reason, sizeof reason, "amount_mismatch: gateway reports %lld %s",
+                     (long long)r->amount, r->currency);
+            rc = raise_review(st, c, reason, "sync", now);
+            if (rc)
+                break;
+        }
         rc = pt_charge_gateway_succeeded(st, c, &p, "sync", detail, now);
         break;
     case PT_OUTCOME_DECLINED:
@@ -262,35 +276,14 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
 /* ---- sending ------------------------------------------------------------------------ */
 
 /*
- * Sends the pay request for c (INIT, or UNKNOWN for a resend).  Commits
- * PROCESSING first; commits the outcome after.  *c is re-read.
+ * Records what became of a pay request (inside a transaction): the
+ * transport's verdict `sent` and, for an answer, the adapter's result.
  */
-static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
+                  int sent, const struct pt_gw_result *res, int64_t now)
 {
-    int64_t now = now_ms(s);
-    int resend = c->state != PT_STATE_INIT;
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.first_sent_at = now;
-    p.next_attempt_at = now + s->opt.cfg->sync_request_timeout_ms + IN_FLIGHT_MARGIN_MS;
-    rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
-                              NULL, now);
-    if (rc) {
-        /* Someone else moved it (another thread, a notification): not ours. */
-        rc = finish(st, rc);
-        return rc;
-    }
-    if ((rc = pt_store_commit(st)))
-        return rc;
-
-    struct pt_gw_result res;
-    int sent = call(s, PT_GW_PAY, c, &res);
-    now = now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        return rc;
     struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
+    int rc;
     if (sent == PT_ENOTSENT) {
         count_sync(c->gateway, PT_MS_NOT_SENT);
         q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
@@ -305,7 +298,7 @@ static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
         rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
                                   "sent, no answer (timeout or connection lost)", now);
     } else if (sent == PT_OK) {
-        rc = apply(s, st, c, PT_GW_PAY, &res, now);
+        rc = apply(s, st, c, PT_GW_PAY, res, now);
     } else {
         /* The request could not even be built (a key missing from the
          * configuration): nothing left the device. */
@@ -319,9 +312,119 @@ static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
         if (rc == PT_OK)
             rc = raise_review(st, c, "gateway_config", "sync", now);
     }
-    rc = finish(st, rc);
+    return rc;
+}
+
+/* The PROCESSING patch: sent now, and not picked up by anyone else until
+ * `sends` requests of request_timeout_ms each must be over. */
+static struct pt_charge_patch processing_patch(const struct pt_sync *s, int64_t now, int sends)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.first_sent_at = now;
+    p.next_attempt_at = now + sends * s->opt.cfg->sync_request_timeout_ms + IN_FLIGHT_MARGIN_MS;
+    return p;
+}
+
+/*
+ * Sends the pay request for c (INIT, or UNKNOWN for a resend).  Commits
+ * PROCESSING first; commits the outcome after.  *c is re-read.
+ */
+static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    int64_t now = now_ms(s);
+    int resend = c->state != PT_STATE_INIT;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = processing_patch(s, now, 1);
+    rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
+                              NULL, now);
+    if (rc) /* someone else moved it (another thread, a notification): not ours */
+        return finish(st, rc);
+    if ((rc = pt_store_commit(st)))
+        return rc;
+
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_PAY, c, &res);
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = finish(st, settle(s, st, c, resend, sent, &res, now));
     if (rc == PT_OK)
         rc = pt_store_charge_get_by_id(st, c->id, c);
+    return rc;
+}
+
+/*
+ * Sends a run of queued (INIT) charges with two durable commits for the
+ * whole run instead of two per charge: one that moves them all to
+ * PROCESSING before the first request leaves, one for all the outcomes.
+ * A crash in between leaves them PROCESSING, which the next drain resolves
+ * by query like any interrupted send.  Expired charges fail in the first
+ * commit and are never sent.
+ */
+static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
+                       int *skip, struct pt_drain_stats *stats)
+{
+    int armed[SEND_BATCH] = {0}, sent[SEND_BATCH];
+    struct pt_gw_result *res = calloc((size_t)n, sizeof *res);
+    if (!res)
+        return PT_ENOMEM;
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        goto out;
+    struct pt_charge_patch p = processing_patch(s, now, n);
+    for (int i = 0; i < n && !rc; i++) {
+        struct pt_charge *c = &cs[i];
+        int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
+        if (max_age > 0 && now - c->created_at > max_age * 1000) {
+            struct pt_charge_patch e = PT_CHARGE_PATCH_NONE;
+            e.error_code = "offline_expired";
+            e.error_message = "the charge waited offline longer than offline.max_age_s allows";
+            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
+                                      NULL, now);
+            stats->expired++;
+        } else {
+            rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
+            armed[i] = rc == PT_OK;
+        }
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    if ((rc = finish(st, rc)))
+        goto out;
+
+    for (int i = 0; i < n; i++) {
+        if (!armed[i])
+            continue;
+        int g = gw_index(cs[i].gateway);
+        if (skip[g]) {
+            sent[i] = PT_ENOTSENT; /* never attempted: the gateway just failed us */
+            continue;
+        }
+        sent[i] = call(s, PT_GW_PAY, &cs[i], &res[i]);
+        if (sent[i] == PT_ENOTSENT) {
+            skip[g] = 1;
+            stats->not_sent++;
+        } else {
+            stats->sent++;
+        }
+    }
+
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        goto out;
+    for (int i = 0; i < n && !rc; i++) {
+        if (!armed[i])
+            continue;
+        rc = settle(s, st, &cs[i], 0, sent[i], &res[i], now);
+        if (rc == PT_EEXIST || rc == PT_ESTATE)
+            rc = PT_OK;
+    }
+    rc = finish(st, rc);
+out:
+    free(res);
     return rc;
 }
 
@@ -414,10 +517,11 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
     if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && c->state == PT_STATE_UNKNOWN) {
         /* The gateway has no such order: our send never arrived. */
         count_sync(c->gateway, PT_MS_NOT_FOUND);
-        if (resend_allowed(s, c, now)) {
+        if (resend_allowed(s, c, now) && c->attempts < s->opt.cfg->sync_max_attempts) {
             pt_log_info("charge %s: gateway has no record, resending with the same key",
                         c->order_id);
-            return send_pay(s, st, c);
+            rc = send_pay(s, st, c);
+            return rc ? rc : check_limits(s, st, c, now_ms(s));
         }
         if (strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) {
             /* No code or page was ever issued, so nobody can pay it. */
@@ -483,19 +587,6 @@ static int recover_processing(struct pt_sync *s, struct pt_store *st, struct pt_
     return finish(st, rc);
 }
 
-static int expire(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int64_t now)
-{
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.error_code = "offline_expired";
-    p.error_message = "the charge waited offline longer than offline.max_age_s allows";
-    rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "offline_expired", "sync", NULL, now);
-    (void)s;
-    return finish(st, rc);
-}
-
 /* ---- public entry points ---------------------------------------------------------------- */
 
 int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
@@ -518,6 +609,7 @@ void pt_sync_destroy(struct pt_sync *s)
 struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
 {
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
+                                  .probe = pt_sync_probe_one,
                                   .charge_now = pt_sync_charge_now,
                                   .cancel_now = pt_sync_cancel_now,
                                   .wake = pt_sync_wake,
@@ -566,46 +658,53 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     struct pt_charge *batch = malloc(sizeof *batch * DRAIN_BATCH);
     if (!batch)
         return PT_ENOMEM;
-    int skip[PT_MG__COUNT] = {0}; /* gateways found unreachable in this pass */
+    /* Gateways known to be unreachable are left alone (their charges are
+     * not even touched: the probe says when to come back); one found
+     * unreachable during the pass is skipped for the rest of it. */
+    int skip[PT_MG__COUNT], usable = 0;
+    for (int i = 0; i < PT_MG__COUNT; i++) {
+        skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
+        usable += !skip[i];
+    }
     int rc = PT_OK;
-    for (int round = 0; round < 100000; round++) {
+    if (!usable) { /* offline: nothing to walk until a probe succeeds */
+        free(batch);
+        return pt_store_charges_next_due(st, &stats->next_due);
+    }
+    int64_t cursor = 0; /* one walk through the due charges, by id */
+    for (;;) {
         int64_t now = now_ms(s);
         int n = 0;
-        if ((rc = pt_store_charges_due(st, now, DRAIN_BATCH, batch, &n)) || n == 0)
+        if ((rc = pt_store_charges_due(st, now, cursor, DRAIN_BATCH, batch, &n)) || n == 0)
             break;
-        int progressed = 0;
         for (int i = 0; i < n && rc == PT_OK; i++) {
             struct pt_charge *c = &batch[i];
             int g = gw_index(c->gateway);
-            stats->examined++;
-            now = now_ms(s);
-            if (g < 0 || !s->opt.gw[g] || skip[g]) {
-                /* Unconfigured or unreachable: look again after the interval. */
-                struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-                p.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-                if (!(rc = pt_store_begin(st)))
-                    rc = finish(st, pt_store_charge_patch(st, c->id, &p, now));
-                progressed = 1;
+            cursor = c->id;
+            if (g < 0 || skip[g])
                 continue;
-            }
-            int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
+            stats->examined++;
             switch (c->state) {
-            case PT_STATE_INIT:
-                if (max_age > 0 && now - c->created_at > max_age * 1000) {
-                    rc = expire(s, st, c, now);
-                    stats->expired++;
-                    break;
+            case PT_STATE_INIT: {
+                /* This charge and the queued ones right after it (in id
+                 * order, gateways still reachable) go out as one run. */
+                struct pt_charge run[SEND_BATCH];
+                int k = 0;
+                run[k++] = *c;
+                while (k < SEND_BATCH && i + 1 < n && batch[i + 1].state == PT_STATE_INIT) {
+                    int g2 = gw_index(batch[i + 1].gateway);
+                    if (g2 < 0 || skip[g2])
+                        break;
+                    run[k++] = batch[++i];
+                    stats->examined++;
                 }
-                rc = send_pay(s, st, c);
-                if (rc == PT_OK && c->state == PT_STATE_INIT) {
-                    stats->not_sent++;
-                    skip[g] = 1;
-                } else {
-                    stats->sent++;
-                }
+                cursor = batch[i].id;
+                rc = send_queued(s, st, run, k, skip, stats);
                 break;
+            }
             case PT_STATE_PROCESSING:
                 rc = recover_processing(s, st, c);
+                cursor = c->id - 1; /* now UNKNOWN and due: resolve it in this pass */
                 break;
             case PT_STATE_UNKNOWN:
             case PT_STATE_PENDING:
@@ -617,9 +716,8 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             default:
                 break;
             }
-            progressed = 1;
         }
-        if (rc || !progressed)
+        if (rc)
             break;
     }
     free(batch);
@@ -628,27 +726,35 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     return rc;
 }
 
-int pt_sync_probe(struct pt_sync *s)
+/* One unauthenticated GET of the gateway's endpoint: any HTTP answer (404
+ * included) proves the path works; no secrets, no side effect. */
+static int probe(struct pt_sync *s, int i)
 {
     const struct pt_transport *t = s->opt.platform->transport;
+    if (!s->opt.gw[i] || !t)
+        return 0;
+    struct pt_http_request req = {.method = "GET"};
+    req.url = strdup(s->opt.gw[i]->endpoint);
+    struct pt_http_response resp = {0};
+    int rc = req.url ? t->send(t->ctx, pt_metric_gateway_name(i), &req, 5000, &resp) : PT_ENOMEM;
+    pt_http_request_free(&req);
+    pt_http_response_free(&resp);
+    set_reach(s, pt_metric_gateway_name(i), rc == PT_OK);
+    return rc == PT_OK;
+}
+
+int pt_sync_probe_one(void *p, const char *gateway)
+{
+    int i = gw_index(gateway);
+    return i >= 0 && probe(p, i);
+}
+
+int pt_sync_probe(struct pt_sync *s)
+{
     int down = 0;
-    for (int i = 0; i < PT_MG__COUNT; i++) {
-        if (!s->opt.gw[i] || atomic_load(&s->reach[i]) != REACH_DOWN || !t)
-            continue;
-        /* Any HTTP answer (404 included) proves the path works; no secrets,
-         * no signature, no side effect at the gateway. */
-        struct pt_http_request req = {.method = "GET"};
-        req.url = strdup(s->opt.gw[i]->endpoint);
-        struct pt_http_response resp = {0};
-        int rc = req.url ? t->send(t->ctx, pt_metric_gateway_name(i), &req, 5000, &resp)
-                         : PT_ENOMEM;
-        pt_http_request_free(&req);
-        pt_http_response_free(&resp);
-        if (rc == PT_OK)
-            set_reach(s, pt_metric_gateway_name(i), 1);
-        else
-            down++;
-    }
+    for (int i = 0; i < PT_MG__COUNT; i++)
+        if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN)
+            down += !probe(s, i);
     return down;
 }
 

@@ -50,6 +50,9 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s);
 /* Last observed reachability: 1 reachable, 0 not.  Unknown counts as
  * reachable (so the first charge after start tries the network). */
 int pt_sync_reachable(void *s, const char *gateway);
+/* Asks the gateway now (pt_online_ops.probe): 1 when it answers. */
+int pt_sync_probe_one(void *s, const char *gateway);
+
 /* True when every configured gateway is reachable. */
 int pt_sync_online(void *s);
 

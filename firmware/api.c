@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_RESULT;
@@ -40,6 +41,9 @@ typedef enum MHD_Result MHD_RESULT;
 #define WAIT_MAX_S 60
 #define AUDIT_MAX 200
 #define POOL_SIZE 8
+/* How long a stop waits for requests in flight (a client that stalls in
+ * the middle of its body must not hold the daemon forever). */
+#define DRAIN_MAX_S 10
 
 struct pt_api {
     struct pt_api_options opt;
@@ -50,6 +54,11 @@ struct pt_api {
     pthread_cond_t feed_cv;
     uint64_t feed_version;
     int stopping;
+    /* Requests between their headers and the end of their response: a stop
+     * waits for them, so what they commit is also what the client hears. */
+    pthread_mutex_t flight_mu;
+    pthread_cond_t flight_cv;
+    int in_flight;
 };
 
 /* Per-request state, kept across libmicrohttpd's calls for one request. */
@@ -154,7 +163,7 @@ static int query_int(struct MHD_Connection *conn, const char *name, int64_t def,
 {
     const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
     *out = def;
-    if (!v)
+    if (!v || !*v) /* absent or empty ("?after=") means the default */
         return 1;
     char *end;
     errno = 0;
@@ -683,6 +692,9 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char 
             return MHD_NO;
         rq->t0_us = mono_us();
         *con_cls = rq;
+        pthread_mutex_lock(&api->flight_mu);
+        api->in_flight++;
+        pthread_mutex_unlock(&api->flight_mu);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > BODY_MAX) {
             rq->too_big = 1;
@@ -730,14 +742,18 @@ static MHD_RESULT on_notify_request(void *cls, struct MHD_Connection *conn, cons
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)conn;
     (void)toe;
+    struct pt_api *api = cls;
     struct request *rq = *con_cls;
     if (rq) {
         free(rq->body);
         free(rq);
         *con_cls = NULL;
+        pthread_mutex_lock(&api->flight_mu);
+        if (--api->in_flight == 0)
+            pthread_cond_broadcast(&api->flight_cv);
+        pthread_mutex_unlock(&api->flight_mu);
     }
 }
 
@@ -773,8 +789,9 @@ static struct MHD_Daemon *listen_on(struct pt_api *api, const char *addr, MHD_Ac
         snprintf(err, errlen, "cannot resolve listen address %s: %s", addr, gai_strerror(gai));
         return NULL;
     }
+    /* MHD_USE_ITC: needed by MHD_quiesce_daemon() when stopping. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
@@ -798,6 +815,8 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     api->opt.intake.cfg = opt->cfg;
     pthread_mutex_init(&api->feed_mu, NULL);
     pthread_cond_init(&api->feed_cv, NULL);
+    pthread_mutex_init(&api->flight_mu, NULL);
+    pthread_cond_init(&api->flight_cv, NULL);
     int rc = pt_pool_new(opt->db_path, opt->cfg->synchronous_normal, POOL_SIZE, pt_api_feed_wake,
                          api, &api->pool);
     if (rc)
@@ -818,21 +837,57 @@ fail:
     return rc;
 }
 
+/* Stops accepting: new connections are refused at once (the listening
+ * socket is shut down) while the connections already open go on.  Returns
+ * the socket, which may only be closed after MHD_stop_daemon(). */
+static MHD_socket quiesce(struct MHD_Daemon *d)
+{
+    MHD_socket fd = d ? MHD_quiesce_daemon(d) : MHD_INVALID_SOCKET;
+    if (fd != MHD_INVALID_SOCKET)
+        shutdown(fd, SHUT_RDWR);
+    return fd;
+}
+
+/* Waits until no request is between its headers and its response's end. */
+static void drain(struct pt_api *api)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += DRAIN_MAX_S;
+    pthread_mutex_lock(&api->flight_mu);
+    while (api->in_flight > 0 &&
+           pthread_cond_timedwait(&api->flight_cv, &api->flight_mu, &ts) == 0)
+        ;
+    if (api->in_flight > 0)
+        pt_log_warn("stopping with %d requests still in flight after %d s", api->in_flight,
+                    DRAIN_MAX_S);
+    pthread_mutex_unlock(&api->flight_mu);
+}
+
 void pt_api_stop(struct pt_api *api)
 {
     if (!api)
         return;
+    /* Long-polls answer now rather than at the end of their wait. */
     pthread_mutex_lock(&api->feed_mu);
     api->stopping = 1;
     pthread_cond_broadcast(&api->feed_cv);
     pthread_mutex_unlock(&api->feed_mu);
-    /* MHD_stop_daemon closes the listening socket and joins every connection
-     * thread, so requests in flight finish (and commit) first. */
+    /* MHD_stop_daemon shuts down every open connection, responses being
+     * written included: first stop accepting and let the requests in
+     * flight finish, commit and be answered. */
+    MHD_socket lfd[2] = {quiesce(api->notify_d), quiesce(api->main_d)};
+    drain(api);
     if (api->notify_d)
         MHD_stop_daemon(api->notify_d);
     if (api->main_d)
         MHD_stop_daemon(api->main_d);
+    for (int i = 0; i < 2; i++)
+        if (lfd[i] != MHD_INVALID_SOCKET)
+            close(lfd[i]);
     pt_pool_destroy(api->pool);
+    pthread_cond_destroy(&api->flight_cv);
+    pthread_mutex_destroy(&api->flight_mu);
     pthread_cond_destroy(&api->feed_cv);
     pthread_mutex_destroy(&api->feed_mu);
     free(api);

@@ -57,6 +57,7 @@ int pt_cmd_status(int argc, char **argv);
 int pt_cmd_charges(int argc, char **argv);
 int pt_cmd_sync(int argc, char **argv);
 int pt_cmd_sim(int argc, char **argv);
+int pt_cmd_demo(int argc, char **argv);
 /* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */
 int pt_cmd_sign(int argc, char **argv);
 int pt_cmd_verify(int argc, char **argv);

@@ -18,10 +18,14 @@ struct command {
 
 static const struct command commands[] = {
     {"serve", pt_cmd_serve, "run the daemon (HTTP API, sync engine) in the foreground"},
+    {"status", pt_cmd_status, "print the queue and charge counts (reads the database)"},
+    {"charges", pt_cmd_charges, "list charges, optionally by state"},
+    {"sync", pt_cmd_sync, "ask the running daemon to start a sync pass now"},
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
     {"sim", pt_cmd_sim, "run the gateway simulator (desktop builds)"},
+    {"demo", pt_cmd_demo, "play a kiosk session against the simulator (desktop builds)"},
     {"sign", pt_cmd_sign, "sign a gateway message as the vendor SDKs do"},
     {"verify", pt_cmd_verify, "verify a gateway notification or response"},
     {"version", pt_cmd_version, "print the version"},

@@ -34,6 +34,7 @@ static void *run(void *p)
     struct pt_syncer *y = p;
     int64_t interval = y->cfg->sync_interval_s * 1000;
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
+    int64_t next_probe = 0;
     int64_t clock_skew = pt_linux_now_ms() - pt_linux_mono_ms();
     for (;;) {
         pthread_mutex_lock(&y->mu);
@@ -61,7 +62,12 @@ static void *run(void *p)
         if (stop)
             break;
 
-        int down = pt_sync_probe(y->sync);
+        /* Probing an unreachable gateway costs a connection attempt: at most
+         * once per interval, however often new charges wake us. */
+        if (pt_linux_mono_ms() >= next_probe) {
+            pt_sync_probe(y->sync);
+            next_probe = pt_linux_mono_ms() + interval;
+        }
         struct pt_drain_stats ds;
         int rc = pt_sync_drain(y->sync, y->st, &ds);
         if (rc)
@@ -69,26 +75,26 @@ static void *run(void *p)
         else if (ds.examined)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
-        down = !pt_sync_online(y->sync);
+        int down = !pt_sync_online(y->sync);
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
-         * is down, work waiting or not: its probe is how the daemon learns
+         * is down, work waiting or not: the probe is how the daemon learns
          * that the gateway is back.  A lane that takes only QR/redirect
-         * charges queues nothing (they are refused with 503 while the
-         * gateway is down), and would otherwise stay offline for good. */
+         * charges queues nothing (they get 503 while their gateway is
+         * believed down, without a probe), and would otherwise stay offline
+         * for good. */
         int64_t now = pt_linux_mono_ms();
         clock_skew = pt_linux_now_ms() - now;
         next = 0;
-        if (ds.next_due) {
+        if (rc || down) {
+            /* A gateway is down: look again (probe) every interval, not
+             * every second. */
+            next = next_probe > now ? next_probe : now + interval;
+        } else if (ds.next_due) {
             next = ds.next_due - clock_skew;
             if (next < now + 1000)
                 next = now + 1000;
-        }
-        if (rc || down) {
-            int64_t probe = now + interval;
-            if (!next || probe < next)
-                next = probe;
         }
     }
     return NULL;

@@ -4,21 +4,22 @@
 # usage: scripts/deps.sh [base|cross|fuzz|bench]...
 #   base  (default) compiler, CMake and the -dev libraries, test tools
 #   cross aarch64 cross compiler, the :arm64 -dev packages, qemu
-#   armhf armhf cross compiler and the :armhf -dev packages
+#   armhf armhf cross compiler, qemu and the build tools; the armhf libraries
+#         come from scripts/sysroot.sh (a private sysroot, no dpkg architecture)
 #   fuzz  clang with libFuzzer
-#   bench wrk and sqlite3 for the HTTP and storage benchmarks
+#   bench binutils (strip, for the binary size figure)
 # As root, missing packages are installed with apt-get.  Otherwise the single
 # apt-get line to run is printed and the script fails.
 set -eu
 
 base="gcc libc6-dev cmake make pkg-config libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev
 libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps"
-cross="gcc-aarch64-linux-gnu qemu-user-static libsqlite3-dev:arm64 libmbedtls-dev:arm64
+cross="gcc-aarch64-linux-gnu qemu-user-static cmake make pkg-config libsqlite3-dev:arm64 libmbedtls-dev:arm64
 libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcmocka-dev:arm64"
-armhf="gcc-arm-linux-gnueabihf qemu-user-static libsqlite3-dev:armhf libmbedtls-dev:armhf
-libcurl4-openssl-dev:armhf libcjson-dev:armhf libmicrohttpd-dev:armhf libcmocka-dev:armhf"
+armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make pkg-config
+ca-certificates"
 fuzz="clang libclang-rt-14-dev"
-bench="wrk sqlite3"
+bench="binutils"
 
 want=""
 [ $# -eq 0 ] && set -- base

@@ -42,9 +42,10 @@ CREATE TABLE charges (
                                                          'SUCCESS', 'FAILED', 'CANCELED')),
     offline_mode       TEXT    NOT NULL CHECK (offline_mode IN ('prefer_online', 'require_online',
                                                                 'force_offline')),
-    -- Canonical JSON of the charge parameters: decides "same parameters" for
-    -- a retry under another key, and is what a resend sends again.
-    params             TEXT    NOT NULL,
+    -- SHA-256 of the canonical JSON of the charge parameters: decides "same
+    -- parameters" for a retry of the order under another key.  (A hash, not
+    -- the text: every byte here is written in each charge's durable commit.)
+    params_hash        BLOB    NOT NULL CHECK (length(params_hash) = 32),
     subject            TEXT,
     payment_code       TEXT,
     payment_method     TEXT,

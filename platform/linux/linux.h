@@ -3,7 +3,7 @@
  *
  * pt_linux_platform() returns a pt_platform whose clock is clock_gettime,
  * whose randomness is getrandom(2), and whose log sink writes to stderr or
- * syslog.  The libcurl transport is attached separately (transport.h).
+ * syslog.  The libcurl transport is attached separately (transport_curl.h).
  */
 #ifndef PT_LINUX_H
 #define PT_LINUX_H

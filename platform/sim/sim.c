@@ -112,10 +112,12 @@ const struct sim_gateway *pt__sim_gateway(int gw)
 void pt__sim_lock(struct pt_sim *s)
 {
     pthread_mutex_lock(&s->lk);
+    pt__sim_db_begin(s);
 }
 
 void pt__sim_unlock(struct pt_sim *s)
 {
+    pt__sim_db_commit(s);
     pthread_mutex_unlock(&s->lk);
 }
 
@@ -734,9 +736,10 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             gateway_500(s, rq->gw, &rs);
     }
     if (!s->quiet)
-        pt_log_info("sim: %s %s %s -> %s%d %s%s%s", pt__sim_gw_name(rq->gw), rq->method,
+        pt_log_info("sim: %s %s %s -> %s%d %s%s%s%s", pt__sim_gw_name(rq->gw), rq->method,
                     rq->path, rs.drop ? "dropped, would have been " : "", rs.status, rs.note,
-                    call.mode ? " [fault " : "", call.mode ? mode_names[call.mode] : "");
+                    call.mode ? " [fault " : "", call.mode ? mode_names[call.mode] : "",
+                    call.mode ? "]" : "");
     if (rs.drop)
         rc = -1;
     else if (write_response(c, &rs, keep_alive) != 0)

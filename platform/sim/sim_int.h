@@ -9,7 +9,7 @@
  * sim_ledger.c the SQLite ledger (trades, Stripe keys, notification outbox)
  * sim_notify.c the scheduler thread: the simulated customer paying QR and
  *              redirect orders, and notification delivery with retries
- * sim_util.c   HTTP message helpers, form decoding, ids, clocks
+ * sim_util.c   HTTP message helpers, URL decoding, ids, clocks
  * sim_<gw>.c   one file per gateway's wire protocol, one table each
  *
  * Locking: one mutex, pt_sim.lk, guards the ledger, the fault table, the
@@ -34,6 +34,7 @@
 struct pt_pk;
 struct pt_drbg;
 struct sqlite3;
+struct sqlite3_stmt;
 
 #define SIM_HEAD_MAX (16 * 1024)   /* request line + headers */
 #define SIM_BODY_MAX (256 * 1024)  /* request body */
@@ -45,6 +46,7 @@ struct sqlite3;
 #define SIM_NOTE_MAX_ATTEMPTS 25
 #define SIM_PATH_MAX 512
 #define SIM_EXTRA_MAX 4096
+#define SIM_MAX_STMTS 32
 
 enum sim_gw { SIM_GW_ANY = -1, SIM_GW_ALIPAY = 0, SIM_GW_WECHAT, SIM_GW_STRIPE, SIM_GW_2C2P,
               SIM_GW__COUNT };
@@ -148,6 +150,11 @@ struct pt_sim {
     char inflight[SIM_MAX_INFLIGHT][256]; /* Stripe keys being executed */
     int ninflight;
     struct sqlite3 *db;
+    struct {
+        const char *sql;
+        struct sqlite3_stmt *st;
+    } stmts[SIM_MAX_STMTS]; /* prepared statements, kept (sim_ledger.c) */
+    int nstmts;
 
     struct pt_drbg *drbg;      /* TLS, key generation, identifiers (thread-safe) */
     mbedtls_ssl_config tls;
@@ -220,6 +227,7 @@ const char *pt__sim_gw_name(int gw);
 int pt__sim_gw_parse(const char *name); /* SIM_GW_ANY for "*", -2 when unknown */
 
 /* ---- sim.c ---- */
+/* Takes lk and opens a ledger transaction; unlock commits it and releases. */
 void pt__sim_lock(struct pt_sim *s);
 void pt__sim_unlock(struct pt_sim *s);
 /* The commit point of a gateway handler: sleeps for a delay fault, and
@@ -235,6 +243,9 @@ void pt__sim_files_free(struct pt_sim *s);
 /* ---- sim_ledger.c (caller holds lk) ---- */
 int pt__sim_db_open(struct pt_sim *s, char *err, size_t errlen);
 void pt__sim_db_close(struct pt_sim *s);
+/* One transaction around a handler's ledger work (called by pt__sim_lock/unlock). */
+void pt__sim_db_begin(struct pt_sim *s);
+void pt__sim_db_commit(struct pt_sim *s);
 int pt__sim_trade_get(struct pt_sim *s, int gw, const char *order_id, struct sim_trade *t);
 int pt__sim_trade_by_no(struct pt_sim *s, int gw, const char *trade_no, struct sim_trade *t);
 int pt__sim_trade_insert(struct pt_sim *s, struct sim_trade *t);
@@ -287,20 +298,8 @@ __attribute__((format(printf, 2, 3)))
 #endif
 void pt__sim_note(struct sim_resp *rs, const char *fmt, ...);
 
-struct sim_form {
-    int n;
-    char *k[64];
-    char *v[64];
-};
-/* Decodes application/x-www-form-urlencoded text ('+' is a space).
- * PT_OK, PT_EPARSE (bad %-escape), PT_ETOOBIG (more than 64 fields). */
-int pt__sim_form_parse(const char *s, size_t len, struct sim_form *f);
-const char *pt__sim_form_get(const struct sim_form *f, const char *key);
-void pt__sim_form_free(struct sim_form *f);
 /* Percent-decodes len bytes of s into out (outlen); PT_EPARSE, PT_ETOOBIG. */
 int pt__sim_url_decode(const char *s, size_t len, int plus_is_space, char *out, size_t outlen);
-/* Appends s percent-encoded (RFC 3986 unreserved kept) to a growing string. */
-int pt__sim_url_encode(const char *s, char *out, size_t outlen);
 
 /* Random lower-case alphanumerics into out (n chars + NUL). */
 void pt__sim_random_alnum(struct pt_sim *s, char *out, size_t n);

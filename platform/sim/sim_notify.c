@@ -150,11 +150,13 @@ static void *scheduler_main(void *arg)
                 break;
             }
             int64_t was = t->pay_at;
+            pt__sim_db_begin(s);
             pt__sim_gateway(t->gw)->autopay(s, t);
             if (t->pay_at == was) { /* never loop on a trade autopay left alone */
                 t->pay_at = 0;
                 pt__sim_trade_update(s, t);
             }
+            pt__sim_db_commit(s);
         }
         struct sim_note n;
         if (pt__sim_note_next(s, &n) == PT_OK) {

@@ -748,37 +748,29 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         return;
     const char *prefix = "/v1/payment_intents";
     size_t pl = strlen(prefix);
+    const char *rest = strncmp(rq->path, prefix, pl) == 0 ? rq->path + pl : NULL;
+    const char *slash = rest && rest[0] == '/' ? strchr(rest + 1, '/') : NULL;
     int post = strcmp(rq->method, "POST") == 0, get = strcmp(rq->method, "GET") == 0;
-    if (strncmp(rq->path, prefix, pl) == 0 && (post || get)) {
-        const char *rest = rq->path + pl;
-        if (post && (!*rest || strcmp(rest, "/cancel") == 0 ||
-                     (rest[0] == '/' && strchr(rest + 1, '/') &&
-                      strcmp(strchr(rest + 1, '/'), "/cancel") == 0))) {
-            struct pt_form f;
-            pt_form_init(&f);
-            if (pt_form_parse(rq->body, rq->body_len, &f) != PT_OK) {
-                stripe_error(rs, 400, "invalid_request_error", NULL,
-                             "Invalid request body: not application/x-www-form-urlencoded.",
-                             NULL);
-            } else if (!*rest) {
-                with_idempotency(c, rq, &f, rs, create);
-            } else if (strcmp(rest, "/cancel") != 0) {
-                with_idempotency(c, rq, &f, rs, cancel);
-            } else {
-                stripe_error(rs, 404, "invalid_request_error", NULL, "Unrecognized request URL.",
-                             NULL);
-            }
-            pt_form_free(&f);
-            return;
-        }
-        if (get && strcmp(rest, "/search") == 0) {
-            search(s, rq, rs);
-            return;
-        }
-        if (get && rest[0] == '/' && !strchr(rest + 1, '/') && rest[1]) {
-            retrieve(s, rest + 1, rs);
-            return;
-        }
+    /* POST /v1/payment_intents, POST /v1/payment_intents/{id}/cancel */
+    if (rest && post && (!*rest || (slash && slash > rest + 1 && strcmp(slash, "/cancel") == 0))) {
+        struct pt_form f;
+        pt_form_init(&f);
+        if (pt_form_parse(rq->body, rq->body_len, &f) != PT_OK)
+            stripe_error(rs, 400, "invalid_request_error", NULL,
+                         "Invalid request body: not application/x-www-form-urlencoded.", NULL);
+        else
+            with_idempotency(c, rq, &f, rs, *rest ? cancel : create);
+        pt_form_free(&f);
+        return;
+    }
+    /* GET /v1/payment_intents/search, GET /v1/payment_intents/{id} */
+    if (rest && get && strcmp(rest, "/search") == 0) {
+        search(s, rq, rs);
+        return;
+    }
+    if (rest && get && rest[0] == '/' && rest[1] && !slash) {
+        retrieve(s, rest + 1, rs);
+        return;
     }
     char msg[300];
     snprintf(msg, sizeof msg,

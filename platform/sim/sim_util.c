@@ -6,6 +6,7 @@
 
 #include "crypto.h"
 #include "err.h"
+#include "gateways/alipay.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -86,7 +87,7 @@ void pt__sim_resp_free(struct sim_resp *rs)
     rs->body_len = 0;
 }
 
-/* ---- forms and URLs ----------------------------------------------------- */
+/* ---- URLs ----------------------------------------------------- */
 
 static int hexval(int c)
 {
@@ -120,86 +121,6 @@ int pt__sim_url_decode(const char *s, size_t len, int plus_is_space, char *out, 
     }
     out[o] = '\0';
     return PT_OK;
-}
-
-int pt__sim_url_encode(const char *s, char *out, size_t outlen)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (isalnum(*p) || *p == '-' || *p == '_' || *p == '.' || *p == '~') {
-            if (o + 1 >= outlen)
-                return PT_ETOOBIG;
-            out[o++] = (char)*p;
-        } else {
-            if (o + 3 >= outlen)
-                return PT_ETOOBIG;
-            out[o++] = '%';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
-        }
-    }
-    out[o] = '\0';
-    return PT_OK;
-}
-
-int pt__sim_form_parse(const char *s, size_t len, struct sim_form *f)
-{
-    int rc = PT_OK;
-    memset(f, 0, sizeof *f);
-    size_t i = 0;
-    while (i < len) {
-        size_t end = i;
-        while (end < len && s[end] != '&')
-            end++;
-        if (end > i) {
-            size_t eq = i;
-            while (eq < end && s[eq] != '=')
-                eq++;
-            if (f->n >= 64) {
-                rc = PT_ETOOBIG;
-                goto out;
-            }
-            size_t klen = eq - i, vlen = eq < end ? end - eq - 1 : 0;
-            char *k = malloc(klen + 1), *v = malloc(vlen + 1);
-            if (!k || !v) {
-                free(k);
-                free(v);
-                rc = PT_ENOMEM;
-                goto out;
-            }
-            f->k[f->n] = k;
-            f->v[f->n] = v;
-            f->n++;
-            if ((rc = pt__sim_url_decode(s + i, klen, 1, k, klen + 1)) != PT_OK)
-                goto out;
-            v[0] = '\0';
-            if (eq < end && (rc = pt__sim_url_decode(s + eq + 1, vlen, 1, v, vlen + 1)) != PT_OK)
-                goto out;
-        }
-        i = end + 1;
-    }
-out:
-    if (rc != PT_OK)
-        pt__sim_form_free(f);
-    return rc;
-}
-
-const char *pt__sim_form_get(const struct sim_form *f, const char *key)
-{
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->k[i], key) == 0)
-            return f->v[i];
-    return NULL;
-}
-
-void pt__sim_form_free(struct sim_form *f)
-{
-    for (int i = 0; i < f->n; i++) {
-        free(f->k[i]);
-        free(f->v[i]);
-    }
-    f->n = 0;
 }
 
 /* ---- identifiers, hashes, clocks ------------------------------------------ */
@@ -249,16 +170,12 @@ enum sim_rule pt__sim_amount_rule(int64_t minor)
 
 void pt__sim_time_cn(int64_t ms, char out[20])
 {
-    /* Alipay and WeChat speak China Standard Time, which has had no daylight
-     * saving since 1991: a fixed +8 h is exact. */
-    time_t t = (time_t)(ms / 1000) + 8 * 3600;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, 20, "%Y-%m-%d %H:%M:%S", &tm);
+    pt_alipay_timestamp(ms, out); /* the adapter's own "yyyy-MM-dd HH:mm:ss" in UTC+8 */
 }
 
 void pt__sim_time_rfc3339_cn(int64_t ms, char out[32])
 {
+    /* China Standard Time has had no daylight saving since 1991. */
     time_t t = (time_t)(ms / 1000) + 8 * 3600;
     struct tm tm;
     gmtime_r(&t, &tm);

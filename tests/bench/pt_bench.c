@@ -11,6 +11,7 @@
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
  */
+#include "charges.h"
 #include "err.h"
 #include "idem.h"
 #include "store.h"
@@ -21,7 +22,9 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <cjson/cJSON.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,10 +127,11 @@ static const struct pt_idem_options idem_opt = {
     .ttl_ms = 86400000, .lock_timeout_ms = 60000, .instance = 1};
 
 /* What POST /v1/charges does on the offline path: take the key, insert the
- * charge and its audit row, store the response, one durable commit. */
+ * charge and its audit row, store the response (the charge object, as the
+ * API sends it), one durable commit. */
 static void guarded_new_charge(struct pt_store *st, long i)
 {
-    char key[48], body[160];
+    char key[48], params[400];
     struct pt_charge c;
     memset(&c, 0, sizeof c);
     snprintf(key, sizeof key, "bench-key-%ld", i);
@@ -139,10 +143,14 @@ static void guarded_new_charge(struct pt_store *st, long i)
     strcpy(c.subject, "Large latte");
     c.amount = 8888;
     c.state = PT_STATE_INIT;
-    snprintf(body, sizeof body, "{\"order_id\":\"%s\",\"amount\":8888,\"state\":\"INIT\"}",
+    snprintf(params, sizeof params,
+             "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
+             "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
+             "\"order_id\":\"%s\",\"payment_code\":\"287634438256643941\","
+             "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
              c.order_id);
     unsigned char hash[32];
-    pt_idem_fingerprint("POST", "/v1/charges", body, hash);
+    pt_idem_fingerprint("POST", "/v1/charges", params, hash);
     struct pt_idem_result r;
     int64_t now = 1700000000000 + i;
     int rc;
@@ -151,12 +159,14 @@ static void guarded_new_charge(struct pt_store *st, long i)
     if ((rc = pt_idem_acquire(st, &idem_opt, "POST /v1/charges", key, hash, now, &r)) ||
         r.status != PT_IDEM_NEW)
         die("acquire", rc ? rc : PT_EEXIST);
-    if ((rc = pt_store_charge_insert(st, &c, body, now)))
+    if ((rc = pt_store_charge_insert(st, &c, params, now)))
         die("charge insert", rc);
-    if ((rc = pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, now)))
+    if ((rc = pt_store_audit_first(st, c.id, "INIT", "created", "api", now)))
         die("audit", rc);
+    char *body = pt_charge_json_text(&c);
     if ((rc = pt_idem_complete(st, "POST /v1/charges", key, 202, body, strlen(body), now)))
         die("complete", rc);
+    free(body);
     if ((rc = pt_store_commit(st)))
         die("commit", rc);
 }
@@ -240,10 +250,14 @@ static void bench_storage(const char *dir)
     unsigned seed = 7;
     for (int i = 0; i < nr; i++) {
         long k = (long)(rand_r(&seed) % (unsigned)id);
-        char key[48], body[160];
+        char key[48], body[400];
         snprintf(key, sizeof key, "bench-key-%ld", k);
-        snprintf(body, sizeof body, "{\"order_id\":\"BENCH-%08ld\",\"amount\":8888,\"state\":"
-                                    "\"INIT\"}", k);
+        snprintf(body, sizeof body,
+                 "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
+                 "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
+                 "\"order_id\":\"BENCH-%08ld\",\"payment_code\":\"287634438256643941\","
+                 "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
+                 k);
         unsigned char hash[32];
         struct pt_idem_result res;
         double t0 = now_us();
@@ -322,6 +336,25 @@ static long post_charge(struct client *c, const char *key, const char *body)
     return code;
 }
 
+/* Cancels queued charges <prefix>-<from> .. <prefix>-<to - 1>. */
+static void cancel_range(int port, const char *prefix, int from, int to)
+{
+    struct client c;
+    client_init(&c, port, "/");
+    for (int i = from; i < to; i++) {
+        char url[128], hk[64];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/charges/%s-%d/cancel", port, prefix, i);
+        snprintf(hk, sizeof hk, "Idempotency-Key: cancel-%s-%d", prefix, i);
+        struct curl_slist *h = curl_slist_append(NULL, hk);
+        curl_easy_setopt(c.h, CURLOPT_URL, url);
+        curl_easy_setopt(c.h, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c.h, CURLOPT_POSTFIELDS, "");
+        curl_easy_perform(c.h);
+        curl_slist_free_all(h);
+    }
+    curl_easy_cleanup(c.h);
+}
+
 static pid_t start_daemon(const char *dir, int port)
 {
     char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64];
@@ -346,7 +379,7 @@ static pid_t start_daemon(const char *dir, int port)
     fprintf(f,
             "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
             "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
-            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"max_total\":1000000000000}},\"max_count\":500},"
             "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:1\","
             "\"secret_key_file\":\"%s\"}}}\n",
             data, port, sk);
@@ -429,6 +462,7 @@ static void bench_http(const char *dir)
                  i);
         post_charge(&c, key, body);
     }
+    cancel_range(port, "WARM", 0, 300);
     for (int b = 0; nf < n || nh < n; b++) {
         int floor_turn = (b % 4 == 0 || b % 4 == 3);
         for (int i = 0; i < 50; i++) {
@@ -448,6 +482,12 @@ static void bench_http(const char *dir)
                     bad++;
                 th[nh] = now_us() - t0;
                 sum_h += th[nh++];
+                /* A lane's offline queue holds at most offline.max_count (500
+                 * by default) charges: keep it that size by canceling what
+                 * was queued (untimed), so the offline limits are checked
+                 * against a realistic queue, not an ever-growing one. */
+                if (nh % 400 == 0)
+                    cancel_range(port, "HTTP", nh - 400, nh);
             }
         }
     }
@@ -494,6 +534,306 @@ static void bench_http(const char *dir)
     int status;
     waitpid(pid, &status, 0);
     curl_global_cleanup();
+}
+
+/* ---- sync drain against the simulator, and the daemon's footprint ----------- */
+
+/* Starts `payterm ARGS...` with stderr to log; returns the pid. */
+static pid_t spawn(const char *log, char *const argv[], const char *notify_socket)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (notify_socket)
+            setenv("NOTIFY_SOCKET", notify_socket, 1);
+        execv(PT_BINARY, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+struct fetch {
+    char *buf;
+    size_t len;
+};
+
+static size_t fetch_cb(char *p, size_t s, size_t n, void *u)
+{
+    struct fetch *f = u;
+    char *b = realloc(f->buf, f->len + s * n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + f->len, p, s * n);
+    f->buf = b;
+    f->len += s * n;
+    f->buf[f->len] = '\0';
+    return s * n;
+}
+
+/* GET or POST (body != NULL) url; returns the status, *out the body. */
+static long http(const char *url, const char *body, const char *ca, char **out)
+{
+    CURL *h = curl_easy_init();
+    struct fetch f = {0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_cb);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
+    if (ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    if (out)
+        *out = f.buf;
+    else
+        free(f.buf);
+    return code;
+}
+
+static void stop(pid_t pid)
+{
+    int status;
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+}
+
+static int wait_healthy(int port)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+    for (int i = 0; i < 1000; i++) {
+        if (http(url, NULL, NULL, NULL) == 200)
+            return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* Drains n charges queued offline through the simulator over TLS. */
+static void bench_drain(const char *dir, double floor_rate)
+{
+    int n = quick ? 1000 : 10000;
+    char simdir[PATH_MAX + 64], data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64];
+    char gwjson[PATH_MAX + 64], ca[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128];
+    snprintf(simdir, sizeof simdir, "%s/drain-sim", dir);
+    snprintf(data, sizeof data, "%s/drain-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/drain.json", dir);
+    snprintf(gwjson, sizeof gwjson, "%s/gateways.json", simdir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", simdir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", simdir, data);
+    if (system(cmd) != 0)
+        exit(1);
+    int sport = free_port(), aport = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
+    snprintf(log, sizeof log, "%s/drain-sim.log", dir);
+    char *sargv[] = {"payterm", "sim", "--listen", listen, "--dir", simdir, "--notify-base",
+                     notify, "--quiet", NULL};
+    pid_t sim = spawn(log, sargv, NULL);
+    char simurl[128], url[128];
+    snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    for (int i = 0; i < 1000 && http(url, NULL, ca, NULL) != 200; i++)
+        usleep(20000);
+    FILE *f = fopen(cfg, "w");
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"sync\":{\"interval_s\":1}}\n",
+            data, aport);
+    fclose(f);
+    /* Queue while every gateway refuses connections, like a lane offline. */
+    snprintf(url, sizeof url, "%s/_sim/faults", simurl);
+    http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca,
+         NULL);
+    snprintf(log, sizeof log, "%s/drain-payterm.log", dir);
+    char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
+    pid_t d = spawn(log, dargv, NULL);
+    if (wait_healthy(aport)) {
+        fprintf(stderr, "pt_bench: drain daemon did not start, see %s\n", log);
+        exit(1);
+    }
+    struct client c;
+    client_init(&c, aport, "/v1/charges");
+    char key[64], body[400];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "drain-%d", i);
+        snprintf(body, sizeof body,
+                 "{\"order_id\":\"DRAIN-%06d\",\"amount\":%d,\"currency\":\"USD\","
+                 "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                 "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                 i, 1000 + (i % 50)); /* never ...51/...52: all captured */
+        if (post_charge(&c, key, body) != 202) {
+            fprintf(stderr, "pt_bench: queueing charge %d failed\n", i);
+            exit(1);
+        }
+    }
+    curl_easy_cleanup(c.h);
+    /* The network is back: time until the queue is empty and nothing is
+     * in flight or unknown. */
+    http(url, "{\"mode\":\"none\"}", ca, NULL);
+    double t0 = now_us();
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/sync", aport);
+    http(url, "", NULL, NULL);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/status", aport);
+    int64_t left = n;
+    double t1 = t0;
+    while (now_us() - t0 < 600e6) {
+        char *st = NULL;
+        http(url, NULL, NULL, &st);
+        cJSON *o = st ? cJSON_Parse(st) : NULL;
+        free(st);
+        left = (int64_t)(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "queue"), "count")
+                             ->valuedouble +
+                         cJSON_GetObjectItem(o, "unknown")->valuedouble +
+                         cJSON_GetObjectItem(o, "processing")->valuedouble);
+        cJSON_Delete(o);
+        t1 = now_us();
+        if (left == 0)
+            break;
+        usleep(20000);
+    }
+    double rate = n / ((t1 - t0) / 1e6);
+    /* Exactly one capture per order, or the figure means nothing. */
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    char *ledger = NULL;
+    http(url, NULL, ca, &ledger);
+    cJSON *lo = ledger ? cJSON_Parse(ledger) : NULL;
+    int orders = 0, once = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(lo, "data"))
+    {
+        orders++;
+        once += cJSON_GetObjectItem(e, "captures")->valueint == 1;
+    }
+    cJSON_Delete(lo);
+    free(ledger);
+    char note[160];
+    snprintf(note, sizeof note,
+             "%d queued Stripe charges to the simulator over TLS, keep-alive; %d/%d captured "
+             "once; ratio = rate / (floor/2), budget >= 0.4",
+             n, once, orders);
+    add_result("sync_drain", "charges/s", 0, 0, rate, floor_rate / 2, rate / (floor_rate / 2),
+               note);
+    if (left || once != n || orders != n)
+        fprintf(stderr, "pt_bench: drain incomplete: %lld left, %d/%d captured once\n",
+                (long long)left, once, orders);
+    stop(d);
+    stop(sim);
+}
+
+/* Start-to-ready (READY=1 on NOTIFY_SOCKET), idle RSS, idle wake-ups. */
+static void bench_footprint(const char *dir)
+{
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64], sock[PATH_MAX + 64];
+    char cmd[PATH_MAX + 128];
+    snprintf(data, sizeof data, "%s/fp-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/fp.json", dir);
+    snprintf(log, sizeof log, "%s/fp.log", dir);
+    snprintf(sock, sizeof sock, "%s/fp.notify", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", data, sock);
+    if (system(cmd) != 0)
+        exit(1);
+    int port = free_port();
+    FILE *f = fopen(cfg, "w");
+    fprintf(f, "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\"}\n",
+            data, port);
+    fclose(f);
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        perror("pt_bench: notify socket");
+        exit(1);
+    }
+    int runs = quick ? 3 : 10;
+    double *ready = malloc(sizeof(double) * (size_t)runs);
+    pid_t d = 0;
+    for (int r = 0; r < runs; r++) {
+        char *argv[] = {"payterm", "serve", "-c", cfg, NULL};
+        double t0 = now_us();
+        d = spawn(log, argv, sock);
+        char msg[128];
+        struct timeval tv = {.tv_sec = 10};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t got;
+        do
+            got = recv(fd, msg, sizeof msg - 1, 0);
+        while (got > 0 && (msg[got] = '\0', !strstr(msg, "READY=1")));
+        ready[r] = now_us() - t0;
+        if (r + 1 < runs)
+            stop(d);
+    }
+    add_result("serve_start_to_ready", "ms", pct(ready, runs, 0.5) / 1000,
+               pct(ready, runs, 0.99) / 1000, 0, 100, pct(ready, runs, 0.5) / 1000 / 100,
+               "fork+exec to READY=1 on NOTIFY_SOCKET (database exists after the first run); "
+               "budget <= 100 ms");
+    /* Idle: settle, then count RSS and context switches over a quiet while. */
+    sleep(1);
+    char path[64], line[256];
+    long rss_kb = 0, switches0 = 0, switches1 = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d);
+    FILE *p = fopen(path, "r");
+    while (p && fgets(line, sizeof line, p))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            rss_kb = atol(line + 6);
+    if (p)
+        fclose(p);
+    snprintf(cmd, sizeof cmd,
+             "cat /proc/%d/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'",
+             (int)d);
+    FILE *c = popen(cmd, "r");
+    if (c && fscanf(c, "%ld", &switches0) != 1)
+        switches0 = 0;
+    if (c)
+        pclose(c);
+    int quiet_s = quick ? 3 : 10;
+    sleep((unsigned)quiet_s);
+    c = popen(cmd, "r");
+    if (c && fscanf(c, "%ld", &switches1) != 1)
+        switches1 = 0;
+    if (c)
+        pclose(c);
+    add_result("serve_idle_rss", "KiB", (double)rss_kb, (double)rss_kb, 0, 8192,
+               rss_kb / 8192.0, "VmRSS after start, nothing queued; budget <= 8 MiB");
+    double wakeups = (double)(switches1 - switches0) / quiet_s;
+    add_result("serve_idle_wakeups", "per s", wakeups, wakeups, wakeups, 1.0, wakeups,
+               "context switches of all threads while idle; budget: none beyond timers >= 1 s");
+    stop(d);
+    close(fd);
+    unlink(sock);
+    free(ready);
+
+    /* Stripped size of the program as built for boards and for the desktop. */
+    static const char *const builds[][2] = {{"build/release/firmware/payterm", "release"},
+                                            {PT_BINARY, "dev"}};
+    for (size_t i = 0; i < 2; i++) {
+        if (access(builds[i][0], X_OK) != 0)
+            continue;
+        snprintf(cmd, sizeof cmd, "strip -o '%s/payterm.stripped' '%s'", dir, builds[i][0]);
+        if (system(cmd) != 0)
+            continue;
+        char stripped[PATH_MAX + 64];
+        snprintf(stripped, sizeof stripped, "%s/payterm.stripped", dir);
+        struct stat sb;
+        if (stat(stripped, &sb) != 0)
+            continue;
+        char name[64], note[160];
+        snprintf(name, sizeof name, "binary_stripped_%s", builds[i][1]);
+        snprintf(note, sizeof note, "%s, stripped, shared libraries excluded; budget <= 1 MiB",
+                 builds[i][0]);
+        add_result(name, "KiB", sb.st_size / 1024.0, sb.st_size / 1024.0, 0, 1024,
+                   sb.st_size / 1024.0 / 1024.0, note);
+    }
 }
 
 static void print_and_write(const char *json_path)
@@ -556,6 +896,8 @@ int main(int argc, char **argv)
     printf("payterm benchmarks in %s (floor = bare durable SQLite commit, same disk)\n", dir);
     bench_storage(dir);
     bench_http(dir);
+    bench_drain(dir, results[0].rate);
+    bench_footprint(dir);
     print_and_write(json);
     return 0;
 }

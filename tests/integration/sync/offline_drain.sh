@@ -8,6 +8,9 @@
 # itself (no POST /v1/sync) and drains the queue oldest first: the
 # simulator's ledger holds the orders in the order they were taken, each
 # captured exactly once, each SUCCESS locally with one charge.succeeded.
+# (The order of the fulfilment events is the order the outcomes were
+# committed - sends go out in runs, notifications race them - so only the
+# ledger tells the sending order.)
 . "$(dirname "$0")/synclib.sh" "$@"
 sync_start
 N=30
@@ -61,7 +64,6 @@ wait_notes 40
 expect_all_captured_once "${ORDERS[@]}"
 ev=$(all_events)
 expect "events in the feed" $N "$(jq length <<<"$ev")"
-expect "feed order follows the drain" "${ORDERS[*]} " "$(jq -r '.[].order_id' <<<"$ev" | tr '\n' ' ')"
 st=$(api /v1/status)
 expect "online after the drain" true "$(jq .online <<<"$st")"
 expect "queue after the drain" 0 "$(jq .queue.count <<<"$st")"

@@ -1,0 +1,548 @@
+/*
+ * cmd_demo.c - `payterm demo`: a kiosk session against the simulator.
+ *
+ * Runs the gateway simulator and the daemon in this process (each on a free
+ * loopback port, state in --dir) and plays what a lane sees in a day: online
+ * charges on all four gateways, a double tap, the network cut, charges queued
+ * offline, retries with the same keys, the network back and the queue
+ * drained, a gateway that took the money but lost the answer, customers
+ * paying QR codes with the gateways notifying (deliberate duplicates
+ * included).  It then compares the daemon's charges and fulfilment feed with
+ * the simulator's ledger and exits 0 only if every order was captured
+ * exactly once and every fulfilment event was delivered once.
+ *
+ * The kiosk side speaks plain HTTP to the API with libcurl, exactly as a POS
+ * application would; nothing here reaches into the daemon's internals.
+ */
+#include "cli.h"
+#include "pt_config.h"
+
+#include <stdio.h>
+
+#if PT_WITH_SIM
+
+#include "config_load.h"
+#include "daemon.h"
+#include "err.h"
+#include "log.h"
+#include "sim.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char help[] =
+    "usage: payterm demo [--dir DIR]\n\n"
+    "Plays a kiosk session against the built-in gateway simulator: online charges on\n"
+    "Alipay, WeChat Pay, Stripe and 2C2P, the network cut, charges queued offline,\n"
+    "client retries, the network back, the queue drained, duplicate notifications.\n"
+    "Prints a summary; exits 0 only if every order was captured exactly once at the\n"
+    "simulator and every fulfilment event was delivered once.\n\n"
+    "  --dir DIR   state directory (default ./payterm-demo), emptied first\n";
+
+struct demo {
+    char dir[512];
+    char api[64];  /* http://127.0.0.1:PORT */
+    char sim[64];  /* https://127.0.0.1:PORT */
+    char ca[700];
+    CURL *h;
+    int replays;
+    int failures;
+};
+
+/* ---- HTTP as the kiosk does it ---------------------------------------------------- */
+
+struct answer {
+    long status;
+    int replayed;
+    char *body;
+    size_t len;
+};
+
+static size_t on_body(char *p, size_t s, size_t n, void *u)
+{
+    struct answer *a = u;
+    char *b = realloc(a->body, a->len + s * n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + a->len, p, s * n);
+    a->body = b;
+    a->len += s * n;
+    a->body[a->len] = '\0';
+    return s * n;
+}
+
+static size_t on_header(char *p, size_t s, size_t n, void *u)
+{
+    struct answer *a = u;
+    if (s * n >= 26 && strncasecmp(p, "Idempotency-Replayed: true", 26) == 0)
+        a->replayed = 1;
+    return s * n;
+}
+
+/* One request; body NULL = GET.  The caller frees a->body. */
+static void request(struct demo *d, const char *url, const char *key, const char *body,
+                    struct answer *a)
+{
+    memset(a, 0, sizeof *a);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    char kh[300];
+    if (key) {
+        snprintf(kh, sizeof kh, "Idempotency-Key: %s", key);
+        hdr = curl_slist_append(hdr, kh);
+    }
+    curl_easy_reset(d->h);
+    curl_easy_setopt(d->h, CURLOPT_URL, url);
+    curl_easy_setopt(d->h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(d->h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(d->h, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(d->h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(d->h, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(d->h, CURLOPT_CAINFO, d->ca);
+    curl_easy_setopt(d->h, CURLOPT_TIMEOUT, 30L);
+    if (body)
+        curl_easy_setopt(d->h, CURLOPT_POSTFIELDS, body);
+    if (curl_easy_perform(d->h) == CURLE_OK)
+        curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &a->status);
+    curl_slist_free_all(hdr);
+}
+
+static cJSON *get_json(struct demo *d, const char *base, const char *path)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    struct answer a;
+    request(d, url, NULL, NULL, &a);
+    cJSON *o = a.body ? cJSON_Parse(a.body) : NULL;
+    free(a.body);
+    return o;
+}
+
+static void post_quiet(struct demo *d, const char *base, const char *path, const char *body)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    struct answer a;
+    request(d, url, NULL, body, &a);
+    free(a.body);
+}
+
+static double num(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* ---- the session ------------------------------------------------------------------- */
+
+#define MAX_ORDERS 32
+static struct {
+    char order[32];
+    int want_captured; /* 1 captured, 0 declined */
+} expected[MAX_ORDERS];
+static int nexpected;
+
+static void expect(const char *order, int captured)
+{
+    snprintf(expected[nexpected].order, sizeof expected[0].order, "%s", order);
+    expected[nexpected++].want_captured = captured;
+}
+
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("\n== ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+}
+
+static void note(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("   ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* POST /v1/charges and print one line: order, status, state or error. */
+static void charge(struct demo *d, const char *key, const char *order, const char *fields)
+{
+    char url[128], body[1024];
+    snprintf(url, sizeof url, "%s/v1/charges", d->api);
+    snprintf(body, sizeof body, "{\"order_id\":\"%s\",%s}", order, fields);
+    struct answer a;
+    request(d, url, key, body, &a);
+    cJSON *o = a.body ? cJSON_Parse(a.body) : NULL;
+    const cJSON *err = cJSON_GetObjectItem(o, "error");
+    const char *what = cJSON_IsObject(err) && !cJSON_GetObjectItem(o, "state")
+                           ? str(err, "code")
+                           : str(o, "state");
+    const char *detail = cJSON_IsObject(err) ? str(err, "message") : str(o, "qr_code");
+    if (!*detail)
+        detail = str(o, "code_url");
+    if (!*detail)
+        detail = str(o, "payment_url");
+    printf("   %-10s %3ld  %-22s %.56s%s\n", order, a.status, what, detail,
+           a.replayed ? "  (replayed)" : "");
+    fflush(stdout);
+    d->replays += a.replayed;
+    cJSON_Delete(o);
+    free(a.body);
+}
+
+/* Polls the status until pred() says done or the time is up. */
+static int wait_status(struct demo *d, int seconds, int (*pred)(const cJSON *status))
+{
+    for (int i = 0; i < seconds * 10; i++) {
+        cJSON *s = get_json(d, d->api, "/v1/status");
+        int done = s && pred(s);
+        cJSON_Delete(s);
+        if (done)
+            return 1;
+        usleep(100 * 1000);
+    }
+    return 0;
+}
+
+static int queue_settled(const cJSON *s)
+{
+    return num(cJSON_GetObjectItem(s, "queue"), "count") + num(s, "unknown") +
+               num(s, "processing") ==
+           0;
+}
+
+static int all_final(const cJSON *s)
+{
+    return queue_settled(s) && num(s, "pending") == 0;
+}
+
+#define BARCODE                                                                                    \
+    "\"amount\":%d,\"currency\":\"CNY\",\"gateway\":\"alipay\",\"method\":\"barcode\","            \
+    "\"payment_code\":\"287634438256643941\",\"subject\":\"Latte\""
+#define CARD                                                                                       \
+    "\"amount\":%d,\"currency\":\"USD\",\"gateway\":\"stripe\",\"method\":\"card_on_file\","       \
+    "\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_demo\""
+
+static void session(struct demo *d)
+{
+    char f[512];
+    say("1. Online: one charge per gateway and method");
+    printf("   %-10s %3s  %-22s %s\n", "order", "HTTP", "state", "detail");
+    snprintf(f, sizeof f, BARCODE, 2350);
+    charge(d, "k-a1", "DEMO-A1", f);
+    expect("DEMO-A1", 1);
+    charge(d, "k-a2", "DEMO-A2",
+           "\"amount\":1800,\"currency\":\"CNY\",\"gateway\":\"alipay\",\"method\":\"qr\","
+           "\"subject\":\"Cake\"");
+    expect("DEMO-A2", 1);
+    charge(d, "k-w1", "DEMO-W1",
+           "\"amount\":2600,\"currency\":\"CNY\",\"gateway\":\"wechat\",\"method\":\"qr\","
+           "\"subject\":\"Tea\"");
+    expect("DEMO-W1", 1);
+    snprintf(f, sizeof f, CARD, 1299);
+    charge(d, "k-s1", "DEMO-S1", f);
+    expect("DEMO-S1", 1);
+    charge(d, "k-t1", "DEMO-T1",
+           "\"amount\":150000,\"currency\":\"THB\",\"gateway\":\"2c2p\",\"method\":\"redirect\","
+           "\"subject\":\"Room 12\"");
+    expect("DEMO-T1", 1);
+    snprintf(f, sizeof f, CARD, 1551);
+    charge(d, "k-s2", "DEMO-S2", f);
+    expect("DEMO-S2", 0);
+    note("(amounts ending in 51 are declined by the simulator: 402 with the gateway's reason)");
+
+    say("2. The customer double-taps: the same requests again, same keys");
+    snprintf(f, sizeof f, BARCODE, 2350);
+    charge(d, "k-a1", "DEMO-A1", f);
+    snprintf(f, sizeof f, CARD, 1299);
+    charge(d, "k-s1", "DEMO-S1", f);
+
+    say("3. The network goes down: every gateway refuses connections");
+    post_quiet(d, d->sim, "/_sim/faults",
+               "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000}");
+    snprintf(f, sizeof f, CARD, 4500);
+    charge(d, "k-o1", "DEMO-O1", f);
+    expect("DEMO-O1", 1);
+    snprintf(f, sizeof f, BARCODE, 3100);
+    charge(d, "k-o2", "DEMO-O2", f);
+    expect("DEMO-O2", 1);
+    snprintf(f, sizeof f, CARD, 800);
+    charge(d, "k-o3", "DEMO-O3", f);
+    expect("DEMO-O3", 1);
+    charge(d, "k-o4", "DEMO-O4",
+           "\"amount\":990,\"currency\":\"CNY\",\"gateway\":\"wechat\",\"method\":\"qr\"");
+    note("(a QR code needs the gateway: 503, nothing stored, the same key works later)");
+    snprintf(f, sizeof f, CARD, 90000);
+    charge(d, "k-o5", "DEMO-O5", f);
+    note("(above offline.limits.USD.max_amount: refused while offline)");
+    cJSON *s = get_json(d, d->api, "/v1/status");
+    char *t = cJSON_PrintUnformatted(cJSON_GetObjectItem(s, "queue"));
+    note("online: %s, queue: %s", cJSON_IsTrue(cJSON_GetObjectItem(s, "online")) ? "yes" : "no",
+         t ? t : "?");
+    free(t);
+    cJSON_Delete(s);
+
+    say("4. The kiosk retries while offline: same keys, nothing new is created");
+    snprintf(f, sizeof f, CARD, 4500);
+    charge(d, "k-o1", "DEMO-O1", f);
+    snprintf(f, sizeof f, BARCODE, 3100);
+    charge(d, "k-o2", "DEMO-O2", f);
+
+    say("5. The network comes back: the queue drains");
+    post_quiet(d, d->sim, "/_sim/faults", "{\"mode\":\"none\"}");
+    post_quiet(d, d->api, "/v1/sync", "");
+    if (!wait_status(d, 30, queue_settled)) {
+        note("the queue did not drain");
+        d->failures++;
+    }
+    s = get_json(d, d->api, "/v1/status");
+    t = cJSON_PrintUnformatted(cJSON_GetObjectItem(s, "queue"));
+    note("online: %s, queue: %s", cJSON_IsTrue(cJSON_GetObjectItem(s, "online")) ? "yes" : "no",
+         t ? t : "?");
+    free(t);
+    cJSON_Delete(s);
+
+    say("6. The gateway takes the money but the answer is lost (drop_after_commit)");
+    post_quiet(d, d->sim, "/_sim/faults",
+               "{\"gateway\":\"stripe\",\"mode\":\"drop_after_commit\",\"count\":1}");
+    snprintf(f, sizeof f, CARD, 2100);
+    charge(d, "k-p1", "DEMO-P1", f);
+    expect("DEMO-P1", 1);
+    note("(UNKNOWN: payterm asks Stripe by metadata['order_id'] instead of charging again)");
+    charge(d, "k-p1", "DEMO-P1", f);
+    for (int i = 0; i < 300; i++) {
+        cJSON *c = get_json(d, d->api, "/v1/charges/DEMO-P1");
+        int done = strcmp(str(c, "state"), "SUCCESS") == 0;
+        cJSON_Delete(c);
+        if (done)
+            break;
+        usleep(100 * 1000);
+    }
+    cJSON *c = get_json(d, d->api, "/v1/charges/DEMO-P1");
+    note("DEMO-P1 is now %s", str(c, "state"));
+    cJSON_Delete(c);
+
+    say("7. Customers scan the QR codes and pay; the gateways notify (with duplicates)");
+    if (!wait_status(d, 60, all_final)) {
+        note("charges are still open");
+        d->failures++;
+    }
+    sleep(3); /* the simulator's deliberate late duplicates */
+}
+
+/* Sums a counter family from /metrics by its result label. */
+static long metric_sum(struct demo *d, const char *result)
+{
+    char url[128], needle[64];
+    snprintf(url, sizeof url, "%s/metrics", d->api);
+    snprintf(needle, sizeof needle, "result=\"%s\"}", result);
+    struct answer a;
+    request(d, url, NULL, NULL, &a);
+    long sum = 0;
+    for (char *line = a.body ? strtok(a.body, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        if (strncmp(line, "payterm_notifications_total{", 28) == 0 && strstr(line, needle))
+            sum += atol(strrchr(line, ' ') + 1);
+    free(a.body);
+    return sum;
+}
+
+static int verdict(struct demo *d)
+{
+    say("Summary");
+    cJSON *ledger = get_json(d, d->sim, "/_sim/ledger");
+    cJSON *charges = get_json(d, d->api, "/v1/charges?limit=100");
+    cJSON *events = get_json(d, d->api, "/v1/events?limit=100");
+    int ok = ledger && charges && events && d->failures == 0;
+    printf("   %-9s %-7s %-9s %-10s %-8s %-6s %s\n", "order", "gateway", "local", "simulator",
+           "captures", "events", "verdict");
+    for (int i = 0; i < nexpected; i++) {
+        const char *o = expected[i].order;
+        const cJSON *ch = NULL, *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(charges, "data")) if (strcmp(str(e, "order_id"),
+                                                                                o) == 0) ch = e;
+        int captures = 0;
+        const char *simstate = "-";
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(ledger, "data")) if (strcmp(str(e, "order_id"),
+                                                                               o) == 0)
+        {
+            captures += (int)num(e, "captures");
+            simstate = str(e, "status");
+        }
+        int evs = 0;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(events, "data"))
+        {
+            const char *type = str(e, "type");
+            if (strcmp(str(e, "order_id"), o) == 0 &&
+                (strcmp(type, "charge.succeeded") == 0 || strcmp(type, "charge.failed") == 0))
+                evs++;
+        }
+        const char *local = ch ? str(ch, "state") : "-";
+        int good = expected[i].want_captured
+                       ? captures == 1 && strcmp(local, "SUCCESS") == 0 && evs == 1
+                       : captures == 0 && strcmp(local, "FAILED") == 0 && evs == 1;
+        ok &= good;
+        printf("   %-9s %-7s %-9s %-10s %-8d %-6d %s\n", o, ch ? str(ch, "gateway") : "-", local,
+               simstate, captures, evs, good ? "ok" : "FAIL");
+    }
+    /* Nothing may have been captured twice, for any order. */
+    int accepted = cJSON_GetArraySize(cJSON_GetObjectItem(charges, "data"));
+    int captured = 0, twice = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(ledger, "data"))
+    {
+        captured += num(e, "captures") == 1;
+        twice += num(e, "captures") > 1;
+    }
+    ok &= twice == 0;
+    long dups = metric_sum(d, "duplicate");
+    printf("\n   charges accepted: %d, captured at the simulator: %d, captured twice: %d\n",
+           accepted, captured, twice);
+    printf("   duplicates prevented: %ld (%d replayed requests, %ld duplicate notifications)\n",
+           d->replays + dups, d->replays, dups);
+    cJSON_Delete(ledger);
+    cJSON_Delete(charges);
+    cJSON_Delete(events);
+    if (ok)
+        printf("\nEvery order was captured exactly once; every fulfilment event was delivered "
+               "once.\n");
+    else
+        printf("\nFAILED: see above and the log in %s/payterm.log\n", d->dir);
+    return ok;
+}
+
+/* ---- setting up ------------------------------------------------------------------------ */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+int pt_cmd_demo(int argc, char **argv)
+{
+    struct demo d = {0};
+    snprintf(d.dir, sizeof d.dir, "payterm-demo");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return PT_EXIT_OK;
+        } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+            snprintf(d.dir, sizeof d.dir, "%s", argv[++i]);
+        } else {
+            pt_cli_error("demo", "unexpected argument '%s' (see payterm demo --help)", argv[i]);
+            return PT_EXIT_USAGE;
+        }
+    }
+    char cmd[1200], err[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", d.dir, d.dir);
+    if (strchr(d.dir, '\'') || system(cmd) != 0) {
+        pt_cli_error("demo", "cannot prepare --dir %s", d.dir);
+        return PT_EXIT_FAIL;
+    }
+    char log[560];
+    snprintf(log, sizeof log, "%s/payterm.log", d.dir);
+    if (!freopen(log, "a", stderr)) {
+        pt_cli_error("demo", "cannot write %s: %s", log, strerror(errno));
+        return PT_EXIT_FAIL;
+    }
+    int api_port = free_port();
+    char notify[64], simdir[560];
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", api_port);
+    snprintf(simdir, sizeof simdir, "%s/sim", d.dir);
+    struct pt_sim_options so = {.listen = "127.0.0.1:0", .dir = simdir, .notify_base = notify};
+    struct pt_sim *sim = NULL;
+    struct pt_daemon *daemon = NULL;
+    int ok = 0;
+    say("Starting the gateway simulator (Alipay, WeChat Pay, Stripe, 2C2P over TLS)");
+    if (pt_sim_start(&so, &sim, err, sizeof err) != PT_OK) {
+        printf("   simulator: %s\n", err);
+        goto out;
+    }
+    snprintf(d.sim, sizeof d.sim, "https://127.0.0.1:%d", pt_sim_port(sim));
+    snprintf(d.api, sizeof d.api, "http://127.0.0.1:%d", api_port);
+    snprintf(d.ca, sizeof d.ca, "%s/ca.pem", simdir);
+    note("%s; keys, certificates and gateways.json in %s", d.sim, simdir);
+
+    char base[560], gw[600];
+    snprintf(base, sizeof base, "%s/payterm.json", d.dir);
+    snprintf(gw, sizeof gw, "%s/gateways.json", simdir);
+    FILE *f = fopen(base, "w");
+    if (!f) {
+        printf("   cannot write %s\n", base);
+        goto out;
+    }
+    fprintf(f,
+            "{\n  \"data_dir\": \"data\",\n  \"listen\": \"127.0.0.1:%d\",\n"
+            "  \"offline\": {\n"
+            "    \"limits\": {\"CNY\": {\"max_amount\": 50000, \"max_total\": 500000},\n"
+            "               \"USD\": {\"max_amount\": 20000, \"max_total\": 200000},\n"
+            "               \"THB\": {\"max_amount\": 500000, \"max_total\": 5000000}},\n"
+            "    \"max_count\": 100\n  },\n"
+            "  \"sync\": {\"interval_s\": 1, \"backoff_base_ms\": 200, \"backoff_max_ms\": 2000,\n"
+            "           \"request_timeout_ms\": 3000}\n}\n",
+            api_port);
+    fclose(f);
+    struct pt_config cfg;
+    const char *paths[] = {base, gw};
+    if (pt_config_load(paths, 2, &cfg, err, sizeof err) != PT_OK) {
+        printf("   %s\n", err);
+        goto out;
+    }
+    say("Starting payterm serve on %s (payterm.json + the simulator's gateways.json)", d.api);
+    if (pt_daemon_start(&cfg, &daemon, err, sizeof err) != PT_OK) {
+        printf("   %s\n", err);
+        goto out;
+    }
+    note("database %s/data/payterm.db (SQLite WAL, synchronous=FULL); log %s", d.dir, log);
+    d.h = curl_easy_init();
+    session(&d);
+    ok = verdict(&d);
+out:
+    if (d.h)
+        curl_easy_cleanup(d.h);
+    pt_daemon_stop(daemon);
+    pt_sim_stop(sim);
+    return ok ? PT_EXIT_OK : PT_EXIT_FAIL;
+}
+
+#else
+
+int pt_cmd_demo(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "payterm demo: this build has no simulator (PT_WITH_SIM=OFF, a board "
+                    "build); run the demo from a desktop build\n");
+    return PT_EXIT_FAIL;
+}
+
+#endif

@@ -1,0 +1,263 @@
+/*
+ * cmd_query.c - `payterm status`, `payterm charges`, `payterm sync`: what an
+ * engineer on the board types to see how the lane is doing.
+ *
+ * status and charges read the database directly (it is WAL: reading never
+ * blocks the daemon), so they work whether or not the daemon runs; sync asks
+ * the running daemon over its local API to start a pass.
+ */
+#include "charges.h"
+#include "cli.h"
+#include "err.h"
+#include "linux.h"
+#include "pt_config.h"
+#include "store.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses -c and the listed --name VALUE options; 1 = --help shown, -1 usage. */
+static int parse(const char *cmd, const char *help, int argc, char **argv,
+                 struct pt_cli_common *c, const char *const *names, const char **values)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 1;
+        }
+        int r = pt_cli_take_config(c, argc, argv, &i);
+        if (r < 0)
+            return -1;
+        if (r)
+            continue;
+        int known = 0;
+        for (int k = 0; names && names[k]; k++) {
+            if (strcmp(argv[i], names[k]) == 0) {
+                if (i + 1 >= argc) {
+                    pt_cli_error(cmd, "%s needs a value", argv[i]);
+                    return -1;
+                }
+                values[k] = argv[++i];
+                known = 1;
+            }
+        }
+        if (!known) {
+            pt_cli_error(cmd, "unexpected argument '%s' (see payterm %s --help)", argv[i], cmd);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int open_readonly(const char *cmd, const struct pt_config *cfg, struct pt_store **st)
+{
+    char path[PT_CFG_PATH_MAX + 16], err[1024];
+    pt_config_db_path(cfg, path, sizeof path);
+    struct pt_store_options o = {.path = path, .readonly = 1};
+    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
+        pt_cli_error(cmd, "%s (run payterm init first?)", err);
+        return -1;
+    }
+    return 0;
+}
+
+int pt_cmd_status(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: payterm status [-c FILE]...\n\n"
+        "Prints the lane's state as JSON: the offline queue (count, oldest age, amount\n"
+        "per currency), charges pending, unknown and under review, and the schema\n"
+        "version. Reads the database directly; works while the daemon runs.\n";
+    struct pt_cli_common c;
+    int r = parse("status", help, argc, argv, &c, NULL, NULL);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    struct pt_config cfg;
+    struct pt_store *st;
+    if (pt_cli_load_config(&c, &cfg) || open_readonly("status", &cfg, &st))
+        return PT_EXIT_FAIL;
+    struct pt_store_stats s;
+    int version = 0;
+    int rc = pt_store_stats(st, &s);
+    if (!rc)
+        rc = pt_store_schema_version(st, &version);
+    pt_store_close(st);
+    if (rc) {
+        pt_cli_error("status", "cannot read the database: %s", pt_strerror(rc));
+        return PT_EXIT_FAIL;
+    }
+    int64_t now = pt_linux_now_ms();
+    cJSON *o = cJSON_CreateObject(), *q = cJSON_AddObjectToObject(o, "queue");
+    cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
+    cJSON_AddNumberToObject(q, "oldest_age_s",
+                            s.queue_oldest_created_at
+                                ? (double)((now - s.queue_oldest_created_at) / 1000)
+                                : 0);
+    cJSON *bc = cJSON_AddObjectToObject(q, "by_currency");
+    for (int i = 0; i < s.ncur; i++) {
+        cJSON *cur = cJSON_AddObjectToObject(bc, s.queue[i].currency);
+        cJSON_AddNumberToObject(cur, "count", (double)s.queue[i].count);
+        cJSON_AddNumberToObject(cur, "amount", (double)s.queue[i].amount);
+    }
+    cJSON *by = cJSON_AddObjectToObject(o, "charges");
+    for (int i = 0; i < PT_STATE__COUNT; i++)
+        cJSON_AddNumberToObject(by, pt_state_name((enum pt_state)i), (double)s.by_state[i]);
+    cJSON_AddNumberToObject(o, "pending", (double)s.by_state[PT_STATE_PENDING]);
+    cJSON_AddNumberToObject(o, "unknown", (double)s.by_state[PT_STATE_UNKNOWN]);
+    cJSON_AddNumberToObject(o, "review", (double)s.review);
+    cJSON_AddNumberToObject(o, "schema_version", version);
+    cJSON_AddStringToObject(o, "version", PT_VERSION);
+    char *text = cJSON_Print(o);
+    puts(text);
+    free(text);
+    cJSON_Delete(o);
+    return PT_EXIT_OK;
+}
+
+int pt_cmd_charges(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: payterm charges [-c FILE]... [--state STATE] [--limit N] [--after ID] [--json]\n\n"
+        "Lists charges oldest first: id, order, gateway/method, amount, state, review.\n"
+        "STATE is INIT, PROCESSING, PENDING, UNKNOWN, SUCCESS, FAILED or CANCELED;\n"
+        "N is 1-1000 (default 50); --after continues after charge id ID.\n"
+        "--json prints the API's charge objects, one per line.\n";
+    static const char *const names[] = {"--state", "--limit", "--after", NULL};
+    const char *values[3] = {NULL, NULL, NULL};
+    int json = 0;
+    /* --json takes no value: pull it out before the generic parser. */
+    char *args[64];
+    int n = 0;
+    for (int i = 0; i < argc && n < 64; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            args[n++] = argv[i];
+    }
+    struct pt_cli_common c;
+    int r = parse("charges", help, n, args, &c, names, values);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    int state = -1;
+    if (values[0]) {
+        enum pt_state s;
+        if (pt_state_parse(values[0], &s) != PT_OK) {
+            pt_cli_error("charges", "--state: '%s' is not a state (INIT, PROCESSING, PENDING, "
+                                    "UNKNOWN, SUCCESS, FAILED, CANCELED)",
+                         values[0]);
+            return PT_EXIT_USAGE;
+        }
+        state = (int)s;
+    }
+    char *end;
+    long limit = values[1] ? strtol(values[1], &end, 10) : 50;
+    if (values[1] && (*end || limit < 1 || limit > 1000)) {
+        pt_cli_error("charges", "--limit: must be 1-1000 (got '%s')", values[1]);
+        return PT_EXIT_USAGE;
+    }
+    long long after = values[2] ? strtoll(values[2], &end, 10) : 0;
+    if (values[2] && (*end || after < 0)) {
+        pt_cli_error("charges", "--after: must be a charge id (got '%s')", values[2]);
+        return PT_EXIT_USAGE;
+    }
+    struct pt_config cfg;
+    struct pt_store *st;
+    if (pt_cli_load_config(&c, &cfg) || open_readonly("charges", &cfg, &st))
+        return PT_EXIT_FAIL;
+    struct pt_charge *rows = malloc(sizeof *rows * (size_t)limit);
+    int got = 0, more = 0;
+    int rc = rows ? pt_store_charges_list(st, state, after, (int)limit, rows, &got, &more)
+                  : PT_ENOMEM;
+    pt_store_close(st);
+    if (rc) {
+        free(rows);
+        pt_cli_error("charges", "cannot read the database: %s", pt_strerror(rc));
+        return PT_EXIT_FAIL;
+    }
+    if (!json)
+        printf("%-6s %-24s %-20s %12s %-3s %-10s %s\n", "id", "order_id", "gateway/method",
+               "amount", "cur", "state", "review");
+    for (int i = 0; i < got; i++) {
+        const struct pt_charge *ch = &rows[i];
+        if (json) {
+            char *t = pt_charge_json_text(ch);
+            puts(t ? t : "{}");
+            free(t);
+            continue;
+        }
+        char gm[32];
+        snprintf(gm, sizeof gm, "%s/%s", ch->gateway, ch->method);
+        printf("%-6lld %-24s %-20s %12lld %-3s %-10s %s\n", (long long)ch->id, ch->order_id, gm,
+               (long long)ch->amount, ch->currency, pt_state_name(ch->state),
+               ch->review ? ch->review_reason : "");
+    }
+    if (more && !json)
+        printf("(more: payterm charges --after %lld)\n", (long long)rows[got - 1].id);
+    free(rows);
+    return PT_EXIT_OK;
+}
+
+static size_t discard(char *p, size_t s, size_t n, void *u)
+{
+    (void)p;
+    (void)u;
+    return s * n;
+}
+
+int pt_cmd_sync(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: payterm sync [-c FILE]...\n\n"
+        "Asks the running daemon (POST /v1/sync on its listen address) to start a\n"
+        "sync pass now: send queued charges, resolve unknown ones.\n";
+    struct pt_cli_common c;
+    int r = parse("sync", help, argc, argv, &c, NULL, NULL);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    struct pt_config cfg;
+    if (pt_cli_load_config(&c, &cfg))
+        return PT_EXIT_FAIL;
+    char url[256], auth[300] = "";
+    snprintf(url, sizeof url, "http://%s/v1/sync", cfg.listen);
+    if (cfg.api_token_file[0]) {
+        FILE *f = fopen(cfg.api_token_file, "r");
+        char tok[256] = "";
+        if (!f || !fgets(tok, sizeof tok, f)) {
+            pt_cli_error("sync", "api_token_file %s: cannot read: %s", cfg.api_token_file,
+                         strerror(errno));
+            if (f)
+                fclose(f);
+            return PT_EXIT_FAIL;
+        }
+        fclose(f);
+        tok[strcspn(tok, "\r\n")] = '\0';
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
+    }
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdr = auth[0] ? curl_slist_append(NULL, auth) : NULL;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+    CURLcode cc = curl_easy_perform(h);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    if (cc != CURLE_OK) {
+        pt_cli_error("sync", "the daemon does not answer at %s (%s): is payterm serve running?",
+                     cfg.listen, curl_easy_strerror(cc));
+        return PT_EXIT_FAIL;
+    }
+    if (code != 202) {
+        pt_cli_error("sync", "the daemon answered HTTP %ld", code);
+        return PT_EXIT_FAIL;
+    }
+    puts("sync pass started");
+    return PT_EXIT_OK;
+}

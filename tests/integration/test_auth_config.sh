@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# test_auth_config.sh - the bearer token (api_token_file) and the checks
+# `payterm serve` makes before it serves anything: secret file modes,
+# unknown configuration keys and bad values, each named in the message.
+source "$(dirname "$0")/lib.sh"
+
+TOKEN=0123456789abcdef-TOKEN-for-tests
+
+# refuse_to_start JQ_FILTER PART... - serve must exit non-zero at once,
+# without serving, with every PART in what it prints.
+refuse_to_start()
+{
+    local filter=$1 rc out
+    shift
+    pt_config "$filter"
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    out=$(timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
+    rc=$?
+    [ "$rc" -ne 124 ] || fail "payterm serve started with a bad configuration ($filter)"
+    [ "$rc" -ne 0 ] || fail "payterm serve exited 0 with a bad configuration ($filter)"
+    for part in "$@"; do
+        expect_contains "$part" "$out" "what payterm serve printed for: $filter"
+    done
+}
+
+case_token_required()
+{
+    pt_get /v1/status
+    expect_error 401 unauthorized
+    expect_match '^Bearer' "$(pt_header WWW-Authenticate)" "WWW-Authenticate"
+    PT_AUTH=${TOKEN%?}X pt_get /v1/status
+    expect_error 401 unauthorized
+    PT_AUTH=${TOKEN%?} pt_get /v1/status
+    expect_error 401 unauthorized
+    PT_AUTH=${TOKEN}x pt_get /v1/status
+    expect_error 401 unauthorized
+    pt_request GET /v1/status -H "Authorization: Basic $(printf 'u:%s' "$TOKEN" | base64 -w0)"
+    expect_error 401 unauthorized
+    pt_request GET /v1/status -H "Authorization: $TOKEN"
+    expect_error 401 unauthorized
+    PT_AUTH=$TOKEN pt_get /v1/status
+    expect_status 200
+    expect_json .online false
+    # Every route but /healthz.
+    for p in /metrics /v1/events /v1/charges /v1/charges/x /v1/charges/x/events; do
+        pt_get "$p"
+        expect_error 401 unauthorized
+    done
+    pt_request POST /v1/sync
+    expect_error 401 unauthorized
+}
+
+case_healthz_open()
+{
+    pt_get /healthz
+    expect_status 200
+    expect_json .status ok
+}
+
+case_unauthorized_not_stored()
+{
+    pt_post /v1/charges auth-key "$(charge_body auth-1)"
+    expect_error 401 unauthorized
+    PT_AUTH=$TOKEN pt_get /v1/charges/auth-1
+    expect_error 404 not_found
+    PT_AUTH=wrong-token-wrong-token pt_post /v1/charges/auth-1/cancel auth-cancel -
+    expect_error 401 unauthorized
+    # The key was never taken.
+    PT_AUTH=$TOKEN pt_post /v1/charges auth-key "$(charge_body auth-1)"
+    expect_status 202
+    expect_no_header Idempotency-Replayed
+}
+
+case_token_file_mode()
+{
+    chmod 644 "$PT_TMP/token"
+    refuse_to_start ". + {api_token_file: \"$PT_TMP/token\"}" \
+        "$PT_TMP/token" 'chmod 600' api_token_file
+    chmod 600 "$PT_TMP/token"
+}
+
+case_secret_file_mode()
+{
+    chmod 640 "$PT_TMP/stripe.sk"
+    refuse_to_start . "$PT_TMP/stripe.sk" 'chmod 600' gateways.stripe.secret_key_file
+    chmod 600 "$PT_TMP/stripe.sk"
+    chmod 604 "$PT_TMP/alipay.key"
+    refuse_to_start . "$PT_TMP/alipay.key" 'chmod 600' gateways.alipay.private_key_file
+    chmod 600 "$PT_TMP/alipay.key"
+}
+
+case_short_token()
+{
+    printf 'short\n' >"$PT_TMP/short"
+    chmod 600 "$PT_TMP/short"
+    refuse_to_start ". + {api_token_file: \"$PT_TMP/short\"}" api_token_file "$PT_TMP/short"
+    refuse_to_start ". + {api_token_file: \"$PT_TMP/none\"}" api_token_file "$PT_TMP/none"
+}
+
+case_unknown_keys()
+{
+    refuse_to_start '. + {listne: "127.0.0.1:1"}' "'listne'" 'unknown key'
+    refuse_to_start '.offline.limits.USD.max_amont = 5' "'offline.limits.USD.max_amont'" 'unknown key'
+    refuse_to_start '.gateways.stripe.secret_key = "x"' "'gateways.stripe.secret_key'" 'unknown key'
+    refuse_to_start '.gateways.paypal = {}' "'gateways.paypal'"
+    refuse_to_start '.idempotency = {ttl: 5}' "'idempotency.ttl'"
+}
+
+case_bad_values()
+{
+    refuse_to_start '.offline.limits.USD.max_amount = -1' "'offline.limits.USD.max_amount'"
+    refuse_to_start '.offline.limits.usd = .offline.limits.USD' "'offline.limits.usd'"
+    refuse_to_start '.offline.max_count = "many"' "'offline.max_count'"
+    refuse_to_start '.log_level = "loud"' "'log_level'"
+    refuse_to_start '.gateways.stripe.endpoint = "http://api.stripe.com"' "'gateways.stripe.endpoint'" https
+    refuse_to_start 'del(.gateways."2c2p".merchant_id)' "'gateways.2c2p.merchant_id'" required
+    refuse_to_start '.storage = {synchronous: "OFF"}' "'storage.synchronous'"
+    # listen is written by the helper: a bad one goes through its own file.
+    pt_config .
+    jq '.listen = "localhost"' "$PT_CFG_BASE" >"$PT_TMP/bad-listen.json"
+    local out rc
+    out=$(timeout 20 "$PAYTERM" serve -c "$PT_TMP/bad-listen.json" 2>&1)
+    rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "serve accepted listen \"localhost\" (exit $rc)"
+    expect_contains "'listen'" "$out"
+}
+
+case_good_config_after_all()
+{
+    # The refusals left nothing behind that stops a good start.
+    pt_config ". + {api_token_file: \"$PT_TMP/token\"}"
+    pt_start
+    PT_AUTH=$TOKEN pt_get /v1/charges/auth-1
+    expect_status 200
+    pt_stop
+}
+
+pt_init
+printf '%s\n' "$TOKEN" >"$PT_TMP/token"
+chmod 600 "$PT_TMP/token"
+pt_config ". + {api_token_file: \"$PT_TMP/token\"}"
+pt_start
+
+pt_case "401 without or with a wrong bearer token; 200 with it" case_token_required
+pt_case "/healthz needs no token" case_healthz_open
+pt_case "a 401 stores nothing: the key is still free" case_unauthorized_not_stored
+pt_stop
+
+pt_case "api_token_file with mode 0644: refused, names the file and chmod 600" case_token_file_mode
+pt_case "gateway secret files readable by others: refused, named" case_secret_file_mode
+pt_case "api_token_file too short or missing: refused, named" case_short_token
+pt_case "unknown configuration keys: refused, the key named" case_unknown_keys
+pt_case "bad configuration values: refused, the key named" case_bad_values
+pt_case "a good configuration still starts" case_good_config_after_all
+
+pt_done
