@@ -68,6 +68,9 @@ static void set_reach(struct pt_sync *s, const char *gateway, int up)
         pt_sync_wake(s);
     } else if (!up && before != REACH_DOWN) {
         pt_log_warn("gateway %s cannot be reached: offline, charges will queue", gateway);
+        /* The background drain probes a gateway that is down; it may be
+         * asleep with nothing due (this send came from an HTTP thread). */
+        pt_sync_wake(s);
     }
 }
 

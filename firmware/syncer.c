@@ -79,13 +79,17 @@ static void *run(void *p)
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
-         * is down and work waits. */
+         * is down, work waiting or not: the probe is how the daemon learns
+         * that the gateway is back.  A lane that takes only QR/redirect
+         * charges queues nothing (they get 503 while their gateway is
+         * believed down, without a probe), and would otherwise stay offline
+         * for good. */
         int64_t now = pt_linux_mono_ms();
         clock_skew = pt_linux_now_ms() - now;
         next = 0;
-        if (rc || (down && ds.next_due)) {
-            /* Work waits for a gateway that is down: look again (probe)
-             * every interval, not every second. */
+        if (rc || down) {
+            /* A gateway is down: look again (probe) every interval, not
+             * every second. */
             next = next_probe > now ? next_probe : now + interval;
         } else if (ds.next_due) {
             next = ds.next_due - clock_skew;

@@ -463,6 +463,12 @@ static void classify_close(const struct pt_http_response *resp, const cJSON *o,
         pt__result(out, PT_OUTCOME_CANCELED, NULL, NULL);
     else if (code && strcmp(code, "ORDER_CLOSED") == 0)
         pt__result(out, PT_OUTCOME_CANCELED, code, pt__jstr(o, "message"));
+    else if (resp->status == 404 || (code && (strcmp(code, "ORDER_NOT_EXIST") == 0 ||
+                                              strcmp(code, "ORDERNOTEXIST") == 0)))
+        /* WeChat never had the order (the native request was lost before it
+         * committed): as definite as for a query, and nothing can be paid. */
+        pt__result(out, PT_OUTCOME_NOT_FOUND, code ? code : "ORDER_NOT_EXIST",
+                   pt__jstr(o, "message"));
     else
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code ? code : "http_error", pt__jstr(o, "message"));
 }

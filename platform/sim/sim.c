@@ -715,13 +715,12 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
         pthread_mutex_unlock(&s->lk);
     }
     if (rq->gw == SIM_GW_ANY) {
+        static const char no_gateway[] = "{\"error\":{\"code\":\"not_found\",\"message\":"
+                                         "\"no gateway serves this path\"}}";
         if (strncmp(rq->path, "/_sim/", 6) == 0)
             control(s, c, rq, &rs);
         else
-            pt__sim_resp_set(&rs, 404, "application/json",
-                             "{\"error\":{\"code\":\"not_found\",\"message\":\"no gateway "
-                             "serves this path\"}}",
-                             72);
+            pt__sim_resp_set(&rs, 404, "application/json", no_gateway, sizeof no_gateway - 1);
     } else {
         pthread_mutex_lock(&s->lk);
         call.mode = fault_take(s, rq->gw, 0, &call.delay_ms);

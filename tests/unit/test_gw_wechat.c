@@ -277,12 +277,49 @@ static void test_notify_roundtrip(void **state)
     free(ct);
 }
 
+/* A close of an order WeChat never had: 404 ORDER_NOT_EXIST, signed like
+ * every answer.  NOT_FOUND (the sync engine then cancels locally: nothing can
+ * be paid), not AMBIGUOUS (which left a client's cancel hanging at 202). */
+static void test_close_not_found(void **state)
+{
+    struct fixture *f = *state;
+    static const char body[] = "{\"code\":\"ORDER_NOT_EXIST\",\"message\":\"订单不存在\"}";
+    struct pt_pk *platform = pt_test_key("wechat_platform_private.pem");
+    size_t mlen = 0;
+    char *msg = pt_wechat_response_message("1764478800", "p1Xq9RmKz2", body, strlen(body), &mlen);
+    char sig[512];
+    assert_non_null(msg);
+    assert_int_equal(pt_pk_sign_base64(platform, msg, mlen, sig, sizeof sig), PT_OK);
+    struct pt_http_response resp;
+    memset(&resp, 0, sizeof resp);
+    resp.status = 404;
+    pt_http_response_add_header(&resp, "Wechatpay-Timestamp", "1764478800");
+    pt_http_response_add_header(&resp, "Wechatpay-Nonce", "p1Xq9RmKz2");
+    pt_http_response_add_header(&resp, "Wechatpay-Signature", sig);
+    pt_http_response_add_header(&resp, "Wechatpay-Serial", f->cfg.platform_serial);
+    resp.body = strdup(body);
+    resp.body_len = strlen(body);
+    struct pt_charge ch;
+    charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+                &ch);
+    struct pt_gw_result out;
+    assert_int_equal(pt_gateway_wechat.parse(&f->cfg, PT_GW_CANCEL, &ch, &resp, &out), PT_OK);
+    if (out.outcome != PT_OUTCOME_NOT_FOUND)
+        fail_msg("close 404: outcome %s (%s), want NOT_FOUND", pt_outcome_name(out.outcome),
+                 out.code);
+    assert_string_equal(out.code, "ORDER_NOT_EXIST");
+    pt_http_response_free(&resp);
+    free(msg);
+    pt_pk_free(platform);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),   cmocka_unit_test(test_authorization_parse),
         cmocka_unit_test(test_responses),  cmocka_unit_test(test_responses_with_certificate),
         cmocka_unit_test(test_notify),     cmocka_unit_test(test_notify_roundtrip),
+        cmocka_unit_test(test_close_not_found),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
