@@ -355,6 +355,33 @@ static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
     return rc;
 }
 
+/* True when a queued charge is older than offline.max_age_s allows. */
+static int offline_expired(const struct pt_sync *s, const struct pt_charge *c, int64_t now)
+{
+    int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
+    return max_age > 0 && now - c->created_at > max_age * 1000;
+}
+
+static struct pt_charge_patch expired_patch(void)
+{
+    struct pt_charge_patch e = PT_CHARGE_PATCH_NONE;
+    e.error_code = "offline_expired";
+    e.error_message = "the charge waited offline longer than offline.max_age_s allows";
+    return e;
+}
+
+/* Fails an expired queued charge in its own transaction. */
+static int expire_now(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch e = expired_patch();
+    rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync", NULL, now);
+    return finish(st, rc);
+}
+
 /*
  * Sends a run of queued (INIT) charges with two durable commits for the
  * whole run instead of two per charge: one that moves them all to
@@ -377,11 +404,8 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
     struct pt_charge_patch p = processing_patch(s, now, n);
     for (int i = 0; i < n && !rc; i++) {
         struct pt_charge *c = &cs[i];
-        int64_t max_age = pt_config_offline_max_age(s->opt.cfg, c->gateway, c->method);
-        if (max_age > 0 && now - c->created_at > max_age * 1000) {
-            struct pt_charge_patch e = PT_CHARGE_PATCH_NONE;
-            e.error_code = "offline_expired";
-            e.error_message = "the charge waited offline longer than offline.max_age_s allows";
+        if (offline_expired(s, c, now)) {
+            struct pt_charge_patch e = expired_patch();
             rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
                                       NULL, now);
             stats->expired++;
@@ -523,7 +547,12 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
             rc = send_pay(s, st, c);
             return rc ? rc : check_limits(s, st, c, now_ms(s));
         }
-        if (strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) {
+        /* The first request may still be on its way in (a gateway slower
+         * than our timeout): "not found" only means "never created" once it
+         * cannot arrive any more. */
+        int64_t grace = 3 * s->opt.cfg->sync_request_timeout_ms;
+        if ((strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) &&
+            c->first_sent_at && now - c->first_sent_at >= grace) {
             /* No code or page was ever issued, so nobody can pay it. */
             if ((rc = pt_store_begin(st)))
                 return rc;
@@ -658,19 +687,15 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     struct pt_charge *batch = malloc(sizeof *batch * DRAIN_BATCH);
     if (!batch)
         return PT_ENOMEM;
-    /* Gateways known to be unreachable are left alone (their charges are
-     * not even touched: the probe says when to come back); one found
-     * unreachable during the pass is skipped for the rest of it. */
-    int skip[PT_MG__COUNT], usable = 0;
-    for (int i = 0; i < PT_MG__COUNT; i++) {
+    /* Gateways known to be unreachable get no requests (the probe says when
+     * to come back), but their queued charges still expire on time: an
+     * expired charge must neither be sent later nor hold room in the
+     * offline limits.  One found unreachable during the pass is skipped for
+     * the rest of it. */
+    int skip[PT_MG__COUNT];
+    for (int i = 0; i < PT_MG__COUNT; i++)
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
-        usable += !skip[i];
-    }
     int rc = PT_OK;
-    if (!usable) { /* offline: nothing to walk until a probe succeeds */
-        free(batch);
-        return pt_store_charges_next_due(st, &stats->next_due);
-    }
     int64_t cursor = 0; /* one walk through the due charges, by id */
     for (;;) {
         int64_t now = now_ms(s);
@@ -681,8 +706,15 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             struct pt_charge *c = &batch[i];
             int g = gw_index(c->gateway);
             cursor = c->id;
-            if (g < 0 || skip[g])
+            if (g < 0)
                 continue;
+            if (skip[g]) {
+                if (c->state == PT_STATE_INIT && offline_expired(s, c, now_ms(s))) {
+                    rc = expire_now(s, st, c);
+                    stats->expired++;
+                }
+                continue;
+            }
             stats->examined++;
             switch (c->state) {
             case PT_STATE_INIT: {
