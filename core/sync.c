@@ -88,6 +88,14 @@ int pt_sync_reachable(void *p, const char *gateway)
     return i >= 0 && s->opt.gw[i] && atomic_load(&s->reach[i]) != REACH_DOWN;
 }
 
+int pt_sync_any_down(struct pt_sync *s)
+{
+    for (int i = 0; i < PT_MG__COUNT; i++)
+        if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN)
+            return 1;
+    return 0;
+}
+
 int pt_sync_online(void *p)
 {
     struct pt_sync *s = p;

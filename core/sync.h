@@ -53,8 +53,11 @@ int pt_sync_reachable(void *s, const char *gateway);
 /* Asks the gateway now (pt_online_ops.probe): 1 when it answers. */
 int pt_sync_probe_one(void *s, const char *gateway);
 
-/* True when every configured gateway is reachable. */
+/* True when every configured gateway is reachable (false with none). */
 int pt_sync_online(void *s);
+
+/* True when at least one configured gateway is known to be unreachable. */
+int pt_sync_any_down(struct pt_sync *s);
 
 /* Asks for a drain pass soon (pt_online_ops.wake). */
 void pt_sync_wake(void *s);

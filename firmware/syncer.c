@@ -75,7 +75,7 @@ static void *run(void *p)
         else if (ds.examined)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
-        int down = !pt_sync_online(y->sync);
+        int down = pt_sync_any_down(y->sync);
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
