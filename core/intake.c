@@ -527,9 +527,7 @@ static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
         return 0;
     }
     int64_t count = 0, total = 0;
-    int rc = pt_store_queue_count(st, &count);
-    if (!rc)
-        rc = pt_store_queue_total(st, c->currency, &total);
+    int rc = pt_store_queue_figures(st, c->currency, &count, &total);
     if (rc) {
         *storage_rc = rc;
         return 0;

@@ -74,9 +74,8 @@
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
                    " AND next_attempt_at <= ?1 AND id > ?3 ORDER BY id LIMIT ?2")                  \
     X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE " ACTIVE)                  \
-    X(QUEUE_COUNT, "SELECT count(*) FROM charges WHERE " ACTIVE " AND state = 'INIT'")             \
-    X(QUEUE_TOTAL, "SELECT coalesce(sum(amount), 0) FROM charges WHERE " ACTIVE                    \
-                   " AND state = 'INIT' AND currency = ?1")                                        \
+    X(QUEUE_FIGURES, "SELECT count(*), coalesce(sum(CASE WHEN currency = ?1 THEN amount END), 0)"  \
+                     " FROM charges WHERE " ACTIVE " AND state = 'INIT'")                          \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
     X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \
@@ -283,7 +282,18 @@ int pt_store_migrate_to(struct pt_store *st, int version)
 static int configure(struct pt_store *st, const struct pt_store_options *opt)
 {
     char sql[256];
+    int err;
     sqlite3_busy_timeout(st->db, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000);
+    /* Small pages, chosen when the file is created (SQLite ignores this for
+     * an existing database).  A new charge touches some eight b-tree pages
+     * (key, charge, order id index, active index, audit, and the odd split),
+     * and every touched page goes into the WAL and through fsync whole: at
+     * 1 KiB that is about 10 KiB per durable commit instead of 30 KiB.  On a
+     * board's flash, fewer bytes per commit is also less wear. */
+    snprintf(sql, sizeof sql, "PRAGMA page_size = %d",
+             opt->page_size > 0 ? opt->page_size : PT_STORE_PAGE_SIZE);
+    if ((err = exec(st, sql)) != PT_OK)
+        return err;
     /* journal_mode answers with the mode it ended up in; a read-only or
      * in-memory file may refuse WAL, which we must not silently accept. */
     sqlite3_stmt *s;
@@ -292,7 +302,7 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
     int rc = sqlite3_step(s);
     int wal = rc == SQLITE_ROW &&
               sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
-    int err = rc == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    err = rc == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
     sqlite3_finalize(s);
     if (err)
         return err;
@@ -937,19 +947,25 @@ int pt_store_charges_next_due(struct pt_store *st, int64_t *when)
     return s ? scalar(st, s, when) : PT_ESTORAGE;
 }
 
-int pt_store_queue_count(struct pt_store *st, int64_t *count)
+int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
+                           int64_t *amount)
 {
-    sqlite3_stmt *s = stmt(st, S_QUEUE_COUNT);
-    return s ? scalar(st, s, count) : PT_ESTORAGE;
-}
-
-int pt_store_queue_total(struct pt_store *st, const char *currency, int64_t *amount)
-{
-    sqlite3_stmt *s = stmt(st, S_QUEUE_TOTAL);
+    sqlite3_stmt *s = stmt(st, S_QUEUE_FIGURES);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_text(s, 1, currency, -1, SQLITE_STATIC);
-    return scalar(st, s, amount);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *count = sqlite3_column_int64(s, 0);
+        *amount = sqlite3_column_int64(s, 1);
+        rc = PT_OK;
+    } else {
+        rc = xlate(sqlite3_extended_errcode(st->db));
+        if (rc == PT_OK)
+            rc = PT_ESTORAGE;
+    }
+    sqlite3_reset(s);
+    return rc;
 }
 
 int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)

@@ -24,12 +24,16 @@
 
 struct pt_store;
 
+/* Page size of a database payterm creates (see store.c for why). */
+#define PT_STORE_PAGE_SIZE 1024
+
 struct pt_store_options {
     const char *path;      /* database file; created if missing */
     int synchronous_normal; /* 0 = synchronous=FULL (default), 1 = NORMAL */
     int busy_timeout_ms;    /* 0 = default (5000) */
     int max_page_count;     /* 0 = unlimited; tests use it to fake a full disk */
     int readonly;           /* open without creating or migrating */
+    int page_size;          /* for a new file; 0 = PT_STORE_PAGE_SIZE */
 };
 
 /*
@@ -206,9 +210,10 @@ int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
 
-/* Queue (INIT) figures used by the offline limits. */
-int pt_store_queue_count(struct pt_store *st, int64_t *count);
-int pt_store_queue_total(struct pt_store *st, const char *currency, int64_t *amount);
+/* Queue (INIT) figures used by the offline limits, in one index scan: the
+ * number of queued charges and the queued amount in one currency. */
+int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
+                           int64_t *amount);
 
 #define PT_STATS_MAX_CURRENCIES 16
 struct pt_store_stats {
