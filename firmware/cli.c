@@ -94,3 +94,47 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
     return 0;
 }
 
+
+static int find(const char *const *list, const char *arg)
+{
+    for (int k = 0; list && list[k] && k < PT_CLI_MAX_OPTS; k++)
+        if (strcmp(list[k], arg) == 0)
+            return k;
+    return -1;
+}
+
+int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv,
+                 struct pt_cli_args *a)
+{
+    memset(&a->common, 0, sizeof a->common);
+    memset(a->values, 0, sizeof a->values);
+    memset(a->flag_set, 0, sizeof a->flag_set);
+    a->npos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(help, stdout);
+            return 1;
+        }
+        int r = pt_cli_take_config(&a->common, argc, argv, &i);
+        if (r < 0)
+            return -1;
+        if (r)
+            continue;
+        int k;
+        if ((k = find(a->names, argv[i])) >= 0) {
+            if (i + 1 >= argc) {
+                pt_cli_error(cmd, "%s needs a value", argv[i]);
+                return -1;
+            }
+            a->values[k] = argv[++i];
+        } else if ((k = find(a->flags, argv[i])) >= 0) {
+            a->flag_set[k] = 1;
+        } else if (argv[i][0] != '-' && a->npos < a->maxpos && a->npos < 4) {
+            a->pos[a->npos++] = argv[i];
+        } else {
+            pt_cli_error(cmd, "unexpected argument '%s' (see payterm %s --help)", argv[i], cmd);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -13,31 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Parses the common options; extra positional arguments go to pos[]. */
-static int parse(const char *cmd, const char *help, int argc, char **argv,
-                 struct pt_cli_common *c, const char **pos, int maxpos, int *npos)
-{
-    memset(c, 0, sizeof *c);
-    *npos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(help, stdout);
-            return 1;
-        }
-        int r = pt_cli_take_config(c, argc, argv, &i);
-        if (r < 0)
-            return -1;
-        if (r)
-            continue;
-        if (argv[i][0] == '-' || *npos >= maxpos) {
-            pt_cli_error(cmd, "unexpected argument '%s' (see payterm %s --help)", argv[i], cmd);
-            return -1;
-        }
-        pos[(*npos)++] = argv[i];
-    }
-    return 0;
-}
-
 int pt_cmd_init(int argc, char **argv)
 {
     static const char help[] =
@@ -45,13 +20,12 @@ int pt_cmd_init(int argc, char **argv)
         "Checks the configuration and the permissions of every key and secret file,\n"
         "creates data_dir and the database if needed and migrates it to the current\n"
         "schema. Safe to run again.\n";
-    struct pt_cli_common c;
-    const char *pos[1];
-    int npos, r = parse("init", help, argc, argv, &c, pos, 0, &npos);
+    struct pt_cli_args args = {.maxpos = 0};
+    int r = pt_cli_parse("init", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
-    if (pt_cli_load_config(&c, &cfg))
+    if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
     char err[768];
     if (pt_config_check_secrets(&cfg, err, sizeof err) != PT_OK) {
@@ -78,14 +52,13 @@ int pt_cmd_sweep(int argc, char **argv)
         "usage: payterm sweep [-c FILE]...\n\n"
         "Deletes idempotency records past their expiry (the daemon does this hourly).\n"
         "Charges are never deleted: order_id uniqueness outlives every key.\n";
-    struct pt_cli_common c;
-    const char *pos[1];
-    int npos, r = parse("sweep", help, argc, argv, &c, pos, 0, &npos);
+    struct pt_cli_args args = {.maxpos = 0};
+    int r = pt_cli_parse("sweep", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&c, &cfg) || pt_cli_open_store("sweep", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) || pt_cli_open_store("sweep", &cfg, &st))
         return PT_EXIT_FAIL;
     int n = 0;
     int rc = pt_store_begin(st);
@@ -111,31 +84,30 @@ int pt_cmd_backup(int argc, char **argv)
         "usage: payterm backup [-c FILE]... DEST\n\n"
         "Writes a consistent copy of the database to DEST with SQLite's online backup,\n"
         "while the daemon keeps running. DEST must not exist.\n";
-    struct pt_cli_common c;
-    const char *pos[1];
-    int npos, r = parse("backup", help, argc, argv, &c, pos, 1, &npos);
+    struct pt_cli_args args = {.maxpos = 1};
+    int r = pt_cli_parse("backup", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    if (npos != 1) {
+    if (args.npos != 1) {
         pt_cli_error("backup", "needs DEST (see payterm backup --help)");
         return PT_EXIT_USAGE;
     }
     struct stat sb;
-    if (stat(pos[0], &sb) == 0) {
-        pt_cli_error("backup", "DEST %s already exists; choose a new file", pos[0]);
+    if (stat(args.pos[0], &sb) == 0) {
+        pt_cli_error("backup", "DEST %s already exists; choose a new file", args.pos[0]);
         return PT_EXIT_FAIL;
     }
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&c, &cfg) || pt_cli_open_store("backup", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) || pt_cli_open_store("backup", &cfg, &st))
         return PT_EXIT_FAIL;
-    int rc = pt_store_backup(st, pos[0]);
+    int rc = pt_store_backup(st, args.pos[0]);
     pt_store_close(st);
     if (rc != PT_OK) {
-        pt_cli_error("backup", "cannot write %s: %s", pos[0], pt_strerror(rc));
+        pt_cli_error("backup", "cannot write %s: %s", args.pos[0], pt_strerror(rc));
         return PT_EXIT_FAIL;
     }
-    printf("backup written to %s\n", pos[0]);
+    printf("backup written to %s\n", args.pos[0]);
     return PT_EXIT_OK;
 }
 

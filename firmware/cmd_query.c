@@ -19,40 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parses -c and the listed --name VALUE options; 1 = --help shown, -1 usage. */
-static int parse(const char *cmd, const char *help, int argc, char **argv,
-                 struct pt_cli_common *c, const char *const *names, const char **values)
-{
-    memset(c, 0, sizeof *c);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(help, stdout);
-            return 1;
-        }
-        int r = pt_cli_take_config(c, argc, argv, &i);
-        if (r < 0)
-            return -1;
-        if (r)
-            continue;
-        int known = 0;
-        for (int k = 0; names && names[k]; k++) {
-            if (strcmp(argv[i], names[k]) == 0) {
-                if (i + 1 >= argc) {
-                    pt_cli_error(cmd, "%s needs a value", argv[i]);
-                    return -1;
-                }
-                values[k] = argv[++i];
-                known = 1;
-            }
-        }
-        if (!known) {
-            pt_cli_error(cmd, "unexpected argument '%s' (see payterm %s --help)", argv[i], cmd);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int open_readonly(const char *cmd, const struct pt_config *cfg, struct pt_store **st)
 {
     char path[PT_CFG_PATH_MAX + 16], err[1024];
@@ -72,13 +38,13 @@ int pt_cmd_status(int argc, char **argv)
         "Prints the lane's state as JSON: the offline queue (count, oldest age, amount\n"
         "per currency), charges pending, unknown and under review, and the schema\n"
         "version. Reads the database directly; works while the daemon runs.\n";
-    struct pt_cli_common c;
-    int r = parse("status", help, argc, argv, &c, NULL, NULL);
+    struct pt_cli_args args = {0};
+    int r = pt_cli_parse("status", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&c, &cfg) || open_readonly("status", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) || open_readonly("status", &cfg, &st))
         return PT_EXIT_FAIL;
     struct pt_store_stats s;
     int version = 0;
@@ -127,21 +93,13 @@ int pt_cmd_charges(int argc, char **argv)
         "N is 1-1000 (default 50); --after continues after charge id ID.\n"
         "--json prints the API's charge objects, one per line.\n";
     static const char *const names[] = {"--state", "--limit", "--after", NULL};
-    const char *values[3] = {NULL, NULL, NULL};
-    int json = 0;
-    /* --json takes no value: pull it out before the generic parser. */
-    char *args[64];
-    int n = 0;
-    for (int i = 0; i < argc && n < 64; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else
-            args[n++] = argv[i];
-    }
-    struct pt_cli_common c;
-    int r = parse("charges", help, n, args, &c, names, values);
+    static const char *const flags[] = {"--json", NULL};
+    struct pt_cli_args args = {.names = names, .flags = flags};
+    int r = pt_cli_parse("charges", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    const char *const *values = args.values;
+    int json = args.flag_set[0];
     int state = -1;
     if (values[0]) {
         enum pt_state s;
@@ -166,7 +124,7 @@ int pt_cmd_charges(int argc, char **argv)
     }
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&c, &cfg) || open_readonly("charges", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) || open_readonly("charges", &cfg, &st))
         return PT_EXIT_FAIL;
     struct pt_charge *rows = malloc(sizeof *rows * (size_t)limit);
     int got = 0, more = 0;
@@ -214,12 +172,12 @@ int pt_cmd_sync(int argc, char **argv)
         "usage: payterm sync [-c FILE]...\n\n"
         "Asks the running daemon (POST /v1/sync on its listen address) to start a\n"
         "sync pass now: send queued charges, resolve unknown ones.\n";
-    struct pt_cli_common c;
-    int r = parse("sync", help, argc, argv, &c, NULL, NULL);
+    struct pt_cli_args args = {0};
+    int r = pt_cli_parse("sync", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
-    if (pt_cli_load_config(&c, &cfg))
+    if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
     char url[256], auth[300] = "";
     snprintf(url, sizeof url, "http://%s/v1/sync", cfg.listen);
