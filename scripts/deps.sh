@@ -35,8 +35,15 @@ for set in "$@"; do
 done
 
 missing=""
+native=$(dpkg --print-architecture)
 for p in $want; do
-    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    # Ask for the native architecture by name: with an :arm64 twin installed,
+    # a bare name matches both and the status reads "installedinstalled".
+    q=$p
+    case "$p" in *:*) ;; *) q="$p:$native" ;; esac
+    st=$(dpkg-query -W -f='${db:Status-Status}' "$q" 2>/dev/null || true)
+    # Architecture-independent packages (ca-certificates) have no :native.
+    [ -n "$st" ] || st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | head -c 9 || true)
     [ "$st" = "installed" ] || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
