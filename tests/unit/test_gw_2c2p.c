@@ -47,17 +47,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void charge_from(const cJSON *j, struct pt_charge *c)
-{
-    memset(c, 0, sizeof *c);
-    strcpy(c->gateway, "2c2p");
-    snprintf(c->order_id, sizeof c->order_id, "%s", pt_test_str(j, "order_id"));
-    snprintf(c->method, sizeof c->method, "%s", pt_test_str(j, "method"));
-    snprintf(c->currency, sizeof c->currency, "%s", pt_test_str(j, "currency"));
-    snprintf(c->subject, sizeof c->subject, "%s", pt_test_str(j, "subject"));
-    c->amount = pt_test_int(j, "amount");
-}
-
 static void test_requests(void **state)
 {
     struct fixture *f = *state;
@@ -69,7 +58,7 @@ static void test_requests(void **state)
         struct pt_http_request req;
         struct pt_gw_env env = {0};
         int pay = strcmp(pt_test_str(c, "op"), "pay") == 0;
-        charge_from(cJSON_GetObjectItem(c, "charge"), &ch);
+        pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "2c2p", &ch);
         assert_int_equal(pt_gateway_2c2p.build(&f->cfg, pay ? PT_GW_PAY : PT_GW_QUERY, &ch, &env, &req),
                          PT_OK);
         assert_string_equal(req.url, pay ? "https://sandbox-pgw.2c2p.com/payment/4.3/paymentToken"
@@ -89,7 +78,7 @@ static void test_requests(void **state)
     assert_int_equal(n, 4);
     struct pt_charge ch;
     struct pt_http_request req;
-    charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "2c2p",
                 &ch);
     assert_int_equal(pt_gateway_2c2p.build(&f->cfg, PT_GW_CANCEL, &ch, NULL, &req), PT_EUNSUPPORTED);
 }
@@ -131,7 +120,7 @@ static void test_responses(void **state)
     const cJSON *c;
     int n = 0;
     struct pt_charge ch;
-    charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "2c2p",
                 &ch);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
     {

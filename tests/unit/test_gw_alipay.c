@@ -45,23 +45,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void charge_from(const cJSON *j, struct pt_charge *c)
-{
-    memset(c, 0, sizeof *c);
-    strcpy(c->gateway, "alipay");
-    snprintf(c->order_id, sizeof c->order_id, "%s", pt_test_str(j, "order_id"));
-    snprintf(c->method, sizeof c->method, "%s", pt_test_str(j, "method"));
-    snprintf(c->currency, sizeof c->currency, "%s", pt_test_str(j, "currency"));
-    snprintf(c->subject, sizeof c->subject, "%s", pt_test_str(j, "subject"));
-    snprintf(c->payment_code, sizeof c->payment_code, "%s", pt_test_str(j, "payment_code"));
-    c->amount = pt_test_int(j, "amount");
-}
-
-static enum pt_gw_op op_of(const char *s)
-{
-    return strcmp(s, "pay") == 0 ? PT_GW_PAY : strcmp(s, "query") == 0 ? PT_GW_QUERY : PT_GW_CANCEL;
-}
-
 /* The adapter's request must carry exactly the SDK's parameters and sign. */
 static void test_requests(void **state)
 {
@@ -73,9 +56,9 @@ static void test_requests(void **state)
         struct pt_charge ch;
         struct pt_http_request req;
         struct pt_gw_env env = {.now_ms = (int64_t)pt_test_int(c, "now_ms")};
-        charge_from(cJSON_GetObjectItem(c, "charge"), &ch);
+        pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "alipay", &ch);
         snprintf(f->cfg.notify_url, sizeof f->cfg.notify_url, "%s", pt_test_str(c, "notify_url"));
-        assert_int_equal(pt_gateway_alipay.build(&f->cfg, op_of(pt_test_str(c, "op")), &ch, &env, &req),
+        assert_int_equal(pt_gateway_alipay.build(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &env, &req),
                          PT_OK);
         assert_string_equal(req.method, "POST");
         assert_string_equal(req.url, "https://openapi.alipay.com/gateway.do");
@@ -219,10 +202,10 @@ static void test_responses(void **state)
         struct pt_http_response resp;
         struct pt_gw_result out;
         struct pt_charge ch;
-        charge_from(cJSON_GetObjectItem(c, "charge"), &ch);
+        pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "alipay", &ch);
         pt_test_response(c, &resp);
         const char *name = pt_test_str(c, "name");
-        assert_int_equal(pt_gateway_alipay.parse(&f->cfg, op_of(pt_test_str(c, "op")), &ch, &resp, &out),
+        assert_int_equal(pt_gateway_alipay.parse(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &resp, &out),
                          PT_OK);
         enum pt_outcome want = outcome_of(pt_test_str(c, "outcome"));
         if (out.outcome != want)

@@ -60,22 +60,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void charge_from(const cJSON *j, struct pt_charge *c)
-{
-    memset(c, 0, sizeof *c);
-    strcpy(c->gateway, "wechat");
-    snprintf(c->order_id, sizeof c->order_id, "%s", pt_test_str(j, "order_id"));
-    snprintf(c->method, sizeof c->method, "%s", pt_test_str(j, "method"));
-    snprintf(c->currency, sizeof c->currency, "%s", pt_test_str(j, "currency"));
-    snprintf(c->subject, sizeof c->subject, "%s", pt_test_str(j, "subject"));
-    c->amount = pt_test_int(j, "amount");
-}
-
-static enum pt_gw_op op_of(const char *s)
-{
-    return strcmp(s, "pay") == 0 ? PT_GW_PAY : strcmp(s, "query") == 0 ? PT_GW_QUERY : PT_GW_CANCEL;
-}
-
 static void test_requests(void **state)
 {
     struct fixture *f = *state;
@@ -88,8 +72,8 @@ static void test_requests(void **state)
         struct pt_charge ch;
         struct pt_http_request req;
         const char *name = pt_test_str(c, "name");
-        charge_from(cJSON_GetObjectItem(c, "charge"), &ch);
-        assert_int_equal(pt_gateway_wechat.build(&f->cfg, op_of(pt_test_str(c, "op")), &ch, &env, &req),
+        pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "wechat", &ch);
+        assert_int_equal(pt_gateway_wechat.build(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &env, &req),
                          PT_OK);
         assert_string_equal(req.method, pt_test_str(c, "method"));
         assert_string_equal(req.url, pt_test_str(c, "url"));
@@ -124,7 +108,7 @@ static void test_requests(void **state)
     struct pt_charge ch;
     struct pt_http_request req;
     env.nonce = NULL;
-    charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "wechat",
                 &ch);
     assert_int_equal(pt_gateway_wechat.build(&f->cfg, PT_GW_PAY, &ch, &env, &req), PT_EINVAL);
 }
@@ -169,7 +153,7 @@ static void run_responses(struct fixture *f)
 {
     const cJSON *c;
     struct pt_charge ch;
-    charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "wechat",
                 &ch);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
     {
@@ -177,7 +161,7 @@ static void run_responses(struct fixture *f)
         struct pt_gw_result out;
         const char *name = pt_test_str(c, "name");
         pt_test_response(c, &resp);
-        assert_int_equal(pt_gateway_wechat.parse(&f->cfg, op_of(pt_test_str(c, "op")), &ch, &resp, &out),
+        assert_int_equal(pt_gateway_wechat.parse(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &resp, &out),
                          PT_OK);
         enum pt_outcome want = outcome_of(pt_test_str(c, "outcome"));
         if (out.outcome != want)
@@ -300,7 +284,7 @@ static void test_close_not_found(void **state)
     resp.body = strdup(body);
     resp.body_len = strlen(body);
     struct pt_charge ch;
-    charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "wechat",
                 &ch);
     struct pt_gw_result out;
     assert_int_equal(pt_gateway_wechat.parse(&f->cfg, PT_GW_CANCEL, &ch, &resp, &out), PT_OK);

@@ -3,6 +3,10 @@
  */
 #define _XOPEN_SOURCE 700
 #include "testutil.h"
+#include "charge.h"
+#include "gateway.h"
+#include <cjson/cJSON.h>
+#include <stddef.h>
 #include "log.h"
 
 #include <ftw.h>
@@ -146,4 +150,34 @@ __attribute__((constructor)) static void quiet_logs(void)
 {
     if (!getenv("PT_TEST_VERBOSE"))
         pt_log_set_level(PT_LOG_ERROR);
+}
+
+void pt_test_charge_from(const cJSON *j, const char *gateway, struct pt_charge *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->gateway, sizeof c->gateway, "%s", gateway);
+    snprintf(c->order_id, sizeof c->order_id, "%s", pt_test_str(j, "order_id"));
+    snprintf(c->method, sizeof c->method, "%s", pt_test_str(j, "method"));
+    snprintf(c->currency, sizeof c->currency, "%s", pt_test_str(j, "currency"));
+    snprintf(c->subject, sizeof c->subject, "%s", pt_test_str(j, "subject"));
+    c->amount = pt_test_int(j, "amount");
+    static const struct {
+        const char *name;
+        size_t off, size;
+    } optional[] = {
+        {"payment_code", offsetof(struct pt_charge, payment_code), PT_SHORT_MAX},
+        {"payment_method", offsetof(struct pt_charge, payment_method), PT_SHORT_MAX},
+        {"customer", offsetof(struct pt_charge, customer), PT_SHORT_MAX},
+        {"gateway_trade_no", offsetof(struct pt_charge, gateway_trade_no), PT_SHORT_MAX},
+    };
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, optional[i].name);
+        if (cJSON_IsString(v))
+            snprintf((char *)c + optional[i].off, optional[i].size, "%s", v->valuestring);
+    }
+}
+
+int pt_test_op(const char *s)
+{
+    return strcmp(s, "pay") == 0 ? PT_GW_PAY : strcmp(s, "query") == 0 ? PT_GW_QUERY : PT_GW_CANCEL;
 }

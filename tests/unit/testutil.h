@@ -45,6 +45,16 @@ const char *pt_test_str(const struct cJSON *o, const char *name);
 /* Integer member (0 when absent). */
 long long pt_test_int(const struct cJSON *o, const char *name);
 
+struct pt_charge;
+
+/* A charge for `gateway` from a vector's fields (order_id, method, currency,
+ * subject, amount, and payment_code / payment_method / customer /
+ * gateway_trade_no when present). */
+void pt_test_charge_from(const struct cJSON *j, const char *gateway, struct pt_charge *c);
+
+/* "pay", "query", anything else: cancel. */
+int pt_test_op(const char *s);
+
 /* Builds a pt_http_response from a vector case: status, headers object, body. */
 struct pt_http_response;
 void pt_test_response(const struct cJSON *c, struct pt_http_response *out);
