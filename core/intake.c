@@ -769,6 +769,22 @@ out:
     return out->status == 503 && rc ? rc : PT_OK;
 }
 
+/*
+ * Reads the charge an operation on one order is about.  An unknown order is
+ * answered 404 and nothing of the request is stored (the order may still be
+ * created; a retry must then work): PT_ENOTFOUND with *out set.
+ */
+static int find_order(struct pt_store *st, struct guard *g, const char *order_id,
+                      struct pt_charge *c, struct pt_reply *out)
+{
+    int rc = pt_store_charge_get(st, order_id, c, NULL);
+    if (rc == PT_ENOTFOUND) {
+        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
+        guard_abandon(st, g);
+    }
+    return rc;
+}
+
 /* ---- POST /v1/charges/{order_id}/cancel -------------------------------------- */
 
 int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
@@ -791,10 +807,7 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
         pt_reply_error(out, 400, "invalid_request", "body: cancel takes no body, or {}");
         goto complete;
     }
-    rc = pt_store_charge_get(st, order_id, &c, NULL);
-    if (rc == PT_ENOTFOUND) {
-        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
-        guard_abandon(st, &g); /* not stored: the order may still be created */
+    if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
         rc = PT_OK;
         goto out;
     }
@@ -898,10 +911,7 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
         pt_reply_error(out, 400, "invalid_request", "%s", msg);
         goto complete;
     }
-    rc = pt_store_charge_get(st, order_id, &c, NULL);
-    if (rc == PT_ENOTFOUND) {
-        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
-        guard_abandon(st, &g);
+    if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
         rc = PT_OK;
         goto out;
     }
