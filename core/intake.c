@@ -127,14 +127,11 @@ static void guard_free(struct guard *g)
     g->json = NULL;
 }
 
-/*
- * Steps 1-3.  Returns 1 when the caller should go on with the business
- * writes (transaction open, key locked), 0 when *out is already the answer.
- */
-static int guard_enter(const struct pt_intake *in, struct pt_store *st, const char *path,
-                       const char *key_header, const char *body, size_t len, int empty_is_object,
-                       int64_t now, struct guard *g, struct pt_reply *out,
-                       struct pt_idem_result *res)
+/* Steps 1-3 (see guard_enter). */
+static int guard_try(const struct pt_intake *in, struct pt_store *st, const char *path,
+                     const char *key_header, const char *body, size_t len,
+                     int empty_is_object, int64_t now, struct guard *g, struct pt_reply *out,
+                     struct pt_idem_result *res)
 {
     memset(g, 0, sizeof *g);
     memset(res, 0, sizeof *res);
@@ -236,6 +233,23 @@ static int guard_enter(const struct pt_intake *in, struct pt_store *st, const ch
         pt_store_rollback(st);
         g->in_txn = 0;
     }
+    return 0;
+}
+
+/*
+ * Steps 1-3.  Returns 1 when the caller should go on with the business
+ * writes (transaction open, key locked; the caller frees g and res), 0 when
+ * *out is already the answer (nothing left to free).
+ */
+static int guard_enter(const struct pt_intake *in, struct pt_store *st, const char *path,
+                       const char *key_header, const char *body, size_t len, int empty_is_object,
+                       int64_t now, struct guard *g, struct pt_reply *out,
+                       struct pt_idem_result *res)
+{
+    if (guard_try(in, st, path, key_header, body, len, empty_is_object, now, g, out, res))
+        return 1;
+    pt_idem_result_free(res);
+    guard_free(g);
     return 0;
 }
 
@@ -580,8 +594,6 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     struct guard g;
     struct pt_idem_result res;
     if (!guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out, &res)) {
-        pt_idem_result_free(&res);
-        guard_free(&g);
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
     }
     int rc = PT_OK;
@@ -797,8 +809,6 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
     struct guard g;
     struct pt_idem_result res;
     if (!guard_enter(in, st, path, key_header, body, len, 1, now, &g, out, &res)) {
-        pt_idem_result_free(&res);
-        guard_free(&g);
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
     }
     int rc = PT_OK;
@@ -878,8 +888,6 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
     struct guard g;
     struct pt_idem_result res;
     if (!guard_enter(in, st, path, key_header, body, len, 0, now, &g, out, &res)) {
-        pt_idem_result_free(&res);
-        guard_free(&g);
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
     }
     int rc = PT_OK;
