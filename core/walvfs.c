@@ -43,14 +43,16 @@ struct walfile {
 static sqlite3_vfs walvfs;
 static sqlite3_vfs *base_vfs;
 
-static int flush(struct walfile *f) {
+static int flush(struct walfile *f)
+{
     if (f->len == 0) return SQLITE_OK;
     int n = f->len;
     f->len = 0;
     return f->real->pMethods->xWrite(f->real, f->buf, n, f->start);
 }
 
-static int wal_write(sqlite3_file *pf, const void *data, int amt, sqlite3_int64 off) {
+static int wal_write(sqlite3_file *pf, const void *data, int amt, sqlite3_int64 off)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc;
     if (!f->buf) return f->real->pMethods->xWrite(f->real, data, amt, off);
@@ -81,7 +83,8 @@ static int wal_write(sqlite3_file *pf, const void *data, int amt, sqlite3_int64 
     return SQLITE_OK;
 }
 
-static int wal_close(sqlite3_file *pf) {
+static int wal_close(sqlite3_file *pf)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     int rc2 = f->real->pMethods->xClose(f->real);
@@ -90,86 +93,101 @@ static int wal_close(sqlite3_file *pf) {
     return rc != SQLITE_OK ? rc : rc2;
 }
 
-static int wal_read(sqlite3_file *pf, void *out, int amt, sqlite3_int64 off) {
+static int wal_read(sqlite3_file *pf, void *out, int amt, sqlite3_int64 off)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xRead(f->real, out, amt, off);
 }
 
-static int wal_truncate(sqlite3_file *pf, sqlite3_int64 size) {
+static int wal_truncate(sqlite3_file *pf, sqlite3_int64 size)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xTruncate(f->real, size);
 }
 
-static int wal_sync(sqlite3_file *pf, int flags) {
+static int wal_sync(sqlite3_file *pf, int flags)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xSync(f->real, flags);
 }
 
-static int wal_file_size(sqlite3_file *pf, sqlite3_int64 *size) {
+static int wal_file_size(sqlite3_file *pf, sqlite3_int64 *size)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xFileSize(f->real, size);
 }
 
-static int wal_lock(sqlite3_file *pf, int level) {
+static int wal_lock(sqlite3_file *pf, int level)
+{
     struct walfile *f = (struct walfile *)pf;
     return f->real->pMethods->xLock(f->real, level);
 }
 
-static int wal_unlock(sqlite3_file *pf, int level) {
+static int wal_unlock(sqlite3_file *pf, int level)
+{
     struct walfile *f = (struct walfile *)pf;
     return f->real->pMethods->xUnlock(f->real, level);
 }
 
-static int wal_check_reserved(sqlite3_file *pf, int *out) {
+static int wal_check_reserved(sqlite3_file *pf, int *out)
+{
     struct walfile *f = (struct walfile *)pf;
     return f->real->pMethods->xCheckReservedLock(f->real, out);
 }
 
-static int wal_file_control(sqlite3_file *pf, int op, void *arg) {
+static int wal_file_control(sqlite3_file *pf, int op, void *arg)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xFileControl(f->real, op, arg);
 }
 
-static int wal_sector_size(sqlite3_file *pf) {
+static int wal_sector_size(sqlite3_file *pf)
+{
     struct walfile *f = (struct walfile *)pf;
     return f->real->pMethods->xSectorSize(f->real);
 }
 
-static int wal_device_characteristics(sqlite3_file *pf) {
+static int wal_device_characteristics(sqlite3_file *pf)
+{
     struct walfile *f = (struct walfile *)pf;
     return f->real->pMethods->xDeviceCharacteristics(f->real);
 }
 
 /* The database file's shared memory (the wal-index) and memory map. */
-static int wal_shm_map(sqlite3_file *pf, int pg, int pgsz, int extend, void volatile **pp) {
+static int wal_shm_map(sqlite3_file *pf, int pg, int pgsz, int extend, void volatile **pp)
+{
     struct walfile *f = (struct walfile *)pf;
     if (f->real->pMethods->iVersion < 2) return SQLITE_IOERR_SHMMAP;
     return f->real->pMethods->xShmMap(f->real, pg, pgsz, extend, pp);
 }
 
-static int wal_shm_lock(sqlite3_file *pf, int offset, int n, int flags) {
+static int wal_shm_lock(sqlite3_file *pf, int offset, int n, int flags)
+{
     struct walfile *f = (struct walfile *)pf;
     if (f->real->pMethods->iVersion < 2) return SQLITE_IOERR_SHMLOCK;
     return f->real->pMethods->xShmLock(f->real, offset, n, flags);
 }
 
-static void wal_shm_barrier(sqlite3_file *pf) {
+static void wal_shm_barrier(sqlite3_file *pf)
+{
     struct walfile *f = (struct walfile *)pf;
     if (f->real->pMethods->iVersion >= 2) f->real->pMethods->xShmBarrier(f->real);
 }
 
-static int wal_shm_unmap(sqlite3_file *pf, int del) {
+static int wal_shm_unmap(sqlite3_file *pf, int del)
+{
     struct walfile *f = (struct walfile *)pf;
     if (f->real->pMethods->iVersion < 2) return SQLITE_OK;
     return f->real->pMethods->xShmUnmap(f->real, del);
 }
 
-static int wal_fetch(sqlite3_file *pf, sqlite3_int64 off, int amt, void **pp) {
+static int wal_fetch(sqlite3_file *pf, sqlite3_int64 off, int amt, void **pp)
+{
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
     if (rc != SQLITE_OK) return rc;
@@ -180,7 +198,8 @@ static int wal_fetch(sqlite3_file *pf, sqlite3_int64 off, int amt, void **pp) {
     return f->real->pMethods->xFetch(f->real, off, amt, pp);
 }
 
-static int wal_unfetch(sqlite3_file *pf, sqlite3_int64 off, void *p) {
+static int wal_unfetch(sqlite3_file *pf, sqlite3_int64 off, void *p)
+{
     struct walfile *f = (struct walfile *)pf;
     if (f->real->pMethods->iVersion < 3) return SQLITE_OK;
     return f->real->pMethods->xUnfetch(f->real, off, p);
@@ -208,8 +227,8 @@ static const sqlite3_io_methods methods = {
     .xUnfetch = wal_unfetch,
 };
 
-static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *pf, int flags,
-                    int *out_flags) {
+static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *pf, int flags, int *out_flags)
+{
     (void)vfs;
     struct walfile *f = (struct walfile *)pf;
     memset(f, 0, sizeof *f);
@@ -228,7 +247,8 @@ static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *pf, int fl
 
 static int register_rc = SQLITE_ERROR;
 
-static void register_once(void) {
+static void register_once(void)
+{
     base_vfs = sqlite3_vfs_find(NULL);
     if (!base_vfs) return;
     walvfs = *base_vfs;
@@ -239,7 +259,8 @@ static void register_once(void) {
     register_rc = sqlite3_vfs_register(&walvfs, 0);
 }
 
-int pt_walvfs_register(void) {
+int pt_walvfs_register(void)
+{
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, register_once);
     return register_rc;

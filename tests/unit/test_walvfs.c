@@ -35,14 +35,16 @@ struct counted {
     sqlite3_file *real;
 };
 
-static int c_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off) {
+static int c_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
+{
     struct counted *c = (struct counted *)f;
     if (c->is_wal) wal_writes++;
     return c->real->pMethods->xWrite(c->real, p, n, off);
 }
 
 #define FWD(name, proto, args)                                                                     \
-    static int c_##name proto {                                                                    \
+    static int c_##name proto                                                                      \
+    {                                                                                              \
         struct counted *c = (struct counted *)f;                                                   \
         return c->real->pMethods->x##name args;                                                    \
     }
@@ -63,17 +65,20 @@ FWD(Fetch, (sqlite3_file * f, sqlite3_int64 o, int n, void **pp), (c->real, o, n
 FWD(Unfetch, (sqlite3_file * f, sqlite3_int64 o, void *p), (c->real, o, p))
 #undef FWD
 
-static void c_ShmBarrier(sqlite3_file *f) {
+static void c_ShmBarrier(sqlite3_file *f)
+{
     struct counted *c = (struct counted *)f;
     c->real->pMethods->xShmBarrier(c->real);
 }
 
-static int c_Close(sqlite3_file *f) {
+static int c_Close(sqlite3_file *f)
+{
     struct counted *c = (struct counted *)f;
     return c->real->pMethods->xClose(c->real);
 }
 
-static int c_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out) {
+static int c_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out)
+{
     (void)v;
     struct counted *c = (struct counted *)f;
     memset(c, 0, sizeof *c);
@@ -89,7 +94,8 @@ static int c_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, 
 
 /* Installs the counting VFS as the default, so that walvfs (registered
  * after it) writes through it.  Runs before any other test opens a file. */
-static int group_setup(void **state) {
+static int group_setup(void **state)
+{
     (void)state;
     unix_vfs = sqlite3_vfs_find(NULL);
     counting = *unix_vfs;
@@ -119,19 +125,22 @@ static int group_setup(void **state) {
     return pt_walvfs_register() == SQLITE_OK ? 0 : -1;
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     (void)state;
     pt_test_tmpdir(dir, sizeof dir);
     return 0;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     (void)state;
     pt_test_rmtree(dir);
     return 0;
 }
 
-static sqlite3 *open_db(const char *name, const char *vfs, const char *sync) {
+static sqlite3 *open_db(const char *name, const char *vfs, const char *sync)
+{
     char path[300], sql[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     sqlite3 *db = NULL;
@@ -145,13 +154,15 @@ static sqlite3 *open_db(const char *name, const char *vfs, const char *sync) {
     return db;
 }
 
-static void exec_ok(sqlite3 *db, const char *sql) {
+static void exec_ok(sqlite3 *db, const char *sql)
+{
     char *err = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
     if (rc != SQLITE_OK) fail_msg("%s: %s", sql, err ? err : "?");
 }
 
-static long long count(sqlite3 *db, const char *sql) {
+static long long count(sqlite3 *db, const char *sql)
+{
     sqlite3_stmt *s;
     assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
@@ -161,7 +172,8 @@ static long long count(sqlite3 *db, const char *sql) {
 }
 
 /* A small commit is one write to the WAL, whatever the number of pages. */
-static void test_one_write_per_commit(void **state) {
+static void test_one_write_per_commit(void **state)
+{
     (void)state;
     sqlite3 *db = open_db("w.db", PT_WALVFS_NAME, "FULL");
     exec_ok(db, "CREATE TABLE a (id INTEGER PRIMARY KEY, v TEXT);"
@@ -182,7 +194,8 @@ static void test_one_write_per_commit(void **state) {
 /* synchronous=NORMAL: SQLite never syncs at commit, so only our flush at
  * the commit frame puts the bytes in the file.  A child commits and dies
  * without closing; everything it committed must be there. */
-static void test_killed_after_commit_loses_nothing(void **state) {
+static void test_killed_after_commit_loses_nothing(void **state)
+{
     (void)state;
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -219,7 +232,8 @@ static void test_killed_after_commit_loses_nothing(void **state) {
 /* Another connection (the default VFS, as `payterm status` would be) sees
  * each commit as soon as it returns, and the writer reads its own pages back
  * after a checkpoint restarted the WAL. */
-static void test_other_connection_sees_each_commit(void **state) {
+static void test_other_connection_sees_each_commit(void **state)
+{
     (void)state;
     sqlite3 *w = open_db("c.db", PT_WALVFS_NAME, "NORMAL");
     exec_ok(w, "PRAGMA wal_autocheckpoint = 20; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)");
@@ -234,7 +248,8 @@ static void test_other_connection_sees_each_commit(void **state) {
     sqlite3_close(w);
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_write_per_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_after_commit_loses_nothing, setup, teardown),
