@@ -77,8 +77,9 @@
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
                    " AND next_attempt_at <= ?1 AND id > ?3 ORDER BY id LIMIT ?2")                  \
     X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE " ACTIVE)                  \
-    X(QUEUE_FIGURES, "SELECT count(*), coalesce(sum(CASE WHEN currency = ?1 THEN amount END), 0)"  \
-                     " FROM charges WHERE " ACTIVE " AND state = 'INIT'")                          \
+    X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0),"                                            \
+                     " coalesce(sum(CASE WHEN currency = ?1 THEN total END), 0)"                  \
+                     " FROM offline_queue")                                                       \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
     X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \

@@ -210,8 +210,9 @@ int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
 
-/* Queue (INIT) figures used by the offline limits, in one index scan: the
- * number of queued charges and the queued amount in one currency. */
+/* Queue (INIT) figures used by the offline limits: the number of queued
+ * charges and the queued amount in one currency.  Read from the rows the
+ * triggers of sql/002_offline_queue.sql keep, whatever the queue's length. */
 int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
                            int64_t *amount);
 

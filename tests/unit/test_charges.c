@@ -305,6 +305,66 @@ static void test_charge_json(void **state)
     free(text);
 }
 
+/* The queue figures read from offline_queue, against the charges
+ * themselves, after every step of a random walk through the state machine
+ * in three currencies (creations, sends, not-sent returns, cancels,
+ * answers, refused moves). */
+static void test_offline_queue_figures_follow_the_charges(void **state)
+{
+    (void)state;
+    static const char *const cur[] = {"USD", "CNY", "JPY"};
+    enum { N = 40 };
+    struct pt_charge c[N];
+    int made = 0;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    unsigned seed = 12345;
+    for (int step = 0; step < 600; step++) {
+        unsigned r = (unsigned)rand_r(&seed);
+        if (made < N && (made == 0 || r % 3 == 0)) {
+            memset(&c[made], 0, sizeof c[made]);
+            snprintf(c[made].order_id, sizeof c[made].order_id, "Q-%d", made);
+            strcpy(c[made].gateway, "stripe");
+            strcpy(c[made].method, "card_on_file");
+            strcpy(c[made].currency, cur[r % 3]);
+            c[made].amount = 100 + (int64_t)(r % 900);
+            assert_int_equal(pt_store_begin(st), PT_OK);
+            assert_int_equal(pt_charge_create(st, &c[made], "{}", "api", 1000), PT_OK);
+            assert_int_equal(pt_store_commit(st), PT_OK);
+            made++;
+        } else {
+            struct pt_charge *x = &c[r % (unsigned)made];
+            enum pt_state to = (enum pt_state)((r / 7) % PT_STATE__COUNT);
+            assert_int_equal(pt_store_begin(st), PT_OK);
+            int rc = pt_charge_transition(st, x, to, NULL, "walk", "test", NULL, 2000);
+            assert_true(rc == PT_OK || rc == PT_EEXIST || rc == PT_ESTATE);
+            assert_int_equal(pt_store_commit(st), PT_OK);
+        }
+        int64_t want_count[3], want_total[3], all = 0;
+        for (int k = 0; k < 3; k++) {
+            char sql[200];
+            snprintf(sql, sizeof sql,
+                     "SELECT count(*), coalesce(sum(amount), 0) FROM charges"
+                     " WHERE state = 'INIT' AND currency = '%s'",
+                     cur[k]);
+            sqlite3_stmt *q;
+            assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+            assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+            want_count[k] = sqlite3_column_int64(q, 0);
+            want_total[k] = sqlite3_column_int64(q, 1);
+            all += want_count[k];
+            sqlite3_finalize(q);
+        }
+        for (int k = 0; k < 3; k++) {
+            int64_t count = -1, total = -1;
+            assert_int_equal(pt_store_queue_figures(st, cur[k], &count, &total), PT_OK);
+            assert_int_equal(count, all);
+            assert_int_equal(total, want_total[k]);
+        }
+    }
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +378,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_review_holds_fulfilment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_seq_increases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_charge_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offline_queue_figures_follow_the_charges, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

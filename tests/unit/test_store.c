@@ -105,6 +105,45 @@ static void test_synchronous_full_by_default(void **state)
     pt_store_close(st);
 }
 
+/* A version-1 database with charges queued, sent and canceled: migration 2
+ * must start the offline queue's figures from what is really queued. */
+static void test_migration_2_counts_the_queue(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    snprintf(path, sizeof path, "%s/q.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, pt_migrations[0].sql, NULL, NULL, NULL), SQLITE_OK);
+    const char *rows[][3] = {{"A", "INIT", "USD"},       {"B", "INIT", "USD"},
+                             {"C", "SUCCESS", "USD"},    {"D", "INIT", "CNY"},
+                             {"E", "PROCESSING", "CNY"}, {"F", "CANCELED", "JPY"}};
+    for (int i = 0; i < 6; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
+                 " offline_mode, params_hash, created_at, updated_at) VALUES ('%s', 'stripe',"
+                 " 'card_on_file', %d, '%s', '%s', 'prefer_online', zeroblob(32), 1, 1)",
+                 rows[i][0], 100 * (i + 1), rows[i][2], rows[i][1]);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    }
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=1", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    int64_t count, total;
+    assert_int_equal(pt_store_queue_figures(st, "USD", &count, &total), PT_OK);
+    assert_int_equal(count, 3); /* A, B, D */
+    assert_int_equal(total, 100 + 200);
+    assert_int_equal(pt_store_queue_figures(st, "CNY", &count, &total), PT_OK);
+    assert_int_equal(total, 400);
+    assert_int_equal(pt_store_queue_figures(st, "JPY", &count, &total), PT_OK);
+    assert_int_equal(total, 0);
+    pt_store_close(st);
+}
+
 static void test_migrate_from_each_version(void **state)
 {
     (void)state;
@@ -325,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open_creates_wal_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_synchronous_full_by_default, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_from_each_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migration_2_counts_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
