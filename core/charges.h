@@ -66,6 +66,15 @@ cJSON *pt_charge_to_json(const struct pt_charge *c);
 /* Same, printed compactly (malloc'd; caller frees). */
 char *pt_charge_json_text(const struct pt_charge *c);
 
+/*
+ * The parameters that define a charge, defaults filled in, as canonical JSON
+ * (json.h): amount, currency, customer, gateway, metadata, method, offline,
+ * order_id, payment_code, payment_method, subject.  Two requests for one
+ * order are "the same" when these texts are; the store keeps their SHA-256.
+ * malloc'd; NULL when out of memory.
+ */
+char *pt_charge_params_text(const struct pt_charge *c);
+
 /* Formats Unix milliseconds as RFC 3339 UTC ("2026-11-30T03:35:38.123Z"). */
 void pt_rfc3339(int64_t ms, char out[32]);
 

@@ -486,20 +486,7 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
 
     /* The parameters that define the charge, defaults filled in: two
      * requests for one order are "the same" when these are equal. */
-    cJSON *p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "order_id", c->order_id);
-    cJSON_AddNumberToObject(p, "amount", (double)c->amount);
-    cJSON_AddStringToObject(p, "currency", c->currency);
-    cJSON_AddStringToObject(p, "gateway", c->gateway);
-    cJSON_AddStringToObject(p, "method", c->method);
-    cJSON_AddStringToObject(p, "payment_code", c->payment_code);
-    cJSON_AddStringToObject(p, "payment_method", c->payment_method);
-    cJSON_AddStringToObject(p, "customer", c->customer);
-    cJSON_AddStringToObject(p, "subject", c->subject);
-    cJSON_AddStringToObject(p, "offline", pt_offline_mode_name(c->offline));
-    cJSON_AddStringToObject(p, "metadata", c->metadata);
-    *params = pt_json_canonical(p);
-    cJSON_Delete(p);
+    *params = pt_charge_params_text(c);
     if (!*params) {
         problem(msg, cap, "body", "could not be processed (out of memory)");
         return 0;

@@ -9,18 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct out {
-    char *buf;
-    size_t len, cap;
-    int failed;
-};
-
-static void put(struct out *o, const char *s, size_t n)
+static void put(struct pt_jw *o, const char *s, size_t n)
 {
     if (o->failed)
         return;
     if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
+        size_t cap = o->cap ? o->cap : 512;
         while (cap < o->len + n + 1)
             cap *= 2;
         if (cap > PT_JSON_CANON_MAX) {
@@ -40,10 +34,19 @@ static void put(struct out *o, const char *s, size_t n)
     o->buf[o->len] = '\0';
 }
 
-static void put_string(struct out *o, const char *s)
+static void put_string(struct pt_jw *o, const char *s)
 {
     put(o, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        /* Copy the run of characters that need no escape in one go. */
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p != '"' && *p != '\\')
+            p++;
+        if (p > run)
+            put(o, (const char *)run, (size_t)(p - run));
+        if (!*p)
+            break;
         char esc[8];
         switch (*p) {
         case '"':
@@ -68,13 +71,10 @@ static void put_string(struct out *o, const char *s)
             put(o, "\\t", 2);
             break;
         default:
-            if (*p < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", *p);
-                put(o, esc, 6);
-            } else {
-                put(o, (const char *)p, 1);
-            }
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            put(o, esc, 6);
         }
+        p++;
     }
     put(o, "\"", 1);
 }
@@ -85,7 +85,7 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(x->string, y->string);
 }
 
-static void put_value(struct out *o, const cJSON *v, int depth)
+static void put_value(struct pt_jw *o, const cJSON *v, int depth)
 {
     if (o->failed)
         return;
@@ -156,13 +156,42 @@ static void put_value(struct out *o, const cJSON *v, int depth)
 
 char *pt_json_canonical(const cJSON *v)
 {
-    struct out o = {0};
+    struct pt_jw o = {0};
     put_value(&o, v, 0);
     if (o.failed) {
         free(o.buf);
         return NULL;
     }
     return o.buf;
+}
+
+void pt_jw_raw(struct pt_jw *w, const char *s)
+{
+    put(w, s, strlen(s));
+}
+
+void pt_jw_string(struct pt_jw *w, const char *s)
+{
+    put_string(w, s);
+}
+
+void pt_jw_int(struct pt_jw *w, long long v)
+{
+    char num[24];
+    int n = snprintf(num, sizeof num, "%lld", v);
+    put(w, num, (size_t)n);
+}
+
+char *pt_jw_finish(struct pt_jw *w)
+{
+    if (w->failed || !w->buf) {
+        free(w->buf);
+        w->buf = NULL;
+        return NULL;
+    }
+    char *text = w->buf;
+    w->buf = NULL;
+    return text;
 }
 
 int pt_json_has_duplicate_keys(const cJSON *v)

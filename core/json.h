@@ -24,6 +24,24 @@
  */
 char *pt_json_canonical(const cJSON *v);
 
+/*
+ * Writing JSON text directly, where building a cJSON tree would cost more
+ * than the work it describes (the charge object is rendered for every
+ * response and event).  Strings are escaped exactly as cJSON escapes them.
+ * Start from a zeroed struct; a failed allocation (or more than
+ * PT_JSON_CANON_MAX bytes) makes pt_jw_finish return NULL.
+ */
+struct pt_jw {
+    char *buf;
+    size_t len, cap;
+    int failed;
+};
+void pt_jw_raw(struct pt_jw *w, const char *s);    /* verbatim */
+void pt_jw_string(struct pt_jw *w, const char *s); /* quoted and escaped */
+void pt_jw_int(struct pt_jw *w, long long v);
+/* The text (malloc'd; the caller frees), or NULL when a write failed. */
+char *pt_jw_finish(struct pt_jw *w);
+
 /* True when object v has two members with the same name (any depth). */
 int pt_json_has_duplicate_keys(const cJSON *v);
 

@@ -8,6 +8,7 @@
 
 #include "charges.h"
 #include "err.h"
+#include "json.h"
 #include "store.h"
 
 #include <sqlite3.h>
@@ -305,6 +306,106 @@ static void test_charge_json(void **state)
     free(text);
 }
 
+/* The charge object is written by hand (it is on every response); it must
+ * be the very text cJSON makes of pt_charge_to_json(), in every shape. */
+static void test_charge_json_text_equals_cjson(void **state)
+{
+    (void)state;
+    static const char *const gw[][2] = {{"alipay", "barcode"}, {"alipay", "qr"},
+                                        {"wechat", "qr"},      {"stripe", "card_on_file"},
+                                        {"stripe", "redirect"}, {"2c2p", "redirect"}};
+    static const char *const text[] = {"", "Large latte", "quote \" backslash \\ slash /",
+                                       "tab\tnewline\ncr\rbell\a\x01\x1f",
+                                       "\xe4\xb8\xad\xe6\x96\x87 caf\xc3\xa9"};
+    static const int64_t amounts[] = {1, 8888, 2147483647, 2147483648LL, 99999999999999LL};
+    int n = 0;
+    for (int s = 0; s < PT_STATE__COUNT; s++)
+        for (int g = 0; g < 6; g++)
+            for (int t = 0; t < 5; t++) {
+                struct pt_charge c;
+                memset(&c, 0, sizeof c);
+                c.id = 1 + n * 7919;
+                snprintf(c.order_id, sizeof c.order_id, "ORD-%d", n);
+                strcpy(c.gateway, gw[g][0]);
+                strcpy(c.method, gw[g][1]);
+                strcpy(c.currency, t % 2 ? "CNY" : "USD");
+                c.amount = amounts[(n / 3) % 5];
+                c.state = (enum pt_state)s;
+                c.offline = (enum pt_offline_mode)(n % 3);
+                c.attempts = n % 4;
+                c.review = n % 2;
+                snprintf(c.review_reason, sizeof c.review_reason, "%s", text[(t + 1) % 5]);
+                snprintf(c.subject, sizeof c.subject, "%s", text[t]);
+                snprintf(c.error_message, sizeof c.error_message, "%s", text[(t + 2) % 5]);
+                if (n % 3 == 0)
+                    strcpy(c.error_code, "card_declined");
+                if (n % 4 == 1)
+                    strcpy(c.gateway_trade_no, "2026113022001");
+                if (n % 5 == 2)
+                    strcpy(c.action_url, "https://qr.alipay.com/bax0?x=\"1\"");
+                if (n % 6 == 3)
+                    strcpy(c.metadata, "{\"lane\":\"3\",\"note\":\"a\\nb\"}");
+                c.created_at = 1764460800123LL + n;
+                c.updated_at = c.created_at + 1000 * n;
+                cJSON *o = pt_charge_to_json(&c);
+                char *want = cJSON_PrintUnformatted(o);
+                char *got = pt_charge_json_text(&c);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                free(want);
+                free(got);
+                cJSON_Delete(o);
+                n++;
+            }
+    assert_int_equal(n, PT_STATE__COUNT * 30);
+}
+
+/* The parameters' text decides "same charge" against hashes already in
+ * the database: it must stay the canonical JSON of the parameter object. */
+static void test_params_text_is_canonical(void **state)
+{
+    (void)state;
+    static const char *const text[] = {"", "Large latte", "q\"b\\s/", "t\tn\nc\x01",
+                                       "\xe4\xb8\xad caf\xc3\xa9"};
+    static const int64_t amounts[] = {1, 8888, 2147483648LL, 9007199254740992LL};
+    for (int n = 0; n < 60; n++) {
+        struct pt_charge c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.order_id, sizeof c.order_id, "ORD-%d.x_y", n);
+        strcpy(c.gateway, n % 2 ? "alipay" : "stripe");
+        strcpy(c.method, n % 2 ? "barcode" : "card_on_file");
+        strcpy(c.currency, n % 3 ? "CNY" : "JPY");
+        c.amount = amounts[n % 4];
+        c.offline = (enum pt_offline_mode)(n % 3);
+        snprintf(c.subject, sizeof c.subject, "%s", text[n % 5]);
+        snprintf(c.customer, sizeof c.customer, "%s", text[(n + 1) % 5]);
+        snprintf(c.payment_code, sizeof c.payment_code, "%s", n % 2 ? "287634438256643941" : "");
+        snprintf(c.payment_method, sizeof c.payment_method, "%s", n % 2 ? "" : "pm_card_visa");
+        if (n % 4 == 1)
+            strcpy(c.metadata, "{\"lane\":\"3\"}");
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "order_id", c.order_id);
+        cJSON_AddNumberToObject(p, "amount", (double)c.amount);
+        cJSON_AddStringToObject(p, "currency", c.currency);
+        cJSON_AddStringToObject(p, "gateway", c.gateway);
+        cJSON_AddStringToObject(p, "method", c.method);
+        cJSON_AddStringToObject(p, "payment_code", c.payment_code);
+        cJSON_AddStringToObject(p, "payment_method", c.payment_method);
+        cJSON_AddStringToObject(p, "customer", c.customer);
+        cJSON_AddStringToObject(p, "subject", c.subject);
+        cJSON_AddStringToObject(p, "offline", pt_offline_mode_name(c.offline));
+        cJSON_AddStringToObject(p, "metadata", c.metadata);
+        char *want = pt_json_canonical(p);
+        char *got = pt_charge_params_text(&c);
+        assert_non_null(want);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        cJSON_Delete(p);
+    }
+}
+
 /* The queue figures read from offline_queue, against the charges
  * themselves, after every step of a random walk through the state machine
  * in three currencies (creations, sends, not-sent returns, cancels,
@@ -378,6 +479,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_review_holds_fulfilment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_seq_increases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_charge_json, setup, teardown),
+        cmocka_unit_test(test_charge_json_text_equals_cjson),
+        cmocka_unit_test(test_params_text_is_canonical),
         cmocka_unit_test_setup_teardown(test_offline_queue_figures_follow_the_charges, setup,
                                         teardown),
     };
