@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char dir[256], path[300];
 static struct pt_store *st;
@@ -306,6 +307,39 @@ static void test_charge_json(void **state)
     free(text);
 }
 
+/* Timestamps are formatted by hand: the same text as gmtime_r + strftime,
+ * across leap years, century rules, the epoch and before it. */
+static void test_rfc3339_matches_libc(void **state)
+{
+    (void)state;
+    static const int64_t fixed[] = {0, 1, 999, 1000, -1, -1000, -1001, 951782400000LL,
+                                    951868799999LL, 4107542400000LL, 4107456000000LL,
+                                    1764460800123LL, 253402300799999LL, -30610224000000LL};
+    unsigned seed = 99;
+    for (int i = 0; i < 20000; i++) {
+        int64_t ms;
+        if (i < (int)(sizeof fixed / sizeof fixed[0]))
+            ms = fixed[i];
+        else
+            ms = ((int64_t)rand_r(&seed) << 31 | rand_r(&seed)) % 253402300800000LL -
+                 (i % 7 == 0 ? 30610224000000LL : 0); /* back to year 1000 */
+        char got[32], want[40];
+        pt_rfc3339(ms, got);
+        int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+        time_t t = (time_t)secs;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        size_t n = strftime(want, sizeof want, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(want + n, sizeof want - n, ".%03dZ", (int)(ms - secs * 1000));
+        if (strcmp(got, want) != 0)
+            fail_msg("%lld: got %s, want %s", (long long)ms, got, want);
+    }
+    /* strftime leaves years before 1000 unpadded; RFC 3339 wants four digits. */
+    char got[32];
+    pt_rfc3339(-62135596800000LL, got);
+    assert_string_equal(got, "0001-01-01T00:00:00.000Z");
+}
+
 /* The charge object is written by hand (it is on every response); it must
  * be the very text cJSON makes of pt_charge_to_json(), in every shape. */
 static void test_charge_json_text_equals_cjson(void **state)
@@ -479,6 +513,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_review_holds_fulfilment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_seq_increases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_charge_json, setup, teardown),
+        cmocka_unit_test(test_rfc3339_matches_libc),
         cmocka_unit_test(test_charge_json_text_equals_cjson),
         cmocka_unit_test(test_params_text_is_canonical),
         cmocka_unit_test_setup_teardown(test_offline_queue_figures_follow_the_charges, setup,
