@@ -18,6 +18,7 @@
 #include "store.h"
 
 #include <curl/curl.h>
+#include <netinet/tcp.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -186,7 +187,11 @@ static void add_result(const char *name, const char *unit, double p50, double p9
     snprintf(r->note, sizeof r->note, "%s", note ? note : "");
 }
 
-static void bench_storage(const char *dir)
+/* One round: a fresh payterm database and a fresh floor database, warmed
+ * up, then guarded new charges against floor commits in ABBA blocks.
+ * Leaves the store open in *out (the replay benchmark reads it). */
+static void storage_round(const char *dir, struct pt_store **out, long *charges,
+                          struct result *floor_r, struct result *guard_r)
 {
     char path[PATH_MAX + 64], err[512];
     snprintf(path, sizeof path, "%s/bench.db", dir);
@@ -236,13 +241,49 @@ static void bench_storage(const char *dir)
             }
         }
     }
-    double f50 = pct(tf, n, 0.5), f99 = pct(tf, n, 0.99);
-    double g50 = pct(tg, n, 0.5), g99 = pct(tg, n, 0.99);
-    double frate = n / (sum_f / 1e6), grate = n / (sum_g / 1e6);
-    add_result("floor.durable_commit", "us", f50, f99, frate, f50, 1.0,
+    double f50 = pct(tf, n, 0.5);
+    *floor_r = (struct result){.p50 = f50, .p99 = pct(tf, n, 0.99), .rate = n / (sum_f / 1e6),
+                               .floor = f50, .ratio = 1.0};
+    double g50 = pct(tg, n, 0.5);
+    *guard_r = (struct result){.p50 = g50, .p99 = pct(tg, n, 0.99), .rate = n / (sum_g / 1e6),
+                               .floor = f50, .ratio = g50 / f50};
+    free(tf);
+    free(tg);
+    floor_close(&f);
+    *out = st;
+    *charges = id;
+}
+
+static void bench_storage(const char *dir)
+{
+    /* Three rounds, the median one reported: see bench_http_new. */
+    enum { ROUNDS = 3 };
+    struct result fr[ROUNDS], gr[ROUNDS];
+    struct pt_store *st = NULL;
+    long id = 0;
+    int rc;
+    for (int i = 0; i < ROUNDS; i++) {
+        pt_store_close(st);
+        storage_round(dir, &st, &id, &fr[i], &gr[i]);
+    }
+    int mid = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        int below = 0;
+        for (int j = 0; j < ROUNDS; j++)
+            below += gr[j].ratio < gr[i].ratio || (gr[j].ratio == gr[i].ratio && j < i);
+        if (below == ROUNDS / 2)
+            mid = i;
+    }
+    double f50 = fr[mid].p50;
+    add_result("floor.durable_commit", "us", f50, fr[mid].p99, fr[mid].rate, f50, 1.0,
                "bare WAL synchronous=FULL one-row commit, same disk");
-    add_result("guarded_new_charge", "us", g50, g99, grate, f50, g50 / f50,
-               "key + charge + audit + stored response, one durable commit; budget <= 1.25x");
+    char note[160];
+    snprintf(note, sizeof note,
+             "key + charge + audit + stored response, 1 durable commit; rounds %.2f %.2f %.2f, "
+             "median; budget <= 1.25x",
+             gr[0].ratio, gr[1].ratio, gr[2].ratio);
+    add_result("guarded_new_charge", "us", gr[mid].p50, gr[mid].p99, gr[mid].rate, f50,
+               gr[mid].ratio, note);
 
     /* Replay of a completed key: the read-only fast path. */
     int nr = quick ? 20000 : 100000;
@@ -275,10 +316,7 @@ static void bench_storage(const char *dir)
     add_result("replay_completed_key", "us", pct(tr, nr, 0.5), pct(tr, nr, 0.99),
                nr / (sum_r / 1e6), f50, pct(tr, nr, 0.5) / f50,
                "fingerprint + indexed read of the stored response; budget p99 <= 25 us");
-    free(tf);
-    free(tg);
     free(tr);
-    floor_close(&f);
     pt_store_close(st);
 }
 
@@ -436,9 +474,76 @@ static void *replay_worker(void *p)
     return NULL;
 }
 
-static void bench_http(const char *dir)
+/* ---- the network's own floor: a TCP round trip on loopback ------------------- */
+
+struct echo_arg {
+    int listen_fd;
+};
+
+static void *echo_server(void *p)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct echo_arg *a = p;
+    int c = accept(a->listen_fd, NULL, NULL);
+    int one = 1;
+    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char buf[512];
+    ssize_t n;
+    while ((n = read(c, buf, sizeof buf)) > 0)
+        if (write(c, buf, (size_t)n) != n)
+            break;
+    close(c);
+    return NULL;
+}
+
+/* p50 of a 300-byte request and its echo between two threads over loopback
+ * TCP: what any HTTP round trip costs here before a byte is parsed.  (On a
+ * virtual machine most of it is the hypervisor waking the other CPU.) */
+static double tcp_round_trip_us(int n)
+{
+    struct echo_arg a = {socket(AF_INET, SOCK_STREAM, 0)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    if (a.listen_fd < 0 || bind(a.listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        getsockname(a.listen_fd, (struct sockaddr *)&sa, &len) != 0 || listen(a.listen_fd, 1)) {
+        perror("pt_bench: echo server");
+        exit(1);
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, echo_server, &a);
+    int c = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    if (connect(c, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        perror("pt_bench: echo client");
+        exit(1);
+    }
+    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    double *v = malloc(sizeof(double) * (size_t)n);
+    char buf[300];
+    memset(buf, 'x', sizeof buf);
+    for (int i = 0; i < n; i++) {
+        double t0 = now_us();
+        size_t got = 0;
+        if (write(c, buf, sizeof buf) != (ssize_t)sizeof buf)
+            break;
+        while (got < sizeof buf) {
+            ssize_t r = read(c, buf + got, sizeof buf - got);
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+        }
+        v[i] = now_us() - t0;
+    }
+    close(c);
+    pthread_join(t, NULL);
+    close(a.listen_fd);
+    double p50 = pct(v, n, 0.5);
+    free(v);
+    return p50;
+}
+
+/* One round of POST /v1/charges on the offline path with one keep-alive
+ * client, in ABBA blocks against the floor, with a daemon of its own. */
+static struct result http_new_round(const char *dir)
+{
     int port = free_port();
     pid_t pid = start_daemon(dir, port);
     struct client c;
@@ -493,15 +598,58 @@ static void bench_http(const char *dir)
         }
     }
     double frate = n / (sum_f / 1e6), hrate = n / (sum_h / 1e6);
-    double f50 = pct(tf, n, 0.5);
-    add_result("http_new_charge_offline", "us", pct(th, n, 0.5), pct(th, n, 0.99), hrate, frate,
-               hrate / frate,
-               "POST /v1/charges, force_offline, one keep-alive client; ratio = rate / floor "
-               "rate, budget >= 0.5");
+    struct result r = {.p50 = pct(th, n, 0.5), .p99 = pct(th, n, 0.99), .rate = hrate,
+                       .floor = frate, .ratio = hrate / frate};
     if (bad)
         fprintf(stderr, "pt_bench: %ld new-charge requests did not get 202\n", bad);
-    (void)f50;
+    curl_easy_cleanup(c.h);
+    floor_close(&f);
+    free(th);
+    free(tf);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    return r;
+}
 
+static int cmp_ratio(const void *a, const void *b)
+{
+    double x = ((const struct result *)a)->ratio, y = ((const struct result *)b)->ratio;
+    return x < y ? -1 : x > y;
+}
+
+/* Which CPU the kernel gives the daemon's thread (the one taking the disk's
+ * interrupts, or the other) moves a whole round by 10-20% on a 2-CPU VM:
+ * three rounds, each with a new daemon, and the median round is reported. */
+static void bench_http_new(const char *dir)
+{
+    enum { ROUNDS = 3 };
+    struct result r[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++)
+        r[i] = http_new_round(dir);
+    char note[160];
+    snprintf(note, sizeof note,
+             "POST /v1/charges, force_offline, 1 keep-alive client; rate/floor rate in 3 rounds "
+             "%.2f %.2f %.2f, median; budget >= 0.5",
+             r[0].ratio, r[1].ratio, r[2].ratio);
+    qsort(r, ROUNDS, sizeof r[0], cmp_ratio);
+    add_result("http_new_charge_offline", "us", r[1].p50, r[1].p99, r[1].rate, r[1].floor,
+               r[1].ratio, note);
+}
+
+static void bench_http(const char *dir)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    double rt = tcp_round_trip_us(quick ? 2000 : 10000);
+    bench_http_new(dir);
+    double frate = results[nresults - 1].floor;
+    add_result("floor.tcp_round_trip", "us", rt, 0, 1e6 / rt, 0, 0,
+               "300 bytes there and back between two threads on loopback TCP, same run");
+
+    int port = free_port();
+    pid_t pid = start_daemon(dir, port);
+    struct client c;
+    client_init(&c, port, "/v1/charges");
     /* Replay: the first request creates the charge, the rest replay it. */
     post_charge(&c, "replay-key-1",
                 "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
@@ -528,9 +676,6 @@ static void bench_http(const char *dir)
         fprintf(stderr, "pt_bench: %ld replay requests did not get 202\n", rbad);
 
     curl_easy_cleanup(c.h);
-    floor_close(&f);
-    free(th);
-    free(tf);
     kill(pid, SIGTERM);
     int status;
     waitpid(pid, &status, 0);
