@@ -55,6 +55,9 @@
     X(KEY_COMPLETE, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"         \
                     " response_body = ?4, locked_at = NULL, locked_by = NULL"                      \
                     " WHERE scope = ?1 AND key = ?2")                                              \
+    X(KEY_COMPLETE_ID, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"      \
+                       " response_body = ?4, locked_at = NULL, locked_by = NULL"                   \
+                       " WHERE id = ?6 AND scope = ?1 AND key = ?2")                               \
     X(KEY_DELETE, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2")                    \
     X(KEY_DELETE_EXPIRED, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2"             \
                           " AND expires_at <= ?3")                                                 \
@@ -127,6 +130,9 @@ struct pt_store {
     sqlite3_stmt *transition[PT_FROM_MASKS];
     void (*event_hook)(void *ctx);
     void *event_hook_ctx;
+    /* The row of the key this connection inserted last: completing it
+     * (usually in the same transaction) needs no index search. */
+    int64_t last_key_rowid;
     int events_in_txn; /* events inserted since BEGIN */
     char path[512];
 };
@@ -540,7 +546,10 @@ int pt_store_key_insert(struct pt_store *st, const char *scope, const char *key,
         return rc;
     /* INSERT OR IGNORE + change count: the SQLite spelling of "take the lock
      * only if nobody holds this key". */
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_EEXIST;
+    if (sqlite3_changes(st->db) != 1)
+        return PT_EEXIST;
+    st->last_key_rowid = sqlite3_last_insert_rowid(st->db);
+    return PT_OK;
 }
 
 int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
@@ -577,18 +586,26 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key, int status,
                           const char *body, size_t len, int64_t now)
 {
-    sqlite3_stmt *s = stmt(st, S_KEY_COMPLETE);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, status);
-    sqlite3_bind_blob(s, 4, body ? body : "", (int)len, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, now);
-    int rc = run(st, s);
-    if (rc)
-        return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ENOTFOUND;
+    /* First by the rowid this connection got for the key, if it is that
+     * key's (the WHERE says so); else by (scope, key). */
+    for (int by_id = st->last_key_rowid > 0; by_id >= 0; by_id--) {
+        sqlite3_stmt *s = stmt(st, by_id ? S_KEY_COMPLETE_ID : S_KEY_COMPLETE);
+        if (!s)
+            return PT_ESTORAGE;
+        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, status);
+        sqlite3_bind_blob(s, 4, body ? body : "", (int)len, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, now);
+        if (by_id)
+            sqlite3_bind_int64(s, 6, st->last_key_rowid);
+        int rc = run(st, s);
+        if (rc)
+            return rc;
+        if (sqlite3_changes(st->db) == 1)
+            return PT_OK;
+    }
+    return PT_ENOTFOUND;
 }
 
 int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key)
