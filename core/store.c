@@ -12,6 +12,7 @@
 #include "log.h"
 #include "migrations.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +332,20 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
     return PT_OK;
 }
 
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+static int walvfs_ok;
+
+/* Once per process, before the first connection. */
+static void sqlite_setup(void)
+{
+    /* No allocation statistics: payterm never reads them, and keeping them
+     * takes a global mutex on every malloc and free inside SQLite (6% of
+     * the instructions of a new charge).  Only possible before SQLite is
+     * initialised; refused, harmlessly, when something else was first. */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    walvfs_ok = pt_walvfs_register() == SQLITE_OK;
+}
+
 int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, char *errbuf,
                   size_t errlen)
 {
@@ -342,7 +357,8 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
     snprintf(st->path, sizeof st->path, "%s", opt->path);
     int flags = opt->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     /* Our VFS writes each WAL commit with one system call (walvfs.c). */
-    const char *vfs = pt_walvfs_register() == SQLITE_OK ? PT_WALVFS_NAME : NULL;
+    pthread_once(&sqlite_once, sqlite_setup);
+    const char *vfs = walvfs_ok ? PT_WALVFS_NAME : NULL;
     if (sqlite3_open_v2(opt->path, &st->db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
         rc = st->db ? xlate(sqlite3_extended_errcode(st->db)) : PT_ENOMEM;
         if (errbuf)
