@@ -25,10 +25,8 @@
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
     " review_reason, created_at, updated_at, params_hash"
 
-/* Non-final states, spelled exactly as in the partial index charges_active so
- * that SQLite can prove a query may use it. */
-/* Exactly the WHERE of the partial index charges_active, so that the
- * planner uses it.  (An OR chain, not IN: see sql/001_init.sql.) */
+/* Non-final states.  (An OR chain, not IN: see sql/001_init.sql.)  Queries
+ * over them start at the connection's active floor (see active_floor()). */
 #define ACTIVE "(state = 'INIT' OR state = 'PROCESSING' OR state = 'PENDING' OR state = 'UNKNOWN')"
 
 /* The SET list of a patch: ?1 id, ?2 now, ?3..?9 the pt_charge_patch fields. */
@@ -78,16 +76,18 @@
     X(CHARGES_LIST, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?1 ORDER BY id LIMIT ?2")      \
     X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = ?3 AND id > ?1"       \
                           " ORDER BY id LIMIT ?2")                                                 \
-    X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
-                   " AND next_attempt_at <= ?1 AND id > ?3 ORDER BY id LIMIT ?2")                  \
-    X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE " ACTIVE)                  \
+    X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?3 AND " ACTIVE                 \
+                   " AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2")                              \
+    X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE id >= ?1 AND " ACTIVE)     \
+    X(ACTIVE_FIRST, "SELECT id FROM charges WHERE id >= ?1 AND " ACTIVE " ORDER BY id LIMIT 1")    \
+    X(CHARGES_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM charges")                             \
     X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0),"                                            \
                      " coalesce(sum(CASE WHEN currency = ?1 THEN total END), 0)"                  \
                      " FROM offline_queue")                                                       \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
     X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \
-                   " WHERE " ACTIVE " AND state = 'INIT' GROUP BY currency ORDER BY currency")     \
+                   " WHERE id >= ?1 AND state = 'INIT' GROUP BY currency ORDER BY currency")       \
     X(EVENT_INSERT, "INSERT OR IGNORE INTO events (type, charge_id, order_id, payload,"            \
                     " created_at) VALUES (?1, ?2, ?3, ?4, ?5)")                                    \
     X(EVENTS_LIST, "SELECT seq, type, order_id, payload, created_at FROM events WHERE seq > ?1"    \
@@ -134,6 +134,8 @@ struct pt_store {
     /* The row of the key this connection inserted last: completing it
      * (usually in the same transaction) needs no index search. */
     int64_t last_key_rowid;
+    /* Every charge with a smaller id is final (see active_floor()). */
+    int64_t active_floor;
     int events_in_txn; /* events inserted since BEGIN */
     char path[512];
 };
@@ -956,18 +958,6 @@ int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int 
     return read_charges(st, s, max, rows, n, more);
 }
 
-int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
-                         struct pt_charge *rows, int *n)
-{
-    sqlite3_stmt *s = stmt(st, S_CHARGES_DUE);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int(s, 2, max);
-    sqlite3_bind_int64(s, 3, after_id);
-    return read_charges(st, s, max, rows, n, NULL);
-}
-
 /* Runs a one-row, one-integer-column query. */
 static int scalar(struct pt_store *st, sqlite3_stmt *s, int64_t *out)
 {
@@ -982,10 +972,63 @@ static int scalar(struct pt_store *st, sqlite3_stmt *s, int64_t *out)
     return rc;
 }
 
+/*
+ * The id below which every charge is final.  No charge leaves a final
+ * state, and a new charge always gets an id above every existing one, so
+ * once true of an id this stays true: the floor only rises, and a stale
+ * one is merely lower than it could be.  Moving it up walks the table from
+ * the old floor to the first charge still in progress, which is where the
+ * walk usually stops at once.  (This replaces an index of the non-final
+ * charges that every new charge had to write: sql/003.)
+ */
+static int active_floor(struct pt_store *st, int64_t *floor)
+{
+    sqlite3_stmt *s = stmt(st, S_ACTIVE_FIRST);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, st->active_floor);
+    int64_t first = 0;
+    int rc = scalar(st, s, &first);
+    if (rc == PT_ENOTFOUND) { /* nothing in progress: the next charge is the floor */
+        if (!(s = stmt(st, S_CHARGES_NEXT_ID)))
+            return PT_ESTORAGE;
+        rc = scalar(st, s, &first);
+    }
+    if (rc)
+        return rc;
+    if (first > st->active_floor)
+        st->active_floor = first;
+    *floor = st->active_floor;
+    return PT_OK;
+}
+
+int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_charge *rows, int *n)
+{
+    int64_t floor = st->active_floor;
+    int rc = after_id == 0 ? active_floor(st, &floor) : PT_OK; /* a new walk */
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = stmt(st, S_CHARGES_DUE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int(s, 2, max);
+    sqlite3_bind_int64(s, 3, after_id > floor - 1 ? after_id : floor - 1);
+    return read_charges(st, s, max, rows, n, NULL);
+}
+
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when)
 {
+    int64_t floor;
+    int rc = active_floor(st, &floor);
+    if (rc)
+        return rc;
     sqlite3_stmt *s = stmt(st, S_CHARGES_NEXT_DUE);
-    return s ? scalar(st, s, when) : PT_ESTORAGE;
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, floor);
+    return scalar(st, s, when);
 }
 
 int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
@@ -1028,8 +1071,12 @@ int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)
         return rc;
     if (!(s = stmt(st, S_STATS_REVIEW)) || (rc = scalar(st, s, &out->review)))
         return s ? rc : PT_ESTORAGE;
+    int64_t floor;
+    if ((rc = active_floor(st, &floor)) != PT_OK)
+        return rc;
     if (!(s = stmt(st, S_STATS_QUEUE)))
         return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, floor);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW && out->ncur < PT_STATS_MAX_CURRENCIES) {
         copy_col(s, 0, out->queue[out->ncur].currency, sizeof out->queue[0].currency);
         out->queue[out->ncur].count = sqlite3_column_int64(s, 1);

@@ -307,6 +307,62 @@ static void test_charge_json(void **state)
     free(text);
 }
 
+/* The sync engine's work list is read in id order from the lowest charge
+ * still in progress (sql/003 dropped the index of active charges): whatever
+ * the mix of final and active charges, old and new, and however often the
+ * floor moves, every non-final due charge is listed, exactly once. */
+static void test_work_list_finds_every_active_charge(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static struct pt_charge c[N];
+    int made = 0;
+    unsigned seed = 4242;
+    for (int round = 0; round < 40; round++) {
+        /* A few new charges... */
+        for (int k = 0; k < 8 && made < N; k++)
+            new_charge(&c[made++]);
+        /* ...and some moves, old charges included. */
+        for (int k = 0; k < 10; k++) {
+            struct pt_charge *x = &c[(unsigned)rand_r(&seed) % (unsigned)made];
+            enum pt_state to = (enum pt_state)((unsigned)rand_r(&seed) % PT_STATE__COUNT);
+            assert_int_equal(pt_store_begin(st), PT_OK);
+            pt_charge_transition(st, x, to, NULL, "walk", "test", NULL, 2000);
+            assert_int_equal(pt_store_commit(st), PT_OK);
+        }
+        /* The work list, walked the way the sync engine walks it. */
+        static struct pt_charge rows[7];
+        int listed[N] = {0};
+        int64_t cursor = 0;
+        for (;;) {
+            int n = 0;
+            assert_int_equal(pt_store_charges_due(st, 1LL << 50, cursor, 7, rows, &n), PT_OK);
+            if (n == 0)
+                break;
+            for (int i = 0; i < n; i++) {
+                assert_true(rows[i].id > cursor);
+                cursor = rows[i].id;
+                for (int j = 0; j < made; j++)
+                    if (c[j].id == rows[i].id)
+                        listed[j]++;
+            }
+        }
+        int64_t next = -1;
+        assert_int_equal(pt_store_charges_next_due(st, &next), PT_OK);
+        int active = 0;
+        for (int j = 0; j < made; j++) {
+            struct pt_charge now;
+            assert_int_equal(pt_store_charge_get(st, c[j].order_id, &now, NULL), PT_OK);
+            int is_active = !pt_state_is_final(now.state);
+            active += is_active;
+            if (listed[j] != is_active)
+                fail_msg("round %d: %s (%s) listed %d times", round, now.order_id,
+                         pt_state_name(now.state), listed[j]);
+        }
+        assert_true(active == 0 ? next == 0 : next >= 0);
+    }
+}
+
 /* Timestamps are formatted by hand: the same text as gmtime_r + strftime,
  * across leap years, century rules, the epoch and before it. */
 static void test_rfc3339_matches_libc(void **state)
@@ -513,6 +569,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_review_holds_fulfilment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_seq_increases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_charge_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_work_list_finds_every_active_charge, setup, teardown),
         cmocka_unit_test(test_rfc3339_matches_libc),
         cmocka_unit_test(test_charge_json_text_equals_cjson),
         cmocka_unit_test(test_params_text_is_canonical),
