@@ -45,7 +45,8 @@ static sqlite3_vfs *base_vfs;
 
 static int flush(struct walfile *f)
 {
-    if (f->len == 0) return SQLITE_OK;
+    if (f->len == 0)
+        return SQLITE_OK;
     int n = f->len;
     f->len = 0;
     return f->real->pMethods->xWrite(f->real, f->buf, n, f->start);
@@ -55,7 +56,8 @@ static int wal_write(sqlite3_file *pf, const void *data, int amt, sqlite3_int64 
 {
     struct walfile *f = (struct walfile *)pf;
     int rc;
-    if (!f->buf) return f->real->pMethods->xWrite(f->real, data, amt, off);
+    if (!f->buf)
+        return f->real->pMethods->xWrite(f->real, data, amt, off);
     /* A frame header whose second word (the database size after commit) is
      * not zero starts the last frame of a commit. */
     int is_commit_header = 0;
@@ -65,10 +67,13 @@ static int wal_write(sqlite3_file *pf, const void *data, int amt, sqlite3_int64 
     }
     if (f->len > 0 && (off != f->start + f->len || f->len + amt > WALBUF_SIZE)) {
         /* Not the continuation of what we hold: keep the order of writes. */
-        if ((rc = flush(f)) != SQLITE_OK) return rc;
+        if ((rc = flush(f)) != SQLITE_OK)
+            return rc;
     }
-    if (amt > WALBUF_SIZE) return f->real->pMethods->xWrite(f->real, data, amt, off);
-    if (f->len == 0) f->start = off;
+    if (amt > WALBUF_SIZE)
+        return f->real->pMethods->xWrite(f->real, data, amt, off);
+    if (f->len == 0)
+        f->start = off;
     memcpy(f->buf + f->len, data, (size_t)amt);
     f->len += amt;
     if (is_commit_header) {
@@ -162,27 +167,31 @@ static int wal_device_characteristics(sqlite3_file *pf)
 static int wal_shm_map(sqlite3_file *pf, int pg, int pgsz, int extend, void volatile **pp)
 {
     struct walfile *f = (struct walfile *)pf;
-    if (f->real->pMethods->iVersion < 2) return SQLITE_IOERR_SHMMAP;
+    if (f->real->pMethods->iVersion < 2)
+        return SQLITE_IOERR_SHMMAP;
     return f->real->pMethods->xShmMap(f->real, pg, pgsz, extend, pp);
 }
 
 static int wal_shm_lock(sqlite3_file *pf, int offset, int n, int flags)
 {
     struct walfile *f = (struct walfile *)pf;
-    if (f->real->pMethods->iVersion < 2) return SQLITE_IOERR_SHMLOCK;
+    if (f->real->pMethods->iVersion < 2)
+        return SQLITE_IOERR_SHMLOCK;
     return f->real->pMethods->xShmLock(f->real, offset, n, flags);
 }
 
 static void wal_shm_barrier(sqlite3_file *pf)
 {
     struct walfile *f = (struct walfile *)pf;
-    if (f->real->pMethods->iVersion >= 2) f->real->pMethods->xShmBarrier(f->real);
+    if (f->real->pMethods->iVersion >= 2)
+        f->real->pMethods->xShmBarrier(f->real);
 }
 
 static int wal_shm_unmap(sqlite3_file *pf, int del)
 {
     struct walfile *f = (struct walfile *)pf;
-    if (f->real->pMethods->iVersion < 2) return SQLITE_OK;
+    if (f->real->pMethods->iVersion < 2)
+        return SQLITE_OK;
     return f->real->pMethods->xShmUnmap(f->real, del);
 }
 
@@ -190,7 +199,8 @@ static int wal_fetch(sqlite3_file *pf, sqlite3_int64 off, int amt, void **pp)
 {
     struct walfile *f = (struct walfile *)pf;
     int rc = flush(f);
-    if (rc != SQLITE_OK) return rc;
+    if (rc != SQLITE_OK)
+        return rc;
     if (f->real->pMethods->iVersion < 3) {
         *pp = NULL; /* no memory map: SQLite reads instead */
         return SQLITE_OK;
@@ -201,7 +211,8 @@ static int wal_fetch(sqlite3_file *pf, sqlite3_int64 off, int amt, void **pp)
 static int wal_unfetch(sqlite3_file *pf, sqlite3_int64 off, void *p)
 {
     struct walfile *f = (struct walfile *)pf;
-    if (f->real->pMethods->iVersion < 3) return SQLITE_OK;
+    if (f->real->pMethods->iVersion < 3)
+        return SQLITE_OK;
     return f->real->pMethods->xUnfetch(f->real, off, p);
 }
 
@@ -234,7 +245,8 @@ static int vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *pf, int fl
     memset(f, 0, sizeof *f);
     f->real = (sqlite3_file *)(f + 1);
     /* Only a WAL gets a buffer; every other file passes straight through. */
-    if ((flags & SQLITE_OPEN_WAL) && !(f->buf = sqlite3_malloc(WALBUF_SIZE))) return SQLITE_NOMEM;
+    if ((flags & SQLITE_OPEN_WAL) && !(f->buf = sqlite3_malloc(WALBUF_SIZE)))
+        return SQLITE_NOMEM;
     int rc = base_vfs->xOpen(base_vfs, name, f->real, flags, out_flags);
     if (rc != SQLITE_OK || !f->real->pMethods) {
         sqlite3_free(f->buf);
@@ -250,7 +262,8 @@ static int register_rc = SQLITE_ERROR;
 static void register_once(void)
 {
     base_vfs = sqlite3_vfs_find(NULL);
-    if (!base_vfs) return;
+    if (!base_vfs)
+        return;
     walvfs = *base_vfs;
     walvfs.szOsFile = (int)sizeof(struct walfile) + base_vfs->szOsFile;
     walvfs.zName = PT_WALVFS_NAME;

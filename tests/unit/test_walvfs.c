@@ -38,7 +38,8 @@ struct counted {
 static int c_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
 {
     struct counted *c = (struct counted *)f;
-    if (c->is_wal) wal_writes++;
+    if (c->is_wal)
+        wal_writes++;
     return c->real->pMethods->xWrite(c->real, p, n, off);
 }
 
@@ -121,7 +122,8 @@ static int group_setup(void **state)
                                             c_ShmUnmap,
                                             c_Fetch,
                                             c_Unfetch};
-    if (sqlite3_vfs_register(&counting, 1) != SQLITE_OK) return -1;
+    if (sqlite3_vfs_register(&counting, 1) != SQLITE_OK)
+        return -1;
     return pt_walvfs_register() == SQLITE_OK ? 0 : -1;
 }
 
@@ -158,7 +160,8 @@ static void exec_ok(sqlite3 *db, const char *sql)
 {
     char *err = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
-    if (rc != SQLITE_OK) fail_msg("%s: %s", sql, err ? err : "?");
+    if (rc != SQLITE_OK)
+        fail_msg("%s: %s", sql, err ? err : "?");
 }
 
 static long long count(sqlite3 *db, const char *sql)
@@ -208,7 +211,8 @@ static void test_killed_after_commit_loses_nothing(void **state)
             /* Every 50th transaction is larger than the 64 KiB buffer. */
             const char *sql = i % 50 == 49 ? "INSERT INTO t (v) VALUES (randomblob(200000))"
                                            : "INSERT INTO t (v) VALUES (randomblob(100))";
-            if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) _exit(3);
+            if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                _exit(3);
         }
         _exit(0); /* no close, no checkpoint: as after kill -9 */
     }
