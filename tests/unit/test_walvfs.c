@@ -200,6 +200,13 @@ static void test_one_write_per_commit(void **state)
 static void test_killed_after_commit_loses_nothing(void **state)
 {
     (void)state;
+    if (getenv("PT_TEST_EMULATED")) {
+        /* Under qemu-user (the cross build's test run) the forked child
+         * spins in the emulator before its first system call; the property
+         * is about the kernel's file, not the CPU: it runs natively and
+         * under ASan in CI. */
+        skip();
+    }
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
