@@ -46,11 +46,6 @@ set(ENV{PKG_CONFIG_SYSROOT_DIR} "${PT_SYSROOT}")
 # libc headers, so adding its include directories is safe.
 set(CMAKE_C_FLAGS_INIT
     "-isystem ${PT_SYSROOT}/usr/include/arm-linux-gnueabihf -isystem ${PT_SYSROOT}/usr/include")
-# A kiosk flashed today may still run after January 2038: 64-bit time_t (and
-# off_t, which glibc requires with it).  payterm hands no time_t or off_t to
-# its libraries (SQLite, libcurl, libmicrohttpd, mbedTLS, cJSON take their own
-# 64-bit types), so their 32-bit builds are unaffected.
-string(APPEND CMAKE_C_FLAGS_INIT " -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64")
 # libcurl's own dependencies (libssl3, libnghttp2, ...) are resolved by the
 # linker from DT_NEEDED: tell it where they are.
 set(_pt_link "")

@@ -11,9 +11,9 @@
 #include <syslog.h>
 #include <time.h>
 
-/* The wall clock must not wrap in January 2038 on a 32-bit board: build
- * with -D_TIME_BITS=64 -D_FILE_OFFSET_BITS=64 (toolchains/ does for armhf). */
-_Static_assert(sizeof(time_t) >= 8, "time_t must have 64 bits (Y2038): see toolchains/");
+/* The wall clock must not wrap in January 2038 on a 32-bit board: the
+ * top-level CMakeLists.txt asks for a 64-bit time_t there. */
+_Static_assert(sizeof(time_t) >= 8, "time_t must have 64 bits (Y2038): see CMakeLists.txt");
 
 int64_t pt_linux_now_ms(void)
 {
