@@ -1,7 +1,7 @@
 /*
  * charge.c - state names and the table of legal transitions (SPEC section 4).
  *
- * The store turns pt_state_allowed_from() into the `state IN (...)` of its
+ * The store turns pt_state_allowed_from() into the `state = ... OR ...` of its
  * conditional UPDATE, so this table is the single place the state machine is
  * written down.
  */

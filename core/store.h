@@ -177,7 +177,8 @@ struct pt_charge_patch {
 
 /*
  * The conditional update at the heart of the state machine:
- *   UPDATE charges SET state = to, ... WHERE id = ? AND state IN (<from_mask>)
+ *   UPDATE charges SET state = to, ...
+ *    WHERE id = ? AND (state = <a state of from_mask> OR state = <another> ...)
  * PT_OK when the row changed, PT_ESTATE when it was not in an allowed state
  * (nothing is changed then).  from_mask is a set of (1 << pt_state) bits.
  */
