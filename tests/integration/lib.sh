@@ -294,13 +294,17 @@ pt_config()
     } | $filter" >"$PT_CFG_BASE" || fail "pt_config: bad filter: $filter"
 }
 
-# A port nobody listens on now.  The daemon may still lose a race for it to
-# another process; pt_start then tries another one.
+# A port nobody listens on now, below the kernel's range of ephemeral ports
+# (so no client connection of a test running in parallel holds it).  The
+# daemon may still lose a race for it; pt_start then tries another one.
 pt_pick_port()
 {
-    local port hex
+    local port hex lo span
+    lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+    [ "${lo:-0}" -gt 12000 ] 2>/dev/null || lo=60000
+    span=$((lo - 10000))
     for _ in $(seq 50); do
-        port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+        port=$((10000 + (RANDOM * 32768 + RANDOM) % span))
         hex=$(printf ':%04X' "$port")
         if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '{print $2}' |
             grep -qi -- "$hex\$"; then
@@ -324,6 +328,13 @@ pt_start()
         [ -n "${PT_PORT:-}" ] || PT_PORT=$(pt_pick_port)
         PT_URL=http://127.0.0.1:$PT_PORT
         jq --arg l "127.0.0.1:$PT_PORT" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+        if [ -n "${PT_NOTIFY_LISTEN:-}" ]; then
+            # A second listener (notify_listen) gets its own port, picked
+            # again with the first when either was taken.
+            [ -n "${PT_NPORT:-}" ] || PT_NPORT=$(pt_pick_port)
+            jq --arg l "127.0.0.1:$PT_NPORT" '.notify_listen = $l' "$PT_CFG" >"$PT_CFG.tmp" &&
+                mv "$PT_CFG.tmp" "$PT_CFG"
+        fi
         PT_STARTS=$((PT_STARTS + 1))
         PT_LOG=$PT_TMP/daemon.$BASHPID.$PT_STARTS.log
         # A small keeper runs the daemon and writes down its exit status, so
@@ -357,6 +368,7 @@ pt_start()
         done
         if grep -q 'cannot listen' "$PT_LOG"; then
             PT_PORT=""
+            PT_NPORT=""
             continue
         fi
         fail "payterm serve exited during startup: $(cat "$PT_LOG")"
