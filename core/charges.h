@@ -13,7 +13,6 @@
 #ifndef PT_CHARGES_H
 #define PT_CHARGES_H
 
-#include <cjson/cJSON.h>
 #include <stdint.h>
 
 #include "charge.h"
@@ -58,12 +57,9 @@ int pt_charge_review(struct pt_store *st, struct pt_charge *c, int on, const cha
                      const char *actor, int64_t now);
 
 /*
- * The charge object of the API (SPEC section 5) as cJSON; caller deletes.
- * NULL when out of memory.
+ * The charge object of the API (SPEC section 5), compact JSON (malloc'd;
+ * caller frees).  NULL when out of memory.
  */
-cJSON *pt_charge_to_json(const struct pt_charge *c);
-
-/* Same, printed compactly (malloc'd; caller frees). */
 char *pt_charge_json_text(const struct pt_charge *c);
 
 /*

@@ -14,10 +14,10 @@ static void put(struct pt_jw *o, const char *s, size_t n)
     if (o->failed)
         return;
     if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 512;
+        size_t cap = o->cap ? o->cap : 512, max = o->max ? o->max : PT_JSON_CANON_MAX;
         while (cap < o->len + n + 1)
             cap *= 2;
-        if (cap > PT_JSON_CANON_MAX) {
+        if (cap > max) {
             o->failed = 1;
             return;
         }

@@ -28,13 +28,15 @@ char *pt_json_canonical(const cJSON *v);
  * Writing JSON text directly, where building a cJSON tree would cost more
  * than the work it describes (the charge object is rendered for every
  * response and event).  Strings are escaped exactly as cJSON escapes them.
- * Start from a zeroed struct; a failed allocation (or more than
- * PT_JSON_CANON_MAX bytes) makes pt_jw_finish return NULL.
+ * Start from a zeroed struct (max set for texts that may exceed
+ * PT_JSON_CANON_MAX); a failed allocation or a text over the maximum makes
+ * pt_jw_finish return NULL.
  */
 struct pt_jw {
     char *buf;
     size_t len, cap;
     int failed;
+    size_t max; /* largest text allowed; 0 = PT_JSON_CANON_MAX */
 };
 void pt_jw_raw(struct pt_jw *w, const char *s);    /* verbatim */
 void pt_jw_string(struct pt_jw *w, const char *s); /* quoted and escaped */

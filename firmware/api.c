@@ -9,6 +9,7 @@
 #include "charges.h"
 #include "crypto.h"
 #include "err.h"
+#include "json.h"
 #include "linux.h"
 #include "log.h"
 #include "metrics.h"
@@ -134,15 +135,22 @@ static MHD_RESULT send_error(struct MHD_Connection *conn, struct request *rq, in
     return send_reply(conn, rq, &rep);
 }
 
-static MHD_RESULT send_json(struct MHD_Connection *conn, struct request *rq, int status, cJSON *o)
+/* Sends text as a JSON body and frees it; NULL (out of memory) is a 500. */
+static MHD_RESULT send_json_text(struct MHD_Connection *conn, struct request *rq, int status,
+                                 char *text)
 {
-    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
     if (!text)
         return send_error(conn, rq, 500, "internal_error", "out of memory");
     MHD_RESULT ret = send_text(conn, rq, status, "application/json", text, strlen(text), 0, 0);
     free(text);
     return ret;
+}
+
+static MHD_RESULT send_json(struct MHD_Connection *conn, struct request *rq, int status, cJSON *o)
+{
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return send_json_text(conn, rq, status, text);
 }
 
 static MHD_RESULT storage_error(struct MHD_Connection *conn, struct request *rq, int rc)
@@ -195,7 +203,7 @@ static MHD_RESULT get_charge(struct pt_api *api, struct MHD_Connection *conn, st
     }
     if (rc)
         return storage_error(conn, rq, rc);
-    return send_json(conn, rq, 200, pt_charge_to_json(&c));
+    return send_json_text(conn, rq, 200, pt_charge_json_text(&c));
 }
 
 static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn,
@@ -227,12 +235,22 @@ static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn,
         free(rows);
         return storage_error(conn, rq, rc);
     }
-    cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
-    for (int i = 0; i < n; i++)
-        cJSON_AddItemToArray(data, pt_charge_to_json(&rows[i]));
-    cJSON_AddBoolToObject(o, "has_more", more);
+    /* Up to LIST_MAX charge objects of at most ~12 KiB (metadata). */
+    struct pt_jw w = {.max = (size_t)LIST_MAX * 16 * 1024};
+    pt_jw_raw(&w, "{\"data\":[");
+    for (int i = 0; i < n; i++) {
+        char *t = pt_charge_json_text(&rows[i]);
+        if (i)
+            pt_jw_raw(&w, ",");
+        if (t)
+            pt_jw_raw(&w, t);
+        else
+            w.failed = 1;
+        free(t);
+    }
+    pt_jw_raw(&w, more ? "],\"has_more\":true}" : "],\"has_more\":false}");
     free(rows);
-    return send_json(conn, rq, 200, o);
+    return send_json_text(conn, rq, 200, pt_jw_finish(&w));
 }
 
 static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn,

@@ -13,6 +13,7 @@
 #include "pt_config.h"
 #include "store.h"
 
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
