@@ -201,11 +201,10 @@ static const char *event_for(const struct pt_charge *c)
     }
 }
 
-int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *params,
-                     const char *actor, int64_t now)
+int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *actor, int64_t now)
 {
     c->state = PT_STATE_INIT;
-    int rc = pt_store_charge_insert(st, c, params, now);
+    int rc = pt_store_charge_insert(st, c, now);
     if (rc)
         return rc;
     return pt_store_audit_first(st, c->id, "INIT", "created", actor, now);

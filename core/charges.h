@@ -19,11 +19,10 @@
 #include "store.h"
 
 /*
- * Inserts c (state INIT) with its canonical params and audits the creation.
- * PT_EEXIST when the order_id exists already (data-layer uniqueness).
+ * Inserts c (state INIT) and audits the creation.  PT_EEXIST when the
+ * order_id exists already (data-layer uniqueness).
  */
-int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *params,
-                     const char *actor, int64_t now);
+int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *actor, int64_t now);
 
 /*
  * Moves c to `to` if SPEC section 4 allows it from c's current state, applying

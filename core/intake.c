@@ -324,15 +324,14 @@ static const char *const charge_fields[] = {
     "customer", "subject", "offline", "metadata", NULL};
 
 /*
- * Validates the body into c and its canonical params.  Returns 1 when valid;
+ * Validates the body into c, defaults filled in.  Returns 1 when valid;
  * otherwise msg names every field that is wrong.
  */
 static int validate_charge(const struct pt_intake *in, const cJSON *body, struct pt_charge *c,
-                           char **params, char *msg, size_t cap)
+                           char *msg, size_t cap)
 {
     memset(c, 0, sizeof *c);
     msg[0] = '\0';
-    *params = NULL;
     if (!cJSON_IsObject(body)) {
         problem(msg, cap, "body", "must be a JSON object");
         return 0;
@@ -481,17 +480,7 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
             snprintf(c->metadata, sizeof c->metadata, "%s", text);
         free(text);
     }
-    if (msg[0])
-        return 0;
-
-    /* The parameters that define the charge, defaults filled in: two
-     * requests for one order are "the same" when these are equal. */
-    *params = pt_charge_params_text(c);
-    if (!*params) {
-        problem(msg, cap, "body", "could not be processed (out of memory)");
-        return 0;
-    }
-    return 1;
+    return msg[0] == '\0';
 }
 
 /* Methods the customer cannot complete until the gateway has answered. */
@@ -556,21 +545,29 @@ static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
     return 1;
 }
 
-/* Answers for an order that already exists (another key, or a recovered
- * lock): the same parameters get the charge, different ones a conflict. */
-static void existing_order(const struct pt_charge *have, const unsigned char *have_params,
-                           const char *params, struct pt_reply *out)
+/*
+ * Answers a request for an order that already exists under another key: the
+ * same parameters (defaults filled in) get the charge, different ones a
+ * conflict.  The charge row keeps every parameter as it was given, so they
+ * are compared as the canonical text of both.  Returns PT_OK or PT_ENOMEM.
+ */
+static int existing_order(const struct pt_charge *have, const struct pt_charge *want,
+                          struct pt_reply *out)
 {
-    unsigned char mine[32];
-    if (params && (pt_sha256(params, strlen(params), mine) != PT_OK ||
-                   memcmp(mine, have_params, 32) != 0)) {
+    char *a = pt_charge_params_text(have), *b = pt_charge_params_text(want);
+    int same = a && b && strcmp(a, b) == 0, rc = a && b ? PT_OK : PT_ENOMEM;
+    free(a);
+    free(b);
+    if (rc)
+        return rc;
+    if (!same)
         pt_reply_error(out, 409, "order_id_conflict",
                        "order_id '%s' already exists with different parameters; an order is "
                        "charged once",
                        have->order_id);
-        return;
-    }
-    pt_reply_charge(out, params ? 200 : pt_intake_status_for(have), have);
+    else
+        pt_reply_charge(out, 200, have);
+    return PT_OK;
 }
 
 int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
@@ -585,14 +582,12 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     }
     int rc = PT_OK;
     struct pt_charge c = {0}, have;
-    char *params = NULL;
-    unsigned char have_params[32];
     char msg[1024];
 
     /* A lock taken over from a request that died: its charge row (if any)
      * says how far it got, and the client gets that charge. */
     if (res.status == PT_IDEM_RECOVERED && res.order_id[0]) {
-        rc = pt_store_charge_get(st, res.order_id, &have, NULL);
+        rc = pt_store_charge_get(st, res.order_id, &have);
         if (rc == PT_OK) {
             pt_log_warn("recovered lock of key %s: order %s is %s", g.key, have.order_id,
                         pt_state_name(have.state));
@@ -611,15 +606,16 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
                            : "body: required, a JSON object describing the charge");
         goto complete;
     }
-    if (!validate_charge(in, g.json, &c, &params, msg, sizeof msg) || !g.body_is_json) {
+    if (!validate_charge(in, g.json, &c, msg, sizeof msg) || !g.body_is_json) {
         pt_reply_error(out, 400, "invalid_request", "%s",
                        msg[0] ? msg : "body: has no single meaning (a field given twice?)");
         goto complete;
     }
 
-    rc = pt_store_charge_get(st, c.order_id, &have, have_params);
+    rc = pt_store_charge_get(st, c.order_id, &have);
     if (rc == PT_OK) {
-        existing_order(&have, have_params, params, out);
+        if ((rc = existing_order(&have, &c, out)))
+            goto storage;
         goto complete;
     }
     if (rc != PT_ENOTFOUND)
@@ -669,7 +665,7 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
         c.next_attempt_at = now;
         /* The key completes in this same transaction, so it needs no link
          * to the order for lock recovery. */
-        if ((rc = pt_charge_create(st, &c, params, "api", now)))
+        if ((rc = pt_charge_create(st, &c, "api", now)))
             goto storage;
         pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway,
                     (long long)c.amount, c.currency);
@@ -681,7 +677,7 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
      * the key still locked; then the sync engine sends it from this thread.
      * The background drain leaves it alone until this send must be over. */
     c.next_attempt_at = now + in->cfg->sync_request_timeout_ms + 5000;
-    if ((rc = pt_charge_create(st, &c, params, "api", now)) ||
+    if ((rc = pt_charge_create(st, &c, "api", now)) ||
         (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
         (rc = pt_store_commit(st)))
         goto storage;
@@ -762,7 +758,6 @@ storage_after_commit:
      * is answered from the charge row. */
     storage_unavailable(out, st, rc);
 out:
-    free(params);
     pt_idem_result_free(&res);
     guard_free(&g);
     return out->status == 503 && rc ? rc : PT_OK;
@@ -776,7 +771,7 @@ out:
 static int find_order(struct pt_store *st, struct guard *g, const char *order_id,
                       struct pt_charge *c, struct pt_reply *out)
 {
-    int rc = pt_store_charge_get(st, order_id, c, NULL);
+    int rc = pt_store_charge_get(st, order_id, c);
     if (rc == PT_ENOTFOUND) {
         pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
         guard_abandon(st, g);

@@ -23,7 +23,7 @@
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
-    " review_reason, created_at, updated_at, params_hash"
+    " review_reason, created_at, updated_at"
 
 /* Non-final states.  (An OR chain, not IN: see sql/001_init.sql.)  Queries
  * over them start at the connection's active floor (see active_floor()). */
@@ -64,9 +64,9 @@
                  " AND completed_at IS NOT NULL")                                                  \
     X(CHARGE_INSERT,                                                                               \
       "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
-      " params_hash, subject, payment_code, payment_method, customer, metadata, attempts,"         \
-      " next_attempt_at, created_at, updated_at)"                                                  \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 0, ?14, ?15, ?15)"         \
+      " subject, payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"     \
+      " created_at, updated_at)"                                                                   \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, ?13, ?14, ?14)"              \
       " ON CONFLICT (order_id) DO NOTHING")                                                        \
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = ?1")                     \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = ?1")                       \
@@ -662,12 +662,8 @@ int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count)
 
 /* ---- charges ---------------------------------------------------------- */
 
-int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char *params_json,
-                           int64_t now)
+int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t now)
 {
-    unsigned char hash[32];
-    if (pt_sha256(params_json, strlen(params_json), hash) != PT_OK)
-        return PT_ECRYPTO;
     sqlite3_stmt *s = stmt(st, S_CHARGE_INSERT);
     if (!s)
         return PT_ESTORAGE;
@@ -678,14 +674,13 @@ int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char 
     sqlite3_bind_text(s, 5, c->currency, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 6, pt_state_name(c->state), -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 7, pt_offline_mode_name(c->offline), -1, SQLITE_STATIC);
-    sqlite3_bind_blob(s, 8, hash, 32, SQLITE_STATIC);
-    bind_text(s, 9, c->subject);
-    bind_text(s, 10, c->payment_code);
-    bind_text(s, 11, c->payment_method);
-    bind_text(s, 12, c->customer);
-    bind_text(s, 13, c->metadata);
-    sqlite3_bind_int64(s, 14, c->next_attempt_at);
-    sqlite3_bind_int64(s, 15, now);
+    bind_text(s, 8, c->subject);
+    bind_text(s, 9, c->payment_code);
+    bind_text(s, 10, c->payment_method);
+    bind_text(s, 11, c->customer);
+    bind_text(s, 12, c->metadata);
+    sqlite3_bind_int64(s, 13, c->next_attempt_at);
+    sqlite3_bind_int64(s, 14, now);
     int rc = run(st, s);
     if (rc)
         return rc;
@@ -729,8 +724,7 @@ static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
     c->updated_at = sqlite3_column_int64(s, 23);
 }
 
-int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
-                        unsigned char params_hash[32])
+int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out)
 {
     sqlite3_stmt *s = stmt(st, S_CHARGE_GET);
     if (!s)
@@ -747,16 +741,8 @@ int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_cha
         return rc ? rc : PT_ESTORAGE;
     }
     read_charge(s, out);
-    rc = PT_OK;
-    if (params_hash) {
-        const void *h = sqlite3_column_blob(s, 24);
-        if (h && sqlite3_column_bytes(s, 24) == 32)
-            memcpy(params_hash, h, 32);
-        else
-            memset(params_hash, 0, 32);
-    }
     sqlite3_reset(s);
-    return rc;
+    return PT_OK;
 }
 
 static int audit(struct pt_store *st, int id, int64_t charge_id, const char *from,

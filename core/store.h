@@ -143,17 +143,13 @@ int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count);
 /* ---- charges ---------------------------------------------------------- */
 
 /*
- * Inserts c as a new charge in state c->state and sets c->id; the canonical
- * params JSON is kept as its SHA-256.  PT_EEXIST when order_id already exists
- * (data-layer uniqueness).
+ * Inserts c as a new charge in state c->state and sets c->id.  PT_EEXIST
+ * when order_id already exists (data-layer uniqueness).
  */
-int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, const char *params_json,
-                           int64_t now);
+int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t now);
 
-/* Reads a charge by order id.  PT_OK or PT_ENOTFOUND.  When params_hash is
- * not NULL it receives the SHA-256 of the params the charge was created with. */
-int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out,
-                        unsigned char params_hash[32]);
+/* Reads a charge by order id.  PT_OK or PT_ENOTFOUND. */
+int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out);
 
 /* Reads a charge by id.  PT_OK or PT_ENOTFOUND. */
 int pt_store_charge_get_by_id(struct pt_store *st, int64_t id, struct pt_charge *out);

@@ -862,7 +862,7 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
     if ((rc = pt_store_begin(st)))
         goto storage;
     struct pt_charge c;
-    int have = pt_store_charge_get(st, n.order_id, &c, NULL);
+    int have = pt_store_charge_get(st, n.order_id, &c);
     const char *outcome = "applied";
     rc = pt_store_notification_insert(st, gateway, n.dedup_id, n.order_id,
                                       pt_outcome_name(n.status), "received", now);

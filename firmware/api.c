@@ -194,7 +194,7 @@ static MHD_RESULT get_charge(struct pt_api *api, struct MHD_Connection *conn, st
     if (!st)
         return storage_error(conn, rq, PT_EIO);
     struct pt_charge c;
-    int rc = pt_store_charge_get(st, order_id, &c, NULL);
+    int rc = pt_store_charge_get(st, order_id, &c);
     pt_pool_put(api->pool, st);
     if (rc == PT_ENOTFOUND) {
         char msg[128];
@@ -262,7 +262,7 @@ static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn,
     struct pt_store *st = pt_pool_get(api->pool);
     struct pt_charge c;
     int n = 0;
-    int rc = st ? pt_store_charge_get(st, order_id, &c, NULL) : PT_EIO;
+    int rc = st ? pt_store_charge_get(st, order_id, &c) : PT_EIO;
     if (rc == PT_OK)
         rc = pt_store_audit_list(st, c.id, AUDIT_MAX, rows, &n);
     pt_pool_put(api->pool, st);

@@ -161,7 +161,7 @@ static void guarded_new_charge(struct pt_store *st, long i)
     if ((rc = pt_idem_acquire(st, &idem_opt, "POST /v1/charges", key, hash, now, &r)) ||
         r.status != PT_IDEM_NEW)
         die("acquire", rc ? rc : PT_EEXIST);
-    if ((rc = pt_store_charge_insert(st, &c, params, now)))
+    if ((rc = pt_store_charge_insert(st, &c, now)))
         die("charge insert", rc);
     if ((rc = pt_store_audit_first(st, c.id, "INIT", "created", "api", now)))
         die("audit", rc);

@@ -70,7 +70,7 @@ static void new_charge(struct pt_charge *c)
     strcpy(c->payment_method, "pm_card_visa");
     c->amount = 1200;
     assert_int_equal(pt_store_begin(st), PT_OK);
-    assert_int_equal(pt_charge_create(st, c, "{}", "api", 1000), PT_OK);
+    assert_int_equal(pt_charge_create(st, c, "api", 1000), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
 }
 
@@ -352,7 +352,7 @@ static void test_work_list_finds_every_active_charge(void **state)
         int active = 0;
         for (int j = 0; j < made; j++) {
             struct pt_charge now;
-            assert_int_equal(pt_store_charge_get(st, c[j].order_id, &now, NULL), PT_OK);
+            assert_int_equal(pt_store_charge_get(st, c[j].order_id, &now), PT_OK);
             int is_active = !pt_state_is_final(now.state);
             active += is_active;
             if (listed[j] != is_active)
@@ -599,7 +599,7 @@ static void test_offline_queue_figures_follow_the_charges(void **state)
             strcpy(c[made].currency, cur[r % 3]);
             c[made].amount = 100 + (int64_t)(r % 900);
             assert_int_equal(pt_store_begin(st), PT_OK);
-            assert_int_equal(pt_charge_create(st, &c[made], "{}", "api", 1000), PT_OK);
+            assert_int_equal(pt_charge_create(st, &c[made], "api", 1000), PT_OK);
             assert_int_equal(pt_store_commit(st), PT_OK);
             made++;
         } else {

@@ -211,7 +211,7 @@ static void test_expired_key_cannot_double_charge(void **state)
 
     assert_int_equal(acquire(&shortlived, "exp", "{}", 0, &r), PT_IDEM_NEW);
     assert_int_equal(pt_store_begin(st), PT_OK);
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 0), PT_OK);
+    assert_int_equal(pt_store_charge_insert(st, &c, 0), PT_OK);
     assert_int_equal(pt_idem_complete(st, SCOPE, "exp", 202, "{}", 2, 0), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
 
@@ -225,7 +225,7 @@ static void test_expired_key_cannot_double_charge(void **state)
     assert_int_equal(acquire(&shortlived, "exp", "{}", 3 * MIN, &r), PT_IDEM_NEW);
     /* ...but the charge cannot be inserted a second time. */
     assert_int_equal(pt_store_begin(st), PT_OK);
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 3 * MIN), PT_EEXIST);
+    assert_int_equal(pt_store_charge_insert(st, &c, 3 * MIN), PT_EEXIST);
     assert_int_equal(pt_store_rollback(st), PT_OK);
     int64_t count;
     assert_int_equal(pt_store_count(st, "charges", &count), PT_OK);
@@ -270,7 +270,7 @@ static int racer(int id, int go_fd)
             strcpy(c.method, "qr");
             c.amount = 1;
             strcpy(c.currency, "CNY");
-            if (pt_store_charge_insert(mine, &c, "{}", 5000) != PT_OK ||
+            if (pt_store_charge_insert(mine, &c, 5000) != PT_OK ||
                 pt_idem_complete(mine, SCOPE, key, 202, "{}", 2, 5000) != PT_OK)
                 return 252;
             wins++;

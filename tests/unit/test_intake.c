@@ -263,6 +263,80 @@ static void test_queued_replayed_and_conflicts(void **state)
     assert_int_equal(count("charges"), 1);
 }
 
+/* "Same parameters" is every parameter of the charge as it was created, read
+ * back from its row: each one that differs is a conflict, and the same ones
+ * still get the charge after the sync engine has moved it on. */
+static void test_other_key_same_order_compares_every_parameter(void **state)
+{
+    (void)state;
+    const char *base = "\"order_id\":\"O-P\",\"currency\":\"USD\",\"gateway\":\"stripe\","
+                       "\"method\":\"card_on_file\"";
+    char full[1024], body[1024], key[32];
+    snprintf(full, sizeof full,
+             "{%s,\"amount\":1200,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
+             "\"subject\":\"Latte\",\"metadata\":{\"b\":\"2\",\"a\":\"1\"},"
+             "\"offline\":\"prefer_online\"}",
+             base);
+    struct pt_reply r;
+    post("kp-0", full, &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    /* Each line differs from `full` in one parameter. */
+    const char *other[] = {
+        "\"amount\":1201,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
+        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\",\"b\":\"2\"}",
+        "\"amount\":1200,\"payment_method\":\"pm_card_other\",\"customer\":\"cus_1\","
+        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\",\"b\":\"2\"}",
+        "\"amount\":1200,\"payment_method\":\"pm_card_visa\","
+        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\",\"b\":\"2\"}",
+        "\"amount\":1200,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
+        "\"subject\":\"Latte \",\"metadata\":{\"a\":\"1\",\"b\":\"2\"}",
+        "\"amount\":1200,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
+        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\"}",
+        "\"amount\":1200,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
+        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\",\"b\":\"2\"},\"offline\":\"force_offline\"",
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        snprintf(body, sizeof body, "{%s,%s}", base, other[i]);
+        snprintf(key, sizeof key, "kp-x%zu", i);
+        post(key, body, &r);
+        if (r.status != 409 || strcmp(err_code(&r), "order_id_conflict") != 0)
+            fail_msg("variant %zu: %d %s", i, r.status, r.body);
+        pt_reply_free(&r);
+    }
+    /* The same parameters in another order, metadata keys too: 200. */
+    snprintf(body, sizeof body,
+             "{\"metadata\":{\"a\":\"1\",\"b\":\"2\"},\"subject\":\"Latte\",%s,"
+             "\"customer\":\"cus_1\",\"payment_method\":\"pm_card_visa\",\"amount\":1200}",
+             base);
+    post("kp-same", body, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(state_of(&r), "INIT");
+    pt_reply_free(&r);
+    /* After the charge succeeded at the gateway, still the same order. */
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-P", &c), PT_OK);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_PROCESSING, NULL, "send", "sync", NULL,
+                                          1700000000001),
+                     PT_OK);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.gateway_trade_no = "pi_123";
+    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_SUCCESS, &p, "answer", "sync", NULL,
+                                          1700000000002),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    post("kp-after", full, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(state_of(&r), "SUCCESS");
+    pt_reply_free(&r);
+    snprintf(body, sizeof body, "{%s,%s}", base, other[0]);
+    post("kp-after-x", body, &r);
+    assert_int_equal(r.status, 409);
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 1);
+}
+
 static void test_offline_limits_release_the_key(void **state)
 {
     (void)state;
@@ -374,7 +448,7 @@ static void test_not_sent_queues_or_refuses(void **state)
     assert_string_equal(err_code(&r), "offline_not_allowed");
     pt_reply_free(&r);
     struct pt_charge c;
-    assert_int_equal(pt_store_charge_get(st, "O-NR", &c, NULL), PT_OK);
+    assert_int_equal(pt_store_charge_get(st, "O-NR", &c), PT_OK);
     assert_int_equal(c.state, PT_STATE_CANCELED);
     assert_int_equal(count("idempotency_keys"), 1); /* only "ns": "nr" was released */
     /* prefer_online, not sent, and the queue cannot take it (max_amount 5000). */
@@ -384,7 +458,7 @@ static void test_not_sent_queues_or_refuses(void **state)
     assert_non_null(strstr(r.body, "max_amount"));
     assert_non_null(strstr(r.body, "canceled"));
     pt_reply_free(&r);
-    assert_int_equal(pt_store_charge_get(st, "O-NB", &c, NULL), PT_OK);
+    assert_int_equal(pt_store_charge_get(st, "O-NB", &c), PT_OK);
     assert_int_equal(c.state, PT_STATE_CANCELED);
     assert_int_equal(sends, 0);
 }
@@ -497,6 +571,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invalid_body_names_fields_and_is_stored, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_queued_replayed_and_conflicts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_key_same_order_compares_every_parameter, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_offline_limits_release_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_sent_queues_or_refuses, setup, teardown),

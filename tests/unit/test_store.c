@@ -237,8 +237,7 @@ static int guarded_insert(struct pt_store *st, int i)
     if (rc)
         return rc;
     if ((rc = pt_store_key_insert(st, "POST /v1/charges", key, hash, 1, 1000, 99999999)) ||
-        (rc = pt_store_charge_insert(st, &c, "{\"params\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
-                                     1000)) ||
+        (rc = pt_store_charge_insert(st, &c, 1000)) ||
         (rc = pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, 1000)) ||
         (rc = pt_store_key_complete(st, "POST /v1/charges", key, 202, "{}", 2, 1000))) {
         pt_store_rollback(st);
@@ -272,7 +271,7 @@ static void test_disk_full(void **state)
     /* The connection still works for reads, and a failed write is still
      * refused cleanly rather than corrupting anything. */
     struct pt_charge c;
-    assert_int_equal(pt_store_charge_get(st, "FULL-000000", &c, NULL), PT_OK);
+    assert_int_equal(pt_store_charge_get(st, "FULL-000000", &c), PT_OK);
     assert_int_equal(guarded_insert(st, 999999), PT_EFULL);
     assert_int_equal(pt_store_count(st, "charges", &charges), PT_OK);
     assert_int_equal(charges, committed);
@@ -289,28 +288,28 @@ static void test_order_id_unique_and_checks(void **state)
     assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_charge c;
     fill_charge(&c, 1);
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_OK);
+    assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_OK);
     assert_true(c.id > 0);
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 6), PT_EEXIST);
+    assert_int_equal(pt_store_charge_insert(st, &c, 6), PT_EEXIST);
     /* CHECK constraints are the last line: a bad amount or currency never lands. */
     fill_charge(&c, 2);
     c.amount = 0;
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_EINVAL);
+    assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_EINVAL);
     fill_charge(&c, 3);
     strcpy(c.currency, "cny");
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_EINVAL);
+    assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_EINVAL);
     fill_charge(&c, 4);
     strcpy(c.order_id, "bad order id");
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_EINVAL);
+    assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_EINVAL);
     int64_t n;
     assert_int_equal(pt_store_count(st, "charges", &n), PT_OK);
     assert_int_equal(n, 1);
     struct pt_charge back;
-    assert_int_equal(pt_store_charge_get(st, "FULL-000001", &back, NULL), PT_OK);
+    assert_int_equal(pt_store_charge_get(st, "FULL-000001", &back), PT_OK);
     assert_int_equal(back.amount, 101);
     assert_string_equal(back.currency, "CNY");
     assert_int_equal(back.state, PT_STATE_INIT);
-    assert_int_equal(pt_store_charge_get(st, "nope", &back, NULL), PT_ENOTFOUND);
+    assert_int_equal(pt_store_charge_get(st, "nope", &back), PT_ENOTFOUND);
     pt_store_close(st);
 }
 
@@ -324,7 +323,7 @@ static void test_audit_append_only(void **state)
     assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_charge c;
     fill_charge(&c, 7);
-    assert_int_equal(pt_store_charge_insert(st, &c, "{}", 5), PT_OK);
+    assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_OK);
     assert_int_equal(pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, 5), PT_OK);
     pt_store_close(st);
     sqlite3 *db;

@@ -227,14 +227,14 @@ static void queue_charge(struct pt_charge *c, int64_t amount)
     c->amount = amount;
     c->next_attempt_at = clock_ms;
     assert_int_equal(pt_store_begin(st), PT_OK);
-    assert_int_equal(pt_charge_create(st, c, "{}", "api", clock_ms), PT_OK);
+    assert_int_equal(pt_charge_create(st, c, "api", clock_ms), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
 }
 
 static enum pt_state state_of(const char *order, struct pt_charge *out)
 {
     struct pt_charge c;
-    assert_int_equal(pt_store_charge_get(st, order, &c, NULL), PT_OK);
+    assert_int_equal(pt_store_charge_get(st, order, &c), PT_OK);
     if (out)
         *out = c;
     return c.state;
