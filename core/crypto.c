@@ -8,6 +8,7 @@
  */
 #include "crypto.h"
 #include "err.h"
+#include "sha256hw.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -40,6 +41,15 @@
 /* ---- hashes and MACs --------------------------------------------------- */
 
 int pt_sha256(const void *data, size_t len, unsigned char out[32])
+{
+    if (pt_sha256hw_name()) {
+        pt_sha256hw(data, len, out);
+        return PT_OK;
+    }
+    return pt_sha256_portable(data, len, out);
+}
+
+int pt_sha256_portable(const void *data, size_t len, unsigned char out[32])
 {
     const mbedtls_md_info_t *md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
     return md && mbedtls_md(md, data, len, out) == 0 ? PT_OK : PT_ECRYPTO;

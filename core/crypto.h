@@ -21,8 +21,11 @@
 
 /* ---- hashes and MACs --------------------------------------------------- */
 
-/* SHA-256 of len bytes at data into out. PT_OK or PT_ECRYPTO. */
+/* SHA-256 of len bytes at data into out. PT_OK or PT_ECRYPTO.  On the CPU's
+ * SHA instructions when it has them (see sha256hw.c), mbedTLS otherwise. */
 int pt_sha256(const void *data, size_t len, unsigned char out[32]);
+/* The same, always with mbedTLS (the reference the tests hold the other to). */
+int pt_sha256_portable(const void *data, size_t len, unsigned char out[32]);
 
 /* HMAC-SHA256 of len bytes at data with a keylen-byte key. PT_OK or PT_ECRYPTO. */
 int pt_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "crypto.h"
+#include "sha256hw.h"
 #include "err.h"
 #include "gateways/form.h"
 #include "gateways/jscan.h"
@@ -35,6 +36,63 @@ static void test_sha256_hmac(void **state)
     assert_int_equal(pt_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, h), PT_OK);
     hex_of(h, 32, hex);
     assert_string_equal(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+/* The CPU's SHA instructions (when this machine has them) give the digests
+ * of FIPS 180-2's examples and mbedTLS's digest for every length from 0 to
+ * 600 bytes (every tail and padding case, one to ten blocks) and for a few
+ * long inputs at odd alignments. */
+static void test_sha256_hardware_matches_mbedtls(void **state)
+{
+    (void)state;
+    const char *hw = pt_sha256hw_name();
+    print_message("SHA-256 on: %s\n", hw ? hw : "mbedTLS (no SHA instructions on this CPU)");
+    static const struct {
+        const char *msg;
+        const char *hex;
+    } fips[] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+         "lmnopqrsmnopqrstnopqrstu",
+         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+    };
+    unsigned char h[32], ref[32];
+    char hex[65];
+    for (size_t i = 0; i < sizeof fips / sizeof fips[0]; i++) {
+        assert_int_equal(pt_sha256(fips[i].msg, strlen(fips[i].msg), h), PT_OK);
+        hex_of(h, 32, hex);
+        assert_string_equal(hex, fips[i].hex);
+        assert_int_equal(pt_sha256_portable(fips[i].msg, strlen(fips[i].msg), h), PT_OK);
+        hex_of(h, 32, hex);
+        assert_string_equal(hex, fips[i].hex);
+    }
+    /* One million 'a' (FIPS 180-2 B.3), hashed in one call. */
+    size_t big = 1000000;
+    unsigned char *buf = malloc(big + 8);
+    assert_non_null(buf);
+    memset(buf, 'a', big);
+    assert_int_equal(pt_sha256(buf, big, h), PT_OK);
+    hex_of(h, 32, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    unsigned seed = 12345;
+    for (size_t i = 0; i < big + 8; i++)
+        buf[i] = (unsigned char)(rand_r(&seed) >> 7);
+    for (size_t len = 0; len <= 600; len++) {
+        assert_int_equal(pt_sha256(buf + (len & 7), len, h), PT_OK);
+        assert_int_equal(pt_sha256_portable(buf + (len & 7), len, ref), PT_OK);
+        if (memcmp(h, ref, 32) != 0)
+            fail_msg("SHA-256 of %zu bytes differs from mbedTLS's", len);
+    }
+    const size_t longer[] = {4095, 4096, 65537, 999999};
+    for (size_t i = 0; i < sizeof longer / sizeof longer[0]; i++) {
+        assert_int_equal(pt_sha256(buf + 3, longer[i], h), PT_OK);
+        assert_int_equal(pt_sha256_portable(buf + 3, longer[i], ref), PT_OK);
+        assert_memory_equal(h, ref, 32);
+    }
+    free(buf);
 }
 
 struct b64_case {
@@ -400,7 +458,7 @@ static void test_jscan(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_hmac), cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_sha256_hmac), cmocka_unit_test(test_sha256_hardware_matches_mbedtls), cmocka_unit_test(test_base64),
         cmocka_unit_test(test_hex_ct),      cmocka_unit_test(test_pem_loading),
         cmocka_unit_test(test_rsa_deterministic), cmocka_unit_test(test_rsa_threads),
         cmocka_unit_test(test_gcm),         cmocka_unit_test(test_drbg),
