@@ -14,6 +14,7 @@
  */
 #include "sha256hw.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -133,13 +134,18 @@ static void put_be32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)v;
 }
 
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int has_it;
+
+static void probe(void)
+{
+    has_it = cpu_has_it();
+}
+
 const char *pt_sha256hw_name(void)
 {
-    /* CPUID/HWCAP answer the same every time; a race only asks twice. */
-    static volatile int known = -1;
-    if (known < 0)
-        known = cpu_has_it();
-    return known ? PT_SHA_NAME : NULL;
+    pthread_once(&probe_once, probe);
+    return has_it ? PT_SHA_NAME : NULL;
 }
 
 void pt_sha256hw(const void *data, size_t len, unsigned char out[32])
@@ -147,12 +153,13 @@ void pt_sha256hw(const void *data, size_t len, unsigned char out[32])
     uint32_t st[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
     const unsigned char *p = data;
-    size_t full = len / 64;
-    blocks(st, p, full);
+    size_t full = len / 64, rest = len % 64;
+    if (full)
+        blocks(st, p, full);
     /* The tail, the 0x80 byte and the length in bits: one or two blocks. */
     unsigned char last[128] = {0};
-    size_t rest = len - full * 64;
-    memcpy(last, p + full * 64, rest);
+    if (rest)
+        memcpy(last, p + full * 64, rest);
     last[rest] = 0x80;
     size_t nlast = rest < 56 ? 1 : 2;
     uint64_t bits = (uint64_t)len * 8;

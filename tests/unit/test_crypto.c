@@ -69,6 +69,10 @@ static void test_sha256_hardware_matches_mbedtls(void **state)
         hex_of(h, 32, hex);
         assert_string_equal(hex, fips[i].hex);
     }
+    /* No bytes at all, from no buffer. */
+    assert_int_equal(pt_sha256(NULL, 0, h), PT_OK);
+    hex_of(h, 32, hex);
+    assert_string_equal(hex, fips[0].hex);
     /* One million 'a' (FIPS 180-2 B.3), hashed in one call. */
     size_t big = 1000000;
     unsigned char *buf = malloc(big + 8);
