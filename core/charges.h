@@ -65,8 +65,8 @@ char *pt_charge_json_text(const struct pt_charge *c);
  * The parameters that define a charge, defaults filled in, as canonical JSON
  * (json.h): amount, currency, customer, gateway, metadata, method, offline,
  * order_id, payment_code, payment_method, subject.  Two requests for one
- * order are "the same" when these texts are; the store keeps their SHA-256.
- * malloc'd; NULL when out of memory.
+ * order are "the same" when these texts are (the intake rebuilds the stored
+ * charge's from its columns).  malloc'd; NULL when out of memory.
  */
 char *pt_charge_params_text(const struct pt_charge *c);
 

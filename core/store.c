@@ -8,7 +8,6 @@
 #include "store.h"
 #include "walvfs.h"
 #include "err.h"
-#include "crypto.h"
 #include "log.h"
 #include "migrations.h"
 

@@ -365,6 +365,16 @@ static void client_init(struct client *c, int port, const char *path)
     curl_easy_setopt(c->h, CURLOPT_TCP_NODELAY, 1L);
 }
 
+/* The body of a USD card charge <prefix>-<i> for the offline queue. */
+static void charge_body(char *body, size_t cap, const char *prefix, int i)
+{
+    snprintf(body, cap,
+             "{\"order_id\":\"%s-%d\",\"amount\":1200,\"currency\":\"USD\","
+             "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+             "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+             prefix, i);
+}
+
 /* One POST /v1/charges; returns the HTTP status. */
 static long post_charge(struct client *c, const char *key, const char *body)
 {
@@ -526,9 +536,8 @@ static void *replay_worker(void *p)
     struct replay_arg *a = p;
     struct client c;
     client_init(&c, a->port, "/v1/charges");
-    const char *body = "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
-                       "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
-                       "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}";
+    char body[400];
+    charge_body(body, sizeof body, "REPLAY", 1);
     double end = now_us() + a->seconds * 1e6;
     while (now_us() < end) {
         long code = post_charge(&c, "replay-key-1", body);
@@ -605,15 +614,6 @@ static double tcp_round_trip_us(int n)
     double p50 = pct(v, n, 0.5);
     free(v);
     return p50;
-}
-
-static void charge_body(char *body, size_t cap, const char *prefix, int i)
-{
-    snprintf(body, cap,
-             "{\"order_id\":\"%s-%d\",\"amount\":1200,\"currency\":\"USD\","
-             "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
-             "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
-             prefix, i);
 }
 
 /*
@@ -744,10 +744,9 @@ static void bench_http(const char *dir)
     struct client c;
     client_init(&c, port, "/v1/charges");
     /* Replay: the first request creates the charge, the rest replay it. */
-    post_charge(&c, "replay-key-1",
-                "{\"order_id\":\"REPLAY-1\",\"amount\":1200,\"currency\":\"USD\","
-                "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
-                "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}");
+    char body[400];
+    charge_body(body, sizeof body, "REPLAY", 1);
+    post_charge(&c, "replay-key-1", body);
     enum { THREADS = 4 };
     pthread_t th_id[THREADS];
     struct replay_arg args[THREADS];
