@@ -108,6 +108,7 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
                     struct pt_idem_result *out)
 {
     memset(out, 0, sizeof *out);
+    out->lock = (struct pt_key_lock){.at = now, .by = opt->instance};
     int rc = pt_store_key_insert(st, scope, key, hash, opt->instance, now, now + opt->ttl_ms);
     if (rc == PT_OK) {
         out->status = PT_IDEM_NEW;
@@ -132,7 +133,9 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
         return rc == PT_EEXIST ? PT_ESTORAGE : rc;
     }
 
+    struct pt_key_lock mine = out->lock;
     fill_from_row(&row, hash, now, out);
+    out->lock = mine;
     if (out->status == PT_IDEM_REPLAY) {
         out->body = row.response_body;
         out->body_len = row.response_len;
@@ -156,15 +159,16 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
     return PT_OK;
 }
 
-int pt_idem_complete(struct pt_store *st, const char *scope, const char *key, int status,
-                     const char *body, size_t len, int64_t now)
+int pt_idem_complete(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+                     const char *key, int status, const char *body, size_t len, int64_t now)
 {
-    return pt_store_key_complete(st, scope, key, status, body, len, now);
+    return pt_store_key_complete(st, scope, key, held, status, body, len, now);
 }
 
-int pt_idem_release(struct pt_store *st, const char *scope, const char *key)
+int pt_idem_release(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+                    const char *key)
 {
-    return pt_store_key_delete(st, scope, key);
+    return pt_store_key_delete(st, scope, key, held);
 }
 
 int pt_idem_sweep(struct pt_store *st, int64_t now, int *count)

@@ -46,6 +46,7 @@ struct pt_idem_result {
     size_t body_len;
     int64_t lock_age_ms;   /* IN_USE: how long the lock has been held */
     char order_id[65];     /* RECOVERED/REPLAY: the order the key created, if any */
+    struct pt_key_lock lock; /* NEW/RECOVERED: the lock this caller now holds */
 };
 
 void pt_idem_result_free(struct pt_idem_result *r);
@@ -79,12 +80,19 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
                     const char *key, const unsigned char hash[32], int64_t now,
                     struct pt_idem_result *out);
 
-/* Stores the final response for the key and releases the lock. */
-int pt_idem_complete(struct pt_store *st, const char *scope, const char *key, int status,
-                     const char *body, size_t len, int64_t now);
+/*
+ * Stores the final response for the key and releases the lock, if `held`
+ * (res.lock of the acquire that took it) is still the key's lock: PT_ESTATE when
+ * the lock was recovered by another request meanwhile (that request's
+ * answer is the key's; nothing is changed).
+ */
+int pt_idem_complete(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+                     const char *key, int status, const char *body, size_t len, int64_t now);
 
-/* Removes the key (transient failure: the same key may be retried later). */
-int pt_idem_release(struct pt_store *st, const char *scope, const char *key);
+/* Removes the key (transient failure: the same key may be retried later);
+ * PT_ESTATE when `held` no longer holds it. */
+int pt_idem_release(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+                    const char *key);
 
 /* Deletes expired completed records; *count gets the number removed. */
 int pt_idem_sweep(struct pt_store *st, int64_t now, int *count);

@@ -119,6 +119,7 @@ struct guard {
     cJSON *json;     /* parsed body, NULL when empty or not JSON */
     int body_is_json;
     int in_txn;
+    struct pt_key_lock lock; /* the key's lock this request holds */
 };
 
 static void guard_free(struct guard *g)
@@ -204,6 +205,7 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
     switch (res->status) {
     case PT_IDEM_NEW:
     case PT_IDEM_RECOVERED:
+        g->lock = res->lock;
         return 1;
     case PT_IDEM_REPLAY:
         out->status = res->response_status;
@@ -253,15 +255,51 @@ static int guard_enter(const struct pt_intake *in, struct pt_store *st, const ch
     return 0;
 }
 
+/*
+ * The request's lock was recovered by another request after lock_timeout_s
+ * (this one took longer than that): the key's answer is the recoverer's, so
+ * this request answers with it too - the stored one once it is stored,
+ * 409 idempotency_key_in_use while the recoverer still runs.  One key never
+ * has two answers.  Called after the rollback.
+ */
+static int answer_as_the_key(struct pt_store *st, struct guard *g, struct pt_reply *out)
+{
+    struct pt_key_row row = {0};
+    int rc = pt_store_key_get(st, g->scope, g->key, &row);
+    pt_log_warn("key %s: lock taken over by a later request; answering with its result", g->key);
+    pt_reply_free(out);
+    memset(out, 0, sizeof *out);
+    if (rc == PT_OK && row.completed_at) {
+        out->status = row.response_status;
+        set_body(out, row.response_body);
+        out->len = row.response_len;
+        row.response_body = NULL;
+        out->replayed = 1;
+    } else if (rc == PT_OK || rc == PT_ENOTFOUND) {
+        pt_reply_error(out, 409, "idempotency_key_in_use",
+                       "another request with Idempotency-Key '%s' took over after this one "
+                       "ran longer than idempotency.lock_timeout_s; retry with the same key to "
+                       "get its result",
+                       g->key);
+        out->retry_after_s = RETRY_IN_USE_S;
+        rc = PT_OK;
+    }
+    pt_key_row_free(&row);
+    return rc;
+}
+
 /* Stores out as the key's response and commits. */
 static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply *out, int64_t now)
 {
-    int rc = pt_idem_complete(st, g->scope, g->key, out->status, out->body, out->len, now);
+    int rc = pt_idem_complete(st, &g->lock, g->scope, g->key, out->status, out->body, out->len,
+                              now);
     if (rc == PT_OK)
         rc = pt_store_commit(st);
     else
         pt_store_rollback(st);
     g->in_txn = 0;
+    if (rc == PT_ESTATE)
+        rc = answer_as_the_key(st, g, out);
     if (rc) {
         /* Nothing of this request survived the rollback. */
         storage_unavailable(out, st, rc);
@@ -678,7 +716,7 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
      * The background drain leaves it alone until this send must be over. */
     c.next_attempt_at = now + in->cfg->sync_request_timeout_ms + 5000;
     if ((rc = pt_charge_create(st, &c, "api", now)) ||
-        (rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
+        (rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
         (rc = pt_store_commit(st)))
         goto storage;
     g.in_txn = 0;
@@ -709,7 +747,15 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
                                   now);
         if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
             goto storage;
-        if ((rc = pt_idem_release(st, g.scope, g.key)) || (rc = pt_store_commit(st)))
+        rc = pt_idem_release(st, &g.lock, g.scope, g.key);
+        if (rc == PT_ESTATE) {
+            guard_abandon(st, &g);
+            rc = answer_as_the_key(st, &g, out);
+            if (rc)
+                goto storage;
+            goto out;
+        }
+        if (rc || (rc = pt_store_commit(st)))
             goto storage;
         g.in_txn = 0;
         if (mode != PT_OFFLINE_PREFER) {
@@ -834,7 +880,7 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
             goto out;
         }
         /* Commit the lock, ask the gateway, then store the answer. */
-        if ((rc = pt_store_key_set_order(st, g.scope, g.key, c.order_id)) ||
+        if ((rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
             (rc = pt_store_commit(st)))
             goto storage;
         g.in_txn = 0;

@@ -39,6 +39,11 @@
     " first_sent_at = CASE WHEN ?9 < 0 OR first_sent_at IS NOT NULL THEN first_sent_at"            \
     " ELSE ?9 END"
 
+/* "Still held by the caller": a key's lock is identified by when and by
+ * whom it was taken, so a holder whose lock was recovered by another request
+ * (after lock_timeout_s) can no longer complete, link or release the key. */
+#define HELD(at, by) "completed_at IS NULL AND locked_at = ?" #at " AND locked_by IS ?" #by
+
 /* X(ID, "sql") - the prepared statement cache. */
 #define PT_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
@@ -49,14 +54,15 @@
     X(KEY_RELOCK, "UPDATE idempotency_keys SET locked_at = ?5, locked_by = ?6"                     \
                   " WHERE scope = ?1 AND key = ?2 AND completed_at IS NULL"                        \
                   " AND locked_at = ?3 AND locked_by IS ?4")                                       \
-    X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = ?3 WHERE scope = ?1 AND key = ?2")    \
+    X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = ?3 WHERE scope = ?1 AND key = ?2"    \
+                     " AND " HELD(4, 5))                                                           \
     X(KEY_COMPLETE, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"         \
                     " response_body = ?4, locked_at = NULL, locked_by = NULL"                      \
-                    " WHERE scope = ?1 AND key = ?2")                                              \
+                    " WHERE scope = ?1 AND key = ?2 AND " HELD(7, 8))                              \
     X(KEY_COMPLETE_ID, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"      \
                        " response_body = ?4, locked_at = NULL, locked_by = NULL"                   \
-                       " WHERE id = ?6 AND scope = ?1 AND key = ?2")                               \
-    X(KEY_DELETE, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2")                    \
+                       " WHERE id = ?6 AND scope = ?1 AND key = ?2 AND " HELD(7, 8))               \
+    X(KEY_DELETE, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2 AND " HELD(3, 4))    \
     X(KEY_DELETE_EXPIRED, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2"             \
                           " AND expires_at <= ?3")                                                 \
     X(KEY_SWEEP, "DELETE FROM idempotency_keys WHERE expires_at <= ?1"                             \
@@ -589,7 +595,7 @@ int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
 }
 
 int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
-                           const char *order_id)
+                           const struct pt_key_lock *lock, const char *order_id)
 {
     sqlite3_stmt *s = stmt(st, S_KEY_SET_ORDER);
     if (!s)
@@ -597,11 +603,17 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
     sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
     bind_text(s, 3, order_id);
-    return run(st, s);
+    sqlite3_bind_int64(s, 4, lock->at);
+    sqlite3_bind_int64(s, 5, lock->by);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
-int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key, int status,
-                          const char *body, size_t len, int64_t now)
+int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
+                          const struct pt_key_lock *lock, int status, const char *body,
+                          size_t len, int64_t now)
 {
     /* First by the rowid this connection got for the key, if it is that
      * key's (the WHERE says so); else by (scope, key). */
@@ -616,23 +628,31 @@ int pt_store_key_complete(struct pt_store *st, const char *scope, const char *ke
         sqlite3_bind_int64(s, 5, now);
         if (by_id)
             sqlite3_bind_int64(s, 6, st->last_key_rowid);
+        sqlite3_bind_int64(s, 7, lock->at);
+        sqlite3_bind_int64(s, 8, lock->by);
         int rc = run(st, s);
         if (rc)
             return rc;
         if (sqlite3_changes(st->db) == 1)
             return PT_OK;
     }
-    return PT_ENOTFOUND;
+    return PT_ESTATE;
 }
 
-int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key)
+int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
+                        const struct pt_key_lock *lock)
 {
     sqlite3_stmt *s = stmt(st, S_KEY_DELETE);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
-    return run(st, s);
+    sqlite3_bind_int64(s, 3, lock->at);
+    sqlite3_bind_int64(s, 4, lock->by);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,

@@ -121,16 +121,32 @@ int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
                         int64_t old_locked_at, int64_t old_locked_by, int64_t instance,
                         int64_t now);
 
-/* Records which order the key created (used to recover a stale lock). */
+/*
+ * The lock a request holds on a key: when it was taken and by which process
+ * instance.  Completing, linking or releasing a key is conditional on it, so
+ * a request whose lock was recovered by another one (after lock_timeout_s)
+ * cannot overwrite the recoverer's stored answer: one key, one answer.
+ */
+struct pt_key_lock {
+    int64_t at;
+    int64_t by;
+};
+
+/* Records which order the key created (used to recover a stale lock).
+ * PT_ESTATE when the caller no longer holds the lock. */
 int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
-                           const char *order_id);
+                           const struct pt_key_lock *lock, const char *order_id);
 
-/* Stores the response and releases the lock.  PT_ENOTFOUND if no record. */
-int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key, int status,
-                          const char *body, size_t len, int64_t now);
+/* Stores the response and releases the lock.  PT_ESTATE when the caller no
+ * longer holds it (nothing is changed then). */
+int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
+                          const struct pt_key_lock *lock, int status, const char *body,
+                          size_t len, int64_t now);
 
-/* Deletes the record (transient failure: the client may retry the key). */
-int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key);
+/* Deletes the record held by lock (transient failure: the client may retry
+ * the key).  PT_ESTATE when the caller no longer holds it. */
+int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
+                        const struct pt_key_lock *lock);
 
 /* Deletes one expired record (so an expired key can be taken anew). */
 int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,

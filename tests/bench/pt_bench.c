@@ -166,7 +166,8 @@ static void guarded_new_charge(struct pt_store *st, long i)
     if ((rc = pt_store_audit_first(st, c.id, "INIT", "created", "api", now)))
         die("audit", rc);
     char *body = pt_charge_json_text(&c);
-    if ((rc = pt_idem_complete(st, "POST /v1/charges", key, 202, body, strlen(body), now)))
+    if ((rc = pt_idem_complete(st, &r.lock, "POST /v1/charges", key, 202, body, strlen(body),
+                                now)))
         die("complete", rc);
     free(body);
     if ((rc = pt_store_commit(st)))

@@ -49,6 +49,9 @@ static void hash_of(const char *body, unsigned char h[32])
     assert_int_equal(pt_idem_fingerprint("POST", "/v1/charges", body, h), PT_OK);
 }
 
+/* The lock the last acquire() took (what the API keeps in its guard). */
+static struct pt_key_lock held;
+
 /* acquire inside its own transaction, as the API does. */
 static enum pt_idem_status acquire(const struct pt_idem_options *o, const char *key,
                                    const char *body, int64_t now, struct pt_idem_result *r)
@@ -58,14 +61,26 @@ static enum pt_idem_status acquire(const struct pt_idem_options *o, const char *
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(pt_idem_acquire(st, o, SCOPE, key, h, now, r), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
+    if (r->status == PT_IDEM_NEW || r->status == PT_IDEM_RECOVERED)
+        held = r->lock;
     return r->status;
+}
+
+static int complete_as(const struct pt_key_lock *lock, const char *key, int status,
+                       const char *body, int64_t now)
+{
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    int rc = pt_idem_complete(st, lock, SCOPE, key, status, body, strlen(body), now);
+    if (rc == PT_OK)
+        assert_int_equal(pt_store_commit(st), PT_OK);
+    else
+        assert_int_equal(pt_store_rollback(st), PT_OK);
+    return rc;
 }
 
 static void complete(const char *key, int status, const char *body, int64_t now)
 {
-    assert_int_equal(pt_store_begin(st), PT_OK);
-    assert_int_equal(pt_idem_complete(st, SCOPE, key, status, body, strlen(body), now), PT_OK);
-    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(complete_as(&held, key, status, body, now), PT_OK);
 }
 
 static void test_new_then_replay(void **state)
@@ -127,7 +142,7 @@ static void test_stale_lock_recovery(void **state)
     struct pt_idem_result r;
     assert_int_equal(acquire(&opt, "k3", "{}", 1000, &r), PT_IDEM_NEW);
     assert_int_equal(pt_store_begin(st), PT_OK);
-    assert_int_equal(pt_store_key_set_order(st, SCOPE, "k3", "O-3"), PT_OK);
+    assert_int_equal(pt_store_key_set_order(st, SCOPE, "k3", &held, "O-3"), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
     /* Just inside the timeout: still in use. */
     assert_int_equal(acquire(&opt, "k3", "{}", 1000 + MIN - 1, &r), PT_IDEM_IN_USE);
@@ -138,6 +153,31 @@ static void test_stale_lock_recovery(void **state)
     assert_int_equal(acquire(&opt, "k3", "{}", 1000 + MIN + 10, &r), PT_IDEM_IN_USE);
     /* A mismatching request never recovers someone else's lock. */
     assert_int_equal(acquire(&opt, "k3", "{\"x\":1}", 1000 + 5 * MIN, &r), PT_IDEM_MISMATCH);
+}
+
+/* A holder that outlived lock_timeout_s and was taken over can no longer
+ * complete, link or release the key: the recoverer's answer is the key's. */
+static void test_recovered_lock_cannot_be_completed_by_the_first_holder(void **state)
+{
+    (void)state;
+    struct pt_idem_result r;
+    assert_int_equal(acquire(&opt, "k6", "{}", 1000, &r), PT_IDEM_NEW);
+    struct pt_key_lock first = held;
+    assert_int_equal(acquire(&opt, "k6", "{}", 1000 + MIN, &r), PT_IDEM_RECOVERED);
+    struct pt_key_lock second = held;
+    assert_int_equal(complete_as(&second, "k6", 201, "{\"by\":\"recoverer\"}", 1000 + MIN + 5),
+                     PT_OK);
+    /* The first holder comes back from its slow gateway call. */
+    assert_int_equal(complete_as(&first, "k6", 202, "{\"by\":\"first\"}", 1000 + MIN + 9),
+                     PT_ESTATE);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_idem_release(st, &first, SCOPE, "k6"), PT_ESTATE);
+    assert_int_equal(pt_store_key_set_order(st, SCOPE, "k6", &first, "O-6"), PT_ESTATE);
+    assert_int_equal(pt_store_rollback(st), PT_OK);
+    assert_int_equal(acquire(&opt, "k6", "{}", 1000 + MIN + 20, &r), PT_IDEM_REPLAY);
+    assert_int_equal(r.response_status, 201);
+    assert_memory_equal(r.body, "{\"by\":\"recoverer\"}", r.body_len);
+    pt_idem_result_free(&r);
 }
 
 static void test_lock_of_dead_instance_recovered_at_once(void **state)
@@ -212,7 +252,7 @@ static void test_expired_key_cannot_double_charge(void **state)
     assert_int_equal(acquire(&shortlived, "exp", "{}", 0, &r), PT_IDEM_NEW);
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(pt_store_charge_insert(st, &c, 0), PT_OK);
-    assert_int_equal(pt_idem_complete(st, SCOPE, "exp", 202, "{}", 2, 0), PT_OK);
+    assert_int_equal(pt_idem_complete(st, &r.lock, SCOPE, "exp", 202, "{}", 2, 0), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
 
     int n;
@@ -271,7 +311,7 @@ static int racer(int id, int go_fd)
             c.amount = 1;
             strcpy(c.currency, "CNY");
             if (pt_store_charge_insert(mine, &c, 5000) != PT_OK ||
-                pt_idem_complete(mine, SCOPE, key, 202, "{}", 2, 5000) != PT_OK)
+                pt_idem_complete(mine, &r.lock, SCOPE, key, 202, "{}", 2, 5000) != PT_OK)
                 return 252;
             wins++;
         } else if (r.status == PT_IDEM_RECOVERED) {
@@ -453,6 +493,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_new_then_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_use_and_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_lock_recovery, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recovered_lock_cannot_be_completed_by_the_first_holder,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_of_dead_instance_recovered_at_once, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_relock_only_one_winner, setup, teardown),

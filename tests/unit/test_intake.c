@@ -27,6 +27,7 @@ static int online;           /* reachable? */
 static int not_sent;         /* the send fails before leaving the device */
 static int sends;            /* how many charges were sent */
 static const char *reenter_key; /* retry this key while the first is "at the gateway" */
+static int64_t reenter_after_ms; /* how much later than the first request the retry comes */
 static struct pt_reply reenter_reply;
 
 static int fake_reachable(void *ctx, const char *gw)
@@ -48,7 +49,8 @@ static int fake_charge_now(void *ctx, struct pt_store *s, struct pt_charge *c, i
         const char *body = "{\"order_id\":\"O-INUSE\",\"amount\":100,\"currency\":\"USD\","
                            "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
                            "\"payment_method\":\"pm_1\"}";
-        pt_intake_create_charge(&in, other, reenter_key, body, strlen(body), now, &reenter_reply);
+        pt_intake_create_charge(&in, other, reenter_key, body, strlen(body),
+                                now + reenter_after_ms, &reenter_reply);
         pt_store_close(other);
     }
     int rc = pt_store_begin(s);
@@ -100,6 +102,7 @@ static int setup(void **state)
                             .idem = {.ttl_ms = 86400000, .lock_timeout_ms = 60000, .instance = 7}};
     online = not_sent = sends = 0;
     reenter_key = NULL;
+    reenter_after_ms = 0;
     return 0;
 }
 
@@ -490,6 +493,38 @@ static void test_in_use_while_first_runs(void **state)
     assert_int_equal(sends, 1);
 }
 
+/* The first request outlives lock_timeout_s at the gateway; a retry takes
+ * the lock over and answers from the charge row.  When the first one comes
+ * back, the key must keep one answer: the first request answers with the
+ * recoverer's stored response instead of overwriting it. */
+static void test_recovered_key_keeps_one_answer(void **state)
+{
+    (void)state;
+    enable_online();
+    reenter_key = "slow";
+    reenter_after_ms = in.idem.lock_timeout_ms;
+    const char *body = "{\"order_id\":\"O-INUSE\",\"amount\":100,\"currency\":\"USD\","
+                       "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                       "\"payment_method\":\"pm_1\"}";
+    struct pt_reply r;
+    post("slow", body, &r);
+    reenter_key = NULL;
+    assert_int_equal(reenter_reply.status, 202); /* the recoverer: the charge as it found it */
+    assert_int_equal(r.status, reenter_reply.status);
+    assert_int_equal(r.len, reenter_reply.len);
+    assert_memory_equal(r.body, reenter_reply.body, r.len);
+    struct pt_reply again;
+    pt_intake_create_charge(&in, st, "slow", body, strlen(body),
+                            1700000000000 + 2 * in.idem.lock_timeout_ms, &again);
+    assert_true(again.replayed);
+    assert_int_equal(again.status, reenter_reply.status);
+    assert_int_equal(again.len, reenter_reply.len);
+    assert_memory_equal(again.body, reenter_reply.body, again.len);
+    pt_reply_free(&again);
+    pt_reply_free(&r);
+    assert_int_equal(sends, 1);
+}
+
 static void test_disk_full_is_503_and_nothing_half_written(void **state)
 {
     (void)state;
@@ -575,6 +610,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_offline_limits_release_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recovered_key_keeps_one_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_sent_queues_or_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_use_while_first_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_is_503_and_nothing_half_written, setup,

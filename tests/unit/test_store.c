@@ -233,13 +233,14 @@ static int guarded_insert(struct pt_store *st, int i)
     char key[32];
     snprintf(key, sizeof key, "k-%d", i);
     unsigned char hash[32] = {1};
+    const struct pt_key_lock lock = {.at = 1000, .by = 1};
     int rc = pt_store_begin(st);
     if (rc)
         return rc;
     if ((rc = pt_store_key_insert(st, "POST /v1/charges", key, hash, 1, 1000, 99999999)) ||
         (rc = pt_store_charge_insert(st, &c, 1000)) ||
         (rc = pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, 1000)) ||
-        (rc = pt_store_key_complete(st, "POST /v1/charges", key, 202, "{}", 2, 1000))) {
+        (rc = pt_store_key_complete(st, "POST /v1/charges", key, &lock, 202, "{}", 2, 1000))) {
         pt_store_rollback(st);
         return rc;
     }
