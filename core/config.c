@@ -63,6 +63,21 @@ int pt_config_gateway_configured(const struct pt_config *cfg, const char *gatewa
     return 0;
 }
 
+int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
+                               const char *currency)
+{
+    if (strcmp(gateway, "alipay") != 0)
+        return 1;
+    /* Domestic Alipay settles CNY only; others need cross-border acquiring,
+     * which the merchant states by listing them. */
+    if (cfg->alipay.n_currencies == 0)
+        return strcmp(currency, "CNY") == 0;
+    for (int i = 0; i < cfg->alipay.n_currencies; i++)
+        if (strcmp(cfg->alipay.currencies[i], currency) == 0)
+            return 1;
+    return 0;
+}
+
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/payterm.db", cfg->data_dir);

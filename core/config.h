@@ -26,6 +26,10 @@ struct pt_cfg_alipay {
     char alipay_public_key_file[PT_CFG_PATH_MAX];
     char notify_url[PT_CFG_STR_MAX];
     int64_t barcode_timeout_s;
+    char seller_id[64];         /* "" = notifications are not held to a seller */
+    char currencies[16][4];     /* charges allowed in these; none listed = CNY */
+    int n_currencies;
+    char settle_currency[4];    /* "" = not sent */
 };
 
 struct pt_cfg_wechat {
@@ -110,6 +114,11 @@ const struct pt_cfg_offline_limit *pt_config_offline_limit(const struct pt_confi
 /* Offline age limit for gateway+method in seconds; -1 when none configured. */
 int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gateway,
                                   const char *method);
+
+/* True when the configured gateway takes charges in currency (Alipay:
+ * gateways.alipay.currencies, default CNY only; the others: any). */
+int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
+                               const char *currency);
 
 /* True when the named gateway ("alipay", "wechat", "stripe", "2c2p") is configured. */
 int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway);

@@ -41,6 +41,8 @@
 
 struct pt_pk; /* an RSA key (crypto.h) */
 
+#define PT_GW_MAX_CURRENCIES 16
+
 /* What a gateway said, classified for the state machine (SPEC section 7). */
 enum pt_outcome {
     PT_OUTCOME_SUCCESS = 0, /* the money moved */
@@ -63,7 +65,8 @@ struct pt_gw_config {
     char name[8];                /* "alipay", "wechat", "stripe", "2c2p" */
     char endpoint[256];          /* base URL (Alipay: the full gateway.do URL) */
     char app_id[64];             /* Alipay app_id, WeChat appid */
-    char merchant_id[64];        /* WeChat mchid, 2C2P merchantID */
+    char merchant_id[64];        /* WeChat mchid, 2C2P merchantID, Alipay seller_id ("" =
+                                    not configured: notifications are not held to one) */
     char serial_no[128];         /* WeChat merchant certificate serial */
     char platform_serial[128];   /* WeChat platform key serial (hex) */
     char notify_url[256];
@@ -74,7 +77,17 @@ struct pt_gw_config {
     unsigned char webhook_secret[256]; /* Stripe whsec_... (the whole string) */
     size_t webhook_secret_len;
     int barcode_timeout_s;       /* Alipay: reverse an unpaid barcode charge after this */
+    /* Alipay: the currencies this merchant may charge in (cross-border
+     * acquiring); a charge in another currency is never built.  Empty list
+     * = CNY only (domestic Alipay). */
+    char currencies[PT_GW_MAX_CURRENCIES][4];
+    int ncurrencies;
+    char settle_currency[4];     /* Alipay settle_currency; "" = not sent */
 };
+
+/* True when cfg allows charges in currency (Alipay's currencies list; every
+ * other gateway takes any currency the money table knows). */
+int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency);
 
 /* Wipes secrets and frees the keys; accepts NULL. */
 void pt_gw_config_free(struct pt_gw_config *cfg);
@@ -108,6 +121,12 @@ struct pt_notification {
     int64_t amount;                /* minor units, 0 if absent */
     char currency[4];
     char merchant_id[64];          /* app_id / mchid / merchantID as notified; "" if absent */
+    /* 1 when every merchant identifier this gateway's notifications carry
+     * is present and equals the configured one (Alipay app_id, and seller_id
+     * when configured; WeChat mchid and appid; 2C2P merchantID; Stripe has
+     * none beyond the webhook secret).  A notification without it is
+     * acknowledged but never bound to a charge (SPEC section 5). */
+    int merchant_ok;
     enum pt_outcome status;        /* SUCCESS, DECLINED, CANCELED or PENDING */
     int relevant;                  /* 0: valid but nothing to apply (e.g. other event type) */
 };

@@ -462,6 +462,15 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         snprintf(c->method, sizeof c->method, "%s", v->valuestring);
     }
 
+    if (gw && c->currency[0] && !pt_config_currency_allowed(in->cfg, gw->name, c->currency)) {
+        char t[200];
+        snprintf(t, sizeof t,
+                 "%s is not accepted by %s on this device (domestic Alipay settles CNY only; "
+                 "list it in gateways.%s.currencies for cross-border acquiring)",
+                 c->currency, gw->name, gw->name);
+        problem(msg, cap, "currency", t);
+    }
+
     int barcode = strcmp(c->method, "barcode") == 0;
     int card = strcmp(c->method, "card_on_file") == 0;
     if (string_field(body, "payment_code", &v)) {

@@ -15,7 +15,7 @@ static const char *const gateways[PT_MG__COUNT] = {"alipay", "wechat", "stripe",
 static const char *const sync_names[PT_MS__COUNT] = {
     "success", "declined", "pending", "ambiguous", "not_sent", "canceled", "not_found"};
 static const char *const notify_names[PT_MN__COUNT] = {
-    "applied", "duplicate", "review", "ignored", "bad_signature", "malformed"};
+    "applied", "duplicate", "review", "ignored", "bad_signature", "malformed", "foreign"};
 
 int pt_metric_gateway_index(const char *gateway)
 {

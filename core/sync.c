@@ -202,6 +202,22 @@ static int raise_review(struct pt_store *st, struct pt_charge *c, const char *re
     return rc == PT_EEXIST ? PT_OK : rc;
 }
 
+/* 1 (with the reason) when a success answer does not report exactly the
+ * charge's amount and currency; an answer that names none counts too. */
+static int answer_mismatch(const struct pt_charge *c, const struct pt_gw_result *r, char *reason,
+                           size_t cap)
+{
+    if (r->amount <= 0 || !r->currency[0])
+        snprintf(reason, cap, "answer_without_amount: the gateway did not say what it captured");
+    else if (r->amount != c->amount || strcmp(r->currency, c->currency) != 0)
+        snprintf(reason, cap, "%s: gateway reports %lld %s, charged %lld %s",
+                 r->amount != c->amount ? "amount_mismatch" : "currency_mismatch",
+                 (long long)r->amount, r->currency, (long long)c->amount, c->currency);
+    else
+        return 0;
+    return 1;
+}
+
 /* Moves c according to an adapter outcome.  Inside a transaction. */
 static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, enum pt_gw_op op,
                  const struct pt_gw_result *r, int64_t now)
@@ -216,22 +232,18 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
              r->message);
     int rc = PT_OK;
     switch (r->outcome) {
-    case PT_OUTCOME_SUCCESS:
+    case PT_OUTCOME_SUCCESS: {
         count_sync(c->gateway, PT_MS_SUCCESS);
-        /* The money moved either way; if the gateway says it moved another
-         * amount or currency than we asked for, fulfilment waits for an
-         * operator. */
-        if ((r->amount && r->amount != c->amount) ||
-            (r->currency[0] && strcmp(r->currency, c->currency) != 0)) {
-            char reason[PT_MESSAGE_MAX];
-            snprintf(reason, sizeof reason, "amount_mismatch: gateway reports %lld %s",
-                     (long long)r->amount, r->currency);
-            rc = raise_review(st, c, reason, "sync", now);
-            if (rc)
-                break;
-        }
+        /* The money moved either way; if the gateway does not say it moved
+         * exactly the amount and currency we asked for, fulfilment waits for
+         * an operator (SPEC section 5: every answer is checked). */
+        char reason[PT_MESSAGE_MAX];
+        if (answer_mismatch(c, r, reason, sizeof reason) &&
+            (rc = raise_review(st, c, reason, "sync", now)))
+            break;
         rc = pt_charge_gateway_succeeded(st, c, &p, "sync", detail, now);
         break;
+    }
     case PT_OUTCOME_DECLINED:
         count_sync(c->gateway, PT_MS_DECLINED);
         p.error_code = r->code[0] ? r->code : "declined";
@@ -818,14 +830,165 @@ static void count_notify(const char *gateway, enum pt_metric_notify what)
         atomic_fetch_add(&pt_metrics.notifications[i][what], 1);
 }
 
-/* The merchant id a gateway's notifications carry, from our configuration. */
-static const char *our_merchant(const struct pt_gw_config *cfg)
+/*
+ * Why a verified notification does not bind to charge c (SPEC section 5),
+ * or NULL when it binds as far as can be told without asking the gateway.
+ * *confirm is set when the charge has no trade number yet: then only a
+ * query by the charge's own order id can tell that the notified trade is
+ * ours.  c is NULL when no charge has the notified order id.
+ */
+static const char *not_bound(const char *route, const struct pt_notification *n,
+                             const struct pt_charge *c, int *confirm)
 {
-    if (strcmp(cfg->name, "alipay") == 0)
-        return cfg->app_id;
-    if (strcmp(cfg->name, "stripe") == 0)
-        return "";
-    return cfg->merchant_id;
+    *confirm = 0;
+    if (!c)
+        return "unknown_order";
+    /* Order ids are only unique per device and per gateway: a Stripe event
+     * for "ORDER-1" says nothing about an Alipay charge "ORDER-1". */
+    if (strcmp(c->gateway, route) != 0)
+        return "other_gateway";
+    if (!n->merchant_ok)
+        return "other_merchant";
+    if (!n->trade_no[0])
+        return "no_trade_number";
+    if (c->gateway_trade_no[0])
+        return strcmp(c->gateway_trade_no, n->trade_no) == 0 ? NULL : "other_trade";
+    *confirm = 1;
+    return NULL;
+}
+
+/*
+ * Asks the gateway about c's order (outside any transaction: a network
+ * call) and says whether it knows the notified trade under c's order id.
+ * When it cannot tell now, the charge is made due, so the sync engine's own
+ * query settles it soon.
+ */
+static const char *confirm_by_query(struct pt_sync *s, const struct pt_charge *c,
+                                    const struct pt_notification *n)
+{
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_QUERY, c, &res);
+    if (sent == PT_OK && res.trade_no[0] && strcmp(res.trade_no, n->trade_no) == 0)
+        return NULL;
+    if (sent != PT_OK || res.outcome == PT_OUTCOME_AMBIGUOUS)
+        return "unconfirmed";
+    return "other_trade";
+}
+
+/* Records an unbound notification against the charge it named (if any):
+ * audited as refused, nothing else changes. */
+static int refuse_foreign(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          const struct pt_notification *n, const char *why, const char *actor,
+                          int64_t now)
+{
+    count_notify(n->gateway, PT_MN_FOREIGN);
+    pt_log_warn("notification %s/%s for order %s not bound: %s", n->gateway, n->dedup_id,
+                n->order_id, why);
+    if (!c)
+        return PT_OK;
+    char detail[400];
+    snprintf(detail, sizeof detail, "notification %.200s not bound: %s (trade %.100s)",
+             n->dedup_id, why, n->trade_no[0] ? n->trade_no : "none");
+    int rc = pt_store_audit(st, c->id, pt_state_name(c->state), pt_state_name(c->state),
+                            "notification_foreign", actor, 1, detail, now);
+    if (rc == PT_OK && strcmp(why, "unconfirmed") == 0 && !pt_state_is_final(c->state)) {
+        /* Ours, perhaps, but not provably: the sync engine asks again now. */
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now;
+        rc = pt_store_charge_patch(st, c->id, &p, now);
+        pt_sync_wake(s);
+    }
+    return rc;
+}
+
+/* Applies a bound notification to c (inside the transaction). */
+static int apply_bound(struct pt_store *st, struct pt_charge *c, const struct pt_notification *n,
+                       const char *actor, int64_t now, const char **outcome)
+{
+    /* Bound is not yet believed: the amount and currency must be ours. */
+    char reason[PT_MESSAGE_MAX] = "";
+    if (n->status == PT_OUTCOME_SUCCESS && n->amount <= 0)
+        snprintf(reason, sizeof reason, "notification_without_amount");
+    else if (n->amount > 0 && n->amount != c->amount)
+        snprintf(reason, sizeof reason, "amount_mismatch: notified %lld, charged %lld",
+                 (long long)n->amount, (long long)c->amount);
+    else if (n->currency[0] && strcmp(n->currency, c->currency) != 0)
+        snprintf(reason, sizeof reason, "currency_mismatch: notified %s, charged %s", n->currency,
+                 c->currency);
+    struct pt_charge_patch patch = PT_CHARGE_PATCH_NONE;
+    patch.gateway_trade_no = n->trade_no;
+    int rc = PT_OK;
+    *outcome = "applied";
+    if (reason[0]) {
+        *outcome = "review";
+        count_notify(n->gateway, PT_MN_REVIEW);
+        rc = raise_review(st, c, reason, actor, now);
+    } else if (n->status == PT_OUTCOME_SUCCESS) {
+        count_notify(n->gateway, PT_MN_APPLIED);
+        rc = pt_charge_gateway_succeeded(st, c, &patch, actor, n->dedup_id, now);
+    } else if (n->status == PT_OUTCOME_DECLINED || n->status == PT_OUTCOME_CANCELED) {
+        count_notify(n->gateway, PT_MN_APPLIED);
+        enum pt_state to = n->status == PT_OUTCOME_DECLINED ? PT_STATE_FAILED : PT_STATE_CANCELED;
+        if (to == PT_STATE_FAILED) {
+            patch.error_code = "declined";
+            patch.error_message = "the gateway reported the payment failed";
+        }
+        rc = pt_charge_transition(st, c, to, &patch,
+                                  to == PT_STATE_FAILED ? "gateway_declined" : "gateway_closed",
+                                  actor, n->dedup_id, now);
+    } else {
+        count_notify(n->gateway, PT_MN_IGNORED);
+        *outcome = "ignored";
+    }
+    return rc == PT_EEXIST || rc == PT_ESTATE ? PT_OK : rc;
+}
+
+/*
+ * Binds, de-duplicates and applies one verified notification.  Returns
+ * PT_OK with *outcome set, or a storage error (then nothing was applied).
+ */
+static int take_notification(struct pt_sync *s, struct pt_store *st, const char *route,
+                             const struct pt_notification *n, const char **outcome)
+{
+    char actor[32];
+    snprintf(actor, sizeof actor, "notify:%s", route);
+    struct pt_charge c;
+    int rc = pt_store_charge_get(st, n->order_id, &c);
+    if (rc != PT_OK && rc != PT_ENOTFOUND)
+        return rc;
+    int confirm = 0;
+    const char *why = not_bound(route, n, rc == PT_OK ? &c : NULL, &confirm);
+    if (!why && confirm)
+        why = confirm_by_query(s, &c, n);
+
+    int64_t now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
+                                      pt_outcome_name(n->status), why ? "foreign" : "received",
+                                      now);
+    if (rc == PT_EEXIST) {
+        /* At-least-once delivery: acknowledged again, applied once. */
+        pt_store_rollback(st);
+        count_notify(route, PT_MN_DUPLICATE);
+        *outcome = "duplicate";
+        return PT_OK;
+    }
+    /* The charge as it is now, under the write lock: a trade number learned
+     * since the check above must still match. */
+    int have = rc ? rc : pt_store_charge_get(st, n->order_id, &c);
+    if (have == PT_OK && !why && c.gateway_trade_no[0] &&
+        strcmp(c.gateway_trade_no, n->trade_no) != 0)
+        why = "other_trade";
+    if (have != PT_OK && have != PT_ENOTFOUND) {
+        rc = have;
+    } else if (why) {
+        *outcome = "foreign";
+        rc = refuse_foreign(s, st, have == PT_OK ? &c : NULL, n, why, actor, now);
+    } else {
+        rc = apply_bound(st, &c, n, actor, now, outcome);
+    }
+    return finish(st, rc);
 }
 
 int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
@@ -841,8 +1004,7 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
         *content_type = "application/json";
         return PT_OK;
     }
-    int64_t now = now_ms(s);
-    struct pt_gw_env env = {.now_ms = now};
+    struct pt_gw_env env = {.now_ms = now_ms(s)};
     struct pt_notification n;
     memset(&n, 0, sizeof n);
     int rc = gw->parse_notify(cfg, msg, &env, &n);
@@ -859,89 +1021,16 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
         notify_reply(out, gw, 1, content_type);
         return PT_OK;
     }
-    if ((rc = pt_store_begin(st)))
-        goto storage;
-    struct pt_charge c;
-    int have = pt_store_charge_get(st, n.order_id, &c);
-    const char *outcome = "applied";
-    rc = pt_store_notification_insert(st, gateway, n.dedup_id, n.order_id,
-                                      pt_outcome_name(n.status), "received", now);
-    if (rc == PT_EEXIST) {
-        /* At-least-once delivery: acknowledged again, applied once. */
-        pt_store_rollback(st);
-        count_notify(gateway, PT_MN_DUPLICATE);
-        pt_log_debug("duplicate notification %s/%s", gateway, n.dedup_id);
-        notify_reply(out, gw, 1, content_type);
-        return PT_OK;
+    const char *outcome = "";
+    rc = take_notification(s, st, gateway, &n, &outcome);
+    if (rc) {
+        /* Not acknowledged: the gateway will deliver it again. */
+        pt_log_error("notification from %s not applied: %s", gateway, pt_strerror(rc));
+        notify_reply(out, gw, 0, content_type);
+        out->status = 503;
+        return rc;
     }
-    if (rc)
-        goto storage_rollback;
-    char actor[32];
-    snprintf(actor, sizeof actor, "notify:%s", gateway);
-    if (have == PT_ENOTFOUND) {
-        pt_log_warn("notification from %s for unknown order %s", gateway, n.order_id);
-        count_notify(gateway, PT_MN_IGNORED);
-        outcome = "unknown_order";
-        rc = PT_OK;
-    } else if (have != PT_OK) {
-        rc = have;
-        goto storage_rollback;
-    } else {
-        /* Cross-check before believing it: the amount, the currency and the
-         * merchant it was paid to must be ours. */
-        char reason[PT_MESSAGE_MAX] = "";
-        if (n.status == PT_OUTCOME_SUCCESS && n.amount <= 0)
-            snprintf(reason, sizeof reason, "notification_without_amount");
-        else if (n.amount > 0 && n.amount != c.amount)
-            snprintf(reason, sizeof reason, "amount_mismatch: notified %lld, charged %lld",
-                     (long long)n.amount, (long long)c.amount);
-        else if (n.currency[0] && strcmp(n.currency, c.currency) != 0)
-            snprintf(reason, sizeof reason, "currency_mismatch: notified %s, charged %s",
-                     n.currency, c.currency);
-        else if (n.merchant_id[0] && strcmp(n.merchant_id, our_merchant(cfg)) != 0)
-            snprintf(reason, sizeof reason, "merchant_mismatch: notified %s", n.merchant_id);
-        struct pt_charge_patch patch = PT_CHARGE_PATCH_NONE;
-        if (n.trade_no[0])
-            patch.gateway_trade_no = n.trade_no;
-        if (reason[0]) {
-            outcome = "review";
-            count_notify(gateway, PT_MN_REVIEW);
-            rc = raise_review(st, &c, reason, actor, now);
-        } else if (n.status == PT_OUTCOME_SUCCESS) {
-            count_notify(gateway, PT_MN_APPLIED);
-            rc = pt_charge_gateway_succeeded(st, &c, &patch, actor, n.dedup_id, now);
-        } else if (n.status == PT_OUTCOME_DECLINED || n.status == PT_OUTCOME_CANCELED) {
-            count_notify(gateway, PT_MN_APPLIED);
-            enum pt_state to =
-                n.status == PT_OUTCOME_DECLINED ? PT_STATE_FAILED : PT_STATE_CANCELED;
-            if (to == PT_STATE_FAILED) {
-                patch.error_code = "declined";
-                patch.error_message = "the gateway reported the payment failed";
-            }
-            rc = pt_charge_transition(st, &c, to, &patch,
-                                      to == PT_STATE_FAILED ? "gateway_declined"
-                                                            : "gateway_closed",
-                                      actor, n.dedup_id, now);
-        } else {
-            count_notify(gateway, PT_MN_IGNORED);
-            outcome = "ignored";
-        }
-        if (rc == PT_EEXIST || rc == PT_ESTATE)
-            rc = PT_OK;
-    }
-    if (rc)
-        goto storage_rollback;
     pt_log_info("notification %s/%s order=%s: %s", gateway, n.dedup_id, n.order_id, outcome);
-    if ((rc = pt_store_commit(st)))
-        goto storage;
     notify_reply(out, gw, 1, content_type);
     return PT_OK;
-storage_rollback:
-    pt_store_rollback(st);
-storage:
-    /* Not acknowledged: the gateway will deliver it again. */
-    pt_log_error("notification from %s not applied: %s", gateway, pt_strerror(rc));
-    notify_reply(out, gw, 0, content_type);
-    out->status = 503;
-    return rc;
 }

@@ -273,6 +273,34 @@ static int need(struct ctx *c, const cJSON *o, const char *prefix, const char *n
     return PT_OK;
 }
 
+/* gateways.alipay.currencies (default ["CNY"]) and settle_currency. */
+static int load_alipay_currencies(struct ctx *c, const cJSON *g, struct pt_cfg_alipay *a)
+{
+    const char *key = "gateways.alipay.currencies";
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(g, "currencies");
+    int max = (int)(sizeof a->currencies / sizeof a->currencies[0]);
+    a->n_currencies = 0;
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > max)
+            return fail(c, key, "must be a list of 1 to %d ISO 4217 codes, e.g. [\"CNY\", \"USD\"]",
+                        max);
+        for (const cJSON *e = v->child; e; e = e->next) {
+            if (!cJSON_IsString(e) || !pt_money_currency_valid(e->valuestring))
+                return fail(c, key, "every entry must be an upper-case ISO 4217 code payterm "
+                                    "knows, such as CNY or USD");
+            memcpy(a->currencies[a->n_currencies++], e->valuestring, 4);
+        }
+    }
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(g, "settle_currency");
+    if (sc && !cJSON_IsNull(sc)) {
+        if (!cJSON_IsString(sc) || !pt_money_currency_valid(sc->valuestring))
+            return fail(c, "gateways.alipay.settle_currency",
+                        "must be an upper-case ISO 4217 code such as USD");
+        memcpy(a->settle_currency, sc->valuestring, 4);
+    }
+    return PT_OK;
+}
+
 static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 {
     static const char *const known[] = {"alipay", "wechat", "stripe", "2c2p", NULL};
@@ -284,7 +312,8 @@ static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
     if ((g = cJSON_GetObjectItemCaseSensitive(o, "alipay")) && !cJSON_IsNull(g)) {
         static const char *const k[] = {"endpoint",   "app_id",           "private_key_file",
                                         "alipay_public_key_file", "notify_url",
-                                        "barcode_timeout_s", NULL};
+                                        "barcode_timeout_s", "seller_id", "currencies",
+                                        "settle_currency", NULL};
         const char *p = "gateways.alipay";
         struct pt_cfg_alipay *a = &cfg->alipay;
         a->barcode_timeout_s = 60;
@@ -298,6 +327,8 @@ static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
                        sizeof a->alipay_public_key_file)) ||
             (rc = get_string(c, g, p, "notify_url", a->notify_url, sizeof a->notify_url, 1)) ||
             (rc = get_int(c, g, p, "barcode_timeout_s", &a->barcode_timeout_s, 5, 86400)) ||
+            (rc = get_string(c, g, p, "seller_id", a->seller_id, sizeof a->seller_id, 1)) ||
+            (rc = load_alipay_currencies(c, g, a)) ||
             (rc = check_url(c, "gateways.alipay.endpoint", a->endpoint, 1)) ||
             (a->notify_url[0] && (rc = check_url(c, "gateways.alipay.notify_url", a->notify_url, 0))))
             return rc;

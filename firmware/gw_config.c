@@ -52,6 +52,10 @@ static int load_alipay(const struct pt_cfg_alipay *a, pt_random_fn rnd, void *ct
     copy(o->app_id, sizeof o->app_id, a->app_id);
     copy(o->notify_url, sizeof o->notify_url, a->notify_url);
     o->barcode_timeout_s = (int)a->barcode_timeout_s;
+    copy(o->merchant_id, sizeof o->merchant_id, a->seller_id);
+    for (int i = 0; i < a->n_currencies && i < PT_GW_MAX_CURRENCIES; i++)
+        memcpy(o->currencies[o->ncurrencies++], a->currencies[i], 4);
+    memcpy(o->settle_currency, a->settle_currency, 4);
     int rc = key("gateways.alipay.private_key_file", a->private_key_file, rnd, ctx,
                  &o->private_key, err, errlen);
     if (rc == PT_OK)

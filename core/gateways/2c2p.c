@@ -278,7 +278,8 @@ static int c2p_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const str
 
 /* ---- notifications ------------------------------------------------------- */
 
-static int fill_notify(const char *text, size_t len, struct pt_notification *n)
+static int fill_notify(const struct pt_gw_config *cfg, const char *text, size_t len,
+                       struct pt_notification *n)
 {
     static const char *const amount_path[] = {"amount", NULL};
     int rc = PT_EPARSE;
@@ -296,6 +297,7 @@ static int fill_notify(const char *text, size_t len, struct pt_notification *n)
     pt__copy(n->order_id, sizeof n->order_id, inv);
     pt__copy(n->trade_no, sizeof n->trade_no, ref);
     pt__copy(n->merchant_id, sizeof n->merchant_id, pt__jstr(o, "merchantID"));
+    n->merchant_ok = pt__same_id(pt__jstr(o, "merchantID"), cfg->merchant_id);
     if (!cur || pt__currency_upper(cur, n->currency) != PT_OK ||
         pt_jscan_amount(text, len, amount_path, n->currency, &n->amount) != PT_OK)
         goto out; /* a malformed amount is refused, never guessed */
@@ -322,7 +324,7 @@ static int c2p_parse_notify(const struct pt_gw_config *cfg, const struct pt_http
         return PT_ESIG;
     if (rc != PT_OK)
         return PT_EPARSE;
-    rc = fill_notify(payload, plen, out);
+    rc = fill_notify(cfg, payload, plen, out);
     free(payload);
     if (rc != PT_OK)
         memset(out, 0, sizeof *out);

@@ -177,7 +177,8 @@ const char *pt_alipay_method_name(int op, const char *charge_method)
 /* ---- build ---------------------------------------------------------------- */
 
 /* The biz_content JSON, keys in the order the vectors were generated with. */
-static char *biz_content(enum pt_gw_op op, const struct pt_charge *c, int *rc)
+static char *biz_content(const struct pt_gw_config *cfg, enum pt_gw_op op,
+                         const struct pt_charge *c, int *rc)
 {
     struct pt_buf b;
     char amount[PT_MONEY_DECIMAL_MAX];
@@ -199,6 +200,17 @@ static char *biz_content(enum pt_gw_op op, const struct pt_charge *c, int *rc)
         pt_buf_json_string(&b, c->subject[0] ? c->subject : c->order_id);
         pt_buf_puts(&b, ",\"total_amount\":");
         pt_buf_json_string(&b, amount);
+        /* Without trans_currency Alipay reads total_amount as CNY: a USD
+         * 10.00 charge would be captured as CNY 10.00.  Domestic (CNY)
+         * requests stay exactly as the SDK vectors have them. */
+        if (strcmp(c->currency, "CNY") != 0) {
+            pt_buf_puts(&b, ",\"trans_currency\":");
+            pt_buf_json_string(&b, c->currency);
+        }
+        if (cfg->settle_currency[0]) {
+            pt_buf_puts(&b, ",\"settle_currency\":");
+            pt_buf_json_string(&b, cfg->settle_currency);
+        }
     }
     pt_buf_putc(&b, '}');
     char *s = pt_buf_take(&b, NULL);
@@ -215,6 +227,8 @@ static int check_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
         return PT_EINVAL; /* a barcode payment needs the customer's auth code */
     if (op == PT_GW_PAY && strcmp(c->method, "barcode") != 0 && strcmp(c->method, "qr") != 0)
         return PT_EINVAL;
+    if (op == PT_GW_PAY && !pt_gw_currency_allowed(cfg, c->currency))
+        return PT_EINVAL; /* not in gateways.alipay.currencies */
     return PT_OK;
 }
 
@@ -228,7 +242,7 @@ static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
     int rc = check_build(cfg, op, c);
     if (rc != PT_OK)
         return rc;
-    char *biz = biz_content(op, c, &rc);
+    char *biz = biz_content(cfg, op, c, &rc);
     if (!biz)
         return rc;
     pt_form_init(&f);
@@ -280,10 +294,22 @@ static void take_amount(const char *raw, size_t rawlen, const cJSON *o,
                         const struct pt_charge *c, struct pt_gw_result *out)
 {
     static const char *const path[] = {"total_amount", NULL};
+    (void)c;
     pt__copy(out->trade_no, sizeof out->trade_no, pt__jstr(o, "trade_no"));
-    pt__copy(out->currency, sizeof out->currency, c->currency[0] ? c->currency : "CNY");
+    /* total_amount is in trans_currency when the answer names one, else in
+     * CNY (domestic Alipay says nothing): never assume the charge's own
+     * currency, or a capture in the wrong currency would look right. */
+    const char *cur = pt__jstr(o, "trans_currency");
+    int rc = pt__currency_upper(cur && *cur ? cur : "CNY", out->currency);
+    if (rc != PT_OK) {
+        out->currency[0] = '\0';
+        if (out->outcome == PT_OUTCOME_SUCCESS)
+            pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_currency",
+                       "Alipay reported a currency payterm cannot read");
+        return;
+    }
     int64_t minor = 0;
-    int rc = pt_jscan_amount(raw, rawlen, path, out->currency, &minor);
+    rc = pt_jscan_amount(raw, rawlen, path, out->currency, &minor);
     if (rc == PT_OK)
         out->amount = minor;
     else if (rc != PT_ENOTFOUND && out->outcome == PT_OUTCOME_SUCCESS)
@@ -424,7 +450,8 @@ static int notify_status(const char *st, struct pt_notification *n)
     return PT_OK;
 }
 
-static int fill_notify(const struct pt_form *f, struct pt_notification *n)
+static int fill_notify(const struct pt_gw_config *cfg, const struct pt_form *f,
+                       struct pt_notification *n)
 {
     const char *notify_id = pt_form_get(f, "notify_id");
     const char *otn = pt_form_get(f, "out_trade_no");
@@ -441,6 +468,11 @@ static int fill_notify(const struct pt_form *f, struct pt_notification *n)
     pt__copy(n->order_id, sizeof n->order_id, otn);
     pt__copy(n->trade_no, sizeof n->trade_no, pt_form_get(f, "trade_no"));
     pt__copy(n->merchant_id, sizeof n->merchant_id, pt_form_get(f, "app_id"));
+    /* The app it was paid to, and the seller account when one is
+     * configured: another merchant's signed notification binds nothing. */
+    n->merchant_ok = pt__same_id(pt_form_get(f, "app_id"), cfg->app_id) &&
+                     (!cfg->merchant_id[0] ||
+                      pt__same_id(pt_form_get(f, "seller_id"), cfg->merchant_id));
     /* Domestic Alipay settles in CNY and says nothing; cross-border names it. */
     if (pt__currency_upper(cur ? cur : "CNY", n->currency) != PT_OK)
         return PT_EPARSE;
@@ -460,7 +492,7 @@ static int alipay_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
         return PT_EPARSE;
     rc = pt_alipay_verify_form(cfg->peer_key, &f, PT_ALIPAY_NOTIFY);
     if (rc == PT_OK)
-        rc = fill_notify(&f, out);
+        rc = fill_notify(cfg, &f, out);
     pt_form_free(&f);
     if (rc != PT_OK)
         memset(out, 0, sizeof *out);

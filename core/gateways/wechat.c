@@ -505,8 +505,9 @@ static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op,
 
 /* ---- notifications ------------------------------------------------------- */
 
-static int fill_notify(const char *event_id, const char *event_type, const char *plain,
-                       size_t plen, struct pt_notification *n)
+static int fill_notify(const struct pt_gw_config *cfg, const char *event_id,
+                       const char *event_type, const char *plain, size_t plen,
+                       struct pt_notification *n)
 {
     int rc = PT_EPARSE;
     cJSON *o = cJSON_ParseWithLength(plain, plen);
@@ -524,6 +525,9 @@ static int fill_notify(const char *event_id, const char *event_type, const char 
     pt__copy(n->order_id, sizeof n->order_id, otn);
     pt__copy(n->dedup_id, sizeof n->dedup_id, tid);
     pt__copy(n->merchant_id, sizeof n->merchant_id, pt__jstr(o, "mchid"));
+    /* Both the merchant and the app: one mchid can serve several apps. */
+    n->merchant_ok = pt__same_id(pt__jstr(o, "mchid"), cfg->merchant_id) &&
+                     pt__same_id(pt__jstr(o, "appid"), cfg->app_id);
     if (read_transaction(plain, plen, o, n->trade_no, sizeof n->trade_no, &n->amount,
                          n->currency) != PT_OK || !n->currency[0])
         goto out; /* a success without a readable amount is refused */
@@ -555,7 +559,7 @@ static int wechat_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
         return rc == PT_EPARSE ? PT_EPARSE : PT_ESIG;
     cJSON *j = cJSON_ParseWithLength(msg->body, msg->body_len);
     const char *id = pt__jstr(j, "id"), *type = pt__jstr(j, "event_type");
-    rc = id && type ? fill_notify(id, type, plain, plen, out) : PT_EPARSE;
+    rc = id && type ? fill_notify(cfg, id, type, plain, plen, out) : PT_EPARSE;
     cJSON_Delete(j);
     pt_zeroize(plain, plen);
     free(plain);

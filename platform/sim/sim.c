@@ -328,6 +328,52 @@ static int query_param(const char *q, const char *name, char *out, size_t outlen
     return -1;
 }
 
+/*
+ * POST /_sim/pay {"gateway":name,"order_id":id}: the customer of a pending
+ * trade pays now, and the gateway sends no notification of it - so a test
+ * can deliver (or forge) the notification itself, for a trade the gateway
+ * really has paid.  404 for no such trade, 409 when it is not pending.
+ */
+static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *gwname = pt__sim_json_str(j, "gateway"), *order = pt__sim_json_str(j, "order_id");
+    int gw = gwname ? pt__sim_gw_parse(gwname) : -2;
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t || gw < 0 || !order) {
+        bad_request(rs, "body must be {\"gateway\": alipay|wechat|stripe|2c2p, \"order_id\": ...}");
+        goto out;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, gw, order, t);
+    if (rc == PT_OK && strcmp(t->status, "pending") == 0) {
+        snprintf(t->status, sizeof t->status, "captured");
+        t->captures++;
+        t->pay_at = 0;
+        t->paid_at = t->updated_at = pt__sim_now_ms();
+        rc = pt__sim_trade_update(s, t);
+        rc = rc == PT_OK ? 0 : 500;
+    } else {
+        rc = rc == PT_OK ? 409 : 404;
+    }
+    pt__sim_unlock(s);
+    if (rc) {
+        bad_request(rs, rc == 404 ? "no such trade" : rc == 409 ? "the trade is not pending"
+                                                                 : "ledger error");
+        rs->status = rc;
+        goto out;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "order_id", t->order_id);
+    cJSON_AddStringToObject(o, "trade_no", t->trade_no);
+    cJSON_AddStringToObject(o, "status", t->status);
+    pt__sim_resp_json(rs, 200, o);
+    pt__sim_note(rs, "%s paid by the test", t->order_id);
+out:
+    free(t);
+    cJSON_Delete(j);
+}
+
 static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *rq,
                     struct sim_resp *rs)
 {
@@ -373,6 +419,8 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         memset(blob, 'x', (size_t)bytes);
         pt__sim_resp_set(rs, 200, "text/plain", blob, (size_t)bytes);
         free(blob);
+    } else if (strcmp(rq->path, "/_sim/pay") == 0 && strcmp(rq->method, "POST") == 0) {
+        post_pay(s, rq, rs);
     } else if (strcmp(rq->path, "/_sim/health") == 0) {
         pt__sim_resp_set(rs, 200, "application/json", "{\"ok\":true}", 11);
     } else {

@@ -177,6 +177,8 @@ static void notify(struct pt_sim *s, const struct sim_trade *t, const char *stat
     ADD("total_amount", amount);
     ADD("trade_status", status);
     ADD("trade_no", t->trade_no);
+    if (strcmp(t->currency, "CNY") != 0)
+        ADD("trans_currency", t->currency);
     ADD("auth_app_id", s->k.alipay_app_id);
     ADD("app_id", s->k.alipay_app_id);
     ADD("seller_id", "2088102177649450");
@@ -247,6 +249,10 @@ static cJSON *trade_fields(const struct sim_trade *t, const char *code, const ch
     cJSON_AddStringToObject(o, "out_trade_no", t->order_id);
     cJSON_AddStringToObject(o, "total_amount", amount);
     cJSON_AddStringToObject(o, "trade_no", t->trade_no);
+    /* Cross-border acquiring answers in the currency the order was priced
+     * in; domestic answers name none (CNY). */
+    if (strcmp(t->currency, "CNY") != 0)
+        cJSON_AddStringToObject(o, "trans_currency", t->currency);
     return o;
 }
 

@@ -184,6 +184,9 @@ static void test_notify(void **state)
                 assert_string_equal(out.order_id, pt_test_str(c, "order_id"));
                 assert_string_equal(out.trade_no, pt_test_str(c, "trade_no"));
                 assert_string_equal(out.merchant_id, pt_test_str(c, "merchant_id"));
+                /* Bound to this merchant only when its app_id is ours. */
+                assert_int_equal(out.merchant_ok,
+                                 strcmp(pt_test_str(c, "merchant_id"), f->cfg.app_id) == 0);
             }
         }
         pt_http_response_free(&msg);
@@ -251,13 +254,82 @@ static void test_response_roundtrip(void **state)
     pt_pk_free(gw);
 }
 
+/* A signed alipay.trade.pay answer around raw (as the simulator signs). */
+static void signed_pay_answer(const char *raw, struct pt_http_response *resp)
+{
+    struct pt_pk *gw = pt_test_key("alipay_gateway_private.pem");
+    char sig[PT_BASE64_LEN(1024)], body[2048];
+    assert_int_equal(pt_pk_sign_base64(gw, raw, strlen(raw), sig, sizeof sig), PT_OK);
+    snprintf(body, sizeof body, "{\"alipay_trade_pay_response\":%s,\"sign\":\"%s\"}", raw, sig);
+    memset(resp, 0, sizeof *resp);
+    resp->status = 200;
+    resp->body = strdup(body);
+    resp->body_len = strlen(body);
+    pt_pk_free(gw);
+}
+
+/* SPEC section 8: a charge in another currency than CNY carries
+ * trans_currency (and settle_currency when configured), is only built when
+ * the currency is listed, and the answer's currency is read from the answer,
+ * never assumed. */
+static void test_cross_border_currency(void **state)
+{
+    struct fixture *f = *state;
+    struct pt_charge ch = {0};
+    strcpy(ch.order_id, "XB-1");
+    strcpy(ch.method, "barcode");
+    strcpy(ch.currency, "USD");
+    strcpy(ch.payment_code, "287634438256643941");
+    ch.amount = 1000;
+    struct pt_gw_env env = {.now_ms = 1764478805000};
+    struct pt_http_request req;
+    /* Not listed: never built (a queued charge from an older config). */
+    assert_int_equal(pt_gateway_alipay.build(&f->cfg, PT_GW_PAY, &ch, &env, &req), PT_EINVAL);
+    memcpy(f->cfg.currencies[0], "CNY", 4);
+    memcpy(f->cfg.currencies[1], "USD", 4);
+    f->cfg.ncurrencies = 2;
+    memcpy(f->cfg.settle_currency, "USD", 4);
+    assert_int_equal(pt_gateway_alipay.build(&f->cfg, PT_GW_PAY, &ch, &env, &req), PT_OK);
+    struct pt_form form;
+    pt_form_init(&form);
+    assert_int_equal(pt_form_parse(req.body, req.body_len, &form), PT_OK);
+    const char *biz = pt_form_get(&form, "biz_content");
+    assert_non_null(biz);
+    assert_non_null(strstr(biz, "\"total_amount\":\"10.00\",\"trans_currency\":\"USD\""));
+    assert_non_null(strstr(biz, "\"settle_currency\":\"USD\""));
+    pt_form_free(&form);
+    pt_http_request_free(&req);
+
+    /* An answer that names no currency is CNY (domestic Alipay). */
+    struct pt_http_response resp;
+    struct pt_gw_result out;
+    signed_pay_answer("{\"code\":\"10000\",\"msg\":\"Success\",\"trade_no\":\"T1\","
+                      "\"out_trade_no\":\"XB-1\",\"total_amount\":\"10.00\"}",
+                      &resp);
+    assert_int_equal(pt_gateway_alipay.parse(&f->cfg, PT_GW_PAY, &ch, &resp, &out), PT_OK);
+    assert_int_equal(out.outcome, PT_OUTCOME_SUCCESS);
+    assert_string_equal(out.currency, "CNY");
+    assert_int_equal(out.amount, 1000);
+    pt_http_response_free(&resp);
+    signed_pay_answer("{\"code\":\"10000\",\"msg\":\"Success\",\"trade_no\":\"T1\","
+                      "\"out_trade_no\":\"XB-1\",\"total_amount\":\"10.00\","
+                      "\"trans_currency\":\"USD\"}",
+                      &resp);
+    assert_int_equal(pt_gateway_alipay.parse(&f->cfg, PT_GW_PAY, &ch, &resp, &out), PT_OK);
+    assert_string_equal(out.currency, "USD");
+    assert_int_equal(out.amount, 1000);
+    pt_http_response_free(&resp);
+    f->cfg.ncurrencies = 0;
+    f->cfg.settle_currency[0] = '\0';
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),     cmocka_unit_test(test_cli_params),
         cmocka_unit_test(test_build_errors), cmocka_unit_test(test_timestamp),
         cmocka_unit_test(test_notify),       cmocka_unit_test(test_responses),
-        cmocka_unit_test(test_response_roundtrip),
+        cmocka_unit_test(test_response_roundtrip), cmocka_unit_test(test_cross_border_currency),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -94,6 +94,10 @@ static int setup(void **state)
     pt_config_defaults(&cfg);
     cfg.stripe.configured = 1;
     cfg.alipay.configured = 1;
+    /* Cross-border acquiring: this merchant's Alipay takes USD too. */
+    memcpy(cfg.alipay.currencies[0], "CNY", 4);
+    memcpy(cfg.alipay.currencies[1], "USD", 4);
+    cfg.alipay.n_currencies = 2;
     cfg.max_amount = 1000000;
     cfg.offline_limits[0] = (struct pt_cfg_offline_limit){"USD", 5000, 10000};
     cfg.n_offline_limits = 1;
@@ -220,6 +224,30 @@ static void test_invalid_body_names_fields_and_is_stored(void **state)
     assert_int_equal(r.status, 400);
     assert_string_equal(err_code(&r), "invalid_request");
     pt_reply_free(&r);
+}
+
+/* SPEC section 8: domestic Alipay settles CNY only; another currency needs
+ * gateways.alipay.currencies, or the charge is a 400 naming currency. */
+static void test_alipay_currency_rule(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    const char *usd = "{\"order_id\":\"O-USD\",\"amount\":1000,\"currency\":\"USD\","
+                      "\"gateway\":\"alipay\",\"method\":\"barcode\","
+                      "\"payment_code\":\"2876344382566439\",\"offline\":\"force_offline\"}";
+    cfg.alipay.n_currencies = 0; /* the default: CNY only */
+    post("usd-1", usd, &r);
+    assert_int_equal(r.status, 400);
+    assert_string_equal(err_code(&r), "invalid_request");
+    assert_non_null(strstr(r.body, "currency: USD is not accepted by alipay"));
+    assert_non_null(strstr(r.body, "gateways.alipay.currencies"));
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 0);
+    cfg.alipay.n_currencies = 2; /* CNY, USD */
+    post("usd-2", usd, &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 1);
 }
 
 static void test_queued_replayed_and_conflicts(void **state)
@@ -609,6 +637,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_key_same_order_compares_every_parameter, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_offline_limits_release_the_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alipay_currency_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovered_key_keeps_one_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_sent_queues_or_refuses, setup, teardown),

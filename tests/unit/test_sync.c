@@ -43,6 +43,7 @@ static int nledger;
 static enum fault fault;
 static int fault_count;      /* how many requests the fault applies to */
 static int64_t report_amount; /* nonzero: the query reports this amount instead */
+static const char *report_currency; /* non-NULL: answers report this currency instead */
 static int requests;
 
 static int64_t now_cb(void *ctx)
@@ -77,9 +78,10 @@ static void pi_json(char *out, size_t cap, int i)
 {
     snprintf(out, cap,
              "{\"id\":\"%s\",\"object\":\"payment_intent\",\"status\":\"%s\",\"amount\":%lld,"
-             "\"currency\":\"usd\",\"metadata\":{\"order_id\":\"%s\"}}",
+             "\"currency\":\"%s\",\"metadata\":{\"order_id\":\"%s\"}}",
              ledger[i].id, ledger[i].amount % 100 == 51 ? "requires_payment_method" : "succeeded",
-             (long long)(report_amount ? report_amount : ledger[i].amount), ledger[i].order);
+             (long long)(report_amount ? report_amount : ledger[i].amount),
+             report_currency ? report_currency : "usd", ledger[i].order);
 }
 
 /* A tiny Stripe: create (idempotent by key), search by metadata order id. */
@@ -201,6 +203,7 @@ static int setup(void **state)
     fault = F_NONE;
     fault_count = 0;
     report_amount = 0;
+    report_currency = NULL;
     requests = 0;
     return 0;
 }
@@ -507,15 +510,15 @@ static void test_query_amount_mismatch_holds_fulfilment(void **state)
     assert_int_equal(events_of(a.order_id, "charge.succeeded"), 0);
 }
 
-static void webhook(const char *order, int64_t amount, const char *event_id, int forge,
-                    struct pt_reply *out)
+static void webhook_pi(const char *order, const char *pi, int64_t amount, const char *event_id,
+                       int forge, struct pt_reply *out)
 {
     char body[1024], sig[256], hdr[300];
     snprintf(body, sizeof body,
              "{\"id\":\"%s\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":"
-             "{\"id\":\"pi_x\",\"object\":\"payment_intent\",\"status\":\"succeeded\","
+             "{\"id\":\"%s\",\"object\":\"payment_intent\",\"status\":\"succeeded\","
              "\"amount\":%lld,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"%s\"}}}}",
-             event_id, (long long)amount, order);
+             event_id, pi, (long long)amount, order);
     const char *key = forge ? "whsec_someone_else" : whsec;
     assert_int_equal(pt_stripe_sign_header(key, strlen(key), clock_ms / 1000, body, strlen(body),
                                            sig, sizeof sig),
@@ -531,21 +534,52 @@ static void webhook(const char *order, int64_t amount, const char *event_id, int
     pt_http_response_free(&msg);
 }
 
+/* The PaymentIntent the fake Stripe made for an order ("pi_none" if none). */
+static const char *pi_of(const char *order)
+{
+    int i = find_pi(order);
+    return i < 0 ? "pi_none" : ledger[i].id;
+}
+
+static void webhook(const char *order, int64_t amount, const char *event_id, int forge,
+                    struct pt_reply *out)
+{
+    webhook_pi(order, pi_of(order), amount, event_id, forge, out);
+}
+
+/* A charge sent whose answer was lost: UNKNOWN, and no PaymentIntent id yet. */
+static void sent_answer_lost(struct pt_charge *c, int64_t amount)
+{
+    queue_charge(c, amount);
+    fault = F_DROP_AFTER;
+    fault_count = 1;
+    drain();
+    struct pt_charge got;
+    assert_int_equal(state_of(c->order_id, &got), PT_STATE_UNKNOWN);
+    assert_string_equal(got.gateway_trade_no, "");
+}
+
+static int64_t notified(enum pt_metric_notify what)
+{
+    return (int64_t)pt_metrics.notifications[PT_MG_STRIPE][what];
+}
+
 static void test_notifications(void **state)
 {
     (void)state;
     struct pt_charge a, b;
-    queue_charge(&a, 1200);
-    queue_charge(&b, 1300);
+    sent_answer_lost(&a, 1200);
+    sent_answer_lost(&b, 1300);
     struct pt_reply r;
     /* Forged: 400, counted, nothing applied. */
-    uint64_t bad0 = pt_metrics.notifications[PT_MG_STRIPE][PT_MN_BAD_SIGNATURE];
+    int64_t bad0 = notified(PT_MN_BAD_SIGNATURE);
     webhook(a.order_id, 1200, "evt_1", 1, &r);
     assert_int_equal(r.status, 400);
     pt_reply_free(&r);
-    assert_int_equal(pt_metrics.notifications[PT_MG_STRIPE][PT_MN_BAD_SIGNATURE], bad0 + 1);
-    assert_int_equal(state_of(a.order_id, NULL), PT_STATE_INIT);
-    /* Genuine: applied once, acknowledged again when repeated. */
+    assert_int_equal(notified(PT_MN_BAD_SIGNATURE), bad0 + 1);
+    assert_int_equal(state_of(a.order_id, NULL), PT_STATE_UNKNOWN);
+    /* Genuine: the trade is confirmed by a query, applied once, acknowledged
+     * again when repeated. */
     webhook(a.order_id, 1200, "evt_2", 0, &r);
     assert_int_equal(r.status, 200);
     assert_string_equal(r.body, "{\"received\":true}");
@@ -553,17 +587,109 @@ static void test_notifications(void **state)
     webhook(a.order_id, 1200, "evt_2", 0, &r);
     assert_int_equal(r.status, 200);
     pt_reply_free(&r);
-    assert_int_equal(state_of(a.order_id, NULL), PT_STATE_SUCCESS);
+    struct pt_charge got;
+    assert_int_equal(state_of(a.order_id, &got), PT_STATE_SUCCESS);
+    assert_string_equal(got.gateway_trade_no, pi_of(a.order_id));
     assert_int_equal(events_of(a.order_id, "charge.succeeded"), 1);
     /* Another amount than charged: review, no fulfilment. */
     webhook(b.order_id, 99999, "evt_3", 0, &r);
     assert_int_equal(r.status, 200);
     pt_reply_free(&r);
-    struct pt_charge got;
-    assert_int_equal(state_of(b.order_id, &got), PT_STATE_INIT);
+    assert_int_equal(state_of(b.order_id, &got), PT_STATE_UNKNOWN);
     assert_true(got.review);
     assert_non_null(strstr(got.review_reason, "amount_mismatch"));
     assert_int_equal(events_of(b.order_id, "charge.succeeded"), 0);
+}
+
+/* A signed webhook binds only to a charge of its own gateway, of the same
+ * trade: SPEC section 5's binding rules. */
+static void test_notification_binding(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    /* 1. An Alipay charge with the order id a Stripe event names. */
+    struct pt_charge ali = {0};
+    strcpy(ali.order_id, "LANE-0001");
+    strcpy(ali.gateway, "alipay");
+    strcpy(ali.method, "qr");
+    strcpy(ali.currency, "USD");
+    ali.amount = 1200;
+    ali.next_attempt_at = clock_ms + 3600000;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_create(st, &ali, "api", clock_ms), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    int64_t foreign0 = notified(PT_MN_FOREIGN);
+    webhook_pi("LANE-0001", "pi_lane2", 1200, "evt_b1", 0, &r);
+    assert_int_equal(r.status, 200); /* acknowledged, so Stripe stops resending */
+    pt_reply_free(&r);
+    struct pt_charge got;
+    assert_int_equal(state_of("LANE-0001", &got), PT_STATE_INIT);
+    assert_string_equal(got.gateway_trade_no, "");
+    assert_false(got.review);
+    assert_int_equal(notified(PT_MN_FOREIGN), foreign0 + 1);
+    assert_int_equal(events_of("LANE-0001", "charge.succeeded"), 0);
+    struct pt_audit_row rows[16];
+    int n = 0;
+    assert_int_equal(pt_store_audit_list(st, got.id, 16, rows, &n), PT_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[1].cause, "notification_foreign");
+    assert_true(rows[1].refused);
+    assert_non_null(strstr(rows[1].detail, "other_gateway"));
+
+    /* 2. Another PaymentIntent with the same metadata.order_id as a Stripe
+     * charge whose PaymentIntent is known. */
+    struct pt_charge s1;
+    queue_charge(&s1, 1500);
+    fault = F_NONE;
+    drain();
+    assert_int_equal(state_of(s1.order_id, &got), PT_STATE_SUCCESS);
+    char mine[PT_SHORT_MAX];
+    snprintf(mine, sizeof mine, "%s", got.gateway_trade_no);
+    webhook_pi(s1.order_id, "pi_other_lane", 1500, "evt_b2", 0, &r);
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    assert_int_equal(state_of(s1.order_id, &got), PT_STATE_SUCCESS);
+    assert_string_equal(got.gateway_trade_no, mine);
+    assert_int_equal(events_of(s1.order_id, "charge.succeeded"), 1);
+    assert_int_equal(notified(PT_MN_FOREIGN), foreign0 + 2);
+
+    /* 3. The charge's trade is not known yet and the query shows another
+     * one: not bound, nothing learned from the notification. */
+    struct pt_charge u;
+    sent_answer_lost(&u, 1600);
+    webhook_pi(u.order_id, "pi_other_lane_2", 1600, "evt_b3", 0, &r);
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    assert_int_equal(state_of(u.order_id, &got), PT_STATE_UNKNOWN);
+    assert_string_equal(got.gateway_trade_no, "");
+    assert_int_equal(notified(PT_MN_FOREIGN), foreign0 + 3);
+    /* The same event delivered again is a duplicate, not a second look. */
+    int before = requests;
+    webhook_pi(u.order_id, "pi_other_lane_2", 1600, "evt_b3", 0, &r);
+    pt_reply_free(&r);
+    assert_int_equal(notified(PT_MN_FOREIGN), foreign0 + 3);
+    assert_true(requests - before <= 1);
+    /* Its own PaymentIntent's event binds after the query confirms it. */
+    webhook(u.order_id, 1600, "evt_b4", 0, &r);
+    pt_reply_free(&r);
+    assert_int_equal(state_of(u.order_id, &got), PT_STATE_SUCCESS);
+    assert_int_equal(captures(u.order_id), 1);
+}
+
+/* A success answer in another currency, or naming no amount, is not
+ * believed for fulfilment. */
+static void test_answer_currency_mismatch_holds_fulfilment(void **state)
+{
+    (void)state;
+    struct pt_charge a;
+    queue_charge(&a, 1200);
+    report_currency = "eur";
+    drain();
+    struct pt_charge got;
+    assert_int_equal(state_of(a.order_id, &got), PT_STATE_SUCCESS);
+    assert_true(got.review);
+    assert_non_null(strstr(got.review_reason, "currency_mismatch"));
+    assert_int_equal(events_of(a.order_id, "charge.succeeded"), 0);
 }
 
 int main(void)
@@ -582,6 +708,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_query_amount_mismatch_holds_fulfilment, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notifications, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notification_binding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answer_currency_mismatch_holds_fulfilment, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

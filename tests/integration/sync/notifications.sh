@@ -12,14 +12,26 @@
 #      charge.succeeded, the state unchanged; a replay of it changes nothing;
 #   4. a notification with a bad signature -> 400 with the gateway's fail
 #      body, counted as bad_signature, never applied; the same notification
-#      validly signed is then applied once (so the 400 was the signature's).
+#      validly signed is then applied once (so the 400 was the signature's);
+#   5. validly signed notifications that must not bind (SPEC section 5): a
+#      Stripe event naming an Alipay charge's order id, another
+#      PaymentIntent with a Stripe charge's order id, another merchant's app
+#      id / mchid / appid / merchantID, a field missing, a trade the gateway
+#      never had -> acknowledged, counted as foreign, audited, nothing moved.
+# The daemon never polls here (backoff of 10 minutes): what moves a charge is
+# the notification, bound by its trade number or confirmed by the daemon's
+# own query, never the sync engine finding the payment by itself.  Where a
+# test forges a notification of a paid trade, the simulated customer pays
+# first (POST /_sim/pay, which sends no notification) and the forged one
+# carries the gateway's own trade number, as the real one would.
 # Notifications are forged with `payterm sign` (Alipay RSA2 with the
 # simulator's Alipay key, Stripe HMAC with the whsec, 2C2P JWT with the
 # merchant secret) and the wxforge helper (WeChat: AES-256-GCM resource and
 # the platform key's signature), all from the simulator's directory.
 . "$(dirname "$0")/synclib.sh" "$@"
 WXFORGE=${PT_WXFORGE:?PT_WXFORGE must name the wxforge helper (set by CMake)}
-sync_start
+echo '{"sync": {"backoff_base_ms": 600000, "backoff_max_ms": 600000}}' >"$T/no-polling.json"
+sync_start "$T/no-polling.json"
 GWJ=$T/sim/gateways.json
 ALIPAY_APP_ID=$(jq -r .gateways.alipay.app_id "$GWJ")
 WX_MCHID=$(jq -r .gateways.wechat.mchid "$GWJ")
@@ -63,21 +75,28 @@ event_count() { all_events | jq 'length'; }
 # forge GATEWAY ORDER AMOUNT ID OUT [bad]: a success notification for ORDER
 # paying AMOUNT minor units, dedup id ID, written to OUT (Stripe and WeChat
 # also OUT.h with the signature headers).  With "bad" the signature is
-# broken (one character of it changed), everything else left valid.
+# broken (one character of it changed), everything else left valid.  The
+# trade number is the simulator's for ORDER (what the gateway would send);
+# F_TRADE, F_APP (Alipay app_id, WeChat appid), F_MCH (WeChat mchid, 2C2P
+# merchantID) override a field, "-" leaves it out.
 forge() {
     local gw=$1 o=$2 amount=$3 id=$4 out=$5 bad=${6:-}
+    local tn=${F_TRADE:-$(sim_trade_no "$gw" "$o")}
+    [ -n "$tn" ] || tn="2026113022001$id"
+    local app=${F_APP:-} mch=${F_MCH:-}
     case $gw in
     alipay)
         local dec
         dec=$(printf '%d.%02d' $((amount / 100)) $((amount % 100)))
-        jq -n --arg o "$o" --arg a "$dec" --arg id "$id" --arg app "$ALIPAY_APP_ID" '{
+        jq -n --arg o "$o" --arg a "$dec" --arg id "$id" --arg app "${app:-$ALIPAY_APP_ID}" \
+            --arg tn "$tn" '{
             gmt_create: "2026-11-30 13:00:00", gmt_payment: "2026-11-30 13:00:05",
             charset: "utf-8", notify_time: "2026-11-30 13:00:06", subject: "Forged",
             buyer_id: "2088102177846875", version: "1.0", notify_id: $id,
             notify_type: "trade_status_sync", out_trade_no: $o, total_amount: $a,
             receipt_amount: $a, buyer_pay_amount: $a, trade_status: "TRADE_SUCCESS",
-            trade_no: ("2026113022001" + $id), auth_app_id: $app, app_id: $app,
-            seller_id: "2088102177649450"}' >"$out.params"
+            trade_no: $tn, auth_app_id: $app, app_id: $app,
+            seller_id: "2088102177649450"} | with_entries(select(.value != "-"))' >"$out.params"
         local sign
         # Alipay signs a notification over every field but sign and sign_type.
         sign=$("$PAYTERM" sign --gateway alipay --key "$T/sim/alipay_private_key.pem" <"$out.params" | jq -r .sign)
@@ -87,8 +106,8 @@ forge() {
             tr -d '\n' >"$out"
         ;;
     stripe)
-        local pi
-        pi=$(charge_json "$o" | jq -r '.gateway_trade_no // "pi_unknown"')
+        local pi=${F_TRADE:-}
+        [ -n "$pi" ] || pi=$(charge_json "$o" | jq -r '.gateway_trade_no // "pi_unknown"')
         jq -cn --arg o "$o" --argjson a "$amount" --arg id "$id" --arg pi "$pi" '{
             id: $id, object: "event", api_version: "2024-06-20", created: now | floor,
             data: {object: {id: $pi, object: "payment_intent", amount: $a, amount_received: $a,
@@ -104,22 +123,25 @@ forge() {
     2c2p)
         local dec token
         dec=$(printf '%d.%02d' $((amount / 100)) $((amount % 100)))
-        jq -cn --arg o "$o" --argjson a "$dec" --arg id "$id" --arg m "$C2P_MID" '{
+        jq -cn --arg o "$o" --argjson a "$dec" --arg id "$id" --arg m "${mch:-$C2P_MID}" \
+            --arg tn "$tn" '{
             merchantID: $m, invoiceNo: $o, amount: $a, currencyCode: "THB",
             transactionDateTime: "20261130130005", agentCode: "KTB", channelCode: "VI",
-            approvalCode: "720931", referenceNo: $id, tranRef: $id, respCode: "0000",
-            respDesc: "Success"}' | tr -d '\n' >"$out.payload"
+            approvalCode: "720931", referenceNo: $id, tranRef: $tn, respCode: "0000",
+            respDesc: "Success"} | with_entries(select(.value != "-"))' | tr -d '\n' >"$out.payload"
         token=$("$PAYTERM" sign --gateway 2c2p --secret-file "$T/sim/2c2p_secret_key" <"$out.payload" | jq -r .token)
         [ -z "$bad" ] || token=$(corrupt "$token")
         jq -cn --arg t "$token" '{payload: $t}' | tr -d '\n' >"$out"
         ;;
     wechat)
-        jq -cn --arg o "$o" --argjson a "$amount" --arg id "$id" --arg m "$WX_MCHID" --arg app "$WX_APPID" '{
+        jq -cn --arg o "$o" --argjson a "$amount" --arg m "${mch:-$WX_MCHID}" \
+            --arg app "${app:-$WX_APPID}" --arg tn "$tn" '{
             amount: {currency: "CNY", payer_currency: "CNY", payer_total: $a, total: $a},
             appid: $app, attach: "", bank_type: "OTHERS", mchid: $m, out_trade_no: $o,
             payer: {openid: "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}, promotion_detail: [],
             success_time: "2026-11-30T13:00:05+08:00", trade_state: "SUCCESS",
-            trade_state_desc: "支付成功", trade_type: "NATIVE", transaction_id: $id}' >"$out.plain"
+            trade_state_desc: "支付成功", trade_type: "NATIVE", transaction_id: $tn}
+            | with_entries(select(.value != "-"))' >"$out.plain"
         "$WXFORGE" body "$T/sim" "EV-$id" <"$out.plain" >"$out"
         "$WXFORGE" headers "$T/sim" "$WX_SERIAL" <"$out" >"$out.h"
         if [ -n "$bad" ]; then
@@ -129,6 +151,18 @@ forge() {
         fi
         ;;
     esac
+}
+# sim_trade_no GATEWAY ORDER: the simulator's trade number for ORDER ("" if none).
+sim_trade_no() {
+    sim "/_sim/ledger?gateway=$1&order_id=$2" | jq -r '.data[0].trade_no // ""'
+}
+# sim_pay GATEWAY ORDER: the simulated customer pays ORDER now; the gateway
+# sends no notification of it.
+sim_pay() {
+    local r
+    r=$(sim /_sim/pay -H 'Content-Type: application/json' \
+        -d "$(jq -cn --arg g "$1" --arg o "$2" '{gateway: $g, order_id: $o}')")
+    [ "$(jq -r .status <<<"$r")" = captured ] || fail "POST /_sim/pay $1 $2: $r"
 }
 # corrupt TEXT: the same text with one character of its middle changed.
 corrupt() {
@@ -227,6 +261,7 @@ for o in "${!MIS[@]}"; do
     gw=${MIS[$o]%%.*}
     n=$((n + 1))
     f=$T/mismatch-$gw
+    sim_pay "$gw" "$o" # the gateway took 12.52; its notification says 12.53
     forge "$gw" "$o" 1253 "42000000000000009$n" "$f"
     before=$(notify_metric "$gw" review)
     send_forged "$gw" "$f"
@@ -241,7 +276,7 @@ for o in "${!MIS[@]}"; do
     expect "$o mismatched notification again: status" 200 "$NST"
     expect "$o charge.succeeded events" 0 "$(events_of "$o" charge.succeeded)"
     expect "$o charge.review events" 1 "$(events_of "$o" charge.review)"
-    expect "$o captures at the simulator" 0 "$(captures "$o")"
+    expect "$o captures at the simulator" 1 "$(captures "$o")"
 done
 log "   4 mismatches: acknowledged, review raised once, nothing fulfilled"
 
@@ -269,7 +304,9 @@ for o in "${!BAD[@]}"; do
     expect "$o bad signature: state" PENDING "$(state "$o")"
     expect "$o bad signature: review" false "$(charge_json "$o" | jq -r .review)"
     expect "$o bad signature: events" "$events" "$(event_count)"
-    # The same notification, signed properly, is applied (exactly once).
+    # The same notification, signed properly, is applied (exactly once);
+    # the gateway has taken the money by then.
+    sim_pay "$gw" "$o"
     forge "$gw" "$o" 1352 "42000000000000008$n" "$f"
     send_forged "$gw" "$f"
     expect "$o good signature: status" 200 "$NST"
@@ -280,6 +317,60 @@ done
 bad_total=$(metric payterm_notifications_total 'result="bad_signature"')
 expect "bad signatures in /metrics" 4 "$bad_total"
 log "   4 bad signatures: 400 with each gateway's fail body, counted, never applied"
+
+# ---- 5. notifications that must not bind ---------------------------------------------------
+log "5. validly signed notifications bound to no charge of ours"
+# expect_foreign WHAT GATEWAY ORDER STATE TRADE: the last notification was
+# acknowledged and counted foreign, and ORDER is unchanged (STATE, TRADE).
+expect_foreign() {
+    local what=$1 gw=$2 o=$3 want_state=$4 want_trade=$5 c
+    expect "$what: status" 200 "$NST"
+    expect "$what: reply" "$(ok_reply "$gw")" "$NBODY"
+    expect "$what: counted foreign" $((FOREIGN + 1)) "$(notify_metric "$gw" foreign)"
+    c=$(charge_json "$o")
+    expect "$what: $o state" "$want_state" "$(jq -r .state <<<"$c")"
+    expect "$what: $o trade number" "$want_trade" "$(jq -r '.gateway_trade_no // ""' <<<"$c")"
+    expect "$what: $o review" false "$(jq -r .review <<<"$c")"
+    expect "$what: $o events" "$EVENTS_OF_O" "$(all_events | jq --arg o "$o" '[.[] | select(.order_id == $o)] | length')"
+    expect "$what: $o audited" 1 "$(api "/v1/charges/$o/events" | jq '[.data[] | select(.cause == "notification_foreign")] | length')"
+}
+foreign_case() { # foreign_case WHAT GATEWAY ORDER ID [F_* overrides via env]
+    FOREIGN=$(notify_metric "$2" foreign)
+    EVENTS_OF_O=$(all_events | jq --arg o "$3" '[.[] | select(.order_id == $o)] | length')
+    local before_state before_trade
+    before_state=$(state "$3")
+    before_trade=$(charge_json "$3" | jq -r '.gateway_trade_no // ""')
+    forge "$2" "$3" "$(charge_json "$3" | jq -r .amount)" "$4" "$T/foreign-$4"
+    send_forged "$2" "$T/foreign-$4"
+    expect_foreign "$1" "$2" "$3" "$before_state" "$before_trade"
+}
+# a. A Stripe event naming an Alipay charge's order id (two lanes, one
+#    Stripe account, per-lane order numbers).
+charge k-NT-FX-ALI NT-FX-ALI "$(body_for alipay.qr 1452)"
+wait_state NT-FX-ALI PENDING 20
+F_TRADE=pi_other_lane foreign_case "Stripe event for an Alipay charge" stripe NT-FX-ALI evt_fx_1
+# b. Another PaymentIntent with a Stripe charge's metadata.order_id.
+charge k-NT-FX-STR NT-FX-STR "$(body_for stripe.card_on_file 1450)"
+wait_state NT-FX-STR SUCCESS 20
+F_TRADE=pi_other_lane foreign_case "another PaymentIntent, same order id" stripe NT-FX-STR evt_fx_2
+# c. Another merchant's ids, or none, on paid trades of ours.
+for spec in "alipay.qr NT-FX-ALI2 F_APP=2021009999999999" "wechat.qr NT-FX-WX1 F_APP=wx0000000000000000" \
+    "wechat.qr NT-FX-WX2 F_MCH=1900009999" "wechat.qr NT-FX-WX3 F_APP=-" "2c2p.redirect NT-FX-2C1 F_MCH=JT99" \
+    "2c2p.redirect NT-FX-2C2 F_MCH=-"; do
+    read -r gm o override <<<"$spec"
+    gw=${gm%%.*}
+    charge "k-$o" "$o" "$(body_for "$gm" 1552)"
+    wait_state "$o" PENDING 20
+    sim_pay "$gw" "$o"
+    eval "$override foreign_case \"$gw notification with $override\" $gw $o fx-$o"
+done
+# d. A trade the gateway never had for this order (a made-up number, the
+#    charge's own trade not known yet): the daemon's query does not confirm it.
+charge k-NT-FX-WX4 NT-FX-WX4 "$(body_for wechat.qr 1652)"
+wait_state NT-FX-WX4 PENDING 20
+F_TRADE=4200000000000000777 foreign_case "a trade WeChat does not know" wechat NT-FX-WX4 fx-wx4
+expect "foreign notifications in /metrics" 9 "$(metric payterm_notifications_total 'result="foreign"')"
+log "   9 notifications of other gateways, merchants and trades: acknowledged, counted, nothing moved"
 
 wait_notes 30
 expect "charge.succeeded events for one order twice" 0 \
