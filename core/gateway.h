@@ -172,6 +172,12 @@ struct pt_gateway {
     int (*parse_notify)(const struct pt_gw_config *cfg, const struct pt_http_response *msg,
                         const struct pt_gw_env *env, struct pt_notification *out);
 
+    /* NULL when the gateway can stop a charge it has already seen (close,
+     * cancel, reverse); otherwise why it cannot, for the 409
+     * charge_not_cancelable a client gets instead of a cancel that would
+     * wait for something that never comes. */
+    const char *no_cancel;
+
     /* The exact replies the gateway wants for a notification. */
     const char *notify_ok_type;   /* Content-Type of the success reply */
     const char *notify_ok_body;   /* "success", {"code":"SUCCESS"}, ... */

@@ -879,6 +879,11 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
                        c.state == PT_STATE_SUCCESS ? " (refunds are a separate feature)" : "");
         break;
     default:
+        if (pt_gateway_find(c.gateway) && pt_gateway_find(c.gateway)->no_cancel) {
+            pt_reply_error(out, 409, "charge_not_cancelable", "charge %s is %s: %s", order_id,
+                           pt_state_name(c.state), pt_gateway_find(c.gateway)->no_cancel);
+            break;
+        }
         if (!in->online.cancel_now) {
             pt_reply_error(out, 503, "offline_not_allowed",
                            "charge %s is %s: canceling it needs the gateway, which this build "

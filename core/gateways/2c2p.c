@@ -342,6 +342,12 @@ const struct pt_gateway pt_gateway_2c2p = {
     .build = c2p_build,
     .parse = c2p_parse,
     .parse_notify = c2p_parse_notify,
+    /* PGW v4.3 voids an authorised card transaction (payment maintenance),
+     * but has no call that withdraws an issued payment token: the page
+     * stays payable until the token expires. */
+    .no_cancel = "2C2P cannot withdraw a payment token once it is issued; the payment page "
+                 "stays payable until the token expires. If the customer pays, the charge "
+                 "succeeds and is refunded instead",
     /* 2C2P only needs HTTP 200 to stop re-sending a backend notification. */
     .notify_ok_type = "text/plain",
     .notify_ok_body = "",

@@ -4,8 +4,9 @@
 # the gateway (Alipay trade.cancel, WeChat close, Stripe cancel) -> 200
 # CANCELED, the simulator shows the trade canceled (or never had it), no
 # capture, one charge.canceled; the same key replays the answer.  2C2P has no
-# cancel for a payment token: 202, the charge stays PENDING.  A SUCCESS
-# charge is 409 charge_not_cancelable.
+# cancel for an issued payment token: 409 charge_not_cancelable saying so
+# (never a 202 that waits for nothing), replayed, the charge stays PENDING
+# and can still be paid.  A SUCCESS charge is 409 charge_not_cancelable.
 #
 # A long backoff keeps UNKNOWN charges UNKNOWN until the cancel arrives (no
 # query resolves them first).
@@ -52,8 +53,16 @@ expect "CX-WX-LOST trades at the simulator (it never had the order)" 0 "$(trades
 log "five canceled through the gateway"
 
 cancel c-CX-2C2P-PEND CX-2C2P-PEND
-expect "CX-2C2P-PEND cancel (2C2P cannot cancel a token)" 202 "$ST"
+expect "CX-2C2P-PEND cancel (2C2P cannot withdraw a token)" 409 "$ST"
+expect "CX-2C2P-PEND cancel error" charge_not_cancelable "$(field .error.code)"
+case $(field .error.message) in *"2C2P cannot withdraw a payment token"*) ;;
+*) fail "CX-2C2P-PEND cancel message should say why: $(field .error.message)" ;; esac
+cp "$BODY" "$T/cancel-2c2p.json"
+cancel c-CX-2C2P-PEND CX-2C2P-PEND
+expect "CX-2C2P-PEND cancel again, same key" 409 "$ST"
+expect "CX-2C2P-PEND cancel replay body" "$(jq -cS . "$T/cancel-2c2p.json")" "$(jq -cS . "$BODY")"
 expect "CX-2C2P-PEND state" PENDING "$(state CX-2C2P-PEND)"
+expect "CX-2C2P-PEND trade at the simulator (still payable)" pending "$(sim_status CX-2C2P-PEND)"
 
 charge k-CX-PAID CX-PAID "$(stripe_card 1200)"
 expect "CX-PAID" 201 "$ST"
