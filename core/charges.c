@@ -251,11 +251,14 @@ int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state
     /* The allowed set, not just our belief about `from`: if another writer
      * moved the charge meanwhile to a state from which `to` is still legal,
      * the move is still right; if not, the UPDATE changes nothing. */
+    int had_code = c->payment_code[0] != '\0';
     int rc = pt_store_charge_transition(st, c->id, pt_state_allowed_from(to), to, patch, now);
     if (rc == PT_ESTATE)
         return refused(st, c, to, cause, actor, now);
     if (rc)
         return rc;
+    if (had_code && pt_state_is_final(to))
+        pt_store_note_erased(); /* the store erased it; the WAL still has it */
     return moved(st, c, from, cause, actor, detail, now);
 }
 
@@ -266,7 +269,10 @@ int pt_charge_gateway_succeeded(struct pt_store *st, struct pt_charge *c,
     const unsigned not_final = (1u << PT_STATE_INIT) | (1u << PT_STATE_PROCESSING) |
                                (1u << PT_STATE_PENDING) | (1u << PT_STATE_UNKNOWN);
     enum pt_state from = c->state;
+    int had_code = c->payment_code[0] != '\0';
     int rc = pt_store_charge_transition(st, c->id, not_final, PT_STATE_SUCCESS, patch, now);
+    if (rc == PT_OK && had_code)
+        pt_store_note_erased();
     if (rc == PT_OK)
         return moved(st, c, from, "gateway_succeeded", actor, detail, now);
     if (rc != PT_ESTATE)

@@ -110,6 +110,15 @@ static void storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
     r->retry_after_s = RETRY_STORAGE_S;
 }
 
+/* A barcode charge made final here (canceled in the queue, or refused
+ * before it left) erased its payment code: the background thread owes the
+ * WAL a truncating checkpoint, and may be asleep. */
+static void wake_to_wipe(const struct pt_intake *in)
+{
+    if (pt_store_wipe_due() && in->online.wake)
+        in->online.wake(in->online.ctx);
+}
+
 /* ---- the guard, shared by every operation --------------------------------- */
 
 struct guard {
@@ -598,10 +607,18 @@ static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
  * conflict.  The charge row keeps every parameter as it was given, so they
  * are compared as the canonical text of both.  Returns PT_OK or PT_ENOMEM.
  */
-static int existing_order(const struct pt_charge *have, const struct pt_charge *want,
+static int existing_order(struct pt_charge *have, const struct pt_charge *want,
                           struct pt_reply *out)
 {
+    /* A final charge no longer has its payment code (erased, SPEC section
+     * 3): the retry's code cannot be compared, and nothing can move money
+     * for the order any more, so the other parameters decide. */
+    int erased = pt_state_is_final(have->state) && !have->payment_code[0];
+    if (erased)
+        memcpy(have->payment_code, want->payment_code, sizeof have->payment_code);
     char *a = pt_charge_params_text(have), *b = pt_charge_params_text(want);
+    if (erased)
+        pt_zeroize(have->payment_code, sizeof have->payment_code);
     int same = a && b && strcmp(a, b) == 0, rc = a && b ? PT_OK : PT_ENOMEM;
     free(a);
     free(b);
@@ -813,6 +830,7 @@ storage_after_commit:
      * is answered from the charge row. */
     storage_unavailable(out, st, rc);
 out:
+    wake_to_wipe(in);
     pt_idem_result_free(&res);
     guard_free(&g);
     return out->status == 503 && rc ? rc : PT_OK;
@@ -913,6 +931,7 @@ storage:
     guard_abandon(st, &g);
     storage_unavailable(out, st, rc);
 out:
+    wake_to_wipe(in);
     pt_idem_result_free(&res);
     guard_free(&g);
     return out->status == 503 && rc ? rc : PT_OK;

@@ -11,11 +11,16 @@
 #include "log.h"
 #include "migrations.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The columns read_charge() expects, in its order. */
 #define CHARGE_COLS                                                                                \
@@ -142,7 +147,7 @@ struct pt_store {
     /* Every charge with a smaller id is final (see active_floor()). */
     int64_t active_floor;
     int events_in_txn; /* events inserted since BEGIN */
-    char path[512];
+    char path[PT_STORE_PATH_MAX];
 };
 
 /* Translates an SQLite result code (extended or primary) to a pt_err. */
@@ -326,8 +331,11 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
         return err;
     if (!wal)
         return PT_EIO;
+    /* secure_delete: bytes a statement removes (an erased payment code, a
+     * swept key) are overwritten with zeros, not left in free space. */
     snprintf(sql, sizeof sql,
-             "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+             "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
+             " PRAGMA secure_delete = ON;",
              opt->synchronous_normal ? "NORMAL" : "FULL");
     if ((err = exec(st, sql)) != PT_OK)
         return err;
@@ -337,6 +345,69 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
             return err;
     }
     return PT_OK;
+}
+
+/*
+ * Files payterm creates are 0600 whatever the umask (SPEC section 11): the
+ * database holds idempotency answers and, for a minute, payment codes.
+ * SQLite creates a file 0644 (less the umask) and gives its -wal and -shm
+ * the database file's mode, so the database is created here first, 0600,
+ * and a file an older payterm left readable by others is narrowed.
+ */
+static int private_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return close(fd) == 0 ? PT_OK : PT_EIO;
+    if (errno != EEXIST)
+        return errno == ENOENT ? PT_ENOTFOUND : PT_EIO;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return PT_EIO;
+    if (S_ISREG(sb.st_mode) && (sb.st_mode & 077) && chmod(path, sb.st_mode & 0700) != 0)
+        return PT_EIO;
+    return PT_OK;
+}
+
+/* The -wal and -shm files beside a database, narrowed like it. */
+static void private_companions(const char *path)
+{
+    static const char *const suffix[] = {"-wal", "-shm"};
+    for (int i = 0; i < 2; i++) {
+        char p[PT_STORE_PATH_MAX + 8];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077))
+            (void)chmod(p, sb.st_mode & 0700);
+    }
+}
+
+/* A payment code was erased (a barcode charge became final) and its bytes
+ * may still be in the WAL: a truncating checkpoint is due.  One flag for the
+ * process, whichever connection erased it. */
+static atomic_int wipe_due;
+
+void pt_store_note_erased(void)
+{
+    atomic_store(&wipe_due, 1);
+}
+
+int pt_store_wipe_due(void)
+{
+    return atomic_load(&wipe_due);
+}
+
+int pt_store_checkpoint_truncate(struct pt_store *st)
+{
+    int was = atomic_exchange(&wipe_due, 0);
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+    if (rc == SQLITE_OK)
+        return PT_OK;
+    /* A reader kept an old snapshot (SQLITE_BUSY): try again later. */
+    if (was)
+        atomic_store(&wipe_due, 1);
+    return rc == SQLITE_BUSY ? PT_EBUSY : xlate(sqlite3_extended_errcode(st->db));
 }
 
 static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
@@ -363,6 +434,14 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
         goto fail;
     snprintf(st->path, sizeof st->path, "%s", opt->path);
     int flags = opt->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (!opt->readonly && (rc = private_file(opt->path)) != PT_OK) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot create database %s with mode 0600: %s", opt->path,
+                     strerror(errno));
+        goto fail;
+    }
+    if (!opt->readonly)
+        private_companions(opt->path);
     /* Our VFS writes each WAL commit with one system call (walvfs.c). */
     pthread_once(&sqlite_once, sqlite_setup);
     const char *vfs = walvfs_ok ? PT_WALVFS_NAME : NULL;
@@ -462,7 +541,10 @@ int pt_store_rollback(struct pt_store *st)
 int pt_store_backup(struct pt_store *st, const char *dest)
 {
     sqlite3 *to = NULL;
-    int rc = sqlite3_open_v2(dest, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int rc = private_file(dest); /* a backup holds what the database holds */
+    if (rc != PT_OK)
+        return rc;
+    rc = sqlite3_open_v2(dest, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
         rc = xlate(rc);
         goto out;
@@ -872,8 +954,14 @@ static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
         if (mask & (1u << i))
             o += (size_t)snprintf(from + o, sizeof from - o, "%sstate = '%s'", o ? " OR " : "",
                                   pt_state_name((enum pt_state)i));
+    /* A final charge keeps no payment code (SPEC section 3): erased in the
+     * same UPDATE that makes it final. */
     snprintf(sql, sizeof sql,
-             "UPDATE charges SET state = ?10, " PATCH_SET " WHERE id = ?1 AND (%s)", from);
+             "UPDATE charges SET state = ?10, " PATCH_SET ","
+             " payment_code = CASE WHEN ?10 = 'SUCCESS' OR ?10 = 'FAILED' OR ?10 = 'CANCELED'"
+             " THEN NULL ELSE payment_code END"
+             " WHERE id = ?1 AND (%s)",
+             from);
     if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
         pt_log_error("store: cannot prepare transition: %s", sqlite3_errmsg(st->db));
         return NULL;

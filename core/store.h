@@ -24,6 +24,9 @@
 
 struct pt_store;
 
+/* Longest database path (bytes, with the NUL). */
+#define PT_STORE_PATH_MAX 512
+
 /* Page size of a database payterm creates (see store.c for why). */
 #define PT_STORE_PAGE_SIZE 1024
 
@@ -77,8 +80,23 @@ int pt_store_begin(struct pt_store *st);
 int pt_store_commit(struct pt_store *st);
 int pt_store_rollback(struct pt_store *st);
 
-/* Online backup of the whole database into a new file at dest. */
+/* Online backup of the whole database into a new file at dest (created
+ * 0600; an existing file is overwritten). */
 int pt_store_backup(struct pt_store *st, const char *dest);
+
+/*
+ * Payment codes (SPEC section 3).  A transition into a final state erases
+ * the charge's payment code in the same UPDATE and the database zeroes the
+ * bytes (secure_delete), but earlier versions of the charge's page are still
+ * in the WAL: pt_store_note_erased() records that (any thread; the charge
+ * state machine calls it), pt_store_wipe_due() tells whether a truncating
+ * checkpoint is owed, and pt_store_checkpoint_truncate() copies the WAL into
+ * the database and truncates it to zero bytes (PT_EBUSY when a reader held
+ * an old snapshot; still due then).
+ */
+void pt_store_note_erased(void);
+int pt_store_wipe_due(void);
+int pt_store_checkpoint_truncate(struct pt_store *st);
 
 /* True when the database accepts a write right now (for /healthz). */
 int pt_store_writable(struct pt_store *st);

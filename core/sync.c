@@ -665,10 +665,20 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
                                   .ctx = s};
 }
 
+/* A payment code erased on this (API) thread: the background thread owes a
+ * truncating checkpoint and may be asleep. */
+static void wake_to_wipe(struct pt_sync *s)
+{
+    if (pt_store_wipe_due())
+        pt_sync_wake(s);
+}
+
 int pt_sync_charge_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
 {
     (void)now;
-    return send_pay(p, st, c);
+    int rc = send_pay(p, st, c);
+    wake_to_wipe(p);
+    return rc;
 }
 
 int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
@@ -698,6 +708,7 @@ int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_
         }
     }
     int rc = send_cancel(s, st, c, "canceled_by_client");
+    wake_to_wipe(s);
     return rc == PT_EUNSUPPORTED ? PT_OK : rc;
 }
 
@@ -1023,6 +1034,7 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
     }
     const char *outcome = "";
     rc = take_notification(s, st, gateway, &n, &outcome);
+    wake_to_wipe(s);
     if (rc) {
         /* Not acknowledged: the gateway will deliver it again. */
         pt_log_error("notification from %s not applied: %s", gateway, pt_strerror(rc));

@@ -29,12 +29,30 @@ void pt_syncer_wake(void *p)
     pthread_mutex_unlock(&y->mu);
 }
 
+/* Truncating checkpoints (payment codes out of the WAL) at most this often:
+ * after one the WAL grows anew from zero, and a growing file costs every
+ * commit a metadata sync, so a busy lane does not truncate per charge. */
+#define WIPE_MIN_INTERVAL_MS 5000
+
+/* Empties the WAL when a payment code was erased; returns the monotonic
+ * time before which the next one may not run. */
+static int64_t wipe(struct pt_syncer *y, int64_t now, int64_t not_before)
+{
+    if (!pt_store_wipe_due() || now < not_before)
+        return not_before;
+    int rc = pt_store_checkpoint_truncate(y->st);
+    if (rc)
+        pt_log_debug("sync: truncating checkpoint postponed: %s", pt_strerror(rc));
+    return now + WIPE_MIN_INTERVAL_MS;
+}
+
 static void *run(void *p)
 {
     struct pt_syncer *y = p;
     int64_t interval = y->cfg->sync_interval_s * 1000;
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
+    int64_t next_wipe = 0;
     int64_t clock_skew = pt_linux_now_ms() - pt_linux_mono_ms();
     for (;;) {
         pthread_mutex_lock(&y->mu);
@@ -76,6 +94,7 @@ static void *run(void *p)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
         int down = pt_sync_any_down(y->sync);
+        next_wipe = wipe(y, pt_linux_mono_ms(), next_wipe);
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
@@ -95,6 +114,11 @@ static void *run(void *p)
             next = ds.next_due - clock_skew;
             if (next < now + 1000)
                 next = now + 1000;
+        }
+        if (pt_store_wipe_due()) {
+            int64_t w = next_wipe > now + 1000 ? next_wipe : now + 1000;
+            if (!next || w < next)
+                next = w;
         }
     }
     return NULL;
