@@ -18,8 +18,6 @@
 #include <string.h>
 
 #define DRAIN_BATCH 32
-/* Queued charges sent per pair of durable commits (see send_queued). */
-#define SEND_BATCH 16
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin). */
 #define IN_FLIGHT_MARGIN_MS 5000
@@ -403,71 +401,61 @@ static int expire_now(struct pt_sync *s, struct pt_store *st, struct pt_charge *
 }
 
 /*
- * Sends a run of queued (INIT) charges with two durable commits for the
- * whole run instead of two per charge: one that moves them all to
- * PROCESSING before the first request leaves, one for all the outcomes.
- * A crash in between leaves them PROCESSING, which the next drain resolves
- * by query like any interrupted send.  Expired charges fail in the first
- * commit and are never sent.
+ * Sends a run of queued (INIT) charges, one at a time, with one durable
+ * commit per charge instead of two: the commit that records charge k's
+ * outcome also moves charge k+1 to PROCESSING, just before k+1's request
+ * leaves.  Only the charge actually on its way is ever PROCESSING, so a
+ * crash (SIGKILL, power) leaves at most one charge whose send is in doubt;
+ * the rest are still INIT and go out normally after the restart, instead of
+ * being queried for trades the gateway provably never saw.  Expired charges
+ * fail and are never sent; charges of a gateway found unreachable stay
+ * queued.
  */
 static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
                        int *skip, struct pt_drain_stats *stats)
 {
-    int armed[SEND_BATCH] = {0}, sent[SEND_BATCH];
-    struct pt_gw_result *res = calloc((size_t)n, sizeof *res);
+    struct pt_gw_result *res = malloc(sizeof *res);
     if (!res)
         return PT_ENOMEM;
-    int64_t now = now_ms(s);
-    int rc = pt_store_begin(st);
-    if (rc)
-        goto out;
-    struct pt_charge_patch p = processing_patch(s, now, n);
-    for (int i = 0; i < n && !rc; i++) {
-        struct pt_charge *c = &cs[i];
-        if (offline_expired(s, c, now)) {
-            struct pt_charge_patch e = expired_patch();
-            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
-                                      NULL, now);
-            stats->expired++;
-        } else {
-            rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
-            armed[i] = rc == PT_OK;
-        }
+    int rc = PT_OK, i = 0, pending = -1, verdict = PT_OK;
+    while (rc == PT_OK && (i < n || pending >= 0)) {
+        int64_t now = now_ms(s);
+        if ((rc = pt_store_begin(st)))
+            break;
+        if (pending >= 0) /* the outcome of the one sent last */
+            rc = settle(s, st, &cs[pending], 0, verdict, res, now);
         if (rc == PT_EEXIST || rc == PT_ESTATE)
             rc = PT_OK;
-    }
-    if ((rc = finish(st, rc)))
-        goto out;
-
-    for (int i = 0; i < n; i++) {
-        if (!armed[i])
-            continue;
-        int g = gw_index(cs[i].gateway);
-        if (skip[g]) {
-            sent[i] = PT_ENOTSENT; /* never attempted: the gateway just failed us */
-            continue;
+        pending = -1;
+        int armed = -1;
+        for (; rc == PT_OK && i < n && armed < 0; i++) {
+            struct pt_charge *c = &cs[i];
+            struct pt_charge_patch p = processing_patch(s, now, 1);
+            if (offline_expired(s, c, now)) {
+                struct pt_charge_patch e = expired_patch();
+                rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
+                                          NULL, now);
+                stats->expired++;
+            } else if (!skip[gw_index(c->gateway)]) {
+                rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL,
+                                          now);
+                if (rc == PT_OK)
+                    armed = i;
+            }
+            if (rc == PT_EEXIST || rc == PT_ESTATE)
+                rc = PT_OK; /* someone else moved it: not ours to send */
         }
-        sent[i] = call(s, PT_GW_PAY, &cs[i], &res[i]);
-        if (sent[i] == PT_ENOTSENT) {
-            skip[g] = 1;
+        if ((rc = finish(st, rc)) || armed < 0)
+            continue;
+        verdict = call(s, PT_GW_PAY, &cs[armed], res);
+        if (verdict == PT_ENOTSENT) {
+            skip[gw_index(cs[armed].gateway)] = 1;
             stats->not_sent++;
         } else {
             stats->sent++;
         }
+        pending = armed;
     }
-
-    now = now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        goto out;
-    for (int i = 0; i < n && !rc; i++) {
-        if (!armed[i])
-            continue;
-        rc = settle(s, st, &cs[i], 0, sent[i], &res[i], now);
-        if (rc == PT_EEXIST || rc == PT_ESTATE)
-            rc = PT_OK;
-    }
-    rc = finish(st, rc);
-out:
     free(res);
     return rc;
 }
@@ -571,6 +559,14 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
          * than our timeout): "not found" only means "never created" once it
          * cannot arrive any more. */
         int64_t grace = 3 * s->opt.cfg->sync_request_timeout_ms;
+        if (barcode_expired(s, c, now) && now - c->first_sent_at >= grace) {
+            /* The customer's code is no longer valid, so a resend cannot
+             * pay; reverse the order number (alipay.trade.cancel) so a late
+             * copy of the first request cannot either, and end it. */
+            pt_log_info("charge %s: gateway has no record after barcode_timeout_s, reversing",
+                        c->order_id);
+            return send_cancel(s, st, c, "barcode_timeout");
+        }
         if ((strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) &&
             c->first_sent_at && now - c->first_sent_at >= grace) {
             /* No code or page was ever issued, so nobody can pay it. */
@@ -596,8 +592,9 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
         return rc;
     if (sent == PT_OK) {
         if (res.outcome == PT_OUTCOME_NOT_FOUND) {
+            /* A definite answer, not an ambiguous send: it does not count
+             * toward max_attempts (resolve_timeout_s still ends the wait). */
             struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-            p.attempts_add = 1; /* unresolvable by query: counts toward review */
             p.next_attempt_at = now + backoff_ms(s, c->attempts + 1);
             rc = pt_store_charge_patch(st, c->id, &p, now);
             if (rc == PT_OK)
@@ -751,18 +748,14 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             case PT_STATE_INIT: {
                 /* This charge and the queued ones right after it (in id
                  * order, gateways still reachable) go out as one run. */
-                struct pt_charge run[SEND_BATCH];
-                int k = 0;
-                run[k++] = *c;
-                while (k < SEND_BATCH && i + 1 < n && batch[i + 1].state == PT_STATE_INIT) {
-                    int g2 = gw_index(batch[i + 1].gateway);
-                    if (g2 < 0 || skip[g2])
-                        break;
-                    run[k++] = batch[++i];
-                    stats->examined++;
-                }
+                int k = 1;
+                while (i + k < n && batch[i + k].state == PT_STATE_INIT &&
+                       gw_index(batch[i + k].gateway) >= 0 && !skip[gw_index(batch[i + k].gateway)])
+                    k++;
+                stats->examined += k - 1;
+                rc = send_queued(s, st, c, k, skip, stats);
+                i += k - 1;
                 cursor = batch[i].id;
-                rc = send_queued(s, st, run, k, skip, stats);
                 break;
             }
             case PT_STATE_PROCESSING:

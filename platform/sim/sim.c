@@ -134,13 +134,16 @@ int pt_sim_port(const struct pt_sim *s)
 /* ---- faults ----------------------------------------------------------------- */
 
 /* Takes one matching fault (lk held); SIM_FAULT_NONE when none matches. */
-static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, int refuse, int *delay_ms)
+static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, const char *method, int refuse,
+                                      int *delay_ms)
 {
     for (int i = 0; i < s->nfaults; i++) {
         struct sim_fault *f = &s->faults[i];
         if ((f->mode == SIM_FAULT_REFUSE_CONNECT) != refuse)
             continue;
         if (f->gw != SIM_GW_ANY && f->gw != gw)
+            continue;
+        if (f->method[0] && (!method || strcmp(f->method, method) != 0))
             continue;
         enum sim_fault_mode m = f->mode;
         if (delay_ms)
@@ -227,6 +230,8 @@ static cJSON *faults_json(struct pt_sim *s)
         cJSON_AddStringToObject(o, "mode", mode_names[s->faults[i].mode]);
         cJSON_AddNumberToObject(o, "count", s->faults[i].count);
         cJSON_AddNumberToObject(o, "delay_ms", s->faults[i].delay_ms);
+        if (s->faults[i].method[0])
+            cJSON_AddStringToObject(o, "method", s->faults[i].method);
         cJSON_AddItemToArray(arr, o);
     }
     return root;
@@ -241,7 +246,7 @@ static void bad_request(struct sim_resp *rs, const char *msg)
     pt__sim_resp_json(rs, 400, o);
 }
 
-/* POST /_sim/faults {"gateway":"*"|name,"mode":...,"count":N,"delay_ms":N} */
+/* POST /_sim/faults {"gateway":"*"|name,"mode":...,"count":N,"delay_ms":N,"method":M} */
 static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct sim_req *rq,
                         struct sim_resp *rs)
 {
@@ -283,6 +288,12 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
         bad_request(rs, "delay_ms: must be an integer from 0 to 600000");
         goto out;
     }
+    /* "method": only requests with that HTTP method (a probe's GET passes). */
+    const char *method = pt__sim_json_str(j, "method");
+    if (method && strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0) {
+        bad_request(rs, "method: GET or POST");
+        goto out;
+    }
     if (m == SIM_FAULT_DELAY && delay == 0) {
         bad_request(rs, "delay_ms: required (> 0) for mode delay");
         goto out;
@@ -300,8 +311,10 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
         bad_request(rs, "too many faults armed (16); clear some with {\"mode\":\"none\"}");
         goto out;
     } else {
-        s->faults[s->nfaults++] =
-            (struct sim_fault){.gw = gw, .mode = m, .count = (int)count, .delay_ms = (int)delay};
+        struct sim_fault f = {.gw = gw, .mode = m, .count = (int)count, .delay_ms = (int)delay};
+        if (method)
+            snprintf(f.method, sizeof f.method, "%s", method);
+        s->faults[s->nfaults++] = f;
     }
     cJSON *list = faults_json(s);
     pthread_mutex_unlock(&s->lk);
@@ -493,7 +506,7 @@ static int sni_cb(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, 
     if (c->gw == SIM_GW_ANY)
         return 0;
     pthread_mutex_lock(&s->lk);
-    enum sim_fault_mode m = fault_take(s, c->gw, 1, NULL);
+    enum sim_fault_mode m = fault_take(s, c->gw, NULL, 1, NULL);
     pthread_mutex_unlock(&s->lk);
     if (m == SIM_FAULT_REFUSE_CONNECT) {
         /* A failing SNI callback aborts the handshake with a fatal alert:
@@ -771,7 +784,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             pt__sim_resp_set(&rs, 404, "application/json", no_gateway, sizeof no_gateway - 1);
     } else {
         pthread_mutex_lock(&s->lk);
-        call.mode = fault_take(s, rq->gw, 0, &call.delay_ms);
+        call.mode = fault_take(s, rq->gw, rq->method, 0, &call.delay_ms);
         pthread_mutex_unlock(&s->lk);
         pt__sim_gateway(rq->gw)->handle(&call, rq, &rs);
         /* A handler that never reached its commit point (a query, a refused

@@ -65,6 +65,7 @@ struct sim_fault {
     enum sim_fault_mode mode;
     int count;              /* requests (connections for refuse_connect) left; -1 = until cleared */
     int delay_ms;
+    char method[8];         /* only requests with this HTTP method; "" = any */
 };
 
 /* One parsed request.  Header names/values point into head. */

@@ -4,7 +4,10 @@
 # gateways.alipay.barcode_timeout_s is reversed with alipay.trade.cancel
 # (SPEC section 7): CANCELED locally, canceled at the simulator, no capture,
 # one charge.canceled.  The same for one whose pay answer was lost (UNKNOWN,
-# then found WAIT_BUYER_PAY by query).  A barcode payment that succeeded is
+# then found WAIT_BUYER_PAY by query), and for one whose pay never reached
+# Alipay's ledger and could not be resent before the code expired (queries
+# answer ACQ.TRADE_NOT_EXIST: a definite answer, not an attempt; reversed,
+# CANCELED, never left under review).  A barcode payment that succeeded is
 # left alone after the timeout.
 . "$(dirname "$0")/synclib.sh" "$@"
 # barcode_timeout_s is merged into the simulator's gateways.alipay section
@@ -47,4 +50,21 @@ for o in REV-WAIT REV-LOST; do
 done
 expect "REV-PAID at the simulator" captured "$(sim_status REV-PAID)"
 expect_captured_once REV-PAID
+
+# The pay is dropped before Alipay records it; then the link goes down
+# before the daemon can query (its first query is due 200-400 ms later), and
+# comes back only after barcode_timeout_s.
+sim_fault '{"gateway":"alipay","mode":"fail_before_commit","count":1,"method":"POST"}'
+charge k-rev-4 REV-NEVER "$(alipay_barcode 1300)"
+sim_fault '{"gateway":"alipay","mode":"refuse_connect","count":-1}'
+expect "REV-NEVER first answer" 202 "$ST"
+expect "REV-NEVER first state" UNKNOWN "$(field .state)"
+sleep 6
+sim_clear
+wait_state REV-NEVER CANCELED 20
+expect "REV-NEVER trades at the simulator (it never had the order)" 0 "$(trades REV-NEVER)"
+expect "REV-NEVER review" false "$(charge_json REV-NEVER | jq -r .review)"
+expect "REV-NEVER attempts (one ambiguous send; the queries do not count)" 1 "$(charge_json REV-NEVER | jq .attempts)"
+expect "REV-NEVER charge.canceled events" 1 "$(events_of REV-NEVER charge.canceled)"
+log "REV-NEVER reversed after barcode_timeout_s, not left for an operator"
 pass

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# restart_mid_drain.sh PAYTERM - a restart (SIGKILL, a power cut) between the
+# drain's claim of a queued Alipay barcode charge and its send (issue: the
+# drain used to mark a whole run PROCESSING in one commit; after a restart
+# every charge of the run not yet sent became UNKNOWN, its queries answered
+# ACQ.TRADE_NOT_EXIST, each counted as an attempt, and it ended under review
+# with max_attempts although the trade provably did not exist).
+#
+# Six barcode charges are queued while the link is down.  When it returns,
+# the first send is held 6 s at the gateway (a delay fault); the daemon is
+# SIGKILLed while that request is in flight, and restarted only after
+# barcode_timeout_s (5 s) has passed.  Asserted:
+#   * at the kill, exactly one charge is PROCESSING in the database - the one
+#     on its way; the others are still INIT;
+#   * after the restart every order ends final, none under review: the one
+#     that was in flight SUCCESS by query (captured once, never sent again),
+#     the five others sent normally and captured once each;
+#   * no charge counted a definite "no such trade" answer as an attempt.
+. "$(dirname "$0")/synclib.sh" "$@"
+SIM_NOTIFY_BASE=http://127.0.0.1:1 # settled by the daemon's own queries
+SYNC_REQUEST_TIMEOUT_MS=10000      # the held request is not given up on
+cat >"$T/extra.json" <<'JSON'
+{"gateways": {"alipay": {"barcode_timeout_s": 5}}}
+JSON
+sync_start "$T/extra.json"
+
+sim_fault '{"gateway":"alipay","mode":"refuse_connect","count":-1}'
+ORDERS=()
+for i in 1 2 3 4 5 6; do
+    o=RMD-$i
+    ORDERS+=("$o")
+    charge "k-$o" "$o" "$(alipay_barcode $((1000 + i * 10)))"
+    expect "$o queued" 202 "$ST"
+    expect "$o state" INIT "$(field .state)"
+done
+log "6 barcode charges queued offline"
+
+sim_clear
+# Only a POST (a pay) is held: the reachability probes are GETs.
+sim_fault '{"gateway":"alipay","mode":"delay","count":1,"delay_ms":6000,"method":"POST"}'
+api /v1/sync -X POST >/dev/null
+one_processing() { [ "$(api /v1/status | jq .processing)" -ge 1 ]; }
+wait_until 20 one_processing || fail "no charge became PROCESSING after the link came back"
+sleep 0.5 # the request is at the gateway now, held by the delay
+daemon_kill KILL
+sim_clear
+claimed=$(sqlite3 "$T/data/payterm.db" "SELECT order_id FROM charges WHERE state = 'PROCESSING'" | tr '\n' ' ')
+queued=$(sqlite3 "$T/data/payterm.db" "SELECT count(*) FROM charges WHERE state = 'INIT'")
+log "killed with PROCESSING: $claimed; still queued: $queued"
+expect "charges PROCESSING at the kill (only the one being sent)" 1 "$(wc -w <<<"$claimed")"
+expect "charges still queued at the kill" 5 "$queued"
+
+sleep 6 # past barcode_timeout_s, and the held request has completed
+daemon_restart
+for o in "${ORDERS[@]}"; do wait_final "$o" 40; done
+wait_until 10 queue_idle || true
+for o in "${ORDERS[@]}"; do
+    expect_captured_once "$o"
+    expect "$o trades at the simulator" 1 "$(trades "$o")"
+done
+expect "attempts counted for the charge in flight (one interrupted send)" 1 \
+    "$(charge_json "${claimed%% *}" | jq .attempts)"
+pass
