@@ -56,6 +56,10 @@ void pt_reply_error(struct pt_reply *r, int status, const char *code, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* The message may quote what the client sent, and vsnprintf may have cut
+     * a character in half: the reply must stay valid UTF-8 (cJSON prints
+     * bytes as they are). */
+    pt_json_utf8_scrub(msg);
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "code", code);
     cJSON_AddStringToObject(e, "message", msg);
@@ -125,8 +129,13 @@ struct guard {
     char key[256];
     char scope[160];
     unsigned char hash[32];
-    cJSON *json;     /* parsed body, NULL when empty or not JSON */
-    int body_is_json;
+    cJSON *json;     /* parsed body, NULL when empty or refused */
+    int body_is_json; /* fingerprinted in canonical form */
+    /* Why pt_json_check refused the body ("field: problem"), "" if it did not. */
+    char refused[PT_JSON_FIELD_MAX + 112];
+    /* The raw text of the body's "amount": integers are read from their
+     * digits, never from cJSON's double. */
+    struct pt_json_member amount;
     int in_txn;
     struct pt_key_lock lock; /* the key's lock this request holds */
 };
@@ -159,16 +168,31 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
     }
     snprintf(g->scope, sizeof g->scope, "POST %s", path);
 
-    /* Fingerprint: canonical JSON when the body is JSON (so key order and
-     * spacing do not matter), the raw bytes otherwise. */
+    /* Only a body with a single meaning reaches cJSON (SPEC 5, input
+     * strictness).  Fingerprint: canonical JSON when the body passed and
+     * every number in it survives cJSON's double exactly (so key order and
+     * spacing do not matter), the raw bytes otherwise: two bodies that differ
+     * in any byte cJSON would lose are two requests. */
     char *canon = NULL;
     if (len == 0 && empty_is_object) {
         g->json = cJSON_CreateObject();
+        canon = g->json ? pt_json_canonical(g->json) : NULL;
     } else if (len > 0) {
-        g->json = cJSON_ParseWithLength(body, len);
+        struct pt_json_check chk = {.members = &g->amount, .n_members = 1};
+        g->amount.name = "amount";
+        int crc = pt_json_check(body, len, &chk);
+        if (crc == PT_OK && !(g->json = cJSON_ParseWithLength(body, len)))
+            crc = PT_ENOMEM;
+        if (crc == PT_ENOMEM) {
+            pt_reply_error(out, 503, "storage_unavailable", "out of memory");
+            return 0;
+        }
+        if (crc)
+            snprintf(g->refused, sizeof g->refused, "%s: %s", chk.field[0] ? chk.field : "body",
+                     chk.problem);
+        else if (chk.exact_numbers)
+            canon = pt_json_canonical(g->json);
     }
-    if (g->json && !pt_json_has_duplicate_keys(g->json))
-        canon = pt_json_canonical(g->json);
     g->body_is_json = canon != NULL;
     int rc;
     if (canon) {
@@ -371,11 +395,13 @@ static const char *const charge_fields[] = {
     "customer", "subject", "offline", "metadata", NULL};
 
 /*
- * Validates the body into c, defaults filled in.  Returns 1 when valid;
- * otherwise msg names every field that is wrong.
+ * Validates the body into c, defaults filled in; amount is the raw text of
+ * the body's "amount".  Returns 1 when valid; otherwise msg names every
+ * field that is wrong.
  */
-static int validate_charge(const struct pt_intake *in, const cJSON *body, struct pt_charge *c,
-                           char *msg, size_t cap)
+static int validate_charge(const struct pt_intake *in, const cJSON *body,
+                           const struct pt_json_member *amount, struct pt_charge *c, char *msg,
+                           size_t cap)
 {
     memset(c, 0, sizeof *c);
     msg[0] = '\0';
@@ -383,19 +409,15 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
         problem(msg, cap, "body", "must be a JSON object");
         return 0;
     }
+    /* Names given twice never get here: pt_json_check refused the body. */
     for (const cJSON *m = body->child; m; m = m->next) {
-        int known = 0, twice = 0;
+        int known = 0;
         for (const char *const *f = charge_fields; *f; f++)
             known |= strcmp(m->string, *f) == 0;
-        for (const cJSON *p = body->child; p != m; p = p->next)
-            twice |= strcmp(p->string, m->string) == 0;
-        if (twice) {
-            problem(msg, cap, m->string, "given twice");
-        } else if (!known) {
+        if (!known)
             problem(msg, cap, m->string,
                     "unknown field (allowed: order_id, amount, currency, gateway, method, "
                     "payment_code, payment_method, customer, subject, offline, metadata)");
-        }
     }
 
     const cJSON *v;
@@ -406,18 +428,21 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body, struct
     else
         snprintf(c->order_id, sizeof c->order_id, "%s", v->valuestring);
 
+    int64_t minor = 0;
     if (!string_field(body, "amount", &v)) {
         problem(msg, cap, "amount", "required (integer, minor units)");
-    } else if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble ||
-               v->valuedouble <= 0) {
-        problem(msg, cap, "amount", "must be an integer > 0 in the currency's minor unit");
-    } else if (v->valuedouble > (double)in->cfg->max_amount) {
+    } else if (!cJSON_IsNumber(v) || !amount->text ||
+               pt_json_plain_int(amount->text, amount->len, 1, INT64_MAX, &minor) != PT_OK) {
+        problem(msg, cap, "amount",
+                "must be a plain JSON integer (no leading zeros, fraction or exponent) between 1 "
+                "and 9223372036854775807, in the currency's minor unit");
+    } else if (minor > in->cfg->max_amount) {
         char t[96];
         snprintf(t, sizeof t, "must not exceed limits.max_amount (%lld)",
                  (long long)in->cfg->max_amount);
         problem(msg, cap, "amount", t);
     } else {
-        c->amount = (int64_t)v->valuedouble;
+        c->amount = minor;
     }
 
     if (!string_field(body, "currency", &v))
@@ -662,17 +687,17 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
             goto storage;
     }
 
-    /* A body that parses but has no canonical form (a field given twice)
-     * is still validated, so that the message names the field. */
-    if (!g.json) {
-        pt_reply_error(out, 400, "invalid_request",
-                       len ? "body: must be a JSON object (Content-Type: application/json)"
-                           : "body: required, a JSON object describing the charge");
+    if (g.refused[0]) {
+        pt_reply_error(out, 400, "invalid_request", "%s", g.refused);
         goto complete;
     }
-    if (!validate_charge(in, g.json, &c, msg, sizeof msg) || !g.body_is_json) {
-        pt_reply_error(out, 400, "invalid_request", "%s",
-                       msg[0] ? msg : "body: has no single meaning (a field given twice?)");
+    if (!g.json) {
+        pt_reply_error(out, 400, "invalid_request",
+                       "body: required, a JSON object describing the charge");
+        goto complete;
+    }
+    if (!validate_charge(in, g.json, &g.amount, &c, msg, sizeof msg)) {
+        pt_reply_error(out, 400, "invalid_request", "%s", msg);
         goto complete;
     }
 
@@ -868,8 +893,9 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
     }
     int rc = PT_OK;
     struct pt_charge c;
-    if (!g.json || !cJSON_IsObject(g.json) || g.json->child) {
-        pt_reply_error(out, 400, "invalid_request", "body: cancel takes no body, or {}");
+    if (g.refused[0] || !cJSON_IsObject(g.json) || g.json->child) {
+        pt_reply_error(out, 400, "invalid_request", "%s%sbody: cancel takes no body, or {}",
+                       g.refused, g.refused[0] ? "; " : "");
         goto complete;
     }
     if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
@@ -958,7 +984,9 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(g.json, "operator");
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(g.json, "note");
     int on = 0;
-    if (!cJSON_IsObject(g.json)) {
+    if (g.refused[0]) {
+        snprintf(msg, sizeof msg, "%s", g.refused);
+    } else if (!cJSON_IsObject(g.json)) {
         problem(msg, sizeof msg, "body", "must be a JSON object");
     } else {
         for (const cJSON *m = g.json->child; m; m = m->next)

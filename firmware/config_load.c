@@ -1,13 +1,15 @@
 /*
  * config.c - loading and validating payterm's JSON configuration.
  *
- * The files are parsed with cJSON, relative paths are resolved against each
+ * The files are checked with pt_json_check (one meaning, integers only) and
+ * parsed with cJSON, relative paths are resolved against each
  * file's own directory, the trees are merged (later files win), and then the
  * merged tree is walked section by section.  Each section lists the keys it
  * knows; anything else is an error that names the full key.
  */
 #include "config_load.h"
 #include "err.h"
+#include "json.h"
 #include "money.h"
 
 #include <cjson/cJSON.h>
@@ -509,24 +511,6 @@ static int resolve_paths(cJSON *node, const char *dir)
     return 0;
 }
 
-/* Finds a member name given twice in one object; writes its dotted path. */
-static int find_duplicate(const cJSON *obj, const char *prefix, char *out, size_t outlen)
-{
-    for (const cJSON *m = obj->child; m; m = m->next) {
-        char key[256];
-        join(key, sizeof key, prefix, m->string);
-        for (const cJSON *d = m->next; d; d = d->next) {
-            if (strcmp(m->string, d->string) == 0) {
-                snprintf(out, outlen, "%s", key);
-                return 1;
-            }
-        }
-        if (cJSON_IsObject(m) && find_duplicate(m, key, out, outlen))
-            return 1;
-    }
-    return 0;
-}
-
 /* Deep merge: members of src replace or extend those of dst (objects merge). */
 static int merge(cJSON *dst, cJSON *src)
 {
@@ -569,6 +553,27 @@ int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, 
             rc = PT_EIO;
             goto out;
         }
+        /* Text with more than one meaning (a key twice, "\u0000" cutting a
+         * string short, invalid UTF-8) never reaches cJSON; every number in
+         * the configuration is an integer.  A UTF-8 byte order mark, which
+         * some editors write, is skipped (cJSON skips it too). */
+        size_t bom = len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+        struct pt_json_check chk = {.integers_only = 1};
+        rc = pt_json_check(text + bom, len - bom, &chk);
+        if (rc) {
+            int line = 1;
+            for (size_t k = 0; k < chk.offset; k++)
+                line += text[bom + k] == '\n';
+            if (chk.field[0])
+                snprintf(err, errlen, "config %s, line %d: key '%s': %s", paths[i], line,
+                         chk.field, chk.problem);
+            else
+                snprintf(err, errlen, "config %s, line %d: %s", paths[i], line, chk.problem);
+            free(text);
+            rc = rc == PT_ENOMEM ? PT_ENOMEM : PT_ECONFIG;
+            goto out;
+        }
+        rc = PT_ENOMEM; /* what the failures below that set no code of their own mean */
         const char *end = NULL;
         cJSON *tree = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
         if (!tree) {
@@ -585,14 +590,6 @@ int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, 
         free(text);
         if (!cJSON_IsObject(tree)) {
             snprintf(err, errlen, "config %s: the file must hold one JSON object", paths[i]);
-            cJSON_Delete(tree);
-            rc = PT_ECONFIG;
-            goto out;
-        }
-        char dup[256];
-        if (find_duplicate(tree, "", dup, sizeof dup)) {
-            snprintf(err, errlen, "config %s: key '%s': given twice in the same object", paths[i],
-                     dup);
             cJSON_Delete(tree);
             rc = PT_ECONFIG;
             goto out;

@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/.."
 seconds=${PT_FUZZ_SECONDS:-20}
 build=build/fuzz
-targets=${*:-"fuzz_form fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
+targets=${*:-"fuzz_form fuzz_json fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
 fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses"}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
@@ -45,6 +45,9 @@ done
 jq -r '.verify[0].payload_text' $v/2c2p.json | seed fuzz_notify_2c2p payload '\001'
 jq -r '.notify[0].body' $v/2c2p.json | seed fuzz_notify_2c2p body '\000'
 jq -r '.responses[0].body' $v/alipay.json | seed fuzz_jscan ali
+printf '%s' '{"order_id":"O-1","amount":8888,"currency":"CNY","gateway":"alipay","method":"barcode","payment_code":"287634438256643941","subject":"Caf\u00e9 \ud83d\ude00","metadata":{"lane":"3"}}' | seed fuzz_json charge
+printf '%s' '{"a":[1,-0.5e+3,true,false,null,{"b":"\u0041\n"}]}' | seed fuzz_json mixed
+jq -r '.notify[0].plaintext' $v/wechat.json | seed fuzz_json wechat
 cat $v/keys/alipay_gateway_public.pem | seed fuzz_pem spki
 cat $v/keys/wechat_platform_cert.pem | seed fuzz_pem cert
 cat $v/keys/merchant_alipay_pkcs1.pem | seed fuzz_pem pkcs1

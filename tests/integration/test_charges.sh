@@ -107,7 +107,7 @@ case_invalid_request_names_fields()
     expect_match '(^|; )order_id: given twice' "$(pt_message)"
     pt_post /v1/charges ir-11 "$(charge_body ir-11 | sed 's/}$/,"metadata":{"a":"1","a":"2"}}/')"
     expect_error 400 invalid_request
-    expect_match '(^|; )metadata: ' "$(pt_message)"
+    expect_match '(^|; )metadata\.a: given twice' "$(pt_message)"
     for o in ir-3 ir-4 ir-5 ir-6 ir-10 ir-10b ir-11; do expect_no_charge "$o"; done
 }
 

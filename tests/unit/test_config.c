@@ -118,6 +118,14 @@ static void test_errors_name_the_key(void **state)
         {"{\"data_dir\":\"a\",\"data_dir\":\"b\"}", "'data_dir'"},
         {"[1,2]", "JSON object"},
         {"{\"data_dir\":", "not valid JSON"},
+        /* A hostile file: text with more than one meaning, or none. */
+        {"{\"data_dir\":\"/var/lib/a\\u0000/tmp\"}", "'data_dir': contains U+0000"},
+        {"{\"data_dir\":\"/var/lib/caf\xc3(\"}", "'data_dir': is not valid UTF-8"},
+        {"{\"sync\":{\"interval_s\":1,\"interval\\u005fs\":2}}", "'sync.interval_s': given twice"},
+        {"{\"sync\":{\"interval_s\":0012}}", "'sync.interval_s'"},
+        {"{\"sync\":{\"interval_s\":1e1}}", "'sync.interval_s'"},
+        {"{\"sync\":{\"interval_s\":10.0}}", "'sync.interval_s'"},
+        {"{\"sync\":{\"interval_s\":1}} {}", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct pt_config cfg;
@@ -130,6 +138,11 @@ static void test_errors_name_the_key(void **state)
                      cases[i].must_mention);
         assert_non_null(strstr(err, "c.json"));
     }
+    /* A UTF-8 byte order mark, as some editors write it, is not an error. */
+    struct pt_config cfg;
+    char err[512] = "";
+    assert_int_equal(load_text("\xef\xbb\xbf{\"log_level\":\"debug\"}", &cfg, err, sizeof err),
+                     PT_OK);
 }
 
 static void test_merge_fragments(void **state)

@@ -627,6 +627,300 @@ static void test_cancel_and_review(void **state)
     pt_reply_free(&r);
 }
 
+/* ---- strict JSON bodies (SPEC 5, input strictness) ------------------------------ */
+
+/* An independent UTF-8 check (RFC 3629): no overlongs, no surrogates, at most
+ * U+10FFFF, no NUL.  Written apart from core/json.c so the test does not
+ * trust the code it tests. */
+static int utf8_clean(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++, need, min, cp;
+        if (c == 0)
+            return 0;
+        if (c < 0x80)
+            continue;
+        if (c >= 0xc2 && c <= 0xdf)
+            need = 1, min = 0x80, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef)
+            need = 2, min = 0x800, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4)
+            need = 3, min = 0x10000, cp = c & 0x07;
+        else
+            return 0;
+        for (unsigned i = 0; i < need; i++) {
+            if (p >= end || (*p & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (*p++ & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+    }
+    return 1;
+}
+
+/* The reply is an error body that parses as JSON and is clean UTF-8. */
+static void expect_clean_400(const struct pt_reply *r, const char *what)
+{
+    if (r->status != 400)
+        fail_msg("%s: status %d, body %s", what, r->status, r->body ? r->body : "(none)");
+    if (!utf8_clean(r->body, r->len))
+        fail_msg("%s: reply is not valid UTF-8", what);
+    cJSON *o = cJSON_ParseWithLength(r->body, r->len);
+    if (!o)
+        fail_msg("%s: reply is not JSON: %s", what, r->body);
+    cJSON_Delete(o);
+    assert_string_equal(err_code(r), "invalid_request");
+}
+
+static const char *message_of(const struct pt_reply *r)
+{
+    static char m[1200];
+    cJSON *o = cJSON_Parse(r->body);
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
+    snprintf(m, sizeof m, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    cJSON_Delete(o);
+    return m;
+}
+
+/* The message starts with "field: " or has "; field: " in it. */
+static void expect_names(const struct pt_reply *r, const char *field, const char *what)
+{
+    const char *m = message_of(r);
+    size_t n = strlen(field);
+    for (const char *p = m; (p = strstr(p, field)); p++)
+        if ((p == m || (p >= m + 2 && p[-2] == ';' && p[-1] == ' ')) && p[n] == ':')
+            return;
+    fail_msg("%s: message does not name %s: %s", what, field, m);
+}
+
+static void post_n(const char *key, const char *body, size_t len, struct pt_reply *r)
+{
+    pt_intake_create_charge(&in, st, key, body, len, 1700000000000, r);
+}
+
+/* "NUL\u0000X" used to be read as "NUL": order NUL was created, and two
+ * bodies that differ after the NUL had the same fingerprint. */
+static void test_nul_in_string_is_refused_and_does_not_collide(void **state)
+{
+    (void)state;
+    struct pt_reply r, r2;
+    const char *a = "{\"order_id\":\"NUL\\u0000X\",\"amount\":100,\"currency\":\"USD\","
+                    "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                    "\"payment_method\":\"pm_1\"}";
+    const char *b = "{\"order_id\":\"NUL\\u0000Y\",\"amount\":100,\"currency\":\"USD\","
+                    "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                    "\"payment_method\":\"pm_1\"}";
+    post("nul-k", a, &r);
+    expect_clean_400(&r, "order_id with \\u0000");
+    expect_names(&r, "order_id", "order_id with \\u0000");
+    assert_non_null(strstr(message_of(&r), "U+0000"));
+    assert_false(r.replayed);
+    /* The same body replays its stored 400; the other one is another request. */
+    post("nul-k", a, &r2);
+    assert_int_equal(r2.status, 400);
+    assert_true(r2.replayed);
+    assert_memory_equal(r2.body, r.body, r.len);
+    pt_reply_free(&r2);
+    post("nul-k", b, &r2);
+    assert_int_equal(r2.status, 422);
+    assert_string_equal(err_code(&r2), "idempotency_key_reused");
+    pt_reply_free(&r2);
+    pt_reply_free(&r);
+    /* In other strings too, and as a raw byte. */
+    post("nul-s", charge_body("O-NUL", 100, ",\"subject\":\"Latte\\u0000 x\""), &r);
+    expect_clean_400(&r, "subject with \\u0000");
+    expect_names(&r, "subject", "subject with \\u0000");
+    pt_reply_free(&r);
+    char raw[512];
+    int n = snprintf(raw, sizeof raw, "%s", charge_body("O-NUL", 100, ",\"subject\":\"Lat#e\""));
+    *strchr(raw, '#') = '\0';
+    post_n("nul-raw", raw, (size_t)n, &r);
+    expect_clean_400(&r, "subject with a raw NUL byte");
+    expect_names(&r, "subject", "subject with a raw NUL byte");
+    pt_reply_free(&r);
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "NUL", &c), PT_ENOTFOUND);
+    assert_int_equal(count("charges"), 0);
+}
+
+/* A charge body with the amount spelled exactly as given. */
+static const char *amount_body(const char *order, const char *amount)
+{
+    static char body[512];
+    snprintf(body, sizeof body,
+             "{\"order_id\":\"%s\",\"amount\":%s,\"currency\":\"USD\",\"gateway\":\"stripe\","
+             "\"method\":\"card_on_file\",\"payment_method\":\"pm_1\"}",
+             order, amount);
+    return body;
+}
+
+static void test_amount_must_be_a_plain_integer(void **state)
+{
+    (void)state;
+    const char *bad[] = {"0123", "1200.0", "1.2e3", "1E3", "12.5", "9223372036854775808",
+                         "18446744073709551616", "1e30", "1e400", "-5", "0", "-0", "\"100\"",
+                         "true", "[100]", "{}"};
+    char order[32], key[32];
+    struct pt_reply r;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(order, sizeof order, "O-AMT-%zu", i);
+        snprintf(key, sizeof key, "amt-%zu", i);
+        post(key, amount_body(order, bad[i]), &r);
+        expect_clean_400(&r, bad[i]);
+        expect_names(&r, "amount", bad[i]);
+        pt_reply_free(&r);
+    }
+    /* 2^63-1 is an integer, just above limits.max_amount. */
+    post("amt-max", amount_body("O-AMT-MAX", "9223372036854775807"), &r);
+    expect_clean_400(&r, "2^63-1");
+    assert_non_null(strstr(message_of(&r), "amount: must not exceed limits.max_amount"));
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 0);
+    /* A large amount is taken exactly, not through a double. */
+    cfg.max_amount = 9007199254740993LL;
+    cfg.offline_limits[0].max_amount = cfg.offline_limits[0].max_total = INT64_MAX / 2;
+    post("amt-big", amount_body("O-AMT-BIG", "9007199254740993"), &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-AMT-BIG", &c), PT_OK);
+    assert_int_equal(c.amount, 9007199254740993LL);
+    /* Beyond 2^53 a double cannot tell 2^53 + 1 from 2^53: the two bodies
+     * are different requests all the same. */
+    post("amt-big", amount_body("O-AMT-BIG", "9007199254740992"), &r);
+    assert_int_equal(r.status, 422);
+    pt_reply_free(&r);
+}
+
+static void test_invalid_utf8_is_refused_with_a_clean_reply(void **state)
+{
+    (void)state;
+    const char *bad[] = {
+        "caf\xc3(",             /* truncated sequence */
+        "\xc0\xaf",             /* overlong '/' */
+        "\xe0\x80\xaf",         /* overlong, 3 bytes */
+        "\xed\xa0\x80",         /* encoded surrogate U+D800 */
+        "\xf4\x90\x80\x80",     /* above U+10FFFF */
+        "\xff",                 /* never valid */
+        "\x80",                 /* lone continuation byte */
+    };
+    char body[512], key[32];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct pt_reply r;
+        snprintf(key, sizeof key, "u8-%zu", i);
+        char extra[64];
+        snprintf(extra, sizeof extra, ",\"subject\":\"%s\"", bad[i]);
+        post(key, charge_body("O-U8", 100, extra), &r);
+        expect_clean_400(&r, key);
+        expect_names(&r, "subject", key);
+        pt_reply_free(&r);
+        /* The same bytes in a member name, which used to be echoed. */
+        snprintf(body, sizeof body, "{\"colo%sur\":\"red\"}", bad[i]);
+        snprintf(key, sizeof key, "u8k-%zu", i);
+        post(key, body, &r);
+        expect_clean_400(&r, key);
+        pt_reply_free(&r);
+    }
+    /* Escaped lone surrogates are refused too; a pair is a character. */
+    struct pt_reply r;
+    post("sur-1", charge_body("O-U8", 100, ",\"subject\":\"x\\ud800\""), &r);
+    expect_clean_400(&r, "lone high surrogate");
+    expect_names(&r, "subject", "lone high surrogate");
+    pt_reply_free(&r);
+    post("sur-2", charge_body("O-U8", 100, ",\"subject\":\"\\udc00x\""), &r);
+    expect_clean_400(&r, "lone low surrogate");
+    expect_names(&r, "subject", "lone low surrogate");
+    pt_reply_free(&r);
+    post("sur-3", charge_body("O-U8", 100, ",\"subject\":\"\\ud83d\\ude00 caf\xc3\xa9\""), &r);
+    assert_int_equal(r.status, 202);
+    assert_true(utf8_clean(r.body, r.len));
+    pt_reply_free(&r);
+    /* Stored and replayed over the raw bytes: another invalid byte under
+     * the same key is another request. */
+    struct pt_reply a, b;
+    post("u8-0", charge_body("O-U8", 100, ",\"subject\":\"caf\xc3(\""), &a);
+    assert_true(a.replayed);
+    pt_reply_free(&a);
+    post("u8-0", charge_body("O-U8", 100, ",\"subject\":\"caf\xc3)\""), &b);
+    assert_int_equal(b.status, 422);
+    pt_reply_free(&b);
+    assert_int_equal(count("charges"), 1);
+}
+
+static void test_duplicate_keys_are_named_at_any_depth(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    post("dup-1", charge_body("O-DUP", 100, ",\"amount\":200"), &r);
+    expect_clean_400(&r, "amount twice");
+    assert_non_null(strstr(message_of(&r), "amount: given twice"));
+    pt_reply_free(&r);
+    post("dup-2", charge_body("O-DUP", 100, ",\"metadata\":{\"lane\":\"3\",\"lane\":\"4\"}"), &r);
+    expect_clean_400(&r, "metadata.lane twice");
+    assert_non_null(strstr(message_of(&r), "metadata.lane: given twice"));
+    pt_reply_free(&r);
+    /* The same name spelled with an escape is the same name. */
+    post("dup-3", charge_body("O-DUP", 100, ",\"metadata\":{\"lane\":\"3\",\"l\\u0061ne\":\"4\"}"),
+         &r);
+    expect_clean_400(&r, "metadata.lane twice, escaped");
+    assert_non_null(strstr(message_of(&r), "metadata.lane: given twice"));
+    pt_reply_free(&r);
+    post("dup-4", charge_body("O-DUP", 100, ",\"subj\\u0065ct\":\"a\",\"subject\":\"b\""), &r);
+    expect_clean_400(&r, "subject twice, escaped");
+    assert_non_null(strstr(message_of(&r), "subject: given twice"));
+    pt_reply_free(&r);
+    /* Nesting is bounded, trailing bytes are not ignored. */
+    char deep[512];
+    snprintf(deep, sizeof deep, ",\"metadata\":{\"a\":%s1%s}",
+             "[[[[[[[[[[[[[[[[[[[[", "]]]]]]]]]]]]]]]]]]]]");
+    post("deep", charge_body("O-DUP", 100, deep), &r);
+    expect_clean_400(&r, "deep nesting");
+    assert_non_null(strstr(message_of(&r), "metadata.a[0][0]"));
+    assert_non_null(strstr(message_of(&r), "nests deeper than 16 levels"));
+    pt_reply_free(&r);
+    char trail[512];
+    snprintf(trail, sizeof trail, "%s {\"amount\":1}", charge_body("O-DUP", 100, NULL));
+    post("trail", trail, &r);
+    expect_clean_400(&r, "trailing bytes");
+    expect_names(&r, "body", "trailing bytes");
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 0);
+}
+
+static void test_cancel_and_review_bodies_are_strict(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    post("k", charge_body("O-SC", 100, NULL), &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    const char *junk = "{} x";
+    pt_intake_cancel(&in, st, "O-SC", "sc-1", junk, strlen(junk), 1, &r);
+    expect_clean_400(&r, "cancel {} x");
+    pt_reply_free(&r);
+    const char *dup = "{\"action\":\"hold\",\"operator\":\"ann\",\"action\":\"clear\"}";
+    pt_intake_review(&in, st, "O-SC", "rv-1", dup, strlen(dup), 1, &r);
+    expect_clean_400(&r, "review action twice");
+    assert_non_null(strstr(message_of(&r), "action: given twice"));
+    pt_reply_free(&r);
+    const char *nul = "{\"action\":\"hold\",\"operator\":\"ann\",\"note\":\"ok\\u0000 really\"}";
+    pt_intake_review(&in, st, "O-SC", "rv-2", nul, strlen(nul), 1, &r);
+    expect_clean_400(&r, "review note with \\u0000");
+    expect_names(&r, "note", "review note with \\u0000");
+    pt_reply_free(&r);
+    const char *u8 = "{\"action\":\"hold\",\"operator\":\"ann\",\"note\":\"\xed\xa0\x80\"}";
+    pt_intake_review(&in, st, "O-SC", "rv-3", u8, strlen(u8), 1, &r);
+    expect_clean_400(&r, "review note not UTF-8");
+    expect_names(&r, "note", "review note not UTF-8");
+    pt_reply_free(&r);
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-SC", &c), PT_OK);
+    assert_int_equal(c.state, PT_STATE_INIT);
+    assert_false(c.review);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +939,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_disk_full_is_503_and_nothing_half_written, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_review, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nul_in_string_is_refused_and_does_not_collide, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_amount_must_be_a_plain_integer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_utf8_is_refused_with_a_clean_reply, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_keys_are_named_at_any_depth, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_and_review_bodies_are_strict, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
