@@ -49,8 +49,7 @@ void pt_rfc3339(int64_t ms, char out[32])
     o[22] = (char)('0' + msec % 10), o[23] = 'Z', o[24] = '\0';
 }
 
-/* The key under which a method returns its payment link. */
-static const char *action_key(const struct pt_charge *c)
+const char *pt_charge_action_key(const struct pt_charge *c)
 {
     if (strcmp(c->gateway, "alipay") == 0 && strcmp(c->method, "qr") == 0)
         return "qr_code";
@@ -96,7 +95,7 @@ char *pt_charge_json_text(const struct pt_charge *c)
     pt_jw_raw(&w, c->review ? ",\"review\":true" : ",\"review\":false");
     jw_opt_string(&w, "review_reason", c->review ? c->review_reason : NULL);
     jw_opt_string(&w, "gateway_trade_no", c->gateway_trade_no);
-    const char *ak = action_key(c);
+    const char *ak = pt_charge_action_key(c);
     if (ak)
         jw_opt_string(&w, ak, c->action_url);
     pt_jw_raw(&w, ",\"attempts\":");

@@ -70,6 +70,10 @@ char *pt_charge_json_text(const struct pt_charge *c);
  */
 char *pt_charge_params_text(const struct pt_charge *c);
 
+/* The charge object's key for c's payment link ("qr_code", "code_url",
+ * "payment_url"), or NULL for a method that has none. */
+const char *pt_charge_action_key(const struct pt_charge *c);
+
 /* Formats Unix milliseconds as RFC 3339 UTC ("2026-11-30T03:35:38.123Z"). */
 void pt_rfc3339(int64_t ms, char out[32]);
 

@@ -1033,3 +1033,65 @@ out:
     guard_free(&g);
     return out->status == 503 && rc ? rc : PT_OK;
 }
+
+/* ---- GET /v1/charges/{order_id}/payment --------------------------------------- */
+
+static int payment_link_reply(const struct pt_charge *c, struct pt_reply *out)
+{
+    struct pt_jw w = {0};
+    pt_jw_raw(&w, "{");
+    pt_jw_string(&w, pt_charge_action_key(c));
+    pt_jw_raw(&w, ":");
+    pt_jw_string(&w, c->action_url);
+    pt_jw_raw(&w, "}");
+    char *text = pt_jw_finish(&w);
+    if (!text)
+        return PT_ENOMEM;
+    out->status = 200;
+    set_body(out, text);
+    return PT_OK;
+}
+
+int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                      struct pt_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    struct pt_charge c;
+    int rc = pt_store_charge_get(st, order_id, &c);
+    if (rc == PT_ENOTFOUND) {
+        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
+        return PT_OK;
+    }
+    if (rc) {
+        storage_unavailable(out, st, rc);
+        return rc;
+    }
+    if (!pt_charge_action_key(&c) || !needs_gateway(&c)) {
+        pt_reply_error(out, 404, "not_found",
+                       "charge %s is paid by %s %s, which shows the customer no code or page",
+                       order_id, c.gateway, c.method);
+        return PT_OK;
+    }
+    if (!c.action_url[0] && (c.state == PT_STATE_PENDING || c.state == PT_STATE_UNKNOWN) &&
+        in->online.payment_link && (rc = in->online.payment_link(in->online.ctx, st, &c))) {
+        storage_unavailable(out, st, rc);
+        return rc;
+    }
+    if (c.state != PT_STATE_PENDING && c.state != PT_STATE_UNKNOWN) {
+        pt_reply_error(out, 404, "not_found",
+                       "charge %s is %s: there is no code to pay any more", order_id,
+                       pt_state_name(c.state));
+        return PT_OK;
+    }
+    if (!c.action_url[0]) {
+        pt_reply_error(out, 503, "gateway_unavailable",
+                       "the %s gateway gave no payment link for %s just now (its create answer "
+                       "was lost and asking again did not bring one); retry",
+                       c.gateway, order_id);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        return PT_OK;
+    }
+    if ((rc = payment_link_reply(&c, out)))
+        pt_reply_error(out, 503, "storage_unavailable", "out of memory");
+    return rc;
+}

@@ -63,6 +63,14 @@ struct pt_online_ops {
      * cancel or reverse), committing the result.  PT_OK with *c re-read.
      */
     int (*cancel_now)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    /*
+     * Asks the gateway again for the payment link (QR code, payment page) of
+     * a PENDING/UNKNOWN charge that has none stored - its create answer was
+     * lost: a repeat of the create with the same order id, committed like
+     * any send.  PT_OK with *c re-read (action_url set when the gateway gave
+     * one), or a storage error.
+     */
+    int (*payment_link)(void *ctx, struct pt_store *st, struct pt_charge *c);
     /* A charge now waits for the background sync (queued, UNKNOWN, PENDING):
      * look at the work list again. */
     void (*wake)(void *ctx);
@@ -90,6 +98,17 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
 int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                      const char *key_header, const char *body, size_t len, int64_t now,
                      struct pt_reply *out);
+
+/*
+ * GET /v1/charges/{order_id}/payment: the payment link of a qr/redirect
+ * charge that is PENDING or UNKNOWN, {"qr_code"|"code_url"|"payment_url":..}
+ * - the stored one, or fetched again when none is stored.  404 not_found for
+ * an unknown order, another method or a final charge; 503
+ * gateway_unavailable (Retry-After) when the gateway gave none now.  Not
+ * guarded by a key: it changes nothing the client asked for.
+ */
+int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                      struct pt_reply *out);
 
 /* The status code a charge in its current state is reported with
  * (201 SUCCESS, 402 FAILED, 202 not final, 200 CANCELED). */

@@ -658,6 +658,7 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
                                   .probe = pt_sync_probe_one,
                                   .charge_now = pt_sync_charge_now,
                                   .cancel_now = pt_sync_cancel_now,
+                                  .payment_link = pt_sync_payment_link,
                                   .wake = pt_sync_wake,
                                   .ctx = s};
 }
@@ -676,6 +677,31 @@ int pt_sync_charge_now(void *p, struct pt_store *st, struct pt_charge *c, int64_
     int rc = send_pay(p, st, c);
     wake_to_wipe(p);
     return rc;
+}
+
+int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
+{
+    struct pt_sync *s = p;
+    if (c->state == PT_STATE_UNKNOWN)
+        /* The create's answer was lost: repeat it, with the same order id,
+         * as a resend (PROCESSING committed first, the answer applied). */
+        return send_pay(s, st, c);
+    if (c->state != PT_STATE_PENDING)
+        return PT_OK;
+    /* PENDING without a link (a query found the trade waiting): the create
+     * repeated while unpaid gives the same code; nothing else changes. */
+    struct pt_gw_result res;
+    if (call(s, PT_GW_PAY, c, &res) != PT_OK || res.outcome != PT_OUTCOME_PENDING ||
+        !res.action_url[0])
+        return PT_OK;
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p2 = PT_CHARGE_PATCH_NONE;
+    p2.action_url = res.action_url;
+    rc = finish(st, pt_store_charge_patch(st, c->id, &p2, now));
+    return rc ? rc : pt_store_charge_get_by_id(st, c->id, c);
 }
 
 int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)

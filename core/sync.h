@@ -65,6 +65,10 @@ void pt_sync_wake(void *s);
 /* Sends one fresh INIT charge now (pt_online_ops.charge_now). */
 int pt_sync_charge_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
 
+/* Fetches the payment link of a PENDING/UNKNOWN qr/redirect charge again
+ * (pt_online_ops.payment_link). */
+int pt_sync_payment_link(void *s, struct pt_store *st, struct pt_charge *c);
+
 /* Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway. */
 int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
 

@@ -554,6 +554,19 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     return send_reply(conn, rq, &rep);
 }
 
+/* GET /v1/charges/{order_id}/payment (may ask the gateway: an API thread). */
+static MHD_RESULT payment_link(struct pt_api *api, struct MHD_Connection *conn,
+                               struct request *rq, const char *order_id)
+{
+    struct pt_store *st = pt_pool_get(api->pool);
+    if (!st)
+        return storage_error(conn, rq, PT_EIO);
+    struct pt_reply rep;
+    pt_intake_payment(&api->opt.intake, st, order_id, &rep);
+    pt_pool_put(api->pool, st);
+    return send_reply(conn, rq, &rep);
+}
+
 static MHD_RESULT sync_now(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     if (api->opt.hooks.sync_now)
@@ -685,6 +698,8 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
             return get ? get_charge(api, conn, rq, order) : not_allowed(conn, rq, "GET");
         if (strcmp(slash, "/events") == 0)
             return get ? charge_audit(api, conn, rq, order) : not_allowed(conn, rq, "GET");
+        if (strcmp(slash, "/payment") == 0)
+            return get ? payment_link(api, conn, rq, order) : not_allowed(conn, rq, "GET");
         if (strcmp(slash, "/cancel") == 0)
             return post ? guarded(api, conn, rq, order, pt_intake_cancel)
                         : not_allowed(conn, rq, "POST");
