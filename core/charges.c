@@ -257,7 +257,7 @@ int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state
     if (rc)
         return rc;
     if (had_code && pt_state_is_final(to))
-        pt_store_note_erased(); /* the store erased it; the WAL still has it */
+        pt_store_note_erased(st); /* the store erased it; the WAL still has it */
     return moved(st, c, from, cause, actor, detail, now);
 }
 
@@ -271,7 +271,7 @@ int pt_charge_gateway_succeeded(struct pt_store *st, struct pt_charge *c,
     int had_code = c->payment_code[0] != '\0';
     int rc = pt_store_charge_transition(st, c->id, not_final, PT_STATE_SUCCESS, patch, now);
     if (rc == PT_OK && had_code)
-        pt_store_note_erased();
+        pt_store_note_erased(st);
     if (rc == PT_OK)
         return moved(st, c, from, "gateway_succeeded", actor, detail, now);
     if (rc != PT_ESTATE)

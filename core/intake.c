@@ -570,60 +570,56 @@ static int needs_gateway(const struct pt_charge *c)
     return strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0;
 }
 
+/* Why a charge may not wait in the offline queue (code NULL: it may). */
+struct offline_no {
+    const char *code; /* offline_not_allowed, offline_limit_exceeded */
+    char why[256];    /* names the configuration key that decides */
+};
+
 /*
- * May c join the offline queue?  Returns 1, or 0 with *out set to the 503.
- * Runs inside the write transaction, so the totals cannot change under us.
+ * May c join the offline queue?  Fills *no; PT_OK or a storage error.  Runs
+ * inside the write transaction, so the totals cannot change under us.
+ * already_queued: c is INIT already and counted in the figures.
  */
-static int offline_allowed(const struct pt_intake *in, struct pt_store *st,
-                           const struct pt_charge *c, int already_queued, struct pt_reply *out,
-                           int *storage_rc)
+static int offline_check(const struct pt_intake *in, struct pt_store *st,
+                         const struct pt_charge *c, int already_queued, struct offline_no *no)
 {
     const struct pt_cfg_offline_limit *lim = pt_config_offline_limit(in->cfg, c->currency);
-    *storage_rc = PT_OK;
+    no->code = "offline_limit_exceeded";
     if (!lim) {
-        pt_reply_error(out, 503, "offline_not_allowed",
-                       "the gateway cannot be reached and %s charges are not taken offline "
-                       "(no offline.limits.%s in the configuration)",
-                       c->currency, c->currency);
-        out->retry_after_s = RETRY_OFFLINE_S;
-        return 0;
+        no->code = "offline_not_allowed";
+        snprintf(no->why, sizeof no->why,
+                 "%s charges are not taken offline (no offline.limits.%s in the configuration)",
+                 c->currency, c->currency);
+        return PT_OK;
     }
     if (c->amount > lim->max_amount) {
-        pt_reply_error(out, 503, "offline_limit_exceeded",
-                       "amount %lld exceeds the offline limit for one %s charge "
-                       "(offline.limits.%s.max_amount = %lld)",
-                       (long long)c->amount, c->currency, c->currency,
-                       (long long)lim->max_amount);
-        out->retry_after_s = RETRY_OFFLINE_S;
-        return 0;
+        snprintf(no->why, sizeof no->why,
+                 "amount %lld exceeds the offline limit for one %s charge "
+                 "(offline.limits.%s.max_amount = %lld)",
+                 (long long)c->amount, c->currency, c->currency, (long long)lim->max_amount);
+        return PT_OK;
     }
     int64_t count = 0, total = 0;
     int rc = pt_store_queue_figures(st, c->currency, &count, &total);
-    if (rc) {
-        *storage_rc = rc;
-        return 0;
-    }
-    if (already_queued) { /* c is INIT already and counted in the figures */
+    if (rc)
+        return rc;
+    if (already_queued) {
         count--;
         total -= c->amount;
     }
-    if (count >= in->cfg->offline_max_count) {
-        pt_reply_error(out, 503, "offline_limit_exceeded",
-                       "the offline queue is full (%lld charges; offline.max_count = %lld)",
-                       (long long)count, (long long)in->cfg->offline_max_count);
-        out->retry_after_s = RETRY_OFFLINE_S;
-        return 0;
-    }
-    if (total + c->amount > lim->max_total) {
-        pt_reply_error(out, 503, "offline_limit_exceeded",
-                       "queued %s charges would total %lld, above offline.limits.%s.max_total "
-                       "(%lld)",
-                       c->currency, (long long)(total + c->amount), c->currency,
-                       (long long)lim->max_total);
-        out->retry_after_s = RETRY_OFFLINE_S;
-        return 0;
-    }
-    return 1;
+    if (count >= in->cfg->offline_max_count)
+        snprintf(no->why, sizeof no->why,
+                 "the offline queue is full (%lld charges; offline.max_count = %lld)",
+                 (long long)count, (long long)in->cfg->offline_max_count);
+    else if (total + c->amount > lim->max_total)
+        snprintf(no->why, sizeof no->why,
+                 "queued %s charges would total %lld, above offline.limits.%s.max_total (%lld)",
+                 c->currency, (long long)(total + c->amount), c->currency,
+                 (long long)lim->max_total);
+    else
+        no->code = NULL;
+    return PT_OK;
 }
 
 /*
@@ -659,6 +655,221 @@ static int existing_order(struct pt_charge *have, const struct pt_charge *want,
     return PT_OK;
 }
 
+/* What the guard does once a step of a new charge has written *out. */
+enum step {
+    STEP_COMPLETE, /* store *out as the key's answer, commit */
+    STEP_RELEASE,  /* roll back: nothing of this request stays, the key is free */
+    STEP_DONE,     /* already committed (or answered as the key) */
+};
+
+/* The gateway cannot take c now and c may not wait: the 503 that says so. */
+static void cannot_wait(struct pt_reply *out, const struct pt_charge *c, const char *code,
+                        const char *why)
+{
+    pt_reply_error(out, 503, code,
+                   "the %s gateway cannot be reached now and this charge cannot wait in the "
+                   "offline queue (%s); nothing was recorded, retry with the same "
+                   "Idempotency-Key",
+                   c->gateway, why);
+    out->retry_after_s = RETRY_OFFLINE_S;
+}
+
+/*
+ * Online or queued?  A charge that could not wait in the queue
+ * (require_online, qr/redirect, or beyond the offline limits) goes online
+ * only when the gateway answers a probe right now: otherwise the 503
+ * leaves nothing behind and the same key works once the link is back.
+ */
+static int goes_online(const struct pt_intake *in, struct pt_store *st, const struct pt_charge *c,
+                       enum pt_offline_mode mode, int *online)
+{
+    *online = mode != PT_OFFLINE_FORCE && in->online.claim &&
+              (!in->online.reachable || in->online.reachable(in->online.ctx, c->gateway));
+    if (!*online || !in->online.probe)
+        return PT_OK;
+    struct offline_no no = {0};
+    int rc = mode == PT_OFFLINE_REQUIRE_ONLINE ? PT_OK : offline_check(in, st, c, 0, &no);
+    if (rc == PT_OK && (mode == PT_OFFLINE_REQUIRE_ONLINE || no.code) &&
+        !in->online.probe(in->online.ctx, c->gateway))
+        *online = 0;
+    return rc;
+}
+
+/* The gateway is not to be asked now: c waits in the queue, or the 503. */
+static int queue_new(const struct pt_intake *in, struct pt_store *st, struct pt_charge *c,
+                     enum pt_offline_mode mode, int64_t now, struct pt_reply *out,
+                     enum step *next)
+{
+    *next = STEP_RELEASE;
+    if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
+        cannot_wait(out, c, "offline_not_allowed",
+                    needs_gateway(c) ? "the customer pays on the gateway's page or code"
+                                     : "offline: require_online");
+        return PT_OK;
+    }
+    struct offline_no no;
+    int rc = offline_check(in, st, c, 0, &no);
+    if (rc || no.code) {
+        if (!rc)
+            cannot_wait(out, c, no.code, no.why);
+        return rc;
+    }
+    /* The key completes in this same transaction, so it needs no link to
+     * the order for lock recovery. */
+    c->next_attempt_at = now;
+    if ((rc = pt_charge_create(st, c, "api", now)))
+        return rc;
+    pt_log_info("charge %s queued offline (%s %lld %s)", c->order_id, c->gateway,
+                (long long)c->amount, c->currency);
+    pt_reply_charge(out, 202, c);
+    *next = STEP_COMPLETE;
+    return PT_OK;
+}
+
+/*
+ * The online charge was provably never sent (inside commit 2).
+ * prefer_online waits in the queue if the offline limits allow it;
+ * otherwise (or for require_online) the order is canceled before anything
+ * left the device, so the background sync never surprises the client, and
+ * the key is released: the client decides what to do next.
+ */
+static int not_sent(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                    struct pt_charge *c, enum pt_offline_mode mode, int64_t now,
+                    struct pt_reply *out, enum step *next)
+{
+    struct offline_no no = {.code = "offline_not_allowed"};
+    snprintf(no.why, sizeof no.why, "this charge must go online");
+    int rc = mode == PT_OFFLINE_PREFER ? offline_check(in, st, c, 1, &no) : PT_OK;
+    if (rc)
+        return rc;
+    *next = STEP_COMPLETE;
+    if (!no.code) {
+        pt_log_info("charge %s not sent, queued offline", c->order_id);
+        pt_reply_charge(out, 202, c);
+        return PT_OK;
+    }
+    rc = pt_charge_transition(st, c, PT_STATE_CANCELED, NULL, "not_sent_offline_refused", "api",
+                              "gateway unreachable and the charge may not be queued", now);
+    if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
+        return rc;
+    if ((rc = pt_idem_release(st, &g->lock, g->scope, g->key)) == PT_OK &&
+        (rc = pt_store_commit(st)) == PT_OK) {
+        g->in_txn = 0;
+        *next = STEP_DONE;
+        pt_reply_error(out, 503, no.code,
+                       "the %s gateway could not be reached and the charge cannot wait in the "
+                       "offline queue (%s); nothing was sent and order %s was canceled: charge "
+                       "it again with a new order_id",
+                       c->gateway, no.why, c->order_id);
+        out->retry_after_s = RETRY_OFFLINE_S;
+    } else if (rc == PT_ESTATE) { /* our lock was taken over: its answer is the key's */
+        if ((rc = pt_store_commit(st)) == PT_OK) {
+            g->in_txn = 0;
+            *next = STEP_DONE;
+            rc = answer_as_the_key(st, g, out);
+        }
+    }
+    return rc;
+}
+
+/*
+ * The online charge, in two durable commits (docs/online-charge.md): the
+ * charge INIT and PROCESSING with the key linked to it, before any byte
+ * leaves; then the outcome with the stored answer.
+ */
+static int charge_online(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                         struct pt_charge *c, enum pt_offline_mode mode, int64_t now,
+                         struct pt_reply *out, enum step *next)
+{
+    *next = STEP_RELEASE;
+    int rc;
+    c->next_attempt_at = now;
+    if ((rc = pt_charge_create(st, c, "api", now)) ||
+        (rc = in->online.claim(in->online.ctx, st, c, now)) ||
+        (rc = pt_store_key_set_order(st, g->scope, g->key, &g->lock, c->order_id)) ||
+        (rc = pt_store_commit(st)))
+        return rc;
+    g->in_txn = 0;
+    /* From here the charge keeps its lock when storage fails: a retry after
+     * lock recovery is answered from the charge row. */
+    *next = STEP_DONE;
+    struct pt_online_send sent;
+    in->online.send(in->online.ctx, c, &sent);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    g->in_txn = 1;
+    if ((rc = in->online.settle(in->online.ctx, st, c, &sent)))
+        return rc;
+    if (c->state == PT_STATE_INIT)
+        return not_sent(in, st, g, c, mode, now, out, next);
+    pt_reply_charge(out, pt_intake_status_for(c) == 200 ? 202 : pt_intake_status_for(c), c);
+    *next = STEP_COMPLETE;
+    return PT_OK;
+}
+
+/* A new order: online, queued, or refused. */
+static int new_charge(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                      struct pt_charge *c, int64_t now, struct pt_reply *out, enum step *next)
+{
+    enum pt_offline_mode mode = needs_gateway(c) ? PT_OFFLINE_REQUIRE_ONLINE : c->offline;
+    int online = 0;
+    *next = STEP_RELEASE;
+    int rc = goes_online(in, st, c, mode, &online);
+    if (rc)
+        return rc;
+    return online ? charge_online(in, st, g, c, mode, now, out, next)
+                  : queue_new(in, st, c, mode, now, out, next);
+}
+
+/*
+ * Everything before a new order is taken: a recovered lock, the body, an
+ * order that exists.  Returns 1 when *out is the answer (*next says what
+ * to do with the guard), 0 to go on with the new charge *c.
+ */
+static int answered_before_new(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                               const struct pt_idem_result *res, struct pt_charge *c,
+                               struct pt_reply *out, int *rc)
+{
+    char msg[1024];
+    struct pt_charge have;
+    *rc = PT_OK;
+    /* A lock taken over from a request that died: its charge row (if any)
+     * says how far it got, and the client gets that charge. */
+    if (res->status == PT_IDEM_RECOVERED && res->order_id[0]) {
+        *rc = pt_store_charge_get(st, res->order_id, &have);
+        if (*rc == PT_OK) {
+            pt_log_warn("recovered lock of key %s: order %s is %s", g->key, have.order_id,
+                        pt_state_name(have.state));
+            pt_reply_charge(out, pt_intake_status_for(&have), &have);
+            return 1;
+        }
+        if (*rc != PT_ENOTFOUND)
+            return 1;
+        *rc = PT_OK;
+    }
+    if (g->refused[0]) {
+        pt_reply_error(out, 400, "invalid_request", "%s", g->refused);
+        return 1;
+    }
+    if (!g->json) {
+        pt_reply_error(out, 400, "invalid_request",
+                       "body: required, a JSON object describing the charge");
+        return 1;
+    }
+    if (!validate_charge(in, g->json, &g->amount, c, msg, sizeof msg)) {
+        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+        return 1;
+    }
+    *rc = pt_store_charge_get(st, c->order_id, &have);
+    if (*rc == PT_OK) {
+        *rc = existing_order(&have, c, out);
+        return 1;
+    }
+    if (*rc == PT_ENOTFOUND)
+        *rc = PT_OK;
+    return *rc != PT_OK;
+}
+
 int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
                             const char *key_header, const char *body, size_t len, int64_t now,
                             struct pt_reply *out)
@@ -666,195 +877,27 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
     memset(out, 0, sizeof *out);
     struct guard g;
     struct pt_idem_result res;
-    if (!guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out, &res)) {
+    if (!guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out, &res))
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
+    struct pt_charge c = {0};
+    enum step next = STEP_COMPLETE;
+    int rc;
+    if (!answered_before_new(in, st, &g, &res, &c, out, &rc))
+        rc = new_charge(in, st, &g, &c, now, out, &next);
+    if (rc) {
+        guard_abandon(st, &g);
+        storage_unavailable(out, st, rc);
+    } else if (next == STEP_COMPLETE) {
+        rc = guard_complete(st, &g, out, now);
+        /* Work for the background sync, unless its gateway is down (then
+         * the probe every sync.interval_s brings it back; waking now would
+         * only cost the other core a pass that finds nothing to do). */
+        if (rc == PT_OK && out->status == 202 && in->online.wake &&
+            (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
+            in->online.wake(in->online.ctx);
+    } else if (next == STEP_RELEASE) {
+        guard_abandon(st, &g);
     }
-    int rc = PT_OK;
-    struct pt_charge c = {0}, have;
-    char msg[1024];
-
-    /* A lock taken over from a request that died: its charge row (if any)
-     * says how far it got, and the client gets that charge. */
-    if (res.status == PT_IDEM_RECOVERED && res.order_id[0]) {
-        rc = pt_store_charge_get(st, res.order_id, &have);
-        if (rc == PT_OK) {
-            pt_log_warn("recovered lock of key %s: order %s is %s", g.key, have.order_id,
-                        pt_state_name(have.state));
-            pt_reply_charge(out, pt_intake_status_for(&have), &have);
-            goto complete;
-        }
-        if (rc != PT_ENOTFOUND)
-            goto storage;
-    }
-
-    if (g.refused[0]) {
-        pt_reply_error(out, 400, "invalid_request", "%s", g.refused);
-        goto complete;
-    }
-    if (!g.json) {
-        pt_reply_error(out, 400, "invalid_request",
-                       "body: required, a JSON object describing the charge");
-        goto complete;
-    }
-    if (!validate_charge(in, g.json, &g.amount, &c, msg, sizeof msg)) {
-        pt_reply_error(out, 400, "invalid_request", "%s", msg);
-        goto complete;
-    }
-
-    rc = pt_store_charge_get(st, c.order_id, &have);
-    if (rc == PT_OK) {
-        if ((rc = existing_order(&have, &c, out)))
-            goto storage;
-        goto complete;
-    }
-    if (rc != PT_ENOTFOUND)
-        goto storage;
-
-    enum pt_offline_mode mode = needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
-    int can_send = mode != PT_OFFLINE_FORCE && in->online.charge_now &&
-                   (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
-    /* A charge that could not wait in the queue (require_online, or beyond
-     * the offline limits) is only created when the gateway answers right
-     * now: otherwise the 503 leaves nothing behind and the same key works
-     * once the link is back. */
-    if (can_send && in->online.probe) {
-        int must_go_online = mode == PT_OFFLINE_REQUIRE_ONLINE;
-        if (!must_go_online) {
-            struct pt_reply scratch = {0};
-            int storage_rc = PT_OK;
-            must_go_online = !offline_allowed(in, st, &c, 0, &scratch, &storage_rc);
-            pt_reply_free(&scratch);
-            if (storage_rc) {
-                rc = storage_rc;
-                goto storage;
-            }
-        }
-        if (must_go_online && !in->online.probe(in->online.ctx, c.gateway))
-            can_send = 0;
-    }
-    if (!can_send) {
-        if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
-            pt_reply_error(out, 503, "offline_not_allowed",
-                           "the %s gateway cannot be reached now and this charge must go online "
-                           "(%s); nothing was recorded, retry with the same Idempotency-Key",
-                           c.gateway,
-                           needs_gateway(&c) ? "the customer pays on the gateway's page or code"
-                                             : "offline: require_online");
-            out->retry_after_s = RETRY_OFFLINE_S;
-            goto release;
-        }
-        int storage_rc;
-        if (!offline_allowed(in, st, &c, 0, out, &storage_rc)) {
-            if (storage_rc) {
-                rc = storage_rc;
-                goto storage;
-            }
-            goto release;
-        }
-        c.next_attempt_at = now;
-        /* The key completes in this same transaction, so it needs no link
-         * to the order for lock recovery. */
-        if ((rc = pt_charge_create(st, &c, "api", now)))
-            goto storage;
-        pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway,
-                    (long long)c.amount, c.currency);
-        pt_reply_charge(out, 202, &c);
-        goto complete;
-    }
-
-    /* Online: the charge is INIT and committed before any byte leaves, with
-     * the key still locked; then the sync engine sends it from this thread.
-     * The background drain leaves it alone until this send must be over. */
-    c.next_attempt_at = now + in->cfg->sync_request_timeout_ms + 5000;
-    if ((rc = pt_charge_create(st, &c, "api", now)) ||
-        (rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
-        (rc = pt_store_commit(st)))
-        goto storage;
-    g.in_txn = 0;
-    rc = in->online.charge_now(in->online.ctx, st, &c, now);
-    if (rc)
-        goto storage_after_commit;
-    if ((rc = pt_store_begin(st)))
-        goto storage_after_commit;
-    g.in_txn = 1;
-    if (c.state == PT_STATE_INIT) {
-        /* Provably never sent.  prefer_online waits in the queue if the
-         * offline limits allow it; otherwise (or for require_online) the
-         * order is canceled before anything left the device, so the
-         * background sync never surprises the client, and the key is
-         * released: the client decides what to do next. */
-        int storage_rc = PT_OK;
-        if (mode == PT_OFFLINE_PREFER && offline_allowed(in, st, &c, 1, out, &storage_rc)) {
-            pt_log_info("charge %s not sent, queued offline", c.order_id);
-            pt_reply_charge(out, 202, &c);
-            goto complete;
-        }
-        if (storage_rc) {
-            rc = storage_rc;
-            goto storage;
-        }
-        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "not_sent_offline_refused",
-                                  "api", "gateway unreachable and the charge may not be queued",
-                                  now);
-        if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
-            goto storage;
-        rc = pt_idem_release(st, &g.lock, g.scope, g.key);
-        if (rc == PT_ESTATE) {
-            guard_abandon(st, &g);
-            rc = answer_as_the_key(st, &g, out);
-            if (rc)
-                goto storage;
-            goto out;
-        }
-        if (rc || (rc = pt_store_commit(st)))
-            goto storage;
-        g.in_txn = 0;
-        if (mode != PT_OFFLINE_PREFER) {
-            pt_reply_free(out);
-            pt_reply_error(out, 503, "offline_not_allowed",
-                           "the %s gateway could not be reached and this charge must go online; "
-                           "nothing was sent and order %s was canceled: charge it again with a "
-                           "new order_id",
-                           c.gateway, c.order_id);
-        } else {
-            /* Keep offline_allowed()'s code and reason, say what happened. */
-            cJSON *o = cJSON_Parse(out->body);
-            const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
-            char code[48];
-            snprintf(code, sizeof code, "%s", out->code);
-            pt_reply_free(out);
-            pt_reply_error(out, 503, code,
-                           "the %s gateway could not be reached and the charge cannot wait in "
-                           "the offline queue (%s); nothing was sent and order %s was canceled: "
-                           "charge it again with a new order_id",
-                           c.gateway, cJSON_IsString(m) ? m->valuestring : code, c.order_id);
-            cJSON_Delete(o);
-        }
-        out->retry_after_s = RETRY_OFFLINE_S;
-        goto out;
-    }
-    pt_reply_charge(out, pt_intake_status_for(&c) == 200 ? 202 : pt_intake_status_for(&c), &c);
-    goto complete;
-
-complete:
-    rc = guard_complete(st, &g, out, now);
-    /* Work for the background sync, unless its gateway is down (then the
-     * probe every sync.interval_s brings it back; waking now would only
-     * cost the other core a pass that finds nothing to do). */
-    if (rc == PT_OK && out->status == 202 && in->online.wake &&
-        (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
-        in->online.wake(in->online.ctx);
-    goto out;
-release:
-    guard_abandon(st, &g);
-    goto out;
-storage:
-    guard_abandon(st, &g);
-storage_after_commit:
-    /* The charge (if committed) keeps its lock; a retry after lock recovery
-     * is answered from the charge row. */
-    storage_unavailable(out, st, rc);
-out:
     wake_to_wipe(in);
     pt_idem_result_free(&res);
     guard_free(&g);

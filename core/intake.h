@@ -15,6 +15,7 @@
 
 #include "charge.h"
 #include "config.h"
+#include "gateway.h"
 #include "idem.h"
 #include "store.h"
 
@@ -40,6 +41,14 @@ void pt_reply_error(struct pt_reply *r, int status, const char *code, const char
 /* Fills r with the charge object. */
 void pt_reply_charge(struct pt_reply *r, int status, const struct pt_charge *c);
 
+/* What one pay request came to: the transport's verdict (PT_OK with an
+ * answer, PT_ENOTSENT, PT_ENOANSWER, or a build error) and, for an answer,
+ * the adapter's classification. */
+struct pt_online_send {
+    int verdict;
+    struct pt_gw_result res;
+};
+
 /*
  * The online side, provided by the sync engine.  All optional: without them
  * every charge that may be queued is queued, and the others get 503.
@@ -52,12 +61,18 @@ struct pt_online_ops {
      * dead link answers 503 with nothing stored. */
     int (*probe)(void *ctx, const char *gateway);
     /*
-     * Sends a freshly created INIT charge now: commits INIT -> PROCESSING,
-     * calls the gateway, commits the outcome.  Returns PT_OK with *c re-read
-     * in whatever state it reached (INIT again when provably not sent), or
-     * a storage error.
+     * The online charge in three steps, the transactions the intake's own
+     * (docs/online-charge.md: two durable commits per charge).  claim runs
+     * inside the caller's write transaction: moves the freshly created INIT
+     * charge *c to PROCESSING (re-read).  send runs outside any
+     * transaction: the pay request, its verdict in *out.  settle runs inside
+     * the caller's next write transaction: applies *sent to *c (re-read; INIT
+     * again when provably not sent).  Storage errors are returned.
      */
-    int (*charge_now)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    int (*claim)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    void (*send)(void *ctx, const struct pt_charge *c, struct pt_online_send *out);
+    int (*settle)(void *ctx, struct pt_store *st, struct pt_charge *c,
+                  const struct pt_online_send *sent);
     /*
      * Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway (close,
      * cancel or reverse), committing the result.  PT_OK with *c re-read.

@@ -147,6 +147,7 @@ struct pt_store {
     /* Every charge with a smaller id is final (see active_floor()). */
     int64_t active_floor;
     int events_in_txn; /* events inserted since BEGIN */
+    int erased_in_txn; /* a payment code erased since BEGIN */
     char path[PT_STORE_PATH_MAX];
 };
 
@@ -384,12 +385,13 @@ static void private_companions(const char *path)
 
 /* A payment code was erased (a barcode charge became final) and its bytes
  * may still be in the WAL: a truncating checkpoint is due.  One flag for the
- * process, whichever connection erased it. */
+ * process, whichever connection erased it, set when that commit is durable
+ * (a checkpoint that ran before it would not have wiped anything). */
 static atomic_int wipe_due;
 
-void pt_store_note_erased(void)
+void pt_store_note_erased(struct pt_store *st)
 {
-    atomic_store(&wipe_due, 1);
+    st->erased_in_txn = 1;
 }
 
 int pt_store_wipe_due(void)
@@ -523,15 +525,19 @@ int pt_store_commit(struct pt_store *st)
      * roll it back so the connection is usable and nothing half is kept. */
     if (rc != PT_OK && !sqlite3_get_autocommit(st->db))
         pt_store_rollback(st);
+    if (rc == PT_OK && st->erased_in_txn)
+        atomic_store(&wipe_due, 1); /* only now are the erased bytes the ones to wipe */
     if (rc == PT_OK && st->events_in_txn && st->event_hook)
         st->event_hook(st->event_hook_ctx);
     st->events_in_txn = 0;
+    st->erased_in_txn = 0;
     return rc;
 }
 
 int pt_store_rollback(struct pt_store *st)
 {
     st->events_in_txn = 0;
+    st->erased_in_txn = 0;
     if (sqlite3_get_autocommit(st->db))
         return PT_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
     sqlite3_stmt *s = stmt(st, S_ROLLBACK);

@@ -88,13 +88,14 @@ int pt_store_backup(struct pt_store *st, const char *dest);
  * Payment codes (SPEC section 3).  A transition into a final state erases
  * the charge's payment code in the same UPDATE and the database zeroes the
  * bytes (secure_delete), but earlier versions of the charge's page are still
- * in the WAL: pt_store_note_erased() records that (any thread; the charge
- * state machine calls it), pt_store_wipe_due() tells whether a truncating
+ * in the WAL: pt_store_note_erased() records that in the transaction (the
+ * charge state machine calls it; it counts once that commit is durable),
+ * pt_store_wipe_due() tells whether a truncating
  * checkpoint is owed, and pt_store_checkpoint_truncate() copies the WAL into
  * the database and truncates it to zero bytes (PT_EBUSY when a reader held
  * an old snapshot; still due then).
  */
-void pt_store_note_erased(void);
+void pt_store_note_erased(struct pt_store *st);
 int pt_store_wipe_due(void);
 int pt_store_checkpoint_truncate(struct pt_store *st);
 

@@ -656,7 +656,9 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
 {
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
                                   .probe = pt_sync_probe_one,
-                                  .charge_now = pt_sync_charge_now,
+                                  .claim = pt_sync_claim,
+                                  .send = pt_sync_send,
+                                  .settle = pt_sync_settle,
                                   .cancel_now = pt_sync_cancel_now,
                                   .payment_link = pt_sync_payment_link,
                                   .wake = pt_sync_wake,
@@ -671,11 +673,26 @@ static void wake_to_wipe(struct pt_sync *s)
         pt_sync_wake(s);
 }
 
-int pt_sync_charge_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
+int pt_sync_claim(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
 {
-    (void)now;
-    int rc = send_pay(p, st, c);
-    wake_to_wipe(p);
+    struct pt_charge_patch pp = processing_patch(p, now, 1);
+    return pt_charge_transition(st, c, PT_STATE_PROCESSING, &pp, "send", "sync", NULL, now);
+}
+
+void pt_sync_send(void *p, const struct pt_charge *c, struct pt_online_send *out)
+{
+    out->verdict = call(p, PT_GW_PAY, c, &out->res);
+}
+
+int pt_sync_settle(void *p, struct pt_store *st, struct pt_charge *c,
+                   const struct pt_online_send *sent)
+{
+    struct pt_sync *s = p;
+    int rc = settle(s, st, c, 0, sent->verdict, &sent->res, now_ms(s));
+    if (rc == PT_EEXIST || rc == PT_ESTATE)
+        rc = PT_OK; /* someone else moved it meanwhile: its state stands */
+    if (rc == PT_OK)
+        rc = pt_store_charge_get_by_id(st, c->id, c);
     return rc;
 }
 

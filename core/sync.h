@@ -62,8 +62,12 @@ int pt_sync_any_down(struct pt_sync *s);
 /* Asks for a drain pass soon (pt_online_ops.wake). */
 void pt_sync_wake(void *s);
 
-/* Sends one fresh INIT charge now (pt_online_ops.charge_now). */
-int pt_sync_charge_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
+/* The online charge's steps (pt_online_ops.claim, .send, .settle; see
+ * docs/online-charge.md). */
+int pt_sync_claim(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
+void pt_sync_send(void *s, const struct pt_charge *c, struct pt_online_send *out);
+int pt_sync_settle(void *s, struct pt_store *st, struct pt_charge *c,
+                   const struct pt_online_send *sent);
 
 /* Fetches the payment link of a PENDING/UNKNOWN qr/redirect charge again
  * (pt_online_ops.payment_link). */

@@ -7,7 +7,7 @@
 #   armhf armhf cross compiler, qemu and the build tools; the armhf libraries
 #         come from scripts/sysroot.sh (a private sysroot, no dpkg architecture)
 #   fuzz  clang with libFuzzer
-#   bench binutils (strip, for the binary size figure)
+#   bench binutils (strip, for the binary size figure), strace (fsyncs per online charge)
 # As root, missing packages are installed with apt-get.  Otherwise the single
 # apt-get line to run is printed and the script fails.
 set -eu
@@ -19,7 +19,7 @@ libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcmocka-
 armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make pkg-config
 ca-certificates"
 fuzz="clang libclang-rt-14-dev"
-bench="binutils"
+bench="binutils strace"
 
 want=""
 [ $# -eq 0 ] && set -- base

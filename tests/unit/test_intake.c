@@ -37,9 +37,20 @@ static int fake_reachable(void *ctx, const char *gw)
     return online;
 }
 
-static int fake_charge_now(void *ctx, struct pt_store *s, struct pt_charge *c, int64_t now)
+/* The sync engine's three online steps: claim and settle inside the
+ * intake's transactions, send in between (where a client retry may arrive). */
+static int fake_claim(void *ctx, struct pt_store *s, struct pt_charge *c, int64_t now)
 {
     (void)ctx;
+    return pt_charge_transition(s, c, PT_STATE_PROCESSING, NULL, "send", "api", NULL, now);
+}
+
+static const int64_t send_now = 1700000000000; /* the time post() passes */
+
+static void fake_send(void *ctx, const struct pt_charge *c, struct pt_online_send *out)
+{
+    (void)ctx;
+    memset(out, 0, sizeof *out);
     if (reenter_key) {
         /* A client retry arriving on another connection mid-flight. */
         char err[256];
@@ -50,35 +61,42 @@ static int fake_charge_now(void *ctx, struct pt_store *s, struct pt_charge *c, i
                            "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
                            "\"payment_method\":\"pm_1\"}";
         pt_intake_create_charge(&in, other, reenter_key, body, strlen(body),
-                                now + reenter_after_ms, &reenter_reply);
+                                send_now + reenter_after_ms, &reenter_reply);
         pt_store_close(other);
     }
-    int rc = pt_store_begin(s);
-    if (rc)
-        return rc;
-    rc = pt_charge_transition(s, c, PT_STATE_PROCESSING, NULL, "send", "sync", NULL, now);
-    if (!rc) {
-        if (not_sent) {
-            rc = pt_charge_transition(s, c, PT_STATE_INIT, NULL, "not_sent", "sync", NULL, now);
-        } else {
-            sends++;
-            enum pt_state to = c->amount % 100 == 51   ? PT_STATE_FAILED
-                               : c->amount % 100 == 52 ? PT_STATE_PENDING
-                               : c->amount % 100 == 53 ? PT_STATE_UNKNOWN
-                                                       : PT_STATE_SUCCESS;
-            struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-            if (to == PT_STATE_FAILED) {
-                p.error_code = "insufficient_funds";
-                p.error_message = "declined by the issuer";
-            }
-            rc = pt_charge_transition(s, c, to, &p, "answer", "sync", NULL, now);
-        }
+    if (not_sent) {
+        out->verdict = PT_ENOTSENT;
+        return;
     }
-    if (rc) {
-        pt_store_rollback(s);
-        return rc;
+    sends++;
+    out->verdict = PT_OK;
+    out->res.outcome = c->amount % 100 == 51   ? PT_OUTCOME_DECLINED
+                       : c->amount % 100 == 52 ? PT_OUTCOME_PENDING
+                                               : PT_OUTCOME_SUCCESS;
+    out->res.amount = c->amount;
+    memcpy(out->res.currency, c->currency, 4);
+    if (c->amount % 100 == 51)
+        strcpy(out->res.code, "insufficient_funds");
+    if (c->amount % 100 == 53)
+        out->verdict = PT_ENOANSWER;
+}
+
+static int fake_settle(void *ctx, struct pt_store *s, struct pt_charge *c,
+                       const struct pt_online_send *sent)
+{
+    (void)ctx;
+    enum pt_state to = sent->verdict == PT_ENOTSENT   ? PT_STATE_INIT
+                       : sent->verdict != PT_OK        ? PT_STATE_UNKNOWN
+                       : sent->res.outcome == PT_OUTCOME_DECLINED ? PT_STATE_FAILED
+                       : sent->res.outcome == PT_OUTCOME_PENDING  ? PT_STATE_PENDING
+                                                                   : PT_STATE_SUCCESS;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    if (to == PT_STATE_FAILED) {
+        p.error_code = "insufficient_funds";
+        p.error_message = "declined by the issuer";
     }
-    return pt_store_commit(s);
+    int rc = pt_charge_transition(s, c, to, &p, "answer", "sync", NULL, send_now);
+    return rc == PT_EEXIST ? PT_OK : rc;
 }
 
 /* ---- fixture ------------------------------------------------------------------- */
@@ -121,7 +139,10 @@ static int teardown(void **state)
 
 static void enable_online(void)
 {
-    in.online = (struct pt_online_ops){.reachable = fake_reachable, .charge_now = fake_charge_now};
+    in.online = (struct pt_online_ops){.reachable = fake_reachable,
+                                       .claim = fake_claim,
+                                       .send = fake_send,
+                                       .settle = fake_settle};
     online = 1;
 }
 
