@@ -80,22 +80,36 @@ void pt_buf_printf(struct pt_buf *b, const char *fmt, ...)
 
 void pt_buf_json_string(struct pt_buf *b, const char *s)
 {
+    static const char hex[] = "0123456789abcdef";
     pt_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        /* The run of characters that need no escape goes in one copy. */
+        const unsigned char *run = p;
+        while (*p >= 0x20 && *p != '"' && *p != '\\')
+            p++;
+        if (p > run)
+            pt_buf_put(b, run, (size_t)(p - run));
+        if (!*p)
+            break;
+        char esc[6] = {'\\', 0};
+        size_t n = 2;
         switch (*p) {
-        case '"': pt_buf_put(b, "\\\"", 2); break;
-        case '\\': pt_buf_put(b, "\\\\", 2); break;
-        case '\b': pt_buf_put(b, "\\b", 2); break;
-        case '\f': pt_buf_put(b, "\\f", 2); break;
-        case '\n': pt_buf_put(b, "\\n", 2); break;
-        case '\r': pt_buf_put(b, "\\r", 2); break;
-        case '\t': pt_buf_put(b, "\\t", 2); break;
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
         default:
-            if (*p < 0x20)
-                pt_buf_printf(b, "\\u%04x", *p);
-            else
-                pt_buf_putc(b, (char)*p);
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[*p >> 4];
+            esc[5] = hex[*p & 15];
+            n = 6;
         }
+        pt_buf_put(b, esc, n);
+        p++;
     }
     pt_buf_putc(b, '"');
 }

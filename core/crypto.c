@@ -11,6 +11,8 @@
 #include "sha256hw.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -498,27 +500,61 @@ out:
     return rc;
 }
 
+int pt_secret_read(const char *path, void *buf, size_t cap, size_t *len)
+{
+    /* read(2) straight into the caller's buffer: stdio would keep a copy of
+     * the secret in a buffer of its own that nobody wipes. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? PT_ENOTFOUND : PT_EIO;
+    size_t n = 0;
+    int rc = PT_OK;
+    for (;;) {
+        if (n == cap) {
+            char extra;
+            ssize_t r = read(fd, &extra, 1);
+            if (r > 0) {
+                pt_zeroize(&extra, 1);
+                rc = PT_ETOOBIG;
+            } else if (r < 0) {
+                rc = PT_EIO;
+            }
+            break;
+        }
+        ssize_t r = read(fd, (char *)buf + n, cap - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = PT_EIO;
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (rc != PT_OK)
+        pt_zeroize(buf, n);
+    *len = rc == PT_OK ? n : 0;
+    return rc;
+}
+
 int pt_pk_load_file(const char *path, pt_random_fn rnd, void *rnd_ctx, struct pt_pk **out,
                     char *err, size_t errlen)
 {
     int rc = PT_EIO;
-    char *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *buf = malloc(PT_PEM_MAX);
+    if (!buf)
+        return PT_ENOMEM;
+    size_t n = 0;
+    int r = pt_secret_read(path, buf, PT_PEM_MAX, &n);
+    if (r == PT_ENOTFOUND || r == PT_EIO) {
         seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return PT_EIO;
-    }
-    buf = malloc(PT_PEM_MAX + 1);
-    if (!buf) {
-        rc = PT_ENOMEM;
         goto out;
     }
-    size_t n = fread(buf, 1, PT_PEM_MAX + 1, f);
-    if (ferror(f)) {
-        seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        goto out;
-    }
-    if (n > PT_PEM_MAX) {
+    if (r == PT_ETOOBIG) {
         seterr(err, errlen, "%s: larger than %d bytes; not a PEM key", path, PT_PEM_MAX);
         goto out;
     }
@@ -529,11 +565,8 @@ int pt_pk_load_file(const char *path, pt_random_fn rnd, void *rnd_ctx, struct pt
     }
     rc = pt_pk_load_mem(path, buf, n, rnd, rnd_ctx, out, err, errlen);
 out:
-    if (buf) {
-        pt_zeroize(buf, PT_PEM_MAX + 1);
-        free(buf);
-    }
-    fclose(f);
+    pt_zeroize(buf, PT_PEM_MAX);
+    free(buf);
     return rc;
 }
 

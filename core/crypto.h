@@ -72,6 +72,14 @@ int pt_ct_equal(const void *a, const void *b, size_t len);
 /* Wipes len bytes at p so the compiler cannot skip it; p may be NULL. */
 void pt_zeroize(void *p, size_t len);
 
+/*
+ * Reads a whole secret or key file into buf (at most cap bytes) without
+ * stdio, so no copy is left in a buffer nobody wipes.  *len = bytes read.
+ * PT_OK, PT_ENOTFOUND (no such file), PT_ETOOBIG (more than cap bytes;
+ * buf wiped), PT_EIO (errno says why).
+ */
+int pt_secret_read(const char *path, void *buf, size_t cap, size_t *len);
+
 /* ---- randomness -------------------------------------------------------- */
 
 /*

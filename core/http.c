@@ -6,6 +6,7 @@
  * them to libcurl as they are.
  */
 #include "platform.h"
+#include "crypto.h"
 #include "err.h"
 
 #include <stdio.h>
@@ -13,10 +14,21 @@
 #include <string.h>
 #include <strings.h>
 
+/* Header lines and bodies are wiped before they are freed: a request
+ * carries the Stripe secret key (Authorization: Bearer sk_...), the WeChat
+ * signature, a customer's payment code in its body. */
+static void wipe_free(void *p, size_t len)
+{
+    if (!p)
+        return;
+    pt_zeroize(p, len);
+    free(p);
+}
+
 static void free_lines(char **lines, int *n)
 {
     for (int i = 0; i < *n; i++) {
-        free(lines[i]);
+        wipe_free(lines[i], strlen(lines[i]));
         lines[i] = NULL;
     }
     *n = 0;
@@ -27,7 +39,7 @@ void pt_http_request_free(struct pt_http_request *r)
     if (!r)
         return;
     free(r->url);
-    free(r->body);
+    wipe_free(r->body, r->body_len);
     free_lines(r->headers, &r->nheaders);
     r->url = NULL;
     r->body = NULL;

@@ -12,74 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* pt_jw is a pt_buf (one growable buffer type in the tree) that starts
+ * zeroed; its limit is set on the first write. */
 static void put(struct pt_jw *o, const char *s, size_t n)
 {
+    if (!o->b.max)
+        pt_buf_init(&o->b, o->max ? o->max : PT_JSON_CANON_MAX);
     if (o->failed)
-        return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 512, max = o->max ? o->max : PT_JSON_CANON_MAX;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        if (cap > max) {
-            o->failed = 1;
-            return;
-        }
-        char *b = realloc(o->buf, cap);
-        if (!b) {
-            o->failed = 1;
-            return;
-        }
-        o->buf = b;
-        o->cap = cap;
-    }
-    memcpy(o->buf + o->len, s, n);
-    o->len += n;
-    o->buf[o->len] = '\0';
+        o->b.failed = 1;
+    pt_buf_put(&o->b, s, n);
 }
 
 static void put_string(struct pt_jw *o, const char *s)
 {
-    put(o, "\"", 1);
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        /* Copy the run of characters that need no escape in one go. */
-        const unsigned char *run = p;
-        while (*p >= 0x20 && *p != '"' && *p != '\\')
-            p++;
-        if (p > run)
-            put(o, (const char *)run, (size_t)(p - run));
-        if (!*p)
-            break;
-        char esc[8];
-        switch (*p) {
-        case '"':
-            put(o, "\\\"", 2);
-            break;
-        case '\\':
-            put(o, "\\\\", 2);
-            break;
-        case '\b':
-            put(o, "\\b", 2);
-            break;
-        case '\f':
-            put(o, "\\f", 2);
-            break;
-        case '\n':
-            put(o, "\\n", 2);
-            break;
-        case '\r':
-            put(o, "\\r", 2);
-            break;
-        case '\t':
-            put(o, "\\t", 2);
-            break;
-        default:
-            snprintf(esc, sizeof esc, "\\u%04x", *p);
-            put(o, esc, 6);
-        }
-        p++;
-    }
-    put(o, "\"", 1);
+    if (!o->b.max)
+        pt_buf_init(&o->b, o->max ? o->max : PT_JSON_CANON_MAX);
+    pt_buf_json_string(&o->b, s);
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -161,11 +109,7 @@ char *pt_json_canonical(const cJSON *v)
 {
     struct pt_jw o = {0};
     put_value(&o, v, 0);
-    if (o.failed) {
-        free(o.buf);
-        return NULL;
-    }
-    return o.buf;
+    return pt_jw_finish(&o);
 }
 
 void pt_jw_raw(struct pt_jw *w, const char *s)
@@ -187,14 +131,11 @@ void pt_jw_int(struct pt_jw *w, long long v)
 
 char *pt_jw_finish(struct pt_jw *w)
 {
-    if (w->failed || !w->buf) {
-        free(w->buf);
-        w->buf = NULL;
+    if (w->failed || !w->b.max) {
+        pt_buf_free(&w->b, 0);
         return NULL;
     }
-    char *text = w->buf;
-    w->buf = NULL;
-    return text;
+    return pt_buf_take(&w->b, NULL);
 }
 
 int pt_json_has_duplicate_keys(const cJSON *v)

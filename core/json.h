@@ -19,6 +19,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
+
 /* Largest canonical text produced (request bodies are capped at 16 KiB). */
 #define PT_JSON_CANON_MAX (64 * 1024)
 
@@ -39,10 +41,9 @@ char *pt_json_canonical(const cJSON *v);
  * pt_jw_finish return NULL.
  */
 struct pt_jw {
-    char *buf;
-    size_t len, cap;
-    int failed;
-    size_t max; /* largest text allowed; 0 = PT_JSON_CANON_MAX */
+    struct pt_buf b; /* the text (buf.h) */
+    size_t max;      /* largest text allowed; 0 = PT_JSON_CANON_MAX */
+    int failed;      /* set by a writer that gives up; pt_jw_finish gives NULL */
 };
 void pt_jw_raw(struct pt_jw *w, const char *s);    /* verbatim */
 void pt_jw_string(struct pt_jw *w, const char *s); /* quoted and escaped */

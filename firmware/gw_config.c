@@ -17,13 +17,14 @@ static void copy(char *dst, size_t n, const char *src)
 static int read_secret(const char *key, const char *path, unsigned char *buf, size_t cap,
                        size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    size_t n = 0;
+    int rc = pt_secret_read(path, buf, cap, &n);
+    if (rc == PT_ENOTFOUND || rc == PT_EIO) {
         snprintf(err, errlen, "%s: %s: cannot open: %s", key, path, strerror(errno));
         return PT_EIO;
     }
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
+    if (rc == PT_ETOOBIG)
+        n = cap;
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
     if (n == 0 || n >= cap) {
