@@ -2,6 +2,7 @@
  * cmd_admin.c - the maintenance commands: init, sweep, backup, version.
  */
 #include "cli.h"
+#include "daemon.h"
 #include "err.h"
 #include "idem.h"
 #include "linux.h"
@@ -27,8 +28,8 @@ int pt_cmd_init(int argc, char **argv)
     struct pt_config cfg;
     if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
-    char err[768];
-    if (pt_config_check_secrets(&cfg, err, sizeof err) != PT_OK) {
+    char err[4096];
+    if (pt_daemon_check(&cfg, err, sizeof err) != PT_OK) {
         pt_cli_error("init", "%s", err);
         return PT_EXIT_FAIL;
     }
@@ -58,7 +59,8 @@ int pt_cmd_sweep(int argc, char **argv)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) || pt_cli_open_store("sweep", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing("sweep", &cfg, PT_CLI_DB_MAINTAIN, &st))
         return PT_EXIT_FAIL;
     int n = 0;
     int rc = pt_store_begin(st);
@@ -99,7 +101,8 @@ int pt_cmd_backup(int argc, char **argv)
     }
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) || pt_cli_open_store("backup", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing("backup", &cfg, PT_CLI_DB_COPY, &st))
         return PT_EXIT_FAIL;
     int rc = pt_store_backup(st, args.pos[0]);
     pt_store_close(st);

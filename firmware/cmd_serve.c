@@ -136,7 +136,7 @@ int pt_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct pt_daemon *d = NULL;
-    char err[1024];
+    char err[4096];
     if (pt_daemon_start(&cfg, &d, err, sizeof err) != PT_OK) {
         pt_cli_error("serve", "%s", err);
         return PT_EXIT_FAIL;
