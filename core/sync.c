@@ -693,8 +693,14 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
 {
     memset(stats, 0, sizeof *stats);
     struct pt_charge *batch = malloc(sizeof *batch * DRAIN_BATCH);
-    if (!batch)
+    /* A run of queued charges sent together: SEND_BATCH charges are ~105
+     * KiB, more than a thread's whole stack on a board (musl: 128 KiB). */
+    struct pt_charge *run = malloc(sizeof *run * SEND_BATCH);
+    if (!batch || !run) {
+        free(batch);
+        free(run);
         return PT_ENOMEM;
+    }
     /* Gateways known to be unreachable get no requests (the probe says when
      * to come back), but their queued charges still expire on time: an
      * expired charge must neither be sent later nor hold room in the
@@ -728,7 +734,6 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             case PT_STATE_INIT: {
                 /* This charge and the queued ones right after it (in id
                  * order, gateways still reachable) go out as one run. */
-                struct pt_charge run[SEND_BATCH];
                 int k = 0;
                 run[k++] = *c;
                 while (k < SEND_BATCH && i + 1 < n && batch[i + 1].state == PT_STATE_INIT) {
@@ -760,6 +765,7 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
         if (rc)
             break;
     }
+    free(run);
     free(batch);
     if (rc == PT_OK)
         rc = pt_store_charges_next_due(st, &stats->next_due);

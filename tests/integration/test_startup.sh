@@ -231,6 +231,21 @@ case_not_a_database()
     rm -rf "$dir"
 }
 
+# The test and board knob for thread stacks is checked like a config key.
+case_thread_stack_knob()
+{
+    local v
+    pt_config .
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    for v in abc 16 100000 12k; do
+        OUT=$(PAYTERM_THREAD_STACK_KIB=$v timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
+        RC=$?
+        expect_eq 1 "$RC" "exit status of serve with PAYTERM_THREAD_STACK_KIB=$v: $OUT"
+        expect_contains PAYTERM_THREAD_STACK_KIB "$OUT" "what serve printed for '$v'"
+        expect_contains "'$v'" "$OUT" "what serve printed for '$v'"
+    done
+}
+
 pt_init
 
 pt_case "a second serve on the same data_dir is refused, naming the PID that holds the lock" \
@@ -247,5 +262,6 @@ pt_case "status, charges, sweep, backup without a database: exit 1, path named, 
 pt_case "an older schema: status, charges, sweep refuse it untouched; backup copies; init migrates" \
     case_old_schema_not_migrated
 pt_case "a file that is not a database is refused by name" case_not_a_database
+pt_case "a bad PAYTERM_THREAD_STACK_KIB is refused, named" case_thread_stack_knob
 
 pt_done
