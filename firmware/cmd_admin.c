@@ -116,8 +116,14 @@ int pt_cmd_backup(int argc, char **argv)
 
 int pt_cmd_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    static const char help[] =
+        "usage: payterm version [-c FILE]...\n\n"
+        "Prints payterm's version and the database schema version it writes.\n"
+        "-c/--config FILE is accepted and ignored.\n";
+    struct pt_cli_args args = {.maxpos = 0};
+    int r = pt_cli_parse("version", help, argc, argv, &args);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     printf("payterm %s (database schema %d)\n", PT_VERSION, pt_store_schema_latest());
     return PT_EXIT_OK;
 }
