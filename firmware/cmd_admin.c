@@ -18,9 +18,11 @@ int pt_cmd_init(int argc, char **argv)
 {
     static const char help[] =
         "usage: payterm init [-c FILE]...\n\n"
-        "Checks the configuration and the permissions of every key and secret file,\n"
-        "creates data_dir and the database if needed and migrates it to the current\n"
-        "schema. Safe to run again.\n";
+        "Checks everything payterm serve would refuse: the configuration, the modes of\n"
+        "every key and secret file, every configured gateway's keys, a tls.ca_file that\n"
+        "holds no certificate; lists every problem at once.  Then creates data_dir and\n"
+        "the database if needed and migrates it to the current schema. Safe to run\n"
+        "again.\n";
     struct pt_cli_args args = {.maxpos = 0};
     int r = pt_cli_parse("init", help, argc, argv, &args);
     if (r)
@@ -52,7 +54,8 @@ int pt_cmd_sweep(int argc, char **argv)
     static const char help[] =
         "usage: payterm sweep [-c FILE]...\n\n"
         "Deletes idempotency records past their expiry (the daemon does this hourly).\n"
-        "Charges are never deleted: order_id uniqueness outlives every key.\n";
+        "Charges are never deleted: order_id uniqueness outlives every key.\n"
+        "Never creates or migrates the database: a missing or older one is an error.\n";
     struct pt_cli_args args = {.maxpos = 0};
     int r = pt_cli_parse("sweep", help, argc, argv, &args);
     if (r)
@@ -85,7 +88,8 @@ int pt_cmd_backup(int argc, char **argv)
     static const char help[] =
         "usage: payterm backup [-c FILE]... DEST\n\n"
         "Writes a consistent copy of the database to DEST with SQLite's online backup,\n"
-        "while the daemon keeps running. DEST must not exist.\n";
+        "while the daemon keeps running. DEST must not exist. The database is copied\n"
+        "as it is (an older schema too); a missing one is an error, never created.\n";
     struct pt_cli_args args = {.maxpos = 1};
     int r = pt_cli_parse("backup", help, argc, argv, &args);
     if (r)

@@ -26,7 +26,8 @@ int pt_cmd_status(int argc, char **argv)
         "usage: payterm status [-c FILE]...\n\n"
         "Prints the lane's state as JSON: the offline queue (count, oldest age, amount\n"
         "per currency), charges pending, unknown and under review, and the schema\n"
-        "version. Reads the database directly; works while the daemon runs.\n";
+        "version. Reads the database directly; works while the daemon runs. Never\n"
+        "creates or migrates it: a missing or older database is an error.\n";
     struct pt_cli_args args = {0};
     int r = pt_cli_parse("status", help, argc, argv, &args);
     if (r)

@@ -40,7 +40,10 @@ static const char help[] =
     "the sync engine, the hourly sweep of expired idempotency records.\n"
     "Logs go to stderr, to FILE (reopened on SIGHUP) or to syslog.\n"
     "SIGTERM/SIGINT stop it gracefully. With NOTIFY_SOCKET set it tells systemd\n"
-    "READY=1 and feeds the watchdog (WATCHDOG_USEC).\n";
+    "READY=1 and feeds the watchdog (WATCHDOG_USEC).\n"
+    "One daemon per data_dir: a second one exits 1 naming the PID that holds\n"
+    "DATA_DIR/payterm.lock. PAYTERM_THREAD_STACK_KIB=N (32-65536) sets every thread's\n"
+    "stack (default 256 KiB).\n";
 
 /* ---- systemd notification (the datagram protocol is tiny: no libsystemd) --- */
 
