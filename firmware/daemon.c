@@ -141,33 +141,92 @@ static int read_token(const char *path, char *out, size_t cap, char *err, size_t
     return PT_OK;
 }
 
-/* A trust store libcurl would accept but that verifies nobody (empty, not
+/* Largest tls.ca_file read (Debian's whole bundle is about 220 KiB). */
+#define CA_FILE_MAX (8 * 1024 * 1024)
+
+/* Reads a whole file of at most CA_FILE_MAX bytes, NUL-terminated.  Returns
+ * a buffer the caller frees, or NULL with err set. */
+static char *read_ca_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    if (!f) {
+        snprintf(err, errlen, "tls.ca_file %s: cannot read: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "tls.ca_file %s: not a regular file", path);
+        fclose(f);
+        return NULL;
+    }
+    size_t cap = sb.st_size < CA_FILE_MAX ? (size_t)sb.st_size + 1 : CA_FILE_MAX + 1;
+    buf = malloc(cap + 1);
+    size_t n = buf ? fread(buf, 1, cap, f) : 0; /* one byte more than it holds: did it grow? */
+    if (!buf || ferror(f) || n > CA_FILE_MAX || n == cap) {
+        snprintf(err, errlen, "tls.ca_file %s: %s", path,
+                 !buf               ? "out of memory"
+                 : n > CA_FILE_MAX  ? "larger than 8 MiB"
+                 : n == cap         ? "changed while it was read"
+                                    : strerror(errno));
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = '\0';
+        *len = n;
+    }
+    fclose(f);
+    return buf;
+}
+
+/*
+ * A trust store libcurl would accept but that verifies nobody (empty, not
  * PEM, a truncated bundle) would let every gateway fail its handshake,
- * forever "not sent": refused at start instead.  One certificate is enough;
- * a bundle may hold some mbedTLS cannot parse. */
+ * forever "not sent": refused at start instead.  One certificate that
+ * parses is enough, and only the first is parsed: a whole CA bundle costs
+ * milliseconds here, tens of them on a board, one certificate microseconds.
+ * A file without any PEM block is tried as one DER certificate.
+ */
 static int check_ca_file(const char *path, char *err, size_t errlen)
 {
+    static const char begin[] = "-----BEGIN CERTIFICATE-----";
+    static const char end[] = "-----END CERTIFICATE-----";
     if (!path[0]) {
         snprintf(err, errlen, "tls.ca_file: required when a gateway is configured "
                               "(TLS peer verification is always on)");
         return PT_ECONFIG;
     }
-    if (access(path, R_OK) != 0) {
-        snprintf(err, errlen, "tls.ca_file %s: cannot read: %s", path, strerror(errno));
+    size_t len = 0;
+    char *buf = read_ca_file(path, &len, err, errlen);
+    if (!buf)
         return PT_EIO;
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crt_init(&crt);
+    int r = MBEDTLS_ERR_X509_INVALID_FORMAT, pem = 0;
+    for (char *p = strstr(buf, begin); p && r != 0; p = strstr(p + 1, begin)) {
+        char *e = strstr(p, end);
+        if (!e)
+            break;
+        pem = 1;
+        e += sizeof end - 1;
+        char keep = *e;
+        *e = '\0'; /* mbedTLS wants a PEM block NUL-terminated, the NUL counted */
+        r = mbedtls_x509_crt_parse(&crt, (const unsigned char *)p, (size_t)(e - p) + 1);
+        *e = keep;
     }
-    mbedtls_x509_crt chain;
-    mbedtls_x509_crt_init(&chain);
-    int r = mbedtls_x509_crt_parse_file(&chain, path);
-    int rc = chain.version != 0 ? PT_OK : PT_ECONFIG; /* the first parsed certificate */
-    if (rc != PT_OK) {
-        char why[128] = "no PEM or DER certificate in it";
-        if (r < 0)
-            mbedtls_strerror(r, why, sizeof why);
-        snprintf(err, errlen, "tls.ca_file %s: holds no usable certificate (%s)", path, why);
-    }
-    mbedtls_x509_crt_free(&chain);
-    return rc;
+    if (!pem && len)
+        r = mbedtls_x509_crt_parse_der(&crt, (const unsigned char *)buf, len);
+    mbedtls_x509_crt_free(&crt);
+    free(buf);
+    if (r == 0)
+        return PT_OK;
+    char why[128] = "the file is empty";
+    if (len && !pem)
+        snprintf(why, sizeof why, "neither a PEM certificate block nor a DER certificate");
+    else if (len)
+        mbedtls_strerror(r, why, sizeof why);
+    snprintf(err, errlen, "tls.ca_file %s: holds no usable certificate (%s)", path, why);
+    return PT_ECONFIG;
 }
 
 /* Appends each line of text to the list as "\n  line", counting them. */

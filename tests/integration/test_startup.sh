@@ -84,10 +84,15 @@ case_ca_file_without_certificate()
         serve_refused ".tls.ca_file = \"$f\"" tls.ca_file "$f"
         init_refused ".tls.ca_file = \"$f\"" tls.ca_file "$f"
     done
-    # A file that holds one certificate is enough.
-    pt_config ".tls.ca_file = \"$PT_KEYS/wechat_platform_cert.pem\""
-    run_cmd init -c "$PT_CFG_BASE"
-    expect_eq 0 "$RC" "payterm init with a one-certificate ca_file: $OUT"
+    # A file that holds one certificate is enough, also after a block that
+    # does not parse (a bundle may hold some mbedTLS cannot read).
+    cat "$bad_pem" "$PT_KEYS/wechat_platform_cert.pem" >"$PT_TMP/mixed-ca.pem"
+    for f in "$PT_KEYS/wechat_platform_cert.pem" "$PT_TMP/mixed-ca.pem"; do
+        pt_config ".tls.ca_file = \"$f\" | .data_dir = \"$PT_TMP/ca-ok\""
+        run_cmd init -c "$PT_CFG_BASE"
+        expect_eq 0 "$RC" "payterm init with the ca_file $f: $OUT"
+    done
+    rm -rf "$PT_TMP/ca-ok"
 }
 
 case_init_lists_every_problem()
