@@ -35,14 +35,18 @@ struct pt_store_options {
     int synchronous_normal; /* 0 = synchronous=FULL (default), 1 = NORMAL */
     int busy_timeout_ms;    /* 0 = default (5000) */
     int max_page_count;     /* 0 = unlimited; tests use it to fake a full disk */
-    int readonly;           /* open without creating or migrating */
+    int readonly;           /* open an existing file read-only, without migrating */
+    int existing;           /* read-write, but the file must exist and is not migrated */
     int page_size;          /* for a new file; 0 = PT_STORE_PAGE_SIZE */
 };
 
 /*
- * Opens (creating if needed) the database and brings its schema up to date.
- * A database whose user_version is newer than this binary is refused with
- * PT_ETOONEW.  On success *out is a new store the caller closes with
+ * Opens (creating if needed) the database and brings its schema up to date;
+ * with readonly or existing set, opens an existing file at the version it
+ * has (the caller checks pt_store_schema_version()).  A database whose
+ * user_version is newer than this binary is refused with PT_ETOONEW; one at
+ * the latest version that lacks a table, index, trigger or column the
+ * migrations create, with PT_ECORRUPT (the message lists what is missing).  On success *out is a new store the caller closes with
  * pt_store_close(); on failure *out is NULL and, when errbuf is not NULL, a
  * sentence naming the file and the cause is written into it.
  */

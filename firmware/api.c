@@ -831,7 +831,8 @@ static struct MHD_Daemon *listen_on(struct pt_api *api, const char *addr, MHD_Ac
         flags, 0, NULL, NULL, h, api, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, api,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(WAIT_MAX_S + 30), MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, api, MHD_OPTION_END);
+        on_completed, api, MHD_OPTION_THREAD_STACK_SIZE, api->opt.thread_stack,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)
         snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host?)",

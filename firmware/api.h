@@ -42,6 +42,7 @@ struct pt_api_options {
     struct pt_intake intake;
     struct pt_api_hooks hooks;
     const char *token; /* bearer token, NULL = none */
+    size_t thread_stack; /* bytes for each HTTP thread; 0 = the libc default */
 };
 
 struct pt_api;

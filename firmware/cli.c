@@ -94,6 +94,46 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
     return 0;
 }
 
+int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_cli_db mode,
+                         struct pt_store **st)
+{
+    char path[PT_CFG_PATH_MAX + 16], err[1024];
+    pt_config_db_path(cfg, path, sizeof path);
+    *st = NULL;
+    /* SQLite would say "unable to open database file"; the operator needs
+     * the path, and to know that nothing was created in its place. */
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        pt_cli_error(cmd, "database %s: %s (data_dir %s; payterm init or payterm serve creates it)",
+                     path, strerror(errno), cfg->data_dir);
+        return -1;
+    }
+    struct pt_store_options o = {.path = path,
+                                 .readonly = mode != PT_CLI_DB_MAINTAIN,
+                                 .existing = mode == PT_CLI_DB_MAINTAIN,
+                                 .synchronous_normal = cfg->synchronous_normal};
+    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
+        pt_cli_error(cmd, "%s", err);
+        return -1;
+    }
+    int version = 0, latest = pt_store_schema_latest();
+    if (pt_store_schema_version(*st, &version) != PT_OK) {
+        pt_cli_error(cmd, "database %s: cannot read its schema version: %s", path,
+                     pt_store_errmsg(*st));
+    } else if (version == 0) {
+        pt_cli_error(cmd, "%s is not a payterm database (schema version 0); payterm init "
+                          "creates one", path);
+    } else if (version < latest && mode != PT_CLI_DB_COPY) {
+        pt_cli_error(cmd, "database %s has schema version %d, this payterm needs %d: run "
+                          "payterm init (or start payterm serve) to migrate it",
+                     path, version, latest);
+    } else {
+        return 0;
+    }
+    pt_store_close(*st);
+    *st = NULL;
+    return -1;
+}
 
 static int find(const char *const *list, const char *arg)
 {

@@ -68,6 +68,19 @@ int pt_cli_ensure_dir(const char *cmd, const char *dir);
 /* Opens (creating and migrating) the configured database; prints errors. */
 int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st);
 
+/*
+ * How a command that must not create or migrate a database (SPEC 3) opens
+ * it: READ (status, charges) and MAINTAIN (sweep, read-write) need the
+ * current schema; COPY (backup) takes any payterm schema as it is.
+ */
+enum pt_cli_db { PT_CLI_DB_READ, PT_CLI_DB_MAINTAIN, PT_CLI_DB_COPY };
+
+/* Opens the configured database, which must exist; never creates or
+ * migrates it.  Prints the error, naming the path, and returns -1 when it is
+ * missing, not a payterm database, damaged or (but for COPY) older. */
+int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_cli_db mode,
+                         struct pt_store **st);
+
 /* The commands; argv[0] is the command name. */
 int pt_cmd_init(int argc, char **argv);
 int pt_cmd_version(int argc, char **argv);

@@ -2,6 +2,7 @@
  * cmd_admin.c - the maintenance commands: init, sweep, backup, version.
  */
 #include "cli.h"
+#include "daemon.h"
 #include "err.h"
 #include "idem.h"
 #include "linux.h"
@@ -17,9 +18,11 @@ int pt_cmd_init(int argc, char **argv)
 {
     static const char help[] =
         "usage: payterm init [-c FILE]...\n\n"
-        "Checks the configuration and the permissions of every key and secret file,\n"
-        "creates data_dir and the database if needed and migrates it to the current\n"
-        "schema. Safe to run again.\n";
+        "Checks everything payterm serve would refuse: the configuration, the modes of\n"
+        "every key and secret file, every configured gateway's keys, a tls.ca_file that\n"
+        "holds no certificate; lists every problem at once.  Then creates data_dir and\n"
+        "the database if needed and migrates it to the current schema. Safe to run\n"
+        "again.\n";
     struct pt_cli_args args = {.maxpos = 0};
     int r = pt_cli_parse("init", help, argc, argv, &args);
     if (r)
@@ -27,8 +30,8 @@ int pt_cmd_init(int argc, char **argv)
     struct pt_config cfg;
     if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
-    char err[768];
-    if (pt_config_check_secrets(&cfg, err, sizeof err) != PT_OK) {
+    char err[4096];
+    if (pt_daemon_check(&cfg, err, sizeof err) != PT_OK) {
         pt_cli_error("init", "%s", err);
         return PT_EXIT_FAIL;
     }
@@ -51,14 +54,16 @@ int pt_cmd_sweep(int argc, char **argv)
     static const char help[] =
         "usage: payterm sweep [-c FILE]...\n\n"
         "Deletes idempotency records past their expiry (the daemon does this hourly).\n"
-        "Charges are never deleted: order_id uniqueness outlives every key.\n";
+        "Charges are never deleted: order_id uniqueness outlives every key.\n"
+        "Never creates or migrates the database: a missing or older one is an error.\n";
     struct pt_cli_args args = {.maxpos = 0};
     int r = pt_cli_parse("sweep", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) || pt_cli_open_store("sweep", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing("sweep", &cfg, PT_CLI_DB_MAINTAIN, &st))
         return PT_EXIT_FAIL;
     int n = 0;
     int rc = pt_store_begin(st);
@@ -83,7 +88,8 @@ int pt_cmd_backup(int argc, char **argv)
     static const char help[] =
         "usage: payterm backup [-c FILE]... DEST\n\n"
         "Writes a consistent copy of the database to DEST with SQLite's online backup,\n"
-        "while the daemon keeps running. DEST must not exist.\n";
+        "while the daemon keeps running. DEST must not exist. The database is copied\n"
+        "as it is (an older schema too); a missing one is an error, never created.\n";
     struct pt_cli_args args = {.maxpos = 1};
     int r = pt_cli_parse("backup", help, argc, argv, &args);
     if (r)
@@ -99,7 +105,8 @@ int pt_cmd_backup(int argc, char **argv)
     }
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) || pt_cli_open_store("backup", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing("backup", &cfg, PT_CLI_DB_COPY, &st))
         return PT_EXIT_FAIL;
     int rc = pt_store_backup(st, args.pos[0]);
     pt_store_close(st);
@@ -113,8 +120,14 @@ int pt_cmd_backup(int argc, char **argv)
 
 int pt_cmd_version(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    static const char help[] =
+        "usage: payterm version [-c FILE]...\n\n"
+        "Prints payterm's version and the database schema version it writes.\n"
+        "-c/--config FILE is accepted and ignored.\n";
+    struct pt_cli_args args = {.maxpos = 0};
+    int r = pt_cli_parse("version", help, argc, argv, &args);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     printf("payterm %s (database schema %d)\n", PT_VERSION, pt_store_schema_latest());
     return PT_EXIT_OK;
 }

@@ -47,7 +47,9 @@ static const char help[] =
     "client retries, the network back, the queue drained, duplicate notifications.\n"
     "Prints a summary; exits 0 only if every order was captured exactly once at the\n"
     "simulator and every fulfilment event was delivered once.\n\n"
-    "  --dir DIR   state directory (default ./payterm-demo), emptied first\n";
+    "  --dir DIR   state directory (default ./payterm-demo), emptied first\n\n"
+    "The demo writes its own configuration (DIR/payterm.json): -c/--config FILE is\n"
+    "accepted and ignored.\n";
 
 struct demo {
     char dir[512];
@@ -450,8 +452,14 @@ static int free_port(void)
 int pt_cmd_demo(int argc, char **argv)
 {
     struct demo d = {0};
+    struct pt_cli_common ignored = {0};
     snprintf(d.dir, sizeof d.dir, "payterm-demo");
     for (int i = 1; i < argc; i++) {
+        int r = pt_cli_take_config(&ignored, argc, argv, &i);
+        if (r < 0)
+            return PT_EXIT_USAGE;
+        if (r)
+            continue;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(help, stdout);
             return PT_EXIT_OK;

@@ -20,32 +20,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int open_readonly(const char *cmd, const struct pt_config *cfg, struct pt_store **st)
-{
-    char path[PT_CFG_PATH_MAX + 16], err[1024];
-    pt_config_db_path(cfg, path, sizeof path);
-    struct pt_store_options o = {.path = path, .readonly = 1};
-    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
-        pt_cli_error(cmd, "%s (run payterm init first?)", err);
-        return -1;
-    }
-    return 0;
-}
-
 int pt_cmd_status(int argc, char **argv)
 {
     static const char help[] =
         "usage: payterm status [-c FILE]...\n\n"
         "Prints the lane's state as JSON: the offline queue (count, oldest age, amount\n"
         "per currency), charges pending, unknown and under review, and the schema\n"
-        "version. Reads the database directly; works while the daemon runs.\n";
+        "version. Reads the database directly; works while the daemon runs. Never\n"
+        "creates or migrates it: a missing or older database is an error.\n";
     struct pt_cli_args args = {0};
     int r = pt_cli_parse("status", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) || open_readonly("status", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing("status", &cfg, PT_CLI_DB_READ, &st))
         return PT_EXIT_FAIL;
     struct pt_store_stats s;
     int version = 0;
@@ -125,7 +115,8 @@ int pt_cmd_charges(int argc, char **argv)
     }
     struct pt_config cfg;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) || open_readonly("charges", &cfg, &st))
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing("charges", &cfg, PT_CLI_DB_READ, &st))
         return PT_EXIT_FAIL;
     struct pt_charge *rows = malloc(sizeof *rows * (size_t)limit);
     int got = 0, more = 0;

@@ -40,7 +40,10 @@ static const char help[] =
     "the sync engine, the hourly sweep of expired idempotency records.\n"
     "Logs go to stderr, to FILE (reopened on SIGHUP) or to syslog.\n"
     "SIGTERM/SIGINT stop it gracefully. With NOTIFY_SOCKET set it tells systemd\n"
-    "READY=1 and feeds the watchdog (WATCHDOG_USEC).\n";
+    "READY=1 and feeds the watchdog (WATCHDOG_USEC).\n"
+    "One daemon per data_dir: a second one exits 1 naming the PID that holds\n"
+    "DATA_DIR/payterm.lock. PAYTERM_THREAD_STACK_KIB=N (32-65536) sets every thread's\n"
+    "stack (default 256 KiB).\n";
 
 /* ---- systemd notification (the datagram protocol is tiny: no libsystemd) --- */
 
@@ -136,7 +139,7 @@ int pt_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct pt_daemon *d = NULL;
-    char err[1024];
+    char err[4096];
     if (pt_daemon_start(&cfg, &d, err, sizeof err) != PT_OK) {
         pt_cli_error("serve", "%s", err);
         return PT_EXIT_FAIL;

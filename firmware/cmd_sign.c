@@ -53,6 +53,7 @@ static const char sign_help[] =
     "  2c2p    {\"token\":...}   (the payload is compacted, then signed HS256)\n"
     "  stripe  {\"signed_payload\":...,\"signature\":...,\"header\":...}\n"
     "Bodies are used byte for byte: write them with printf or a file, not echo.\n"
+    "-c/--config FILE is accepted and ignored: keys and secrets come from the options.\n"
     "Exit status: 0 signed, 1 failure, 2 usage error.\n";
 
 static const char verify_help[] =
@@ -69,6 +70,7 @@ static const char verify_help[] =
     "APIv3 key a notification's resource is decrypted.  2C2P: a bare JWT or a\n"
     "{\"payload\":\"...\"} body.  --header may be repeated; names are case-insensitive.\n"
     "Prints {\"valid\":true|false,...} with the verified fields or plaintext.\n"
+    "-c/--config FILE is accepted and ignored: keys and secrets come from the options.\n"
     "Exit status: 0 valid, 3 invalid (signature, MAC, decryption, or a\n"
     "Wechatpay-Serial naming another key), 2 usage error, 1 other failure.\n";
 
@@ -112,8 +114,15 @@ static int parse_args(struct args *a, int argc, char **argv)
             fputs(strcmp(a->cmd, "sign") == 0 ? sign_help : verify_help, stdout);
             return 1;
         }
+        /* SPEC 11: -c everywhere; this command needs no configuration. */
+        struct pt_cli_common ignored = {0};
+        int r = pt_cli_take_config(&ignored, argc, argv, &i);
+        if (r < 0)
+            return -1;
+        if (r)
+            continue;
         const char *h = NULL;
-        int r = take(a, argc, argv, &i, "--header", &h);
+        r = take(a, argc, argv, &i, "--header", &h);
         if (r < 0)
             return -1;
         if (r) {

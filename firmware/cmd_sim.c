@@ -34,7 +34,8 @@ static const char help[] =
     "  --pay-delay-ms N    the simulated customer pays QR/redirect orders after N ms\n"
     "                      (default 1000)\n"
     "  --idle-timeout-ms N close kept-alive connections idle for N ms (default 30000)\n"
-    "  --quiet             no line per request\n\n"
+    "  --quiet             no line per request\n"
+    "  -c/--config FILE    accepted and ignored: the simulator needs no configuration\n\n"
     "Use it with:  payterm serve -c payterm.json -c DIR/gateways.json\n"
     "Control:      POST /_sim/faults, GET /_sim/ledger, GET /_sim/notifications\n"
     "Amounts ending in 51 minor units are declined, in 52 stay pending.\n";

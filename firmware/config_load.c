@@ -644,6 +644,12 @@ static int check_secret(const char *what, const char *path, char *err, size_t er
 
 int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errlen)
 {
+    return pt_config_check_secrets_of(cfg, "", err, errlen);
+}
+
+int pt_config_check_secrets_of(const struct pt_config *cfg, const char *prefix, char *err,
+                               size_t errlen)
+{
     const struct {
         const char *what;
         const char *path;
@@ -656,10 +662,21 @@ int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errle
         {"gateways.stripe.webhook_secret_file", cfg->stripe.webhook_secret_file},
         {"gateways.2c2p.secret_key_file", cfg->c2p.secret_key_file},
     };
+    /* Every file, not only the first bad one: init lists all that is wrong. */
+    int first = PT_OK;
+    size_t used = 0;
+    if (errlen)
+        err[0] = '\0';
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        int rc = check_secret(files[i].what, files[i].path, err, errlen);
-        if (rc)
-            return rc;
+        char line[PT_CFG_PATH_MAX + 256];
+        if (strncmp(files[i].what, prefix, strlen(prefix)) != 0)
+            continue;
+        int rc = check_secret(files[i].what, files[i].path, line, sizeof line);
+        if (rc == PT_OK)
+            continue;
+        if (used < errlen)
+            used += (size_t)snprintf(err + used, errlen - used, "%s%s", used ? "\n" : "", line);
+        first = first ? first : rc;
     }
-    return PT_OK;
+    return first;
 }

@@ -27,8 +27,14 @@ int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, 
 /*
  * Checks that every configured secret file (private keys, secrets, API token)
  * exists and is not readable or writable by group or others.  On error returns
- * PT_EPERM/PT_EIO and writes which file, its mode and the chmod to run.
+ * the first failure (PT_EPERM/PT_EIO) and writes, one line per bad file, which
+ * file, its mode and the chmod to run.
  */
 int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errlen);
+
+/* The same for the secret files whose configuration key starts with prefix
+ * ("api_token_file", "gateways.stripe."; "" = all). */
+int pt_config_check_secrets_of(const struct pt_config *cfg, const char *prefix, char *err,
+                               size_t errlen);
 
 #endif

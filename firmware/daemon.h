@@ -20,6 +20,14 @@ struct pt_store;
 int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *err,
                     size_t errlen);
 
+/*
+ * Checks, without starting anything, everything pt_daemon_start() would
+ * refuse in the files the configuration names: secret file modes, the API
+ * token, every configured gateway's keys, a tls.ca_file holding at least
+ * one certificate.  On failure err lists every problem, one per line.
+ */
+int pt_daemon_check(const struct pt_config *cfg, char *err, size_t errlen);
+
 /* The main thread's own database connection (sweeps). */
 struct pt_store *pt_daemon_store(struct pt_daemon *d);
 

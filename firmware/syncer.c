@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 struct pt_syncer {
@@ -125,7 +126,8 @@ static void *run(void *p)
 }
 
 int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
-                    void (*event_hook)(void *), void *hook_ctx, struct pt_syncer **out)
+                    size_t stack_bytes, void (*event_hook)(void *), void *hook_ctx,
+                    struct pt_syncer **out)
 {
     struct pt_syncer *y = calloc(1, sizeof *y);
     if (!y)
@@ -149,7 +151,19 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
     pthread_cond_init(&y->cv, &ca);
     pthread_condattr_destroy(&ca);
     y->wake = 1; /* first pass at start: resume what a reboot interrupted */
-    if (pthread_create(&y->thread, NULL, run, y) != 0) {
+    /* An explicit stack: the libc default is 8 MiB on glibc but 128 KiB on
+     * musl, and this thread must behave the same on both. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    int e = stack_bytes ? pthread_attr_setstacksize(&attr, stack_bytes) : 0;
+    if (e == 0)
+        e = pthread_create(&y->thread, &attr, run, y);
+    pthread_attr_destroy(&attr);
+    if (e != 0) {
+        pt_log_error("sync: cannot start its thread (stack %zu bytes): %s", stack_bytes,
+                     strerror(e));
+        pthread_cond_destroy(&y->cv);
+        pthread_mutex_destroy(&y->mu);
         pt_store_close(y->st);
         free(y);
         return PT_ESYS;

@@ -41,6 +41,9 @@ PT_START_TIMEOUT_S=${PT_START_TIMEOUT_S:-30}
 PT_STOP_TIMEOUT_S=${PT_STOP_TIMEOUT_S:-30}
 # Per-request ceiling for curl, so a hung daemon fails the case, not ctest.
 PT_CURL_MAX_S=${PT_CURL_MAX_S:-30}
+# Every daemon thread gets musl's default stack (SPEC 11), also on glibc,
+# whose 8 MiB would hide an overflow; ctest passes a larger one under ASan.
+export PAYTERM_THREAD_STACK_KIB=${PAYTERM_THREAD_STACK_KIB:-128}
 
 # ---- reporting ------------------------------------------------------------
 
@@ -181,6 +184,15 @@ pt_done()
     # script even if every answer looked right.
     bad=$(grep -lE 'runtime error:|ERROR: (Address|Leak|Thread)Sanitizer' "$PT_TMP"/daemon.*.log \
         2>/dev/null | head -n 1)
+    # A daemon that died of a signal no case sent it (SIGSEGV: a thread's
+    # stack overflowed; SIGABRT, SIGBUS, SIGILL, SIGFPE) fails the script.
+    local crashed
+    crashed=$(grep -lxE '13[2456]|139' "$PT_TMP"/daemon.*.log.exit 2>/dev/null | head -n 1)
+    if [ -n "$crashed" ]; then
+        pt_log "payterm serve died of signal $(($(cat "$crashed") - 128)): ${crashed%.exit}"
+        PT_FAILED=$((PT_FAILED + 1))
+        PT_FAILED_NAMES+=("(daemon crashed)")
+    fi
     if [ -n "$bad" ]; then
         pt_log "sanitizer report in $bad:"
         grep -E -A 12 'runtime error:|ERROR: (Address|Leak|Thread)Sanitizer' "$bad" | head -n 30 >&2

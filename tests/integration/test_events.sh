@@ -95,6 +95,16 @@ case_bad_params()
         expect_error 400 invalid_request
         expect_contains "'${q%%=*}'" "$(pt_message)" "message for $q"
     done
+    # wait is 0-60 s, said exactly: 60 is accepted (with an event waiting it
+    # answers at once), 61 is a 400 naming wait and the range.
+    create bp-1
+    cancel bp-1
+    pt_get "/v1/events?after=0&wait=60"
+    expect_status 200
+    expect_json '.data | length > 0' true
+    pt_get "/v1/events?after=0&wait=61"
+    expect_error 400 invalid_request
+    expect_contains "'wait' must be an integer from 0 to 60" "$(pt_message)" "message for wait=61"
     # Empty values mean the defaults.
     pt_get "/v1/events?after=&limit=&wait="
     expect_status 200

@@ -30,6 +30,9 @@ SIM=""
 SIM_PORT=""
 API_PORT=""
 T0=$SECONDS
+# Every daemon thread gets musl's default stack (SPEC 11), also on glibc,
+# whose 8 MiB would hide an overflow; ctest passes a larger one under ASan.
+export PAYTERM_THREAD_STACK_KIB=${PAYTERM_THREAD_STACK_KIB:-128}
 
 log() { printf '[%3ds] %s\n' $((SECONDS - T0)) "$*"; }
 
@@ -45,8 +48,19 @@ stop_pid() { # stop_pid PID SIGNAL: waits up to 5 s, then SIGKILL
             sleep 0.05
         done
         kill -KILL "$1" || true
-        wait "$1" || true
+        local st=0
+        wait "$1" || st=$?
+        note_crash "$1" "$st"
     } 2>/dev/null
+}
+
+# note_crash PID STATUS: a program that died of a signal nobody sent it
+# (SIGSEGV: a thread's stack overflowed; SIGABRT, SIGBUS, SIGILL, SIGFPE)
+# fails the test, even when a restart made every answer look right.
+note_crash() {
+    case $2 in
+    132 | 134 | 135 | 136 | 139) echo "pid $1 died of signal $(($2 - 128))" >>"$T/crashes" ;;
+    esac
 }
 
 PASSED=0
@@ -57,6 +71,10 @@ on_exit() {
     # Under the asan preset a sanitizer report in either program fails the
     # test, even when what the test checked came out right.
     local f
+    if [ -s "$T/crashes" ]; then
+        echo "FAIL [$TEST_NAME]: $(tr '\n' ' ' <"$T/crashes")" >&2
+        PASSED=0
+    fi
     for f in "$T"/payterm*.log "$T"/sim.log; do
         [ -f "$f" ] || continue
         if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' "$f"; then
@@ -167,7 +185,9 @@ daemon_start() {
     local deadline=$((SECONDS + 30))
     until curl -sf "$API/healthz" >/dev/null 2>&1; do
         if ! kill -0 "$D_PID" 2>/dev/null; then
-            wait "$D_PID" 2>/dev/null || true
+            local st=0
+            wait "$D_PID" 2>/dev/null || st=$?
+            note_crash "$D_PID" "$st"
             D_PID=""
             grep -q 'cannot listen' "$logf" && return 1
             fail "payterm serve exited at start (see $logf): $(tail -n 3 "$logf")"

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# test_startup.sh - what payterm checks before it touches anything (SPEC 3,
+# 11): one daemon per database (the data_dir lock), a tls.ca_file that holds
+# no certificate, `payterm init` listing every problem at once, a database
+# whose tables are missing, and the read/maintenance commands (status,
+# charges, backup, sweep) that must never create or migrate a database.
+source "$(dirname "$0")/lib.sh"
+
+SQL_DIR=$(cd "$(dirname "$0")/../../sql" && pwd)
+
+# run_cmd CMD ARGS... - runs payterm with a 20 s ceiling; sets RC and OUT
+# (stdout and stderr together).
+run_cmd()
+{
+    OUT=$(timeout 20 "$PAYTERM" "$@" 2>&1)
+    RC=$?
+    [ "$RC" -ne 124 ] || fail "payterm $* did not end within 20 s (it started serving?)"
+}
+
+# serve_refused JQ_FILTER PART... - serve must exit 1 at once, printing every
+# PART; nothing listens afterwards.
+serve_refused()
+{
+    local filter=$1
+    shift
+    pt_config "$filter"
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    run_cmd serve -c "$PT_CFG"
+    expect_eq 1 "$RC" "exit status of payterm serve ($filter); it printed: $OUT"
+    for part in "$@"; do
+        expect_contains "$part" "$OUT" "what payterm serve printed for: $filter"
+    done
+}
+
+# init_refused JQ_FILTER PART... - the same for payterm init.
+init_refused()
+{
+    local filter=$1
+    shift
+    pt_config "$filter"
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 1 "$RC" "exit status of payterm init ($filter); it printed: $OUT"
+    for part in "$@"; do
+        expect_contains "$part" "$OUT" "what payterm init printed for: $filter"
+    done
+}
+
+case_second_serve_refused()
+{
+    local second=$PT_TMP/second.json lock=$PT_TMP/data/payterm.lock
+    pt_config .
+    pt_start
+    expect_eq 600 "$(stat -c %a "$lock")" "mode of $lock"
+    expect_eq "$PT_PID" "$(tr -d '\n' <"$lock")" "the PID written in $lock"
+    # Another port, so that only the lock can stop it.
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$second"
+    run_cmd serve -c "$second"
+    expect_eq 1 "$RC" "exit status of a second payterm serve on the same data_dir: $OUT"
+    expect_contains "PID $PT_PID" "$OUT" "what the second serve printed"
+    expect_contains "$lock" "$OUT" "what the second serve printed"
+    # The first one is untouched.
+    pt_get /healthz
+    expect_status 200
+    pt_post /v1/charges lock-key "$(charge_body lock-1)"
+    expect_status 202
+    pt_stop
+    # The lock goes with its holder, even one killed without any cleanup.
+    pt_start
+    pt_kill9
+    pt_start
+    pt_get /v1/charges/lock-1
+    expect_status 200
+    pt_stop
+}
+
+case_ca_file_without_certificate()
+{
+    local empty=$PT_TMP/empty-ca.pem garbage=$PT_TMP/garbage-ca.pem bad_pem=$PT_TMP/bad-pem-ca.pem
+    : >"$empty"
+    printf 'this is not a certificate\n' >"$garbage"
+    printf -- '-----BEGIN CERTIFICATE-----\nMIIBnotbase64atall!!\n-----END CERTIFICATE-----\n' \
+        >"$bad_pem"
+    for f in "$empty" "$garbage" "$bad_pem"; do
+        serve_refused ".tls.ca_file = \"$f\"" tls.ca_file "$f"
+        init_refused ".tls.ca_file = \"$f\"" tls.ca_file "$f"
+    done
+    # A file that holds one certificate is enough, also after a block that
+    # does not parse (a bundle may hold some mbedTLS cannot read).
+    cat "$bad_pem" "$PT_KEYS/wechat_platform_cert.pem" >"$PT_TMP/mixed-ca.pem"
+    for f in "$PT_KEYS/wechat_platform_cert.pem" "$PT_TMP/mixed-ca.pem"; do
+        pt_config ".tls.ca_file = \"$f\" | .data_dir = \"$PT_TMP/ca-ok\""
+        run_cmd init -c "$PT_CFG_BASE"
+        expect_eq 0 "$RC" "payterm init with the ca_file $f: $OUT"
+    done
+    rm -rf "$PT_TMP/ca-ok"
+}
+
+case_init_lists_every_problem()
+{
+    local garbage=$PT_TMP/garbage-ca.pem
+    printf 'nothing here\n' >"$garbage"
+    printf '0123456789abcdef0123456789abcde' >"$PT_TMP/short.v3"
+    chmod 600 "$PT_TMP/short.v3"
+    # Copies with modes others can read (the originals serve the other cases).
+    cp "$PT_TMP/stripe.sk" "$PT_TMP/open.sk" && cp "$PT_TMP/alipay.key" "$PT_TMP/open.key" &&
+        chmod 644 "$PT_TMP/open.sk" "$PT_TMP/open.key" || fail "cannot copy the keys"
+    local filter=".data_dir = \"$PT_TMP/fresh\" | .tls.ca_file = \"$garbage\"
+        | .gateways.stripe.secret_key_file = \"$PT_TMP/open.sk\"
+        | .gateways.alipay.private_key_file = \"$PT_TMP/open.key\"
+        | .gateways.wechat.apiv3_key_file = \"$PT_TMP/short.v3\"
+        | .gateways.\"2c2p\".secret_key_file = \"$PT_TMP/no-such-file\""
+    local parts=("$garbage" "$PT_TMP/open.sk" "$PT_TMP/open.key" "$PT_TMP/short.v3"
+        "$PT_TMP/no-such-file" gateways.stripe.secret_key_file gateways.alipay.private_key_file
+        gateways.wechat.apiv3_key_file gateways.2c2p.secret_key_file tls.ca_file)
+    init_refused "$filter" "${parts[@]}"
+    # serve refuses the same things, all of them named too.
+    serve_refused "$filter" "${parts[@]}"
+    # init created nothing while refusing.
+    [ ! -e "$PT_TMP/fresh" ] || fail "payterm init created $PT_TMP/fresh while refusing the configuration"
+}
+
+case_missing_tables_refused()
+{
+    local db=$PT_TMP/data/payterm.db
+    pt_config .
+    pt_start
+    pt_stop
+    sqlite3 "$db" 'DROP TABLE notifications; DROP TRIGGER offline_queue_insert;' ||
+        fail "sqlite3 could not damage $db"
+    serve_refused . "$db" notifications offline_queue_insert
+    init_refused . "$db" notifications offline_queue_insert
+    run_cmd status -c "$PT_CFG_BASE"
+    expect_eq 1 "$RC" "payterm status on a damaged database: $OUT"
+    expect_contains "$db" "$OUT" "what payterm status printed"
+    expect_contains notifications "$OUT" "what payterm status printed"
+    # Nothing was recreated behind the operator's back.
+    expect_eq "" "$(sqlite3 "$db" "SELECT name FROM sqlite_master WHERE name = 'notifications'")" \
+        "the notifications table after the refusals"
+    rm -rf "$PT_TMP/data"
+}
+
+# Every table, index and trigger a fresh database has is checked: each one
+# dropped in turn is named by the refusal (a new migration's object that the
+# check does not know about fails here).
+case_every_object_checked()
+{
+    local fresh=$PT_TMP/fresh-db dir=$PT_TMP/dropped type name n=0
+    pt_config ".data_dir = \"$fresh\""
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm init: $OUT"
+    pt_config ".data_dir = \"$dir\""
+    while read -r type name; do
+        rm -rf "$dir" && mkdir -p "$dir"
+        sqlite3 "$fresh/payterm.db" ".backup '$dir/payterm.db'" &&
+            sqlite3 "$dir/payterm.db" "DROP $type $name" || fail "cannot drop $type $name"
+        run_cmd status -c "$PT_CFG_BASE"
+        expect_eq 1 "$RC" "payterm status on a database without $type $name: $OUT"
+        expect_contains "$type $name" "$OUT" "what payterm status printed without $type $name"
+        n=$((n + 1))
+    done < <(sqlite3 -separator ' ' "$fresh/payterm.db" \
+        "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite%' ORDER BY 1, 2")
+    [ "$n" -ge 10 ] || fail "only $n schema objects in a fresh database?"
+    rm -rf "$fresh" "$dir"
+}
+
+# The read and maintenance commands on a data_dir without a database: exit
+# 1, the path named, and no database (nor data_dir) created.
+case_read_commands_never_create()
+{
+    local dir cmd db
+    for dir in "$PT_TMP/nodir/data" "$PT_TMP/emptydir"; do
+        db=$dir/payterm.db
+        rm -rf "$PT_TMP/nodir"
+        [ "$dir" != "$PT_TMP/emptydir" ] || mkdir -p "$dir"
+        pt_config ".data_dir = \"$dir\""
+        for cmd in status charges sweep "backup $PT_TMP/copy.db"; do
+            # shellcheck disable=SC2086
+            run_cmd $cmd -c "$PT_CFG_BASE"
+            expect_eq 1 "$RC" "exit status of payterm $cmd without a database: $OUT"
+            expect_contains "$db" "$OUT" "what payterm $cmd printed"
+            [ ! -e "$db" ] || fail "payterm $cmd created $db"
+            if [ "$dir" = "$PT_TMP/emptydir" ]; then
+                expect_eq "" "$(ls -A "$dir")" "what payterm $cmd left in the empty data_dir"
+            else
+                [ ! -e "$dir" ] || fail "payterm $cmd created the data_dir $dir"
+            fi
+            [ ! -e "$PT_TMP/copy.db" ] || fail "payterm $cmd wrote the backup $PT_TMP/copy.db"
+        done
+    done
+    rm -rf "$PT_TMP/emptydir"
+}
+
+# An older database: status, charges and sweep say to run init and change
+# nothing; backup copies it as it is; init migrates it.
+case_old_schema_not_migrated()
+{
+    local dir=$PT_TMP/old db=$PT_TMP/old/payterm.db cmd v latest
+    mkdir -p "$dir"
+    latest=$(ls "$SQL_DIR"/[0-9][0-9][0-9]_*.sql | wc -l)
+    v=$((latest - 1))
+    { ls "$SQL_DIR"/[0-9][0-9][0-9]_*.sql | head -n "$v" | xargs cat
+      echo "PRAGMA user_version = $v;"; } | sqlite3 "$db" || fail "cannot build a version $v database"
+    pt_config ".data_dir = \"$dir\""
+    for cmd in status charges sweep; do
+        run_cmd $cmd -c "$PT_CFG_BASE"
+        expect_eq 1 "$RC" "exit status of payterm $cmd on a schema $v database: $OUT"
+        expect_contains "$db" "$OUT" "what payterm $cmd printed"
+        expect_contains "payterm init" "$OUT" "what payterm $cmd printed"
+        expect_eq "$v" "$(sqlite3 "$db" 'PRAGMA user_version')" "user_version after payterm $cmd"
+    done
+    run_cmd backup -c "$PT_CFG_BASE" "$PT_TMP/old-copy.db"
+    expect_eq 0 "$RC" "payterm backup of a schema $v database: $OUT"
+    expect_eq "$v" "$(sqlite3 "$db" 'PRAGMA user_version')" "user_version after payterm backup"
+    expect_eq "$v" "$(sqlite3 "$PT_TMP/old-copy.db" 'PRAGMA user_version')" "the copy's user_version"
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm init on a schema $v database: $OUT"
+    expect_eq "$latest" "$(sqlite3 "$db" 'PRAGMA user_version')" "user_version after payterm init"
+    run_cmd status -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm status after init: $OUT"
+    rm -rf "$dir" "$PT_TMP/old-copy.db"
+}
+
+# A file under data_dir that is not a payterm database is refused by name.
+case_not_a_database()
+{
+    local dir=$PT_TMP/junk db=$PT_TMP/junk/payterm.db cmd
+    mkdir -p "$dir"
+    head -c 4096 /dev/urandom >"$db"
+    pt_config ".data_dir = \"$dir\""
+    for cmd in status charges sweep "backup $PT_TMP/junk-copy.db" init; do
+        # shellcheck disable=SC2086
+        run_cmd $cmd -c "$PT_CFG_BASE"
+        expect_eq 1 "$RC" "exit status of payterm $cmd on a file that is not a database: $OUT"
+        expect_contains "$db" "$OUT" "what payterm $cmd printed"
+    done
+    rm -rf "$dir"
+}
+
+# The test and board knob for thread stacks is checked like a config key.
+case_thread_stack_knob()
+{
+    local v
+    pt_config .
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    for v in abc 16 100000 12k; do
+        OUT=$(PAYTERM_THREAD_STACK_KIB=$v timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
+        RC=$?
+        expect_eq 1 "$RC" "exit status of serve with PAYTERM_THREAD_STACK_KIB=$v: $OUT"
+        expect_contains PAYTERM_THREAD_STACK_KIB "$OUT" "what serve printed for '$v'"
+        expect_contains "'$v'" "$OUT" "what serve printed for '$v'"
+    done
+}
+
+pt_init
+
+pt_case "a second serve on the same data_dir is refused, naming the PID that holds the lock" \
+    case_second_serve_refused
+pt_case "an empty or garbage tls.ca_file is refused by serve and init, naming the file" \
+    case_ca_file_without_certificate
+pt_case "init (and serve) list every problem at once" case_init_lists_every_problem
+pt_case "a database with missing tables is refused, naming the file and what is missing" \
+    case_missing_tables_refused
+pt_case "every table, index and trigger of a fresh database, dropped, is named" \
+    case_every_object_checked
+pt_case "status, charges, sweep, backup without a database: exit 1, path named, nothing created" \
+    case_read_commands_never_create
+pt_case "an older schema: status, charges, sweep refuse it untouched; backup copies; init migrates" \
+    case_old_schema_not_migrated
+pt_case "a file that is not a database is refused by name" case_not_a_database
+pt_case "a bad PAYTERM_THREAD_STACK_KIB is refused, named" case_thread_stack_knob
+
+pt_done
