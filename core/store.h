@@ -80,7 +80,16 @@ int pt_store_rollback(struct pt_store *st);
 /* Online backup of the whole database into a new file at dest. */
 int pt_store_backup(struct pt_store *st, const char *dest);
 
-/* True when the database accepts a write right now (for /healthz). */
+/*
+ * True when a charge's write would be stored right now (for /healthz): false
+ * while the file system is read-only or has less than 256 KiB free, and
+ * after a write of any connection failed with a full disk or an I/O error
+ * until a write succeeds again.  While it is false, each call tries one
+ * small real write (page 1 rewritten as it is: one WAL frame, the database
+ * does not grow), so it turns true as soon as the disk recovers; while all
+ * is well it writes nothing.  An I/O error is seen at the first write that
+ * meets it.
+ */
 int pt_store_writable(struct pt_store *st);
 
 /* ---- idempotency keys (used by idem.c) -------------------------------- */
