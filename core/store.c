@@ -266,8 +266,8 @@ int pt_store_schema_latest(void)
 
 int pt_store_pragma_int(struct pt_store *st, const char *name, int *value)
 {
-    static const char *const allowed[] = {"user_version", "synchronous", "foreign_keys",
-                                          "busy_timeout", "page_count", "max_page_count",
+    static const char *const allowed[] = {"user_version",  "synchronous", "foreign_keys",
+                                          "busy_timeout",  "page_count",  "max_page_count",
                                           "freelist_count"};
     int ok = 0;
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
