@@ -119,6 +119,11 @@ struct conn {
     int admitted;        /* counted by api->limit (else refused: being closed) */
     int cut;             /* shut down by the timer */
     int64_t deadline_ms; /* what is being received must be complete by then; 0: none */
+    /* The request target as libmicrohttpd first saw it (for the NUL check;
+     * it is unescaped in place later). */
+    const char *raw_uri;
+    size_t raw_uri_len;
+    int raw_uri_nul; /* it held %00 */
 };
 
 struct pt_api {
@@ -912,14 +917,137 @@ static MHD_RESULT dispatch(struct listener *ln, struct MHD_Connection *conn, str
     return MHD_YES;
 }
 
+/*
+ * libmicrohttpd before 1.0 keeps a NUL byte in a header line: the value is
+ * silently cut at it (an Idempotency-Key "a\0b" would be "a"), and so is the
+ * request target.  Its values are pointers into the head as received, with
+ * each line end (CRLF or LF) overwritten by NULs, so a value whose line goes
+ * on after its end held a NUL.  (Not seen: a single NUL right before a bare
+ * LF, "a\0\n", which leaves the same bytes as "a\r\n"; the value is then
+ * "a", as the client's bytes up to the NUL say.)  1.0 refuses such requests
+ * itself.
+ */
+#if MHD_VERSION < 0x01000000
+#define PT_MHD_KEEPS_NUL 1
+#else
+#define PT_MHD_KEEPS_NUL 0
+#endif
+
+/* What the header scan found. */
+struct head_scan {
+    uintptr_t head, head_end; /* the head as received (0: unknown) */
+    int idem_keys;            /* Idempotency-Key headers */
+    const char *prev_name;    /* the header before the one being looked at */
+    uintptr_t prev_end;       /* where its value ended */
+    const char *nul_in;       /* the first header whose line held a NUL */
+    int folded;               /* a line continued another (obs-fold) */
+};
+
+static MHD_RESULT scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                              const char *value, size_t value_size)
+{
+    (void)kind;
+    struct head_scan *h = cls;
+    if (strcasecmp(key, "Idempotency-Key") == 0)
+        h->idem_keys++;
+    uintptr_t start = (uintptr_t)key;
+    /* libmicrohttpd 0.9 copies a header continued on the next line (which
+     * RFC 9112 lets a server refuse) out of the head. */
+    if (PT_MHD_KEEPS_NUL && h->head && (start < h->head || start >= h->head_end))
+        h->folded = 1;
+    /* Between the end of the previous value and this name: its line end. */
+    else if (PT_MHD_KEEPS_NUL && h->prev_name && !h->nul_in &&
+             (start < h->prev_end + 1 || start > h->prev_end + 2))
+        h->nul_in = h->prev_name;
+    h->prev_name = key;
+    h->prev_end = value ? (uintptr_t)value + value_size : start + key_size;
+    return MHD_YES;
+}
+
+/* The last header ends its line and the empty line ends the head: two line
+ * ends of 1 or 2 bytes before head_end. */
+static void scan_last(struct head_scan *h, uintptr_t head_end)
+{
+    if (PT_MHD_KEEPS_NUL && h->prev_name && !h->nul_in &&
+        (head_end < h->prev_end + 2 || head_end > h->prev_end + 4))
+        h->nul_in = h->prev_name;
+}
+
+/* Headers containing NUL and a repeated Idempotency-Key are 400 (SPEC 5);
+ * 1 when rq holds that answer. */
+static int head_invalid(struct MHD_Connection *conn, struct request *rq, const char *method,
+                        const char *version)
+{
+    struct conn *cs = rq->cs;
+    /* The target ended where libmicrohttpd cut the request line before the
+     * version; a NUL makes it end earlier. */
+    /* %00 too: unescaped, it would cut the path short just the same. */
+    if ((PT_MHD_KEEPS_NUL && cs->raw_uri && version && version[0] &&
+         (uintptr_t)cs->raw_uri + cs->raw_uri_len + 1 != (uintptr_t)version) ||
+        cs->raw_uri_nul) {
+        send_error(conn, rq, 400, "invalid_request", "the request target contains a NUL byte");
+        return 1;
+    }
+    struct head_scan h = {0};
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (hs) {
+        h.head = (uintptr_t)method;
+        h.head_end = h.head + hs->header_size;
+    }
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &h);
+    if (hs && !h.folded)
+        scan_last(&h, h.head_end);
+    char msg[200];
+    if (h.folded) {
+        send_error(conn, rq, 400, "invalid_request",
+                   "a header line is continued on the next line (starts with a space or tab); "
+                   "send each header on one line");
+        return 1;
+    }
+    if (h.nul_in) {
+        snprintf(msg, sizeof msg, "header '%.64s' contains a NUL byte", h.nul_in);
+        send_error(conn, rq, 400, "invalid_request", msg);
+        return 1;
+    }
+    if (h.idem_keys > 1) {
+        snprintf(msg, sizeof msg,
+                 "header Idempotency-Key was given %d times; send it once, with one key",
+                 h.idem_keys);
+        send_error(conn, rq, 400, "idempotency_key_invalid", msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* libmicrohttpd's URI log callback: the raw request target, before it is
+ * cut at '?' and unescaped in place. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn *cs = ci ? ci->socket_context : NULL;
+    if (cs) {
+        cs->raw_uri = uri;
+        cs->raw_uri_len = strlen(uri);
+        cs->raw_uri_nul = strstr(uri, "%00") != NULL;
+    }
+    return NULL; /* the request's state is made at the first access call */
+}
+
 /* The first call, with the head: checks what can be answered at once. */
-static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn, struct request *rq)
+static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn, struct request *rq,
+                               const char *method, const char *version)
 {
     struct pt_api *api = ln->api;
     conn_deadline(api, rq->cs, BODY_TIMEOUT_S);
     pthread_mutex_lock(&api->mu);
     int stopping = api->stopping;
     pthread_mutex_unlock(&api->mu);
+    /* These answers wait for the body (read and dropped): answering and
+     * closing while the client still sends would reset the connection, and
+     * the client would see that instead of the answer. */
     if (stopping) {
         /* Requests in flight finish; a new one is told to come back. */
         send_error(conn, rq, 503, "shutting_down", "payterm is stopping; retry in a few seconds");
@@ -927,8 +1055,10 @@ static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn,
             MHD_add_response_header(rq->resp, "Connection", "close");
             MHD_add_response_header(rq->resp, "Retry-After", "5");
         }
-        return flush(conn, rq);
+        return MHD_YES;
     }
+    if (head_invalid(conn, rq, method, version))
+        return MHD_YES;
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > BODY_MAX) {
         rq->too_big = 1;
@@ -945,7 +1075,6 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char 
                              const char *method, const char *version, const char *upload_data,
                              size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     struct listener *ln = cls;
     struct pt_api *api = ln->api;
     struct request *rq = *con_cls;
@@ -965,13 +1094,15 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char 
         pthread_mutex_lock(&api->mu);
         api->in_flight++;
         pthread_mutex_unlock(&api->mu);
-        return request_head(ln, conn, rq);
+        return request_head(ln, conn, rq, method, version);
     }
     if (rq->dispatched) /* a worker's answer (none: it ran out of memory) */
         return flush(conn, rq);
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (rq->resp) /* answered at the head (request_head) */
+            return MHD_YES;
         if (rq->too_big || rq->len + n > BODY_MAX) {
             rq->too_big = 1; /* chunked body beyond the limit: drop the rest */
             return MHD_YES;
@@ -985,6 +1116,8 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char 
         rq->body[rq->len] = '\0';
         return MHD_YES;
     }
+    if (rq->resp)
+        return flush(conn, rq);
     if (rq->too_big) {
         send_error(conn, rq, 413, "payload_too_large", "request bodies are limited to 16 KiB");
         return flush(conn, rq);
@@ -1245,7 +1378,8 @@ static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, 
                              MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
                              (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_THREAD_STACK_SIZE,
                              (size_t)SMALL_STACK, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ln,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, ln, MHD_OPTION_END);
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, ln,
+                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, ln, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!ln->d) {
         snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host?)",
