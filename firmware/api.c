@@ -1045,9 +1045,16 @@ static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn,
     pthread_mutex_lock(&api->mu);
     int stopping = api->stopping;
     pthread_mutex_unlock(&api->mu);
-    /* These answers wait for the body (read and dropped): answering and
-     * closing while the client still sends would reset the connection, and
-     * the client would see that instead of the answer. */
+    /* A body announced too big is not read at all (the connection closes). */
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > BODY_MAX) {
+        rq->too_big = 1;
+        send_error(conn, rq, 413, "payload_too_large", "request bodies are limited to 16 KiB");
+        return flush(conn, rq);
+    }
+    /* These answers wait for the body (at most 16 KiB, read and dropped):
+     * answering and closing while the client still sends would reset the
+     * connection, and the client would see that instead of the answer. */
     if (stopping) {
         /* Requests in flight finish; a new one is told to come back. */
         send_error(conn, rq, 503, "shutting_down", "payterm is stopping; retry in a few seconds");
@@ -1057,14 +1064,7 @@ static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn,
         }
         return MHD_YES;
     }
-    if (head_invalid(conn, rq, method, version))
-        return MHD_YES;
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl && strtoull(cl, NULL, 10) > BODY_MAX) {
-        rq->too_big = 1;
-        send_error(conn, rq, 413, "payload_too_large", "request bodies are limited to 16 KiB");
-        return flush(conn, rq);
-    }
+    head_invalid(conn, rq, method, version);
     return MHD_YES;
 }
 
