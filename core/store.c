@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* The columns read_charge() expects, in its order. */
@@ -149,7 +150,31 @@ struct pt_store {
     int events_in_txn; /* events inserted since BEGIN */
     int erased_in_txn; /* a payment code erased since BEGIN */
     char path[PT_STORE_PATH_MAX];
+    int changes_at_begin; /* sqlite3_total_changes() at BEGIN */
 };
+
+/*
+ * What the storage did at the last write of any connection of this process:
+ * PT_OK, or PT_EFULL / PT_EIO when it failed (disk full, read-only file
+ * system, I/O error).  /healthz reads it (pt_store_writable): a full disk
+ * shows only when SQLite appends to the WAL at a commit, so nothing short of
+ * a write can see it, and a health check must not write each time it is
+ * asked.  One process has one database; a second one (tests) at worst
+ * costs /healthz one probe write.
+ */
+static atomic_int storage_fault;
+
+/* Records what a write learnt; logs when the storage goes bad or recovers. */
+static void note_storage(int rc)
+{
+    int was = atomic_exchange(&storage_fault, rc);
+    if (rc && !was)
+        pt_log_error("store: the storage failed (%s): /healthz answers 503 until a write "
+                     "succeeds again",
+                     pt_strerror(rc));
+    else if (!rc && was)
+        pt_log_info("store: writes succeed again (after %s)", pt_strerror(was));
+}
 
 /* Translates an SQLite result code (extended or primary) to a pt_err. */
 static int xlate(int rc)
@@ -160,10 +185,13 @@ static int xlate(int rc)
     case SQLITE_ROW:
         return PT_OK;
     case SQLITE_FULL:
+        note_storage(PT_EFULL); /* every failure passes here: remember it for /healthz */
         return PT_EFULL;
     case SQLITE_IOERR:
-    case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
+        note_storage(PT_EIO);
+        return PT_EIO;
+    case SQLITE_CANTOPEN: /* a path or permission problem, not the disk failing */
         return PT_EIO;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -248,8 +276,9 @@ int pt_store_schema_latest(void)
 
 int pt_store_pragma_int(struct pt_store *st, const char *name, int *value)
 {
-    static const char *const allowed[] = {"user_version", "synchronous", "foreign_keys",
-                                          "busy_timeout", "page_count", "max_page_count"};
+    static const char *const allowed[] = {"user_version",  "synchronous", "foreign_keys",
+                                          "busy_timeout",  "page_count",  "max_page_count",
+                                          "freelist_count"};
     int ok = 0;
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         ok |= strcmp(name, allowed[i]) == 0;
@@ -583,6 +612,7 @@ void pt_store_set_event_hook(struct pt_store *st, void (*fn)(void *ctx), void *c
 int pt_store_begin(struct pt_store *st)
 {
     st->events_in_txn = 0;
+    st->changes_at_begin = sqlite3_total_changes(st->db);
     sqlite3_stmt *s = stmt(st, S_BEGIN);
     return s ? run(st, s) : PT_ESTORAGE;
 }
@@ -597,6 +627,9 @@ int pt_store_commit(struct pt_store *st)
         pt_store_rollback(st);
     if (rc == PT_OK && st->erased_in_txn)
         atomic_store(&wipe_due, 1); /* only now are the erased bytes the ones to wipe */
+    /* A commit that wrote rows went through the WAL: the storage works. */
+    if (rc == PT_OK && sqlite3_total_changes(st->db) != st->changes_at_begin)
+        note_storage(PT_OK);
     if (rc == PT_OK && st->events_in_txn && st->event_hook)
         st->event_hook(st->event_hook_ctx);
     st->events_in_txn = 0;
@@ -643,14 +676,74 @@ out:
     return rc;
 }
 
+/* Fewer free bytes than this under the database, and the next charge may
+ * not fit: its commit appends ~10 KiB to the WAL, a checkpoint may grow the
+ * database file by the pages the WAL holds. */
+#define ROOM_MIN_BYTES (256 * 1024)
+/* Fewer pages than this below max_page_count (a limit only tests set), and
+ * a charge's few new b-tree pages may not fit. */
+#define ROOM_MIN_PAGES 16
+
+/* What the file system says without a write: read-only, or (nearly) full.
+ * PT_OK when it looks fine or cannot be asked. */
+static int room_fault(struct pt_store *st)
+{
+    struct statvfs fs;
+    if (statvfs(st->path, &fs) == 0) {
+        if (fs.f_flag & ST_RDONLY)
+            return PT_EIO;
+        /* root may use the blocks the file system keeps for root. */
+        unsigned long long blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+        if (blocks * fs.f_frsize < ROOM_MIN_BYTES)
+            return PT_EFULL;
+    }
+    int pages = 0, max = 0, free_pages = 0;
+    if (pt_store_pragma_int(st, "page_count", &pages) == PT_OK &&
+        pt_store_pragma_int(st, "max_page_count", &max) == PT_OK &&
+        pt_store_pragma_int(st, "freelist_count", &free_pages) == PT_OK && max > 0 &&
+        (long long)max - pages + free_pages < ROOM_MIN_PAGES)
+        return PT_EFULL;
+    return PT_OK;
+}
+
+/* One real commit: page 1 rewritten as it is (user_version set to itself),
+ * so one WAL frame and a sync, and the database does not grow. */
+static int probe_write(struct pt_store *st)
+{
+    int v = 0, rc = pt_store_pragma_int(st, "user_version", &v);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v);
+    if (rc == PT_OK)
+        rc = exec(st, sql);
+    if (rc == PT_OK)
+        rc = pt_store_commit(st);
+    else
+        pt_store_rollback(st);
+    return rc;
+}
+
 int pt_store_writable(struct pt_store *st)
 {
-    /* BEGIN IMMEDIATE takes the write lock (fails on a read-only or broken
-     * file) without writing anything. */
+    /* A file system that says it is read-only or full is believed at once;
+     * the fault is remembered so that its end is checked by a write. */
+    int rc = room_fault(st);
+    if (rc) {
+        note_storage(rc);
+        return 0;
+    }
+    /* BEGIN IMMEDIATE takes the write lock (fails on a broken file). */
     if (pt_store_begin(st) != PT_OK)
         return 0;
-    pt_store_rollback(st);
-    return 1;
+    if (atomic_load(&storage_fault) == PT_OK) {
+        pt_store_rollback(st);
+        return 1;
+    }
+    /* A write failed and none has succeeded since: only a write can tell
+     * whether the condition has passed.  Once it has, probes write nothing. */
+    rc = probe_write(st);
+    if (rc == PT_OK)
+        note_storage(PT_OK);
+    return rc == PT_OK;
 }
 
 /* ---- idempotency keys ------------------------------------------------- */

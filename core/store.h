@@ -94,16 +94,25 @@ int pt_store_backup(struct pt_store *st, const char *dest);
  * bytes (secure_delete), but earlier versions of the charge's page are still
  * in the WAL: pt_store_note_erased() records that in the transaction (the
  * charge state machine calls it; it counts once that commit is durable),
- * pt_store_wipe_due() tells whether a truncating
- * checkpoint is owed, and pt_store_checkpoint_truncate() copies the WAL into
- * the database and truncates it to zero bytes (PT_EBUSY when a reader held
- * an old snapshot; still due then).
+ * pt_store_wipe_due() tells whether a truncating checkpoint is owed, and
+ * pt_store_checkpoint_truncate() copies the WAL into the database and
+ * truncates it to zero bytes (PT_EBUSY when a reader held an old snapshot;
+ * still due then).
  */
 void pt_store_note_erased(struct pt_store *st);
 int pt_store_wipe_due(void);
 int pt_store_checkpoint_truncate(struct pt_store *st);
 
-/* True when the database accepts a write right now (for /healthz). */
+/*
+ * True when a charge's write would be stored right now (for /healthz): false
+ * while the file system is read-only or has less than 256 KiB free, and
+ * after a write of any connection failed with a full disk or an I/O error
+ * until a write succeeds again.  While it is false, each call tries one
+ * small real write (page 1 rewritten as it is: one WAL frame, the database
+ * does not grow), so it turns true as soon as the disk recovers; while all
+ * is well it writes nothing.  An I/O error is seen at the first write that
+ * meets it.
+ */
 int pt_store_writable(struct pt_store *st);
 
 /* ---- idempotency keys (used by idem.c) -------------------------------- */

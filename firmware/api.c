@@ -4,9 +4,39 @@
  * This file only speaks HTTP: it collects the request (bounded at 16 KiB),
  * checks the bearer token, routes, and turns pt_reply into a response.  The
  * guarded write operations live in core/intake.c, the SQL in core/store.c.
+ *
+ * How connections are served, and why (SPEC 5, "Input strictness and
+ * connection handling"): a kiosk has a handful of clients, but notify_listen
+ * faces the internet, and a client that opens connections and trickles a
+ * byte now and then must not lock the others out.  So no connection owns a
+ * thread:
+ *
+ * - Each listener has one libmicrohttpd polling thread (epoll where the
+ *   library has it) that reads requests and writes responses for all of its
+ *   connections; it only ever does things that cannot block.
+ * - A request whose head and body have arrived is suspended and handed to a
+ *   small pool of worker threads per listener (the handlers may wait for
+ *   the database or for a gateway, up to sync.request_timeout_ms); the
+ *   worker builds the response and resumes the connection, and the polling
+ *   thread queues it.  A long-poll of /v1/events parks its request instead
+ *   (still suspended, no thread) until a commit adds events, its wait ends,
+ *   or the daemon stops.
+ * - libmicrohttpd's connection timeout is an idle timeout, which a trickler
+ *   never meets.  A timer thread here closes (shutdown()) every connection
+ *   whose request head is not complete HEAD_TIMEOUT_S after it opened (or
+ *   after its previous response, on a kept-alive connection), or whose body
+ *   is not complete BODY_TIMEOUT_S after its head.
+ * - An address other than the kiosk's own 127.0.0.1 / ::1 holds at most
+ *   PER_ADDR_MAX connections over both listeners (connlimit.c).
+ * - Each listener takes CONN_MAX connections; the open files limit is
+ *   raised to fit them.
+ * - A stop stops accepting, answers parked long-polls, waits for the
+ *   requests in flight, and only then stops the listeners (libmicrohttpd
+ *   must not be stopped while a connection is suspended).
  */
 #include "api.h"
 #include "charges.h"
+#include "connlimit.h"
 #include "crypto.h"
 #include "err.h"
 #include "json.h"
@@ -15,6 +45,7 @@
 #include "metrics.h"
 #include "pool.h"
 #include "pt_config.h"
+#include "workers.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -26,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,34 +73,121 @@ typedef enum MHD_Result MHD_RESULT;
 #define EVENTS_MAX 100
 #define WAIT_MAX_S 60
 #define AUDIT_MAX 200
-#define POOL_SIZE 8
 /* How long a stop waits for requests in flight (a client that stalls in
  * the middle of its body must not hold the daemon forever). */
 #define DRAIN_MAX_S 10
 
+/* The connection rules (see the top of this file and the README). */
+#define HEAD_TIMEOUT_S 10 /* a request head must be complete this long after it may start */
+#define BODY_TIMEOUT_S 10 /* and its body this long after the head */
+#define IDLE_TIMEOUT_S 30 /* libmicrohttpd's own: a client that stops reading its answer */
+#define PER_ADDR_MAX 16   /* connections of one address other than 127.0.0.1 / ::1 */
+#define CONN_MAX 1024     /* connections per listener */
+/* Files the rest of the daemon keeps open: database, WAL, shared memory,
+ * log, one TLS connection per gateway, the pool's connections. */
+#define FD_RESERVE 64
+
+/* Worker threads per listener.  Together they never need more database
+ * connections than the pool has, so no worker waits for one. */
+#define MAIN_WORKERS 6
+#define NOTIFY_WORKERS 2
+#define POOL_SIZE (MAIN_WORKERS + NOTIFY_WORKERS)
+/* Set explicitly (musl's default is 128 KiB).  The handlers keep big
+ * buffers on the heap: the whole integration suite, online charges over TLS
+ * to the simulator included, passes with 64 KiB workers and a 32 KiB polling
+ * thread and timer, so these leave four times that. */
+#define WORKER_STACK (256 * 1024)
+/* libmicrohttpd's polling thread and the timer run only short callbacks. */
+#define SMALL_STACK (128 * 1024)
+
+
+struct pt_api;
+
+/* One listening daemon and the workers that run its handlers. */
+struct listener {
+    struct pt_api *api;
+    struct MHD_Daemon *d;
+    struct pt_workers *workers;
+    int notify_only; /* notify_listen: only the notification routes */
+    MHD_socket lfd;  /* after quiesce: closed only after MHD_stop_daemon() */
+};
+
+/* One TCP connection (libmicrohttpd's socket context), from accept to close. */
+struct conn {
+    struct conn *prev, *next; /* api->conns, under api->mu */
+    MHD_socket fd;
+    struct sockaddr_storage addr;
+    int admitted;        /* counted by api->limit (else refused: being closed) */
+    int cut;             /* shut down by the timer */
+    int64_t deadline_ms; /* what is being received must be complete by then; 0: none */
+    /* The request target as libmicrohttpd first saw it (for the NUL check;
+     * it is unescaped in place later). */
+    const char *raw_uri;
+    size_t raw_uri_len;
+    int raw_uri_nul; /* it held %00 */
+};
+
 struct pt_api {
     struct pt_api_options opt;
-    struct MHD_Daemon *main_d, *notify_d;
+    struct listener main, notify;
     struct pt_pool *pool;
+    struct pt_connlimit *limit;
+    /* Guards what follows: connections, parked long-polls, the feed's
+     * version, the timer, the stop. */
+    pthread_mutex_t mu;
+    struct conn *conns;
+    struct request *waiters; /* parked long-polls */
     /* The fulfilment feed's wake-up: bumped after a commit that added events. */
-    pthread_mutex_t feed_mu;
-    pthread_cond_t feed_cv;
     uint64_t feed_version;
-    int stopping;
+    int stopping; /* long-polls answer now; new requests get 503 */
+    int closing;  /* the listeners are about to stop: nothing is suspended any more */
     /* Requests between their headers and the end of their response: a stop
      * waits for them, so what they commit is also what the client hears. */
-    pthread_mutex_t flight_mu;
-    pthread_cond_t flight_cv;
     int in_flight;
+    int suspended;          /* connections suspended here and not resumed yet */
+    pthread_cond_t idle_cv; /* in_flight or suspended reached 0; CLOCK_MONOTONIC */
+    pthread_t timer;
+    int timer_started, timer_quit;
+    int64_t timer_next_ms;   /* the timer sleeps until then (INT64_MAX: until kicked) */
+    pthread_cond_t timer_cv; /* CLOCK_MONOTONIC */
 };
+
+/* PAYTERM_THREAD_STACK_KIB (api options' thread_stack) sets every thread's
+ * stack, so the suites can run the daemon at musl's 128 KiB; otherwise the
+ * defaults above. */
+static size_t worker_stack(const struct pt_api *api)
+{
+    return api->opt.thread_stack ? api->opt.thread_stack : WORKER_STACK;
+}
+
+static size_t small_stack(const struct pt_api *api)
+{
+    return api->opt.thread_stack ? api->opt.thread_stack : SMALL_STACK;
+}
 
 /* Per-request state, kept across libmicrohttpd's calls for one request. */
 struct request {
+    struct pt_job job; /* first: a worker runs the request through it */
+    struct listener *ln;
+    struct conn *cs;
+    struct MHD_Connection *conn;
+    char *url, *method; /* copies, for the worker */
     char *body;
     size_t len;
     int too_big;
+    int dispatched; /* handed to a worker */
     int64_t t0_us;
+    /* The answer: built by a handler, queued by the polling thread. */
+    struct MHD_Response *resp;
+    unsigned status;
+    /* A long-poll: its end, and its link while parked. */
+    int polling;
+    int64_t poll_deadline_ms;
+    struct request *wnext;
 };
+
+/* Set by park() in the worker running a request: do not resume it. */
+static _Thread_local int tl_parked;
 
 static int64_t mono_us(void)
 {
@@ -77,21 +196,68 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Hands parked long-polls back to their workers. */
+static void repost(struct request *list)
+{
+    while (list) {
+        struct request *next = list->wnext;
+        list->wnext = NULL;
+        pt_workers_post(list->ln->workers, &list->job);
+        list = next;
+    }
+}
+
 void pt_api_feed_wake(void *p)
 {
     struct pt_api *api = p;
-    pthread_mutex_lock(&api->feed_mu);
+    pthread_mutex_lock(&api->mu);
     api->feed_version++;
-    pthread_cond_broadcast(&api->feed_cv);
-    pthread_mutex_unlock(&api->feed_mu);
+    struct request *list = api->waiters;
+    api->waiters = NULL;
+    pthread_mutex_unlock(&api->mu);
+    repost(list);
+}
+
+/* Makes the timer wake by deadline_ms at the latest.  Under api->mu. */
+static void timer_kick(struct pt_api *api, int64_t deadline_ms)
+{
+    if (deadline_ms < api->timer_next_ms) {
+        api->timer_next_ms = deadline_ms;
+        pthread_cond_signal(&api->timer_cv);
+    }
+}
+
+/* What cs is receiving must be complete within secs (0: no deadline). */
+static void conn_deadline(struct pt_api *api, struct conn *cs, int secs)
+{
+    pthread_mutex_lock(&api->mu);
+    cs->deadline_ms = secs ? pt_linux_mono_ms() + secs * 1000 : 0;
+    if (secs)
+        timer_kick(api, cs->deadline_ms);
+    pthread_mutex_unlock(&api->mu);
 }
 
 /* ---- responses -------------------------------------------------------------- */
+
+/* Keeps r as the request's answer (queued by flush() in the polling
+ * thread); NULL (out of memory) leaves none, and the connection is closed. */
+static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Response *r)
+{
+    if (!r)
+        return MHD_NO;
+    if (rq->resp)
+        MHD_destroy_response(rq->resp);
+    rq->resp = r;
+    rq->status = (unsigned)status;
+    pt_metrics_http(status, mono_us() - rq->t0_us);
+    return MHD_YES;
+}
 
 static MHD_RESULT send_text(struct MHD_Connection *conn, struct request *rq, int status,
                             const char *type, char *body, size_t len, int replayed,
                             int retry_after)
 {
+    (void)conn; /* the polling thread queues it: see flush() */
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_MUST_COPY);
     if (!r)
@@ -107,10 +273,7 @@ static MHD_RESULT send_text(struct MHD_Connection *conn, struct request *rq, int
     }
     if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"payterm\"");
-    MHD_RESULT ret = MHD_queue_response(conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    pt_metrics_http(status, mono_us() - rq->t0_us);
-    return ret;
+    return set_response(rq, status, r);
 }
 
 static MHD_RESULT send_reply(struct MHD_Connection *conn, struct request *rq, struct pt_reply *rep)
@@ -301,6 +464,23 @@ static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn,
     return send_json(conn, rq, 200, o);
 }
 
+/* Parks a long-poll (its connection stays suspended) until a commit adds
+ * events, its deadline or a stop; 0 when one of them came since `seen` (the
+ * caller queries again).  After a 1, rq belongs to whoever reposts it. */
+static int park(struct pt_api *api, struct request *rq, uint64_t seen)
+{
+    pthread_mutex_lock(&api->mu);
+    int ok = api->feed_version == seen && !api->stopping;
+    if (ok) {
+        rq->wnext = api->waiters;
+        api->waiters = rq;
+        timer_kick(api, rq->poll_deadline_ms);
+        tl_parked = 1;
+    }
+    pthread_mutex_unlock(&api->mu);
+    return ok;
+}
+
 static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn,
                               struct request *rq)
 {
@@ -311,41 +491,36 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn,
         !query_int(conn, "wait", 0, 0, WAIT_MAX_S, &wait_s, msg, sizeof msg))
         return send_error(conn, rq, 400, "invalid_request", msg);
 
-    struct pt_event_row rows[EVENTS_MAX];
+    if (!rq->polling) { /* the first run; a parked request keeps its deadline */
+        rq->polling = 1;
+        rq->poll_deadline_ms = pt_linux_mono_ms() + wait_s * 1000;
+    }
+    struct pt_event_row *rows = malloc(sizeof *rows * EVENTS_MAX);
+    if (!rows)
+        return send_error(conn, rq, 500, "internal_error", "out of memory");
     int n = 0, rc;
-    int64_t deadline = pt_linux_mono_ms() + wait_s * 1000;
     for (;;) {
-        pthread_mutex_lock(&api->feed_mu);
+        pthread_mutex_lock(&api->mu);
         uint64_t seen = api->feed_version;
-        pthread_mutex_unlock(&api->feed_mu);
+        int stop = api->stopping;
+        pthread_mutex_unlock(&api->mu);
 
         struct pt_store *st = pt_pool_get(api->pool);
         rc = st ? pt_store_events_list(st, after, (int)limit, rows, &n) : PT_EIO;
         pt_pool_put(api->pool, st);
-        if (rc)
+        if (rc) {
+            free(rows);
             return storage_error(conn, rq, rc);
-        int64_t left = deadline - pt_linux_mono_ms();
-        if (n > 0 || left <= 0)
-            break;
-        /* Sleep until a commit adds events, the wait ends, or we stop.  The
-         * version read before the query closes the race with a commit that
-         * lands between the query and the wait. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += left / 1000;
-        ts.tv_nsec += (left % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
         }
-        pthread_mutex_lock(&api->feed_mu);
-        while (api->feed_version == seen && !api->stopping &&
-               pthread_cond_timedwait(&api->feed_cv, &api->feed_mu, &ts) == 0)
-            ;
-        int stop = api->stopping;
-        pthread_mutex_unlock(&api->feed_mu);
-        if (stop)
+        if (n > 0 || stop || pt_linux_mono_ms() >= rq->poll_deadline_ms)
             break;
+        /* Nothing yet: park until a commit adds events, the wait ends, or
+         * we stop, holding no thread.  The version read before the query
+         * closes the race with a commit between the query and the park. */
+        if (park(api, rq, seen)) {
+            free(rows);
+            return MHD_YES;
+        }
     }
     cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
     int64_t next = after;
@@ -364,6 +539,7 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn,
         next = rows[i].seq;
     }
     pt_event_rows_free(rows, n);
+    free(rows);
     cJSON_AddNumberToObject(o, "next", (double)next);
     return send_json(conn, rq, 200, o);
 }
@@ -630,15 +806,15 @@ static MHD_RESULT not_allowed(struct MHD_Connection *conn, struct request *rq, c
 {
     struct pt_reply rep = {0};
     pt_reply_error(&rep, 405, "method_not_allowed", "use %s for this path", allow);
+    (void)conn;
     struct MHD_Response *r =
         MHD_create_response_from_buffer(rep.len, rep.body, MHD_RESPMEM_MUST_COPY);
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Allow", allow);
-    MHD_RESULT ret = MHD_queue_response(conn, 405, r);
-    MHD_destroy_response(r);
-    pt_metrics_http(405, mono_us() - rq->t0_us);
+    if (r) {
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        MHD_add_response_header(r, "Allow", allow);
+    }
     pt_reply_free(&rep);
-    return ret;
+    return set_response(rq, 405, r);
 }
 
 static MHD_RESULT route_notify(struct pt_api *api, struct MHD_Connection *conn,
@@ -710,35 +886,252 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
     return send_error(conn, rq, 404, "not_found", "no such path");
 }
 
-/* libmicrohttpd's access handler: called once with the headers, then once per
- * body chunk, then once more with *upload_data_size == 0. */
+/* ---- serving a request ----------------------------------------------------------------- */
+
+/* Queues the answer a handler left in rq (in the polling thread). */
+static MHD_RESULT flush(struct MHD_Connection *conn, struct request *rq)
+{
+    struct MHD_Response *r = rq->resp;
+    if (!r)
+        return MHD_NO; /* no answer could be built: close the connection */
+    rq->resp = NULL;
+    MHD_RESULT ret = MHD_queue_response(conn, rq->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A worker: runs the handler, then lets the polling thread send its answer. */
+static void serve(struct pt_job *job)
+{
+    struct request *rq = (struct request *)job;
+    struct pt_api *api = rq->ln->api;
+    tl_parked = 0;
+    route(api, rq->conn, rq, rq->url, rq->method);
+    if (tl_parked)
+        return; /* a long-poll waits; rq is no longer ours to touch */
+    struct MHD_Connection *conn = rq->conn;
+    /* After the resume the polling thread may answer and free rq at once. */
+    MHD_resume_connection(conn);
+    pthread_mutex_lock(&api->mu);
+    if (--api->suspended == 0)
+        pthread_cond_broadcast(&api->idle_cv);
+    pthread_mutex_unlock(&api->mu);
+}
+
+/* The whole request is in: suspend the connection and hand it to a worker,
+ * so that the polling thread goes on serving the others. */
+static MHD_RESULT dispatch(struct listener *ln, struct MHD_Connection *conn, struct request *rq,
+                           const char *url, const char *method)
+{
+    struct pt_api *api = ln->api;
+    rq->url = strdup(url);
+    rq->method = strdup(method);
+    if (!rq->url || !rq->method)
+        return send_error(conn, rq, 500, "internal_error", "out of memory") ? flush(conn, rq)
+                                                                            : MHD_NO;
+    pthread_mutex_lock(&api->mu);
+    int closing = api->closing;
+    if (!closing) {
+        api->suspended++;
+        rq->cs->deadline_ms = 0; /* received: no more deadline */
+    }
+    pthread_mutex_unlock(&api->mu);
+    if (closing) /* the listener stops now: nothing may stay suspended */
+        return MHD_NO;
+    rq->conn = conn;
+    rq->dispatched = 1;
+    rq->job.run = serve;
+    MHD_suspend_connection(conn);
+    pt_workers_post(ln->workers, &rq->job);
+    return MHD_YES;
+}
+
+/*
+ * libmicrohttpd before 1.0 keeps a NUL byte in a header line: the value is
+ * silently cut at it (an Idempotency-Key "a\0b" would be "a"), and so is the
+ * request target.  Its values are pointers into the head as received, with
+ * each line end (CRLF or LF) overwritten by NULs, so a value whose line goes
+ * on after its end held a NUL.  (Not seen: a single NUL right before a bare
+ * LF, "a\0\n", which leaves the same bytes as "a\r\n"; the value is then
+ * "a", as the client's bytes up to the NUL say.)  1.0 refuses such requests
+ * itself.
+ */
+#if MHD_VERSION < 0x01000000
+#define PT_MHD_KEEPS_NUL 1
+#else
+#define PT_MHD_KEEPS_NUL 0
+#endif
+
+/* What the header scan found. */
+struct head_scan {
+    uintptr_t head, head_end; /* the head as received (0: unknown) */
+    int idem_keys;            /* Idempotency-Key headers */
+    const char *prev_name;    /* the header before the one being looked at */
+    uintptr_t prev_end;       /* where its value ended */
+    const char *nul_in;       /* the first header whose line held a NUL */
+    int folded;               /* a line continued another (obs-fold) */
+};
+
+static MHD_RESULT scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                              const char *value, size_t value_size)
+{
+    (void)kind;
+    struct head_scan *h = cls;
+    if (strcasecmp(key, "Idempotency-Key") == 0)
+        h->idem_keys++;
+    uintptr_t start = (uintptr_t)key;
+    /* libmicrohttpd 0.9 copies a header continued on the next line (which
+     * RFC 9112 lets a server refuse) out of the head. */
+    if (PT_MHD_KEEPS_NUL && h->head && (start < h->head || start >= h->head_end))
+        h->folded = 1;
+    /* Between the end of the previous value and this name: its line end. */
+    else if (PT_MHD_KEEPS_NUL && h->prev_name && !h->nul_in &&
+             (start < h->prev_end + 1 || start > h->prev_end + 2))
+        h->nul_in = h->prev_name;
+    h->prev_name = key;
+    h->prev_end = value ? (uintptr_t)value + value_size : start + key_size;
+    return MHD_YES;
+}
+
+/* The last header ends its line and the empty line ends the head: two line
+ * ends of 1 or 2 bytes before head_end. */
+static void scan_last(struct head_scan *h, uintptr_t head_end)
+{
+    if (PT_MHD_KEEPS_NUL && h->prev_name && !h->nul_in &&
+        (head_end < h->prev_end + 2 || head_end > h->prev_end + 4))
+        h->nul_in = h->prev_name;
+}
+
+/* Headers containing NUL and a repeated Idempotency-Key are 400 (SPEC 5);
+ * 1 when rq holds that answer. */
+static int head_invalid(struct MHD_Connection *conn, struct request *rq, const char *method,
+                        const char *version)
+{
+    struct conn *cs = rq->cs;
+    /* The target ended where libmicrohttpd cut the request line before the
+     * version; a NUL makes it end earlier. */
+    /* %00 too: unescaped, it would cut the path short just the same. */
+    if ((PT_MHD_KEEPS_NUL && cs->raw_uri && version && version[0] &&
+         (uintptr_t)cs->raw_uri + cs->raw_uri_len + 1 != (uintptr_t)version) ||
+        cs->raw_uri_nul) {
+        send_error(conn, rq, 400, "invalid_request", "the request target contains a NUL byte");
+        return 1;
+    }
+    struct head_scan h = {0};
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (hs) {
+        h.head = (uintptr_t)method;
+        h.head_end = h.head + hs->header_size;
+    }
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &h);
+    if (hs && !h.folded)
+        scan_last(&h, h.head_end);
+    char msg[200];
+    if (h.folded) {
+        send_error(conn, rq, 400, "invalid_request",
+                   "a header line is continued on the next line (starts with a space or tab); "
+                   "send each header on one line");
+        return 1;
+    }
+    if (h.nul_in) {
+        snprintf(msg, sizeof msg, "header '%.64s' contains a NUL byte", h.nul_in);
+        send_error(conn, rq, 400, "invalid_request", msg);
+        return 1;
+    }
+    if (h.idem_keys > 1) {
+        snprintf(msg, sizeof msg,
+                 "header Idempotency-Key was given %d times; send it once, with one key",
+                 h.idem_keys);
+        send_error(conn, rq, 400, "idempotency_key_invalid", msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* libmicrohttpd's URI log callback: the raw request target, before it is
+ * cut at '?' and unescaped in place. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn *cs = ci ? ci->socket_context : NULL;
+    if (cs) {
+        cs->raw_uri = uri;
+        cs->raw_uri_len = strlen(uri);
+        cs->raw_uri_nul = strstr(uri, "%00") != NULL;
+    }
+    return NULL; /* the request's state is made at the first access call */
+}
+
+/* The first call, with the head: checks what can be answered at once. */
+static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn, struct request *rq,
+                               const char *method, const char *version)
+{
+    struct pt_api *api = ln->api;
+    conn_deadline(api, rq->cs, BODY_TIMEOUT_S);
+    pthread_mutex_lock(&api->mu);
+    int stopping = api->stopping;
+    pthread_mutex_unlock(&api->mu);
+    /* A body announced too big is not read at all (the connection closes). */
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > BODY_MAX) {
+        rq->too_big = 1;
+        send_error(conn, rq, 413, "payload_too_large", "request bodies are limited to 16 KiB");
+        return flush(conn, rq);
+    }
+    /* These answers wait for the body (at most 16 KiB, read and dropped):
+     * answering and closing while the client still sends would reset the
+     * connection, and the client would see that instead of the answer. */
+    if (stopping) {
+        /* Requests in flight finish; a new one is told to come back. */
+        send_error(conn, rq, 503, "shutting_down", "payterm is stopping; retry in a few seconds");
+        if (rq->resp) {
+            MHD_add_response_header(rq->resp, "Connection", "close");
+            MHD_add_response_header(rq->resp, "Retry-After", "5");
+        }
+        return MHD_YES;
+    }
+    head_invalid(conn, rq, method, version);
+    return MHD_YES;
+}
+
+/* libmicrohttpd's access handler, in the polling thread: called once with
+ * the head, then once per body chunk, then with *upload_data_size == 0 when
+ * the request is complete, and once more after a worker resumed it. */
 static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char *url,
                              const char *method, const char *version, const char *upload_data,
                              size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
-    struct pt_api *api = cls;
+    struct listener *ln = cls;
+    struct pt_api *api = ln->api;
     struct request *rq = *con_cls;
     if (!rq) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct conn *cs = ci ? ci->socket_context : NULL;
+        if (!cs || !cs->admitted)
+            return MHD_NO; /* refused at accept (per-address cap), or out of memory */
         rq = calloc(1, sizeof *rq);
         if (!rq)
             return MHD_NO;
         rq->t0_us = mono_us();
+        rq->ln = ln;
+        rq->cs = cs;
         *con_cls = rq;
-        pthread_mutex_lock(&api->flight_mu);
+        pthread_mutex_lock(&api->mu);
         api->in_flight++;
-        pthread_mutex_unlock(&api->flight_mu);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > BODY_MAX) {
-            rq->too_big = 1;
-            return send_error(conn, rq, 413, "payload_too_large",
-                              "request bodies are limited to 16 KiB");
-        }
-        return MHD_YES;
+        pthread_mutex_unlock(&api->mu);
+        return request_head(ln, conn, rq, method, version);
     }
+    if (rq->dispatched) /* a worker's answer (none: it ran out of memory) */
+        return flush(conn, rq);
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (rq->resp) /* answered at the head (request_head) */
+            return MHD_YES;
         if (rq->too_big || rq->len + n > BODY_MAX) {
             rq->too_big = 1; /* chunked body beyond the limit: drop the rest */
             return MHD_YES;
@@ -752,42 +1145,188 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char 
         rq->body[rq->len] = '\0';
         return MHD_YES;
     }
-    if (rq->too_big)
-        return send_error(conn, rq, 413, "payload_too_large",
-                          "request bodies are limited to 16 KiB");
-    return route(api, conn, rq, url, method);
-}
-
-static MHD_RESULT on_notify_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                    const char *method, const char *version,
-                                    const char *upload_data, size_t *upload_data_size,
-                                    void **con_cls)
-{
-    /* The notify listener shares the body handling and serves only the
-     * notification routes. */
-    if (*con_cls && *upload_data_size == 0 && !((struct request *)*con_cls)->too_big &&
-        strncmp(url, "/notify/", 8) != 0 && strncmp(url, "/webhooks/", 10) != 0)
-        return send_error(conn, *con_cls, 404, "not_found",
-                          "this listener serves only /notify/* and /webhooks/*");
-    return on_request(cls, conn, url, method, version, upload_data, upload_data_size, con_cls);
+    if (rq->resp)
+        return flush(conn, rq);
+    if (rq->too_big) {
+        send_error(conn, rq, 413, "payload_too_large", "request bodies are limited to 16 KiB");
+        return flush(conn, rq);
+    }
+    /* The notify listener serves only the notification routes. */
+    if (ln->notify_only && strncmp(url, "/notify/", 8) != 0 &&
+        strncmp(url, "/webhooks/", 10) != 0) {
+        send_error(conn, rq, 404, "not_found",
+                   "this listener serves only /notify/* and /webhooks/*");
+        return flush(conn, rq);
+    }
+    return dispatch(ln, conn, rq, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     (void)toe;
-    struct pt_api *api = cls;
+    struct listener *ln = cls;
+    struct pt_api *api = ln->api;
     struct request *rq = *con_cls;
-    if (rq) {
-        free(rq->body);
-        free(rq);
-        *con_cls = NULL;
-        pthread_mutex_lock(&api->flight_mu);
-        if (--api->in_flight == 0)
-            pthread_cond_broadcast(&api->flight_cv);
-        pthread_mutex_unlock(&api->flight_mu);
+    /* A kept-alive connection must start its next request in time. */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci && ci->socket_context)
+        conn_deadline(api, ci->socket_context, HEAD_TIMEOUT_S);
+    if (!rq)
+        return;
+    if (rq->resp)
+        MHD_destroy_response(rq->resp);
+    free(rq->url);
+    free(rq->method);
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+    pthread_mutex_lock(&api->mu);
+    if (--api->in_flight == 0)
+        pthread_cond_broadcast(&api->idle_cv);
+    pthread_mutex_unlock(&api->mu);
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+/* Before a connection costs anything: refuses an address at its cap. */
+static MHD_RESULT on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addrlen;
+    struct listener *ln = cls;
+    return pt_connlimit_would_admit(ln->api->limit, addr) ? MHD_YES : MHD_NO;
+}
+
+static void conn_started(struct pt_api *api, struct MHD_Connection *conn, void **socket_context)
+{
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *sa =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    struct conn *cs = fd ? calloc(1, sizeof *cs) : NULL;
+    *socket_context = cs;
+    if (!cs) {
+        if (fd)
+            shutdown(fd->connect_fd, SHUT_RDWR); /* out of memory: close it */
+        return;
     }
+    cs->fd = fd->connect_fd;
+    if (sa && sa->client_addr) {
+        size_t len = sa->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                            : sizeof(struct sockaddr_in);
+        memcpy(&cs->addr, sa->client_addr, len);
+    }
+    /* The accept policy only looked: two listeners may have let the same
+     * address in at once.  This is the count that holds. */
+    cs->admitted = pt_connlimit_acquire(api->limit, (struct sockaddr *)&cs->addr);
+    pthread_mutex_lock(&api->mu);
+    cs->next = api->conns;
+    if (api->conns)
+        api->conns->prev = cs;
+    api->conns = cs;
+    if (cs->admitted) {
+        cs->deadline_ms = pt_linux_mono_ms() + HEAD_TIMEOUT_S * 1000;
+        timer_kick(api, cs->deadline_ms);
+    }
+    pthread_mutex_unlock(&api->mu);
+    if (!cs->admitted)
+        shutdown(cs->fd, SHUT_RDWR);
+}
+
+static void conn_closed(struct pt_api *api, void **socket_context)
+{
+    struct conn *cs = *socket_context;
+    if (!cs)
+        return;
+    /* Under mu, so the timer never shuts down a descriptor that
+     * libmicrohttpd closes (and the kernel reuses) right after this. */
+    pthread_mutex_lock(&api->mu);
+    if (cs->prev)
+        cs->prev->next = cs->next;
+    else
+        api->conns = cs->next;
+    if (cs->next)
+        cs->next->prev = cs->prev;
+    pthread_mutex_unlock(&api->mu);
+    if (cs->admitted)
+        pt_connlimit_release(api->limit, (struct sockaddr *)&cs->addr);
+    free(cs);
+    *socket_context = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct listener *ln = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        conn_started(ln->api, conn, socket_context);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        conn_closed(ln->api, socket_context);
+}
+
+/* Closes the connections that are late with their request and answers the
+ * long-polls whose wait is over.  Under mu; returns the long-polls to
+ * repost and sets *next to the earliest deadline left. */
+static struct request *timer_scan(struct pt_api *api, int64_t now, int64_t *next)
+{
+    int cut = 0;
+    *next = INT64_MAX;
+    for (struct conn *cs = api->conns; cs; cs = cs->next) {
+        if (!cs->deadline_ms || cs->cut)
+            continue;
+        if (now >= cs->deadline_ms) {
+            /* libmicrohttpd sees the end of the stream and closes it. */
+            shutdown(cs->fd, SHUT_RDWR);
+            cs->cut = 1;
+            cut++;
+        } else if (cs->deadline_ms < *next) {
+            *next = cs->deadline_ms;
+        }
+    }
+    if (cut)
+        pt_log_debug("http: closed %d connection(s) whose request did not arrive in time", cut);
+    struct request *due = NULL, **pp = &api->waiters;
+    while (*pp) {
+        struct request *rq = *pp;
+        if (now >= rq->poll_deadline_ms) {
+            *pp = rq->wnext;
+            rq->wnext = due;
+            due = rq;
+        } else {
+            if (rq->poll_deadline_ms < *next)
+                *next = rq->poll_deadline_ms;
+            pp = &rq->wnext;
+        }
+    }
+    return due;
+}
+
+/* The deadline timer: sleeps until the earliest deadline, or until kicked
+ * when there is none (an idle daemon has no wake-ups here). */
+static void *timer_main(void *p)
+{
+    struct pt_api *api = p;
+    pthread_mutex_lock(&api->mu);
+    while (!api->timer_quit) {
+        int64_t next;
+        struct request *due = timer_scan(api, pt_linux_mono_ms(), &next);
+        api->timer_next_ms = next;
+        if (due) {
+            pthread_mutex_unlock(&api->mu);
+            repost(due);
+            pthread_mutex_lock(&api->mu);
+            continue;
+        }
+        if (next == INT64_MAX) {
+            pthread_cond_wait(&api->timer_cv, &api->mu);
+            continue;
+        }
+        struct timespec ts = {.tv_sec = next / 1000, .tv_nsec = (next % 1000) * 1000000};
+        pthread_cond_timedwait(&api->timer_cv, &api->mu, &ts);
+    }
+    pthread_mutex_unlock(&api->mu);
+    return NULL;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -801,9 +1340,39 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     pt_log_warn("http: %s", line);
 }
 
+/* ---- listeners ----------------------------------------------------------------------------- */
+
+/*
+ * How many connections each listener may take: CONN_MAX, when the open
+ * files limit allows it (its soft value is raised as far as needed and the
+ * hard one allows), else what fits, with a warning.
+ */
+static unsigned conn_limit(int listeners)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)CONN_MAX * (rlim_t)listeners + FD_RESERVE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return CONN_MAX;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        struct rlimit up = rl;
+        up.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+        return CONN_MAX;
+    unsigned n = rl.rlim_cur > FD_RESERVE + 2 * 16
+                     ? (unsigned)((rl.rlim_cur - FD_RESERVE) / (rlim_t)listeners)
+                     : 16;
+    pt_log_warn("http: the open files limit (%llu) allows %u connections per listener, not %d: "
+                "raise it (ulimit -n, LimitNOFILE=)",
+                (unsigned long long)rl.rlim_cur, n, CONN_MAX);
+    return n;
+}
+
 /* Starts one listener on "HOST:PORT". */
-static struct MHD_Daemon *listen_on(struct pt_api *api, const char *addr, MHD_AccessHandlerCallback h,
-                                    char *err, size_t errlen)
+static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, int workers,
+                     char *err, size_t errlen)
 {
     char host[128];
     const char *colon = strrchr(addr, ':');
@@ -820,24 +1389,33 @@ static struct MHD_Daemon *listen_on(struct pt_api *api, const char *addr, MHD_Ac
     int gai = getaddrinfo(host, colon + 1, &hints, &ai);
     if (gai != 0 || !ai) {
         snprintf(err, errlen, "cannot resolve listen address %s: %s", addr, gai_strerror(gai));
-        return NULL;
+        return PT_EIO;
     }
-    /* MHD_USE_ITC: needed by MHD_quiesce_daemon() when stopping. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    if (pt_workers_start(workers, worker_stack(ln->api), &ln->workers) != PT_OK) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "cannot start the HTTP worker threads for %s", addr);
+        return PT_ENOMEM;
+    }
+    /* One polling thread, epoll where libmicrohttpd has it; suspending and
+     * resuming needs (and MHD_quiesce_daemon() uses) its inter-thread
+     * channel. */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, h, api, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, api,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(WAIT_MAX_S + 30), MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, api, MHD_OPTION_THREAD_STACK_SIZE, api->opt.thread_stack,
-        MHD_OPTION_END);
+    ln->d = MHD_start_daemon(flags, 0, on_accept, ln, on_request, ln, MHD_OPTION_EXTERNAL_LOGGER,
+                             mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                             MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+                             (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_THREAD_STACK_SIZE,
+                             small_stack(ln->api), MHD_OPTION_NOTIFY_CONNECTION, on_connection, ln,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, ln,
+                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, ln, MHD_OPTION_END);
     freeaddrinfo(ai);
-    if (!d)
+    if (!ln->d) {
         snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host?)",
                  addr);
-    return d;
+        return PT_EIO;
+    }
+    return PT_OK;
 }
 
 int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *err, size_t errlen)
@@ -847,23 +1425,38 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
         return PT_ENOMEM;
     api->opt = *opt;
     api->opt.intake.cfg = opt->cfg;
-    pthread_mutex_init(&api->feed_mu, NULL);
-    pthread_cond_init(&api->feed_cv, NULL);
-    pthread_mutex_init(&api->flight_mu, NULL);
-    pthread_cond_init(&api->flight_cv, NULL);
+    api->main = (struct listener){.api = api, .lfd = MHD_INVALID_SOCKET};
+    api->notify = (struct listener){.api = api, .notify_only = 1, .lfd = MHD_INVALID_SOCKET};
+    api->timer_next_ms = INT64_MAX;
+    pthread_mutex_init(&api->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* pt_linux_mono_ms() */
+    pthread_cond_init(&api->idle_cv, &ca);
+    pthread_cond_init(&api->timer_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int listeners = opt->cfg->notify_listen[0] ? 2 : 1;
+    unsigned max_conns = conn_limit(listeners);
     int rc = pt_pool_new(opt->db_path, opt->cfg->synchronous_normal, POOL_SIZE, pt_api_feed_wake,
                          api, &api->pool);
     if (rc)
         goto fail;
-    rc = PT_EIO;
-    api->main_d = listen_on(api, opt->cfg->listen, on_request, err, errlen);
-    if (!api->main_d)
+    rc = PT_ENOMEM;
+    if (!(api->limit = pt_connlimit_new(PER_ADDR_MAX, (int)max_conns * listeners)))
         goto fail;
-    if (opt->cfg->notify_listen[0]) {
-        api->notify_d = listen_on(api, opt->cfg->notify_listen, on_notify_request, err, errlen);
-        if (!api->notify_d)
-            goto fail;
-    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, small_stack(api));
+    api->timer_started = pthread_create(&api->timer, &attr, timer_main, api) == 0;
+    pthread_attr_destroy(&attr);
+    if (!api->timer_started)
+        goto fail;
+    rc = listen_on(&api->main, opt->cfg->listen, max_conns, MAIN_WORKERS, err, errlen);
+    if (rc == PT_OK && listeners == 2)
+        rc = listen_on(&api->notify, opt->cfg->notify_listen, max_conns, NOTIFY_WORKERS, err,
+                       errlen);
+    if (rc)
+        goto fail;
     *out = api;
     return PT_OK;
 fail:
@@ -872,30 +1465,42 @@ fail:
 }
 
 /* Stops accepting: new connections are refused at once (the listening
- * socket is shut down) while the connections already open go on.  Returns
- * the socket, which may only be closed after MHD_stop_daemon(). */
-static MHD_socket quiesce(struct MHD_Daemon *d)
+ * socket is shut down) while the connections already open go on. */
+static void quiesce(struct listener *ln)
 {
-    MHD_socket fd = d ? MHD_quiesce_daemon(d) : MHD_INVALID_SOCKET;
-    if (fd != MHD_INVALID_SOCKET)
-        shutdown(fd, SHUT_RDWR);
-    return fd;
+    ln->lfd = ln->d ? MHD_quiesce_daemon(ln->d) : MHD_INVALID_SOCKET;
+    if (ln->lfd != MHD_INVALID_SOCKET)
+        shutdown(ln->lfd, SHUT_RDWR);
 }
 
-/* Waits until no request is between its headers and its response's end. */
+/* Waits until no request is between its headers and its response's end
+ * (DRAIN_MAX_S at most), then until no connection is suspended: after that
+ * nothing gets suspended any more, and the listeners may stop.  A worker's
+ * request ends by itself (its timeouts bound it), so that wait has none. */
 static void drain(struct pt_api *api)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += DRAIN_MAX_S;
-    pthread_mutex_lock(&api->flight_mu);
-    while (api->in_flight > 0 &&
-           pthread_cond_timedwait(&api->flight_cv, &api->flight_mu, &ts) == 0)
+    pthread_mutex_lock(&api->mu);
+    while (api->in_flight > 0 && pthread_cond_timedwait(&api->idle_cv, &api->mu, &ts) == 0)
         ;
     if (api->in_flight > 0)
         pt_log_warn("stopping with %d requests still in flight after %d s", api->in_flight,
                     DRAIN_MAX_S);
-    pthread_mutex_unlock(&api->flight_mu);
+    api->closing = 1;
+    while (api->suspended > 0)
+        pthread_cond_wait(&api->idle_cv, &api->mu);
+    pthread_mutex_unlock(&api->mu);
+}
+
+static void listener_stop(struct listener *ln)
+{
+    if (ln->d)
+        MHD_stop_daemon(ln->d);
+    if (ln->lfd != MHD_INVALID_SOCKET)
+        close(ln->lfd);
+    pt_workers_stop(ln->workers);
 }
 
 void pt_api_stop(struct pt_api *api)
@@ -903,26 +1508,31 @@ void pt_api_stop(struct pt_api *api)
     if (!api)
         return;
     /* Long-polls answer now rather than at the end of their wait. */
-    pthread_mutex_lock(&api->feed_mu);
+    pthread_mutex_lock(&api->mu);
     api->stopping = 1;
-    pthread_cond_broadcast(&api->feed_cv);
-    pthread_mutex_unlock(&api->feed_mu);
+    struct request *list = api->waiters;
+    api->waiters = NULL;
+    pthread_mutex_unlock(&api->mu);
+    repost(list);
     /* MHD_stop_daemon shuts down every open connection, responses being
      * written included: first stop accepting and let the requests in
      * flight finish, commit and be answered. */
-    MHD_socket lfd[2] = {quiesce(api->notify_d), quiesce(api->main_d)};
+    quiesce(&api->notify);
+    quiesce(&api->main);
     drain(api);
-    if (api->notify_d)
-        MHD_stop_daemon(api->notify_d);
-    if (api->main_d)
-        MHD_stop_daemon(api->main_d);
-    for (int i = 0; i < 2; i++)
-        if (lfd[i] != MHD_INVALID_SOCKET)
-            close(lfd[i]);
+    listener_stop(&api->notify);
+    listener_stop(&api->main);
+    if (api->timer_started) {
+        pthread_mutex_lock(&api->mu);
+        api->timer_quit = 1;
+        pthread_cond_signal(&api->timer_cv);
+        pthread_mutex_unlock(&api->mu);
+        pthread_join(api->timer, NULL);
+    }
+    pt_connlimit_destroy(api->limit);
     pt_pool_destroy(api->pool);
-    pthread_cond_destroy(&api->flight_cv);
-    pthread_mutex_destroy(&api->flight_mu);
-    pthread_cond_destroy(&api->feed_cv);
-    pthread_mutex_destroy(&api->feed_mu);
+    pthread_cond_destroy(&api->timer_cv);
+    pthread_cond_destroy(&api->idle_cv);
+    pthread_mutex_destroy(&api->mu);
     free(api);
 }

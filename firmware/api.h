@@ -3,10 +3,11 @@
  *
  * One listener for the kiosk application (default 127.0.0.1:8080) and an
  * optional second one (notify_listen) that serves only the gateway
- * notification routes, the part a gateway may reach.  Each connection gets
- * its own thread (libmicrohttpd's thread-per-connection mode): a kiosk has a
- * handful of clients, a long-poll simply sleeps in its thread, and an idle
- * daemon has no timers at all.  Database connections come from a pool.
+ * notification routes, the part a gateway may reach.  No connection owns a
+ * thread: one polling thread per listener serves them all, handlers run on a
+ * few worker threads, a long-poll waits on none, and late, slow or too many
+ * connections are closed (how and why: the top of api.c).  Database
+ * connections come from a pool.
  */
 #ifndef PT_API_H
 #define PT_API_H

@@ -103,11 +103,52 @@ case_post_in_flight()
     pt_stop
 }
 
+case_new_request_while_draining()
+{
+    local body len line reply status
+    pt_start
+    body=$(charge_body drain-1)
+    len=${#body}
+    # Connection 4: a kept-alive connection that has already been served.
+    exec 4<>"/dev/tcp/127.0.0.1/$PT_PORT" || fail "cannot connect"
+    printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' >&4
+    IFS= read -r -t 10 line <&4 || fail "no answer on the kept-alive connection"
+    expect_eq $'HTTP/1.1 200 OK\r' "$line" "first answer on the kept-alive connection"
+    while IFS= read -r -t 10 line <&4 && [ "$line" != $'\r' ]; do :; done
+    IFS= read -r -t 10 -N 15 line <&4 # {"status":"ok"}
+    # Connection 3: a request in flight (head in, body held back) keeps the
+    # daemon draining.
+    exec 3<>"/dev/tcp/127.0.0.1/$PT_PORT" || fail "cannot connect"
+    printf 'POST /v1/charges HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nIdempotency-Key: drain-key\r\nContent-Length: %d\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n' \
+        "$len" >&3
+    IFS= read -r -t 10 line <&3 || fail "no 100 Continue"
+    IFS= read -r -t 10 line <&3
+    kill -TERM "$PT_PID"
+    wait_for_log 'SIGTERM'
+    # A new request on the kept-alive connection is told to come back.
+    printf 'GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' >&4
+    reply=$(timeout 10 cat <&4)
+    exec 4<&-
+    status=$(head -n 1 <<<"$reply" | tr -d '\r')
+    expect_eq 'HTTP/1.1 503 Service Unavailable' "$status" "a new request while stopping"
+    expect_contains '"code":"shutting_down"' "$reply" "its answer"
+    expect_contains $'Retry-After: 5\r' "$reply" "its answer"
+    # The request in flight is still served.
+    printf '%s' "$body" >&3
+    reply=$(timeout 20 cat <&3)
+    exec 3<&-
+    status=$(head -n 1 <<<"$reply" | tr -d '\r')
+    expect_eq 'HTTP/1.1 202 Accepted' "$status" "status line of the request in flight"
+    pt_wait_exit
+    expect_eq 0 "$PT_EXIT" "exit status"
+}
+
 pt_init
 
 pt_case "SIGTERM when idle: exit 0, the data kept" case_sigterm_idle
 pt_case "SIGINT: exit 0" case_sigint
 pt_case "SIGTERM during a long-poll: the poll gets its answer, exit 0" case_long_poll_in_flight
 pt_case "SIGTERM during a POST: served and committed, new connections refused, exit 0" case_post_in_flight
+pt_case "SIGTERM: a new request on a kept-alive connection gets 503 shutting_down, the one in flight is served" case_new_request_while_draining
 
 pt_done

@@ -131,6 +131,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    pt_test_disk_set(PT_TEST_DISK_OK); /* a failed case must not leave the disk failing */
     pt_store_close(st);
     pt_test_rmtree(dir);
     pt_reply_free(&reenter_reply);
@@ -606,6 +607,58 @@ static void test_disk_full_is_503_and_nothing_half_written(void **state)
     assert_int_equal(count("charges"), i);
     assert_int_equal(count("idempotency_keys"), i);
     assert_int_equal(count("charge_events"), i);
+    /* /healthz says what the charge was told. */
+    assert_false(pt_store_writable(st));
+    /* Room made (the page limit raised): the same key goes through, and
+     * /healthz is 200 again. */
+    pt_store_close(st);
+    o.max_page_count = 0;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_true(pt_store_writable(st));
+    post(key, charge_body(order, 100, extra), &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    assert_true(pt_store_writable(st));
+}
+
+/* A disk that fills up or fails under the WAL (SQLITE_FULL or an I/O error
+ * at commit, as ENOSPC and EIO give them): /healthz follows what a charge
+ * gets, and recovers when the disk does, without any charge first. */
+static void test_healthz_follows_a_failing_disk(void **state)
+{
+    (void)state;
+    static const enum pt_test_disk modes[] = {PT_TEST_DISK_FULL, PT_TEST_DISK_EIO};
+    struct pt_reply r;
+    char key[32], order[32];
+    cfg.offline_max_count = 100;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        snprintf(key, sizeof key, "disk-ok-%zu", m);
+        snprintf(order, sizeof order, "O-DISK-OK-%zu", m);
+        post(key, charge_body(order, 100, NULL), &r);
+        assert_int_equal(r.status, 202);
+        pt_reply_free(&r);
+        assert_true(pt_store_writable(st));
+
+        pt_test_disk_set(modes[m]);
+        snprintf(key, sizeof key, "disk-bad-%zu", m);
+        snprintf(order, sizeof order, "O-DISK-BAD-%zu", m);
+        post(key, charge_body(order, 100, NULL), &r);
+        assert_int_equal(r.status, 503);
+        assert_string_equal(err_code(&r), "storage_unavailable");
+        pt_reply_free(&r);
+        if (pt_store_writable(st))
+            fail_msg("disk mode %d: a charge got 503 storage_unavailable, /healthz would say 200",
+                     (int)modes[m]);
+        /* Asking again does not make it so. */
+        assert_false(pt_store_writable(st));
+
+        pt_test_disk_set(PT_TEST_DISK_OK);
+        assert_true(pt_store_writable(st));
+        post(key, charge_body(order, 100, NULL), &r);
+        assert_int_equal(r.status, 202);
+        pt_reply_free(&r);
+    }
+    assert_int_equal(count("charges"), 4);
 }
 
 static void test_cancel_and_review(void **state)
@@ -959,6 +1012,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_in_use_while_first_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_is_503_and_nothing_half_written, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_healthz_follows_a_failing_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_review, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nul_in_string_is_refused_and_does_not_collide, setup,
                                         teardown),
@@ -970,5 +1024,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_and_review_bodies_are_strict, setup,
                                         teardown),
     };
+    pt_test_disk_install(); /* before the first database is opened */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

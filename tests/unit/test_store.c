@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char dir[256];
 
@@ -28,6 +29,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    pt_test_disk_set(PT_TEST_DISK_OK);
     pt_test_rmtree(dir);
     return 0;
 }
@@ -279,6 +281,50 @@ static void test_disk_full(void **state)
     pt_store_close(st);
 }
 
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+}
+
+/* The /healthz check writes nothing while all is well, and after a failed
+ * write it tries one WAL frame per call (page 1 as it is), which neither
+ * grows the database nor changes its schema version. */
+static void test_writable_probe_is_one_frame(void **state)
+{
+    (void)state;
+    char path[300], wal[310], err[512];
+    db_path(path, sizeof path, "probe.db");
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(guarded_insert(st, 1), PT_OK);
+    long long w0 = file_size(wal);
+    assert_true(pt_store_writable(st));
+    assert_true(pt_store_writable(st));
+    assert_int_equal(file_size(wal), w0);
+
+    pt_test_disk_set(PT_TEST_DISK_EIO);
+    assert_int_equal(guarded_insert(st, 2), PT_EIO);
+    assert_false(pt_store_writable(st));
+    pt_test_disk_set(PT_TEST_DISK_OK);
+    int pages0 = 0, pages1 = 0, v0 = 0, v1 = 0;
+    assert_int_equal(pt_store_pragma_int(st, "page_count", &pages0), PT_OK);
+    assert_int_equal(pt_store_schema_version(st, &v0), PT_OK);
+    long long w1 = file_size(wal);
+    assert_true(pt_store_writable(st));
+    assert_int_equal(file_size(wal), w1 + 24 + PT_STORE_PAGE_SIZE);
+    assert_int_equal(pt_store_pragma_int(st, "page_count", &pages1), PT_OK);
+    assert_int_equal(pages1, pages0);
+    assert_int_equal(pt_store_schema_version(st, &v1), PT_OK);
+    assert_int_equal(v1, v0);
+    /* Recovered: no more probe writes. */
+    assert_true(pt_store_writable(st));
+    assert_int_equal(file_size(wal), w1 + 24 + PT_STORE_PAGE_SIZE);
+    pt_store_close(st);
+}
+
 static void test_order_id_unique_and_checks(void **state)
 {
     (void)state;
@@ -368,9 +414,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writable_probe_is_one_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_id_unique_and_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup, setup, teardown),
     };
+    pt_test_disk_install(); /* before the first database is opened */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -181,3 +181,84 @@ int pt_test_op(const char *s)
 {
     return strcmp(s, "pay") == 0 ? PT_GW_PAY : strcmp(s, "query") == 0 ? PT_GW_QUERY : PT_GW_CANCEL;
 }
+
+/* ---- a disk that fills up or fails -------------------------------------------- */
+
+#include <sqlite3.h>
+#include <stdatomic.h>
+
+/* The unix VFS with its files' xWrite replaced: the files are the unix VFS's
+ * own (same size, same state), only their method table is a copy.  The unix
+ * VFS has a table per locking style (the database locks, its journals and
+ * WAL do not), so each gets its copy. */
+#define DISK_TABLES 4
+static sqlite3_vfs disk_vfs;
+static sqlite3_vfs *disk_unix;
+static struct {
+    const sqlite3_io_methods *orig;
+    sqlite3_io_methods copy;
+} disk_tables[DISK_TABLES];
+static int disk_ntables;
+static atomic_int disk_mode;
+
+static const sqlite3_io_methods *disk_orig(const sqlite3_io_methods *copy)
+{
+    for (int i = 0; i < disk_ntables; i++)
+        if (&disk_tables[i].copy == copy)
+            return disk_tables[i].orig;
+    return NULL;
+}
+
+static int disk_write(sqlite3_file *f, const void *data, int amt, sqlite3_int64 off)
+{
+    const sqlite3_io_methods *orig = disk_orig(f->pMethods);
+    int mode = atomic_load(&disk_mode);
+    if (mode == PT_TEST_DISK_EIO)
+        return SQLITE_IOERR_WRITE;
+    if (mode == PT_TEST_DISK_FULL) {
+        sqlite3_int64 size = 0;
+        int rc = orig->xFileSize(f, &size);
+        /* What the unix VFS answers when write() meets ENOSPC. */
+        if (rc != SQLITE_OK || off + amt > size)
+            return rc != SQLITE_OK ? rc : SQLITE_FULL;
+    }
+    return orig->xWrite(f, data, amt, off);
+}
+
+static int disk_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    int rc = disk_unix->xOpen(disk_unix, name, f, flags, out);
+    if (rc != SQLITE_OK || !f->pMethods)
+        return rc;
+    int i = 0;
+    while (i < disk_ntables && disk_tables[i].orig != f->pMethods)
+        i++;
+    if (i == disk_ntables) {
+        if (i == DISK_TABLES)
+            return SQLITE_OK; /* not seen in SQLite 3.x: writes go through */
+        disk_tables[i].orig = f->pMethods;
+        disk_tables[i].copy = *f->pMethods;
+        disk_tables[i].copy.xWrite = disk_write;
+        disk_ntables++;
+    }
+    f->pMethods = &disk_tables[i].copy;
+    return SQLITE_OK;
+}
+
+void pt_test_disk_install(void)
+{
+    disk_unix = sqlite3_vfs_find(NULL);
+    if (!disk_unix)
+        fail_msg("no default SQLite VFS");
+    disk_vfs = *disk_unix;
+    disk_vfs.zName = "payterm-test-disk";
+    disk_vfs.xOpen = disk_open;
+    if (sqlite3_vfs_register(&disk_vfs, 1) != SQLITE_OK)
+        fail_msg("cannot register the test disk VFS");
+}
+
+void pt_test_disk_set(enum pt_test_disk mode)
+{
+    atomic_store(&disk_mode, (int)mode);
+}

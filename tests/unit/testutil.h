@@ -62,4 +62,20 @@ void pt_test_response(const struct cJSON *c, struct pt_http_response *out);
 /* "OK" -> PT_OK, "ESIG" -> PT_ESIG, ... (the names of err.h). */
 int pt_test_rc(const char *name);
 
+/* ---- a disk that fills up or fails -------------------------------------- */
+
+enum pt_test_disk {
+    PT_TEST_DISK_OK,   /* every write goes through */
+    PT_TEST_DISK_FULL, /* a write that would make a file longer fails (ENOSPC) */
+    PT_TEST_DISK_EIO,  /* every write fails with an I/O error */
+};
+
+/* Makes SQLite's default VFS one whose writes fail on demand (the unix VFS
+ * underneath).  Call once in main(), before the first database is opened,
+ * so that the store's own VFS sits on top of it. */
+void pt_test_disk_install(void);
+
+/* What the disk does from now on (for every connection of the process). */
+void pt_test_disk_set(enum pt_test_disk mode);
+
 #endif

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# test_storage_health.sh - /healthz tells the truth about the disk (SPEC 5,
+# "Input strictness and connection handling"): it is 503 whenever a charge
+# would get 503 storage_unavailable, and 200 again once it would not.
+#
+# A real full file system: a small tmpfs as data_dir, filled up with a file
+# and emptied again.  Mounting needs root (CI runs as root); elsewhere the
+# case is skipped, and tests/unit/test_intake.c covers the same with a disk
+# that fails under SQLite.
+source "$(dirname "$0")/lib.sh"
+
+# fill_up FILE - writes FILE until the file system has no room left.
+fill_up()
+{
+    dd if=/dev/zero of="$1" bs=64k 2>/dev/null
+    [ "$(df --output=avail -B1 "$(dirname "$1")" | tail -n 1)" -lt 65536 ] ||
+        fail "the file system is not full after writing $1"
+}
+
+case_full_disk()
+{
+    local small=$PT_TMP/small body
+    pt_mount_tmpfs "$small" 8m
+    pt_config ".data_dir = \"$small/data\""
+    pt_start
+    pt_post /v1/charges disk-before "$(charge_body disk-before)"
+    expect_status 202
+    pt_get /healthz
+    expect_status 200
+
+    fill_up "$small/filler"
+    # Before any charge meets the full disk, /healthz already says so.
+    pt_get /healthz
+    expect_status 503
+    body=$(charge_body disk-full)
+    pt_post /v1/charges disk-full-key "$body"
+    expect_error 503 storage_unavailable
+    pt_get /healthz
+    expect_status 503
+    pt_get /healthz
+    expect_status 503
+
+    rm -f "$small/filler"
+    pt_get /healthz
+    expect_status 200
+    # The key was released with the 503: the same request now goes through.
+    pt_post /v1/charges disk-full-key "$body"
+    expect_status 202
+    expect_json .order_id disk-full
+    pt_get /healthz
+    expect_status 200
+    pt_stop
+}
+
+pt_init
+
+pt_case "full disk: /healthz 503 like the charge, 200 and the charge accepted once room is made" case_full_disk
+
+pt_done
