@@ -3,6 +3,7 @@
  */
 #include "charges.h"
 #include "err.h"
+#include "gateway.h"
 #include "json.h"
 #include "log.h"
 
@@ -51,13 +52,8 @@ void pt_rfc3339(int64_t ms, char out[32])
 
 const char *pt_charge_action_key(const struct pt_charge *c)
 {
-    if (strcmp(c->gateway, "alipay") == 0 && strcmp(c->method, "qr") == 0)
-        return "qr_code";
-    if (strcmp(c->gateway, "wechat") == 0)
-        return "code_url";
-    if (strcmp(c->method, "redirect") == 0)
-        return "payment_url";
-    return NULL;
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    return m && m->interactive ? pt_gateway_find(c->gateway)->action_key : NULL;
 }
 
 static void jw_opt_string(struct pt_jw *w, const char *name, const char *v)

@@ -42,6 +42,8 @@
 struct pt_pk; /* an RSA key (crypto.h) */
 
 #define PT_GW_MAX_CURRENCIES 16
+/* Most gateways the registry can hold (arrays indexed by registry index). */
+#define PT_GW_MAX 8
 
 /* What a gateway said, classified for the state machine (SPEC section 7). */
 enum pt_outcome {
@@ -133,10 +135,40 @@ struct pt_notification {
 
 enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL };
 
+/* One payment method a gateway offers. */
+struct pt_gw_method {
+    const char *name; /* "barcode", "qr", "card_on_file", "redirect"; NULL ends a list */
+    /* The customer pays on a code or page the gateway issues (qr, redirect):
+     * the charge can never wait in the offline queue, and its create answer
+     * carries the link the kiosk shows (the gateway's action_key). */
+    int interactive;
+    /* Default offline.max_age_s for it (0 = none): how long a queued charge
+     * stays sendable (an Alipay auth code about a minute, a Stripe
+     * idempotency key 24 h). */
+    int64_t offline_max_age_s;
+    /* A customer's payment code (needs payment_code; valid about a minute;
+     * reversed when still unpaid after barcode_timeout_s). */
+    int payment_code;
+    /* A saved card (needs payment_method, takes an optional customer). */
+    int card;
+};
+
 struct pt_gateway {
     const char *name;
-    /* NULL-terminated list of methods: {"barcode", "qr", NULL}. */
-    const char *const *methods;
+    const struct pt_gw_method *methods; /* ends with a {NULL} entry */
+    /* Charge-object key of an interactive method's link: "qr_code",
+     * "code_url", "payment_url"; NULL when it has none. */
+    const char *action_key;
+    /* Where its notifications arrive: "/notify/alipay", "/webhooks/stripe". */
+    const char *notify_route;
+    /* Currencies a charge may be in when the configuration lists none
+     * (Alipay: {"CNY", NULL}, domestic acquiring); NULL = any ISO 4217
+     * currency. */
+    const char *const *default_currencies;
+    /* Cancel needs the gateway's trade number (Stripe cancels a
+     * PaymentIntent by id): the trade is looked up by query first when
+     * the charge does not know it. */
+    int cancel_needs_trade_no;
     /* How long a resend with the same key is safe (Stripe 24 h); 0 = never. */
     int64_t resend_window_s;
     /* Order ids the gateway accepts as its idempotency key (out_trade_no,
@@ -185,15 +217,28 @@ struct pt_gateway {
     const char *notify_fail_body; /* "fail", {"code":"FAIL","message":"..."}, ... */
 };
 
-extern const struct pt_gateway pt_gateway_alipay;
-extern const struct pt_gateway pt_gateway_wechat;
-extern const struct pt_gateway pt_gateway_stripe;
-extern const struct pt_gateway pt_gateway_2c2p;
-
+/*
+ * The registry (core/gateways/registry.c): every gateway payterm knows, in a
+ * fixed order.  Metrics, configuration, routes, the CLI and the sync engine
+ * loop over it by index; nothing outside core/gateways names a gateway.
+ */
+int pt_gateway_count(void);
+/* The gateway at index i (0 <= i < pt_gateway_count()). */
+const struct pt_gateway *pt_gateway_at(int i);
+/* The index of a gateway by name, or -1. */
+int pt_gateway_index(const char *name);
 /* Looks a gateway up by name; NULL when unknown. */
 const struct pt_gateway *pt_gateway_find(const char *name);
+/* The gateway whose notify_route is path; NULL when none. */
+const struct pt_gateway *pt_gateway_by_route(const char *path);
 
+/* The method called name, or NULL when the gateway does not offer it. */
+const struct pt_gw_method *pt_gateway_method(const struct pt_gateway *gw, const char *name);
 /* True when the gateway offers the method. */
 int pt_gateway_has_method(const struct pt_gateway *gw, const char *method);
+/* The method of gateway/method names (NULL when either is unknown). */
+const struct pt_gw_method *pt_gateway_lookup(const char *gateway, const char *method);
+/* "alipay, wechat, stripe or 2c2p" (every gateway of the registry). */
+const char *pt_gateway_names(void);
 
 #endif

@@ -453,12 +453,14 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
         snprintf(c->currency, sizeof c->currency, "%s", v->valuestring);
 
     const struct pt_gateway *gw = NULL;
+    char t[200];
     if (!string_field(body, "gateway", &v)) {
-        problem(msg, cap, "gateway", "required: alipay, wechat, stripe or 2c2p");
+        snprintf(t, sizeof t, "required: %s", pt_gateway_names());
+        problem(msg, cap, "gateway", t);
     } else if (!cJSON_IsString(v) || !(gw = pt_gateway_find(v->valuestring))) {
-        problem(msg, cap, "gateway", "must be alipay, wechat, stripe or 2c2p");
+        snprintf(t, sizeof t, "must be %s", pt_gateway_names());
+        problem(msg, cap, "gateway", t);
     } else if (!pt_config_gateway_configured(in->cfg, gw->name)) {
-        char t[96];
         snprintf(t, sizeof t, "'%s' is not configured on this device (gateways.%s)", gw->name,
                  gw->name);
         problem(msg, cap, "gateway", t);
@@ -469,7 +471,6 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
         if (c->order_id[0] &&
             (n < gw->order_id_min || n > gw->order_id_max ||
              (gw->order_id_forbidden && strpbrk(c->order_id, gw->order_id_forbidden)))) {
-            char t[160];
             snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", gw->name,
                      gw->order_id_min, gw->order_id_max,
                      gw->order_id_forbidden ? " without '" : "",
@@ -484,10 +485,10 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
     } else if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof c->method) {
         problem(msg, cap, "method", "must be a string");
     } else if (gw && !pt_gateway_has_method(gw, v->valuestring)) {
-        char t[128], list[64] = "";
-        for (const char *const *m = gw->methods; *m; m++) {
+        char list[96] = "";
+        for (const struct pt_gw_method *m = gw->methods; m->name; m++) {
             size_t n = strlen(list);
-            snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *m);
+            snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", m->name);
         }
         snprintf(t, sizeof t, "%s does not offer '%s' (it offers: %s)", gw->name, v->valuestring,
                  list);
@@ -497,16 +498,15 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
     }
 
     if (gw && c->currency[0] && !pt_config_currency_allowed(in->cfg, gw->name, c->currency)) {
-        char t[200];
         snprintf(t, sizeof t,
-                 "%s is not accepted by %s on this device (domestic Alipay settles CNY only; "
-                 "list it in gateways.%s.currencies for cross-border acquiring)",
+                 "%s is not accepted by %s on this device (list it in gateways.%s.currencies "
+                 "when the merchant's acquiring takes it)",
                  c->currency, gw->name, gw->name);
         problem(msg, cap, "currency", t);
     }
 
-    int barcode = strcmp(c->method, "barcode") == 0;
-    int card = strcmp(c->method, "card_on_file") == 0;
+    const struct pt_gw_method *how = pt_gateway_method(gw, c->method);
+    int barcode = how && how->payment_code, card = how && how->card;
     if (string_field(body, "payment_code", &v)) {
         if (!barcode)
             problem(msg, cap, "payment_code", "only for method barcode");
@@ -567,7 +567,8 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
 /* Methods the customer cannot complete until the gateway has answered. */
 static int needs_gateway(const struct pt_charge *c)
 {
-    return strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0;
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    return m && m->interactive;
 }
 
 /* Why a charge may not wait in the offline queue (code NULL: it may). */

@@ -11,7 +11,6 @@ const int64_t pt_latency_bounds_us[PT_LATENCY_BUCKETS] = {
     100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 1000000,
 };
 
-static const char *const gateways[PT_MG__COUNT] = {"alipay", "wechat", "stripe", "2c2p"};
 static const char *const sync_names[PT_MS__COUNT] = {
     "success", "declined", "pending", "ambiguous", "not_sent", "canceled", "not_found"};
 static const char *const notify_names[PT_MN__COUNT] = {
@@ -19,15 +18,18 @@ static const char *const notify_names[PT_MN__COUNT] = {
 
 int pt_metric_gateway_index(const char *gateway)
 {
-    for (int i = 0; i < PT_MG__COUNT; i++)
-        if (strcmp(gateway, gateways[i]) == 0)
-            return i;
-    return -1;
+    return pt_gateway_index(gateway);
 }
 
 const char *pt_metric_gateway_name(int i)
 {
-    return gateways[i];
+    const struct pt_gateway *gw = pt_gateway_at(i);
+    return gw ? gw->name : "";
+}
+
+int pt_metric_gateway_count(void)
+{
+    return pt_gateway_count();
 }
 
 const char *pt_metric_sync_name(int i)

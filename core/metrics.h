@@ -12,7 +12,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-enum pt_metric_gateway { PT_MG_ALIPAY = 0, PT_MG_WECHAT, PT_MG_STRIPE, PT_MG_2C2P, PT_MG__COUNT };
+#include "gateway.h"
+
+/* Per-gateway counters are indexed by the registry's index (gateway.h). */
+#define PT_MG__COUNT PT_GW_MAX
 
 /* Outcome classes of one sync send (SPEC section 7). */
 enum pt_metric_sync {
@@ -56,9 +59,12 @@ struct pt_metrics {
 
 extern struct pt_metrics pt_metrics;
 
-/* Index of a gateway name, or -1. */
+/* Index of a gateway name (the registry's), or -1; its name ("" past the
+ * registry's end). */
 int pt_metric_gateway_index(const char *gateway);
 const char *pt_metric_gateway_name(int i);
+/* How many gateways the per-gateway counters cover. */
+int pt_metric_gateway_count(void);
 const char *pt_metric_sync_name(int i);
 const char *pt_metric_notify_name(int i);
 

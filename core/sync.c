@@ -26,7 +26,7 @@ enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
 
 struct pt_sync {
     struct pt_sync_options opt;
-    atomic_int reach[PT_MG__COUNT];
+    atomic_int reach[PT_GW_MAX];
 };
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -88,7 +88,7 @@ int pt_sync_reachable(void *p, const char *gateway)
 
 int pt_sync_any_down(struct pt_sync *s)
 {
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    for (int i = 0; i < pt_gateway_count(); i++)
         if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN)
             return 1;
     return 0;
@@ -98,7 +98,7 @@ int pt_sync_online(void *p)
 {
     struct pt_sync *s = p;
     int any = 0;
-    for (int i = 0; i < PT_MG__COUNT; i++) {
+    for (int i = 0; i < pt_gateway_count(); i++) {
         if (!s->opt.gw[i])
             continue;
         any = 1;
@@ -505,19 +505,23 @@ static int resend_allowed(const struct pt_sync *s, const struct pt_charge *c, in
 {
     const struct pt_gateway *gw = pt_gateway_find(c->gateway);
     int64_t window_ms = gw ? gw->resend_window_s * 1000 : 0;
-    /* An Alipay barcode pay is keyed by out_trade_no and may be repeated
-     * while the customer's auth code is still valid. */
+    /* A payment-code pay is keyed by out_trade_no and may be repeated
+     * while the customer's code is still valid. */
     const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
-    if (strcmp(c->method, "barcode") == 0 && cfg && cfg->barcode_timeout_s > 0)
+    const struct pt_gw_method *m = pt_gateway_method(gw, c->method);
+    if (m && m->payment_code && cfg && cfg->barcode_timeout_s > 0)
         window_ms = (int64_t)cfg->barcode_timeout_s * 1000;
     return window_ms > 0 && c->first_sent_at && now - c->first_sent_at < window_ms;
 }
 
 static int barcode_expired(const struct pt_sync *s, const struct pt_charge *c, int64_t now)
 {
+    /* The customer's code is no longer valid: an unpaid or unknown order
+     * is reversed so it cannot complete behind our back. */
     const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
-    return strcmp(c->gateway, "alipay") == 0 && strcmp(c->method, "barcode") == 0 && cfg &&
-           c->first_sent_at && now - c->first_sent_at >= (int64_t)cfg->barcode_timeout_s * 1000;
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    return m && m->payment_code && cfg && cfg->barcode_timeout_s > 0 && c->first_sent_at &&
+           now - c->first_sent_at >= (int64_t)cfg->barcode_timeout_s * 1000;
 }
 
 /* Raises review when the charge has been unresolved too long or too often. */
@@ -567,8 +571,8 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
                         c->order_id);
             return send_cancel(s, st, c, "barcode_timeout");
         }
-        if ((strcmp(c->method, "qr") == 0 || strcmp(c->method, "redirect") == 0) &&
-            c->first_sent_at && now - c->first_sent_at >= grace) {
+        const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+        if (m && m->interactive && c->first_sent_at && now - c->first_sent_at >= grace) {
             /* No code or page was ever issued, so nobody can pay it. */
             if ((rc = pt_store_begin(st)))
                 return rc;
@@ -641,7 +645,7 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
     if (!s)
         return PT_ENOMEM;
     s->opt = *opt;
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    for (int i = 0; i < pt_gateway_count(); i++)
         atomic_store(&pt_metrics.online[i], opt->gw[i] ? 1 : 0);
     *out = s;
     return PT_OK;
@@ -725,9 +729,10 @@ int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_
 {
     struct pt_sync *s = p;
     (void)now;
-    /* Stripe cancels a PaymentIntent by id: find it first if we never
-     * learned it. */
-    if (!c->gateway_trade_no[0] && strcmp(c->gateway, "stripe") == 0) {
+    /* Some gateways cancel by their own trade number (Stripe a
+     * PaymentIntent by id): find it first if we never learned it. */
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    if (!c->gateway_trade_no[0] && gw && gw->cancel_needs_trade_no) {
         int rc = resolve(s, st, c);
         if (rc)
             return rc;
@@ -743,7 +748,7 @@ int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_
                                           "api", NULL, t);
             if (rc == PT_OK || rc == PT_EEXIST)
                 rc = pt_charge_transition(st, c, PT_STATE_CANCELED, NULL, "canceled_by_client",
-                                          "api", "no PaymentIntent at Stripe", t);
+                                          "api", "the gateway has no trade for this order", t);
             return finish(st, rc);
         }
     }
@@ -763,8 +768,8 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
      * expired charge must neither be sent later nor hold room in the
      * offline limits.  One found unreachable during the pass is skipped for
      * the rest of it. */
-    int skip[PT_MG__COUNT];
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    int skip[PT_GW_MAX];
+    for (int i = 0; i < pt_gateway_count(); i++)
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
     int rc = PT_OK;
     int64_t cursor = 0; /* one walk through the due charges, by id */
@@ -851,7 +856,7 @@ int pt_sync_probe_one(void *p, const char *gateway)
 int pt_sync_probe(struct pt_sync *s)
 {
     int down = 0;
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    for (int i = 0; i < pt_gateway_count(); i++)
         if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN)
             down += !probe(s, i);
     return down;

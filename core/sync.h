@@ -31,7 +31,7 @@
 
 struct pt_sync_options {
     const struct pt_config *cfg;               /* sync.* and offline.* settings */
-    struct pt_gw_config *gw[PT_MG__COUNT];     /* by pt_metric_gateway_index; NULL = absent */
+    struct pt_gw_config *gw[PT_GW_MAX];     /* by pt_metric_gateway_index; NULL = absent */
     const struct pt_platform *platform;        /* clock, randomness, transport */
     /* Called when there is work for a drain pass: a gateway became reachable
      * again, or a charge was queued or left UNKNOWN/PENDING.  May be NULL. */

@@ -655,19 +655,19 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
             api->opt.hooks.online && api->opt.hooks.online(api->opt.hooks.ctx) ? 1 : 0);
     tprintf(&t, "# HELP payterm_gateway_online 1 when the gateway answered at last contact.\n"
                 "# TYPE payterm_gateway_online gauge\n");
-    for (int g = 0; g < PT_MG__COUNT; g++)
+    for (int g = 0; g < pt_gateway_count(); g++)
         tprintf(&t, "payterm_gateway_online{gateway=\"%s\"} %d\n", pt_metric_gateway_name(g),
                 atomic_load(&pt_metrics.online[g]));
     tprintf(&t, "# HELP payterm_sync_attempts_total Gateway sends by outcome.\n"
                 "# TYPE payterm_sync_attempts_total counter\n");
-    for (int g = 0; g < PT_MG__COUNT; g++)
+    for (int g = 0; g < pt_gateway_count(); g++)
         for (int o = 0; o < PT_MS__COUNT; o++)
             tprintf(&t, "payterm_sync_attempts_total{gateway=\"%s\",outcome=\"%s\"} %llu\n",
                     pt_metric_gateway_name(g), pt_metric_sync_name(o),
                     (unsigned long long)atomic_load(&pt_metrics.sync_attempts[g][o]));
     tprintf(&t, "# HELP payterm_notifications_total Gateway notifications by result.\n"
                 "# TYPE payterm_notifications_total counter\n");
-    for (int g = 0; g < PT_MG__COUNT; g++)
+    for (int g = 0; g < pt_gateway_count(); g++)
         for (int o = 0; o < PT_MN__COUNT; o++)
             tprintf(&t, "payterm_notifications_total{gateway=\"%s\",result=\"%s\"} %llu\n",
                     pt_metric_gateway_name(g), pt_metric_notify_name(o),

@@ -45,7 +45,7 @@ struct pt_daemon {
     struct pt_store *st;
     struct pt_api *api;
     char token[256];
-    struct pt_gw_config gw[PT_MG__COUNT];
+    struct pt_gw_config gw[PT_GW_MAX];
     int ngw;
     struct pt_curl *curl;
     struct pt_platform platform;
@@ -90,7 +90,7 @@ static int notify(void *p, struct pt_store *st, const char *gateway,
 static int start_sync(struct pt_daemon *d, char *err, size_t errlen)
 {
     struct pt_sync_options so = {.cfg = &d->cfg, .wake = wake_syncer, .ctx = d};
-    for (int i = 0; i < PT_MG__COUNT; i++) {
+    for (int i = 0; i < pt_gateway_count(); i++) {
         if (!d->gw[i].name[0])
             continue;
         so.gw[i] = &d->gw[i];
@@ -251,7 +251,7 @@ static void problem(char *list, size_t cap, int *n, const char *text)
  * there are several.
  */
 static int load_files(const struct pt_config *cfg, char *token, size_t tokcap,
-                      struct pt_gw_config gw[PT_MG__COUNT], char *err, size_t errlen)
+                      struct pt_gw_config gw[PT_GW_MAX], char *err, size_t errlen)
 {
     int n = 0, first = PT_OK, rc;
     char *list = calloc(1, PROBLEMS_MAX), *line = malloc(PROBLEMS_MAX);
@@ -270,7 +270,7 @@ static int load_files(const struct pt_config *cfg, char *token, size_t tokcap,
         }
     }
     int ngw = 0;
-    for (int i = 0; i < PT_MG__COUNT; i++) {
+    for (int i = 0; i < pt_gateway_count(); i++) {
         const char *name = pt_metric_gateway_name(i);
         if (!pt_config_gateway_configured(cfg, name))
             continue;
@@ -303,13 +303,13 @@ out:
 int pt_daemon_check(const struct pt_config *cfg, char *err, size_t errlen)
 {
     char token[256] = "";
-    struct pt_gw_config *gw = calloc(PT_MG__COUNT, sizeof *gw);
+    struct pt_gw_config *gw = calloc(PT_GW_MAX, sizeof *gw);
     if (!gw) {
         snprintf(err, errlen, "out of memory");
         return PT_ENOMEM;
     }
     int rc = load_files(cfg, token, sizeof token, gw, err, errlen);
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    for (int i = 0; i < pt_gateway_count(); i++)
         if (gw[i].name[0])
             pt_gw_config_free(&gw[i]);
     free(gw);
@@ -477,7 +477,7 @@ void pt_daemon_stop(struct pt_daemon *d)
     pt_api_stop(d->api);
     pt_sync_destroy(d->sync);
     pt_curl_destroy(d->curl);
-    for (int i = 0; i < PT_MG__COUNT; i++)
+    for (int i = 0; i < pt_gateway_count(); i++)
         if (d->gw[i].name[0])
             pt_gw_config_free(&d->gw[i]);
     pt_store_close(d->st);

@@ -331,11 +331,16 @@ static int c2p_parse_notify(const struct pt_gw_config *cfg, const struct pt_http
     return rc;
 }
 
-static const char *const c2p_methods[] = {"redirect", NULL};
+static const struct pt_gw_method c2p_methods[] = {
+    {.name = "redirect", .interactive = 1},
+    {NULL},
+};
 
 const struct pt_gateway pt_gateway_2c2p = {
     .name = "2c2p",
     .methods = c2p_methods,
+    .action_key = "payment_url",
+    .notify_route = "/notify/2c2p",
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = C2P_INVOICE_MAX,

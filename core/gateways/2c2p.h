@@ -37,4 +37,8 @@ int pt_2c2p_open(const void *key, size_t keylen, const char *body, size_t len, c
  */
 size_t pt_2c2p_minify(char *json, size_t len);
 
+struct pt_gateway;
+/* The adapter's table (listed in registry.c). */
+extern const struct pt_gateway pt_gateway_2c2p;
+
 #endif

@@ -499,11 +499,22 @@ static int alipay_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
-static const char *const alipay_methods[] = {"barcode", "qr", NULL};
+/* An auth code is valid for about a minute: a queued barcode charge older
+ * than that cannot be paid. */
+static const struct pt_gw_method alipay_methods[] = {
+    {.name = "barcode", .offline_max_age_s = 60, .payment_code = 1},
+    {.name = "qr", .interactive = 1},
+    {NULL},
+};
+/* Domestic Alipay settles CNY only (SPEC section 8). */
+static const char *const alipay_currencies[] = {"CNY", NULL};
 
 const struct pt_gateway pt_gateway_alipay = {
     .name = "alipay",
     .methods = alipay_methods,
+    .action_key = "qr_code",
+    .notify_route = "/notify/alipay",
+    .default_currencies = alipay_currencies,
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = 64,

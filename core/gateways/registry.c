@@ -9,9 +9,15 @@
 #include "err.h"
 #include "gwcommon.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+extern const struct pt_gateway pt_gateway_alipay, pt_gateway_wechat, pt_gateway_stripe,
+    pt_gateway_2c2p;
+
+/* Adding a gateway: its file, and a line here. */
 static const struct pt_gateway *const gateways[] = {
     &pt_gateway_alipay,
     &pt_gateway_wechat,
@@ -19,22 +25,74 @@ static const struct pt_gateway *const gateways[] = {
     &pt_gateway_2c2p,
 };
 
+#define NGATEWAYS ((int)(sizeof gateways / sizeof gateways[0]))
+_Static_assert(NGATEWAYS <= PT_GW_MAX, "raise PT_GW_MAX in gateway.h");
+
+int pt_gateway_count(void)
+{
+    return NGATEWAYS;
+}
+
+const struct pt_gateway *pt_gateway_at(int i)
+{
+    return i >= 0 && i < NGATEWAYS ? gateways[i] : NULL;
+}
+
+int pt_gateway_index(const char *name)
+{
+    for (int i = 0; name && i < NGATEWAYS; i++)
+        if (strcmp(gateways[i]->name, name) == 0)
+            return i;
+    return -1;
+}
+
 const struct pt_gateway *pt_gateway_find(const char *name)
 {
-    if (!name)
-        return NULL;
-    for (size_t i = 0; i < sizeof gateways / sizeof gateways[0]; i++)
-        if (strcmp(gateways[i]->name, name) == 0)
+    return pt_gateway_at(pt_gateway_index(name));
+}
+
+const struct pt_gateway *pt_gateway_by_route(const char *path)
+{
+    for (int i = 0; path && i < NGATEWAYS; i++)
+        if (gateways[i]->notify_route && strcmp(gateways[i]->notify_route, path) == 0)
             return gateways[i];
+    return NULL;
+}
+
+const struct pt_gw_method *pt_gateway_method(const struct pt_gateway *gw, const char *name)
+{
+    for (const struct pt_gw_method *m = gw ? gw->methods : NULL; m && m->name && name; m++)
+        if (strcmp(m->name, name) == 0)
+            return m;
     return NULL;
 }
 
 int pt_gateway_has_method(const struct pt_gateway *gw, const char *method)
 {
-    for (const char *const *m = gw->methods; *m; m++)
-        if (strcmp(*m, method) == 0)
-            return 1;
-    return 0;
+    return pt_gateway_method(gw, method) != NULL;
+}
+
+const struct pt_gw_method *pt_gateway_lookup(const char *gateway, const char *method)
+{
+    return pt_gateway_method(pt_gateway_find(gateway), method);
+}
+
+/* "a, b, c or d", built once (the table never changes). */
+static char names_text[PT_GW_MAX * 16];
+
+static void names_once(void)
+{
+    size_t o = 0;
+    for (int i = 0; i < NGATEWAYS; i++)
+        o += (size_t)snprintf(names_text + o, sizeof names_text - o, "%s%s",
+                              i == 0 ? "" : i == NGATEWAYS - 1 ? " or " : ", ", gateways[i]->name);
+}
+
+const char *pt_gateway_names(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, names_once);
+    return names_text;
 }
 
 const char *pt_outcome_name(enum pt_outcome o)
@@ -61,12 +119,17 @@ void pt_gw_config_free(struct pt_gw_config *cfg)
 
 int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 {
-    if (strcmp(cfg->name, "alipay") != 0)
+    const struct pt_gateway *gw = pt_gateway_find(cfg->name);
+    if (cfg->ncurrencies > 0) {
+        for (int i = 0; i < cfg->ncurrencies; i++)
+            if (strcmp(cfg->currencies[i], currency) == 0)
+                return 1;
+        return 0;
+    }
+    if (!gw || !gw->default_currencies)
         return 1;
-    if (cfg->ncurrencies == 0)
-        return strcmp(currency, "CNY") == 0; /* domestic Alipay settles CNY only */
-    for (int i = 0; i < cfg->ncurrencies; i++)
-        if (strcmp(cfg->currencies[i], currency) == 0)
+    for (const char *const *c = gw->default_currencies; *c; c++)
+        if (strcmp(*c, currency) == 0)
             return 1;
     return 0;
 }

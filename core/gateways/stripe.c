@@ -416,11 +416,18 @@ static int stripe_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
-static const char *const stripe_methods[] = {"card_on_file", NULL};
+/* A Stripe idempotency key lives 24 h: queued card charges must go out
+ * within 23 h. */
+static const struct pt_gw_method stripe_methods[] = {
+    {.name = "card_on_file", .offline_max_age_s = 82800, .card = 1},
+    {NULL},
+};
 
 const struct pt_gateway pt_gateway_stripe = {
     .name = "stripe",
     .methods = stripe_methods,
+    .notify_route = "/webhooks/stripe",
+    .cancel_needs_trade_no = 1,
     .resend_window_s = 24 * 3600,
     .order_id_min = 1,
     .order_id_max = 64,

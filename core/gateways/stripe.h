@@ -35,4 +35,8 @@ int pt_stripe_verify_header(const char *header, const char *payload, size_t len,
                             const void *secret, size_t secretlen, int64_t now_s,
                             int64_t tolerance_s, int64_t *t_out);
 
+struct pt_gateway;
+/* The adapter's table (listed in registry.c). */
+extern const struct pt_gateway pt_gateway_stripe;
+
 #endif

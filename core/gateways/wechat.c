@@ -568,11 +568,16 @@ static int wechat_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
-static const char *const wechat_methods[] = {"qr", NULL};
+static const struct pt_gw_method wechat_methods[] = {
+    {.name = "qr", .interactive = 1},
+    {NULL},
+};
 
 const struct pt_gateway pt_gateway_wechat = {
     .name = "wechat",
     .methods = wechat_methods,
+    .action_key = "code_url",
+    .notify_route = "/notify/wechat",
     .resend_window_s = 0,
     /* APIv3: out_trade_no is 6-32 of [A-Za-z0-9_-|*]. */
     .order_id_min = 6,

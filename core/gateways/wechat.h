@@ -99,4 +99,8 @@ int pt_wechat_encrypt(const unsigned char *key, size_t keylen, const char *nonce
 int pt_wechat_notify_plaintext(const unsigned char *key, size_t keylen, const char *body,
                                size_t len, char **plain, size_t *plen);
 
+struct pt_gateway;
+/* The adapter's table (listed in registry.c). */
+extern const struct pt_gateway pt_gateway_wechat;
+
 #endif

@@ -5,6 +5,7 @@
 #include "buf.h"
 #include "gateways/2c2p.h"
 #include "gateways/alipay.h"
+#include "gateways/stripe.h"
 #include "gateways/wechat.h"
 
 #include <stdint.h>

@@ -14,6 +14,7 @@
 #include "testutil.h"
 
 #include "err.h"
+#include "gateways/2c2p.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include "err.h"
+#include "gateways/stripe.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

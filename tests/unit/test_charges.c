@@ -482,14 +482,14 @@ static void test_charge_json_text_equals_cjson(void **state)
     (void)state;
     static const char *const gw[][2] = {{"alipay", "barcode"}, {"alipay", "qr"},
                                         {"wechat", "qr"},      {"stripe", "card_on_file"},
-                                        {"stripe", "redirect"}, {"2c2p", "redirect"}};
+                                        {"2c2p", "redirect"}};
     static const char *const text[] = {"", "Large latte", "quote \" backslash \\ slash /",
                                        "tab\tnewline\ncr\rbell\a\x01\x1f",
                                        "\xe4\xb8\xad\xe6\x96\x87 caf\xc3\xa9"};
     static const int64_t amounts[] = {1, 8888, 2147483647, 2147483648LL, 99999999999999LL};
     int n = 0;
     for (int s = 0; s < PT_STATE__COUNT; s++)
-        for (int g = 0; g < 6; g++)
+        for (int g = 0; g < (int)(sizeof gw / sizeof gw[0]); g++)
             for (int t = 0; t < 5; t++) {
                 struct pt_charge c;
                 memset(&c, 0, sizeof c);
@@ -526,7 +526,7 @@ static void test_charge_json_text_equals_cjson(void **state)
                 cJSON_Delete(o);
                 n++;
             }
-    assert_int_equal(n, PT_STATE__COUNT * 30);
+    assert_int_equal(n, PT_STATE__COUNT * 25); /* 5 gateway.method pairs x 5 texts */
 }
 
 /* The parameters' text decides "same charge" against hashes already in

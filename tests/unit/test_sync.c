@@ -196,7 +196,7 @@ static int setup(void **state)
     memcpy(stripe.webhook_secret, whsec, strlen(whsec));
     stripe.webhook_secret_len = strlen(whsec);
     struct pt_sync_options so = {.cfg = &cfg, .platform = &platform};
-    so.gw[PT_MG_STRIPE] = &stripe;
+    so.gw[pt_gateway_index("stripe")] = &stripe;
     assert_int_equal(pt_sync_new(&so, &sync_engine), PT_OK);
     nledger = 0;
     memset(ledger, 0, sizeof ledger);
@@ -561,7 +561,7 @@ static void sent_answer_lost(struct pt_charge *c, int64_t amount)
 
 static int64_t notified(enum pt_metric_notify what)
 {
-    return (int64_t)pt_metrics.notifications[PT_MG_STRIPE][what];
+    return (int64_t)pt_metrics.notifications[pt_gateway_index("stripe")][what];
 }
 
 static void test_notifications(void **state)
