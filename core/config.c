@@ -17,11 +17,16 @@ void pt_config_defaults(struct pt_config *cfg)
     cfg->idem_lock_timeout_s = 60;
     cfg->max_amount = 10000000;
     cfg->offline_max_count = 500;
-    /* An Alipay barcode auth code is only valid for about a minute; a Stripe
-     * idempotency key for 24 h, so queued card charges must go out within 23 h. */
-    cfg->offline_ages[0] = (struct pt_cfg_offline_age){"alipay", "barcode", 60};
-    cfg->offline_ages[1] = (struct pt_cfg_offline_age){"stripe", "card_on_file", 82800};
-    cfg->n_offline_ages = 2;
+    /* Each method's own age limit (an auth code lives about a minute, a
+     * Stripe idempotency key 24 h): gateway.h's method tables. */
+    for (int g = 0; g < pt_gateway_count(); g++)
+        for (const struct pt_gw_method *m = pt_gateway_at(g)->methods; m->name; m++)
+            if (m->offline_max_age_s > 0 && cfg->n_offline_ages < PT_CFG_MAX_AGES) {
+                struct pt_cfg_offline_age *a = &cfg->offline_ages[cfg->n_offline_ages++];
+                snprintf(a->gateway, sizeof a->gateway, "%s", pt_gateway_at(g)->name);
+                snprintf(a->method, sizeof a->method, "%s", m->name);
+                a->max_age_s = m->offline_max_age_s;
+            }
     cfg->sync_interval_s = 5;
     cfg->sync_max_attempts = 3;
     cfg->sync_backoff_base_ms = 500;
@@ -50,30 +55,41 @@ int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gatew
     return -1;
 }
 
+struct pt_gw_settings *pt_config_gateway(struct pt_config *cfg, const char *gateway)
+{
+    int i = pt_gateway_index(gateway);
+    return i < 0 ? NULL : &cfg->gw[i];
+}
+
+const struct pt_gw_settings *pt_config_gateway_c(const struct pt_config *cfg, const char *gateway)
+{
+    int i = pt_gateway_index(gateway);
+    return i < 0 ? NULL : &cfg->gw[i];
+}
+
 int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway)
 {
-    if (strcmp(gateway, "alipay") == 0)
-        return cfg->alipay.configured;
-    if (strcmp(gateway, "wechat") == 0)
-        return cfg->wechat.configured;
-    if (strcmp(gateway, "stripe") == 0)
-        return cfg->stripe.configured;
-    if (strcmp(gateway, "2c2p") == 0)
-        return cfg->c2p.configured;
-    return 0;
+    const struct pt_gw_settings *g = pt_config_gateway_c(cfg, gateway);
+    return g && g->configured;
 }
 
 int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
                                const char *currency)
 {
-    if (strcmp(gateway, "alipay") != 0)
+    const struct pt_gw_settings *g = pt_config_gateway_c(cfg, gateway);
+    const struct pt_gateway *gw = pt_gateway_find(gateway);
+    if (!g || !gw)
+        return 0;
+    if (g->ncurrencies > 0) {
+        for (int i = 0; i < g->ncurrencies; i++)
+            if (strcmp(g->currencies[i], currency) == 0)
+                return 1;
+        return 0;
+    }
+    if (!gw->default_currencies)
         return 1;
-    /* Domestic Alipay settles CNY only; others need cross-border acquiring,
-     * which the merchant states by listing them. */
-    if (cfg->alipay.n_currencies == 0)
-        return strcmp(currency, "CNY") == 0;
-    for (int i = 0; i < cfg->alipay.n_currencies; i++)
-        if (strcmp(cfg->alipay.currencies[i], currency) == 0)
+    for (const char *const *c = gw->default_currencies; *c; c++)
+        if (strcmp(*c, currency) == 0)
             return 1;
     return 0;
 }

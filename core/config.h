@@ -11,54 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gateway.h"
 #include "log.h"
 
 #define PT_CFG_PATH_MAX 512
 #define PT_CFG_STR_MAX 256
 #define PT_CFG_MAX_CURRENCIES 32
 #define PT_CFG_MAX_AGES 16
-
-struct pt_cfg_alipay {
-    int configured;
-    char endpoint[PT_CFG_STR_MAX];
-    char app_id[64];
-    char private_key_file[PT_CFG_PATH_MAX];
-    char alipay_public_key_file[PT_CFG_PATH_MAX];
-    char notify_url[PT_CFG_STR_MAX];
-    int64_t barcode_timeout_s;
-    char seller_id[64];         /* "" = notifications are not held to a seller */
-    char currencies[16][4];     /* charges allowed in these; none listed = CNY */
-    int n_currencies;
-    char settle_currency[4];    /* "" = not sent */
-};
-
-struct pt_cfg_wechat {
-    int configured;
-    char endpoint[PT_CFG_STR_MAX];
-    char mchid[64];
-    char appid[64];
-    char serial_no[128];
-    char private_key_file[PT_CFG_PATH_MAX];
-    char platform_public_key_file[PT_CFG_PATH_MAX];
-    char platform_serial[128];
-    char apiv3_key_file[PT_CFG_PATH_MAX];
-    char notify_url[PT_CFG_STR_MAX];
-};
-
-struct pt_cfg_stripe {
-    int configured;
-    char endpoint[PT_CFG_STR_MAX];
-    char secret_key_file[PT_CFG_PATH_MAX];
-    char webhook_secret_file[PT_CFG_PATH_MAX];
-};
-
-struct pt_cfg_2c2p {
-    int configured;
-    char endpoint[PT_CFG_STR_MAX];
-    char merchant_id[64];
-    char secret_key_file[PT_CFG_PATH_MAX];
-    char notify_url[PT_CFG_STR_MAX];
-};
 
 struct pt_cfg_offline_limit {
     char currency[4];
@@ -99,10 +58,8 @@ struct pt_config {
 
     char ca_file[PT_CFG_PATH_MAX];
 
-    struct pt_cfg_alipay alipay;
-    struct pt_cfg_wechat wechat;
-    struct pt_cfg_stripe stripe;
-    struct pt_cfg_2c2p c2p;
+    /* gateways.<name>, by the registry's index (gateway.h). */
+    struct pt_gw_settings gw[PT_GW_MAX];
 };
 
 /* Fills cfg with the documented defaults. */
@@ -115,13 +72,17 @@ const struct pt_cfg_offline_limit *pt_config_offline_limit(const struct pt_confi
 int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gateway,
                                   const char *method);
 
-/* True when the configured gateway takes charges in currency (Alipay:
- * gateways.alipay.currencies, default CNY only; the others: any). */
+/* True when the configured gateway takes charges in currency: the list in
+ * gateways.<name>.currencies, or the gateway's default currencies. */
 int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
                                const char *currency);
 
-/* True when the named gateway ("alipay", "wechat", "stripe", "2c2p") is configured. */
+/* True when the named gateway is configured. */
 int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway);
+
+/* The settings of a gateway by name; NULL when it is not one payterm knows. */
+struct pt_gw_settings *pt_config_gateway(struct pt_config *cfg, const char *gateway);
+const struct pt_gw_settings *pt_config_gateway_c(const struct pt_config *cfg, const char *gateway);
 
 /* Path of the database inside data_dir. */
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen);

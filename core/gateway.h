@@ -43,7 +43,7 @@ struct pt_pk; /* an RSA key (crypto.h) */
 
 #define PT_GW_MAX_CURRENCIES 16
 /* Most gateways the registry can hold (arrays indexed by registry index). */
-#define PT_GW_MAX 8
+#define PT_GW_MAX 6
 
 /* What a gateway said, classified for the state machine (SPEC section 7). */
 enum pt_outcome {
@@ -93,6 +93,57 @@ int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 
 /* Wipes secrets and frees the keys; accepts NULL. */
 void pt_gw_config_free(struct pt_gw_config *cfg);
+
+/*
+ * A gateway's section of the configuration file (gateways.<name>), as read:
+ * identifiers, endpoints and the paths of its key files, no keys yet.  Which
+ * JSON key fills which field is the gateway's config_keys table; loading the
+ * keys is its load().
+ */
+#define PT_GW_FILES 4
+#define PT_GW_PATH_MAX 512
+struct pt_gw_settings {
+    int configured;
+    char endpoint[256];
+    char app_id[64];
+    char merchant_id[64];
+    char serial_no[128];
+    char platform_serial[128];
+    char notify_url[256];
+    int64_t barcode_timeout_s;
+    char currencies[PT_GW_MAX_CURRENCIES][4];
+    int ncurrencies;
+    char settle_currency[4];
+    char files[PT_GW_FILES][PT_GW_PATH_MAX]; /* key and secret files, by the gateway's slots */
+};
+
+/* How a configuration key of a gateway is read. */
+enum pt_gw_key_kind {
+    PT_GWK_TEXT,        /* a string */
+    PT_GWK_HTTPS,       /* an https:// URL */
+    PT_GWK_URL,         /* an http:// or https:// URL */
+    PT_GWK_FILE,        /* a file path (a public key, a certificate) */
+    PT_GWK_SECRET,      /* a file path that holds a secret: mode 0600 required */
+    PT_GWK_SECONDS,     /* an integer between min and max */
+    PT_GWK_CURRENCIES,  /* a list of ISO 4217 codes */
+    PT_GWK_CURRENCY,    /* one ISO 4217 code */
+};
+
+struct pt_gw_key {
+    const char *name;          /* in gateways.<gateway>; NULL ends a table */
+    enum pt_gw_key_kind kind;
+    size_t offset;             /* of the field in struct pt_gw_settings */
+    size_t size;               /* of a text field */
+    int required;
+    int64_t min, max;          /* PT_GWK_SECONDS */
+};
+
+/* A key table entry for a text-like field of struct pt_gw_settings. */
+#define PT_GW_KEY(n, k, field, req)                                                               \
+    {.name = (n), .kind = (k), .offset = offsetof(struct pt_gw_settings, field),                 \
+     .size = sizeof(((struct pt_gw_settings *)0)->field), .required = (req)}
+
+typedef int (*pt_gw_random_fn)(void *ctx, void *buf, size_t len);
 
 /* Inputs that would otherwise make an adapter impure. */
 struct pt_gw_env {
@@ -203,6 +254,20 @@ struct pt_gateway {
      */
     int (*parse_notify)(const struct pt_gw_config *cfg, const struct pt_http_response *msg,
                         const struct pt_gw_env *env, struct pt_notification *out);
+
+    /* Its section of the configuration (SPEC section 10): the URL used when
+     * none is configured, the keys it takes, the default barcode_timeout_s. */
+    const char *default_endpoint;
+    const struct pt_gw_key *config_keys;
+    int64_t default_barcode_timeout_s;
+    /*
+     * Loads the keys the settings name into *out (whose identifiers and
+     * endpoint are already copied), checking what the gateway needs (the
+     * WeChat APIv3 key is 32 bytes...).  PT_OK, or an error with a sentence
+     * naming the key and the file in err.  rnd seeds RSA blinding.
+     */
+    int (*load)(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *rnd_ctx,
+                struct pt_gw_config *out, char *err, size_t errlen);
 
     /* NULL when the gateway can stop a charge it has already seen (close,
      * cancel, reverse); otherwise why it cannot, for the 409

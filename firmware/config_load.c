@@ -261,140 +261,94 @@ static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 }
 
 /* Reads a required string of a configured gateway. */
-static int need(struct ctx *c, const cJSON *o, const char *prefix, const char *name, char *dst,
-                size_t cap)
+/* A list of ISO 4217 codes (a gateway's currencies). */
+static int get_currencies(struct ctx *c, const cJSON *v, const char *key,
+                          struct pt_gw_settings *g)
 {
-    int rc = get_string(c, o, prefix, name, dst, cap, 0);
-    if (rc)
-        return rc;
-    if (!dst[0]) {
-        char key[256];
-        join(key, sizeof key, prefix, name);
-        return fail(c, key, "required when the gateway is configured");
+    g->ncurrencies = 0;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
+        cJSON_GetArraySize(v) > PT_GW_MAX_CURRENCIES)
+        return fail(c, key, "must be a list of 1 to %d ISO 4217 codes, e.g. [\"CNY\", \"USD\"]",
+                    PT_GW_MAX_CURRENCIES);
+    for (const cJSON *e = v->child; e; e = e->next) {
+        if (!cJSON_IsString(e) || !pt_money_currency_valid(e->valuestring))
+            return fail(c, key, "every entry must be an upper-case ISO 4217 code payterm "
+                                "knows, such as CNY or USD");
+        memcpy(g->currencies[g->ncurrencies++], e->valuestring, 4);
     }
     return PT_OK;
 }
 
-/* gateways.alipay.currencies (default ["CNY"]) and settle_currency. */
-static int load_alipay_currencies(struct ctx *c, const cJSON *g, struct pt_cfg_alipay *a)
+/* One key of a gateway's section, by its table entry (gateway.h). */
+static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
+                           const struct pt_gw_key *k, struct pt_gw_settings *g)
 {
-    const char *key = "gateways.alipay.currencies";
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(g, "currencies");
-    int max = (int)(sizeof a->currencies / sizeof a->currencies[0]);
-    a->n_currencies = 0;
-    if (v && !cJSON_IsNull(v)) {
-        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > max)
-            return fail(c, key, "must be a list of 1 to %d ISO 4217 codes, e.g. [\"CNY\", \"USD\"]",
-                        max);
-        for (const cJSON *e = v->child; e; e = e->next) {
-            if (!cJSON_IsString(e) || !pt_money_currency_valid(e->valuestring))
-                return fail(c, key, "every entry must be an upper-case ISO 4217 code payterm "
-                                    "knows, such as CNY or USD");
-            memcpy(a->currencies[a->n_currencies++], e->valuestring, 4);
-        }
+    char key[256];
+    join(key, sizeof key, p, k->name);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(sec, k->name);
+    char *field = (char *)g + k->offset;
+    int rc = PT_OK;
+    if (!v || cJSON_IsNull(v)) {
+        if (k->required && !(k->kind == PT_GWK_HTTPS && field[0]))
+            return fail(c, key, "required when the gateway is configured");
+        return PT_OK;
     }
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(g, "settle_currency");
-    if (sc && !cJSON_IsNull(sc)) {
-        if (!cJSON_IsString(sc) || !pt_money_currency_valid(sc->valuestring))
-            return fail(c, "gateways.alipay.settle_currency",
-                        "must be an upper-case ISO 4217 code such as USD");
-        memcpy(a->settle_currency, sc->valuestring, 4);
+    switch (k->kind) {
+    case PT_GWK_SECONDS:
+        return get_int(c, sec, p, k->name, (int64_t *)(void *)field, k->min, k->max);
+    case PT_GWK_CURRENCIES:
+        return get_currencies(c, v, key, g);
+    case PT_GWK_CURRENCY:
+        if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
+            return fail(c, key, "must be an upper-case ISO 4217 code such as USD");
+        memcpy(field, v->valuestring, 4);
+        return PT_OK;
+    default:
+        rc = get_string(c, sec, p, k->name, field, k->size, !k->required);
     }
+    if (rc == PT_OK && field[0] && (k->kind == PT_GWK_HTTPS || k->kind == PT_GWK_URL))
+        rc = check_url(c, key, field, k->kind == PT_GWK_HTTPS);
+    return rc;
+}
+
+/* gateways.<name>: each key as the gateway's table says. */
+static int load_gateway(struct ctx *c, const cJSON *sec, const struct pt_gateway *gw,
+                        struct pt_gw_settings *g)
+{
+    char p[64];
+    const char *names[24];
+    int n = 0;
+    snprintf(p, sizeof p, "gateways.%s", gw->name);
+    for (const struct pt_gw_key *k = gw->config_keys; k->name && n < 23; k++)
+        names[n++] = k->name;
+    names[n] = NULL;
+    int rc = want_object(c, sec, p);
+    if (rc || (rc = check_known(c, sec, p, names)))
+        return rc;
+    memset(g, 0, sizeof *g);
+    snprintf(g->endpoint, sizeof g->endpoint, "%s", gw->default_endpoint);
+    g->barcode_timeout_s = gw->default_barcode_timeout_s;
+    for (const struct pt_gw_key *k = gw->config_keys; k->name; k++)
+        if ((rc = get_gateway_key(c, sec, p, k, g)))
+            return rc;
+    g->configured = 1;
     return PT_OK;
 }
 
 static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 {
-    static const char *const known[] = {"alipay", "wechat", "stripe", "2c2p", NULL};
+    const char *known[PT_GW_MAX + 1];
+    int n = pt_gateway_count();
+    for (int i = 0; i < n; i++)
+        known[i] = pt_gateway_at(i)->name;
+    known[n] = NULL;
     int rc;
     if ((rc = want_object(c, o, "gateways")) || (rc = check_known(c, o, "gateways", known)))
         return rc;
-    const cJSON *g;
-
-    if ((g = cJSON_GetObjectItemCaseSensitive(o, "alipay")) && !cJSON_IsNull(g)) {
-        static const char *const k[] = {"endpoint",   "app_id",           "private_key_file",
-                                        "alipay_public_key_file", "notify_url",
-                                        "barcode_timeout_s", "seller_id", "currencies",
-                                        "settle_currency", NULL};
-        const char *p = "gateways.alipay";
-        struct pt_cfg_alipay *a = &cfg->alipay;
-        a->barcode_timeout_s = 60;
-        snprintf(a->endpoint, sizeof a->endpoint, "https://openapi.alipay.com/gateway.do");
-        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
-            (rc = get_string(c, g, p, "endpoint", a->endpoint, sizeof a->endpoint, 0)) ||
-            (rc = need(c, g, p, "app_id", a->app_id, sizeof a->app_id)) ||
-            (rc = need(c, g, p, "private_key_file", a->private_key_file,
-                       sizeof a->private_key_file)) ||
-            (rc = need(c, g, p, "alipay_public_key_file", a->alipay_public_key_file,
-                       sizeof a->alipay_public_key_file)) ||
-            (rc = get_string(c, g, p, "notify_url", a->notify_url, sizeof a->notify_url, 1)) ||
-            (rc = get_int(c, g, p, "barcode_timeout_s", &a->barcode_timeout_s, 5, 86400)) ||
-            (rc = get_string(c, g, p, "seller_id", a->seller_id, sizeof a->seller_id, 1)) ||
-            (rc = load_alipay_currencies(c, g, a)) ||
-            (rc = check_url(c, "gateways.alipay.endpoint", a->endpoint, 1)) ||
-            (a->notify_url[0] && (rc = check_url(c, "gateways.alipay.notify_url", a->notify_url, 0))))
+    for (int i = 0; i < n; i++) {
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, pt_gateway_at(i)->name);
+        if (g && !cJSON_IsNull(g) && (rc = load_gateway(c, g, pt_gateway_at(i), &cfg->gw[i])))
             return rc;
-        a->configured = 1;
-    }
-    if ((g = cJSON_GetObjectItemCaseSensitive(o, "wechat")) && !cJSON_IsNull(g)) {
-        static const char *const k[] = {"endpoint",        "mchid",
-                                        "appid",           "serial_no",
-                                        "private_key_file", "platform_public_key_file",
-                                        "platform_serial", "apiv3_key_file",
-                                        "notify_url",      NULL};
-        const char *p = "gateways.wechat";
-        struct pt_cfg_wechat *w = &cfg->wechat;
-        snprintf(w->endpoint, sizeof w->endpoint, "https://api.mch.weixin.qq.com");
-        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
-            (rc = get_string(c, g, p, "endpoint", w->endpoint, sizeof w->endpoint, 0)) ||
-            (rc = need(c, g, p, "mchid", w->mchid, sizeof w->mchid)) ||
-            (rc = need(c, g, p, "appid", w->appid, sizeof w->appid)) ||
-            (rc = need(c, g, p, "serial_no", w->serial_no, sizeof w->serial_no)) ||
-            (rc = need(c, g, p, "private_key_file", w->private_key_file,
-                       sizeof w->private_key_file)) ||
-            (rc = need(c, g, p, "platform_public_key_file", w->platform_public_key_file,
-                       sizeof w->platform_public_key_file)) ||
-            (rc = need(c, g, p, "platform_serial", w->platform_serial,
-                       sizeof w->platform_serial)) ||
-            (rc = need(c, g, p, "apiv3_key_file", w->apiv3_key_file, sizeof w->apiv3_key_file)) ||
-            (rc = need(c, g, p, "notify_url", w->notify_url, sizeof w->notify_url)) ||
-            (rc = check_url(c, "gateways.wechat.endpoint", w->endpoint, 1)) ||
-            (rc = check_url(c, "gateways.wechat.notify_url", w->notify_url, 0)))
-            return rc;
-        w->configured = 1;
-    }
-    if ((g = cJSON_GetObjectItemCaseSensitive(o, "stripe")) && !cJSON_IsNull(g)) {
-        static const char *const k[] = {"endpoint", "secret_key_file", "webhook_secret_file",
-                                        NULL};
-        const char *p = "gateways.stripe";
-        struct pt_cfg_stripe *s = &cfg->stripe;
-        snprintf(s->endpoint, sizeof s->endpoint, "https://api.stripe.com");
-        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
-            (rc = get_string(c, g, p, "endpoint", s->endpoint, sizeof s->endpoint, 0)) ||
-            (rc = need(c, g, p, "secret_key_file", s->secret_key_file,
-                       sizeof s->secret_key_file)) ||
-            (rc = get_string(c, g, p, "webhook_secret_file", s->webhook_secret_file,
-                             sizeof s->webhook_secret_file, 1)) ||
-            (rc = check_url(c, "gateways.stripe.endpoint", s->endpoint, 1)))
-            return rc;
-        s->configured = 1;
-    }
-    if ((g = cJSON_GetObjectItemCaseSensitive(o, "2c2p")) && !cJSON_IsNull(g)) {
-        static const char *const k[] = {"endpoint", "merchant_id", "secret_key_file", "notify_url",
-                                        NULL};
-        const char *p = "gateways.2c2p";
-        struct pt_cfg_2c2p *t = &cfg->c2p;
-        snprintf(t->endpoint, sizeof t->endpoint, "https://pgw.2c2p.com");
-        if ((rc = want_object(c, g, p)) || (rc = check_known(c, g, p, k)) ||
-            (rc = get_string(c, g, p, "endpoint", t->endpoint, sizeof t->endpoint, 0)) ||
-            (rc = need(c, g, p, "merchant_id", t->merchant_id, sizeof t->merchant_id)) ||
-            (rc = need(c, g, p, "secret_key_file", t->secret_key_file,
-                       sizeof t->secret_key_file)) ||
-            (rc = get_string(c, g, p, "notify_url", t->notify_url, sizeof t->notify_url, 1)) ||
-            (rc = check_url(c, "gateways.2c2p.endpoint", t->endpoint, 1)) ||
-            (t->notify_url[0] && (rc = check_url(c, "gateways.2c2p.notify_url", t->notify_url, 0))))
-            return rc;
-        t->configured = 1;
     }
     return PT_OK;
 }
@@ -625,17 +579,17 @@ static int check_secret(const char *what, const char *path, char *err, size_t er
         return PT_OK;
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        snprintf(err, errlen, "%s %s: cannot read: %s", what, path, strerror(errno));
+        snprintf(err, errlen, "%.100s %.512s: cannot read: %s", what, path, strerror(errno));
         return PT_EIO;
     }
     if (!S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "%s %s: not a regular file", what, path);
+        snprintf(err, errlen, "%.100s %.512s: not a regular file", what, path);
         return PT_EIO;
     }
     if (sb.st_mode & 077) {
         snprintf(err, errlen,
-                 "%s %s: mode %04o lets group or others read or write a secret; "
-                 "run: chmod 600 %s",
+                 "%.100s %.512s: mode %04o lets group or others read or write a secret; "
+                 "run: chmod 600 %.512s",
                  what, path, (unsigned)(sb.st_mode & 07777), path);
         return PT_EPERM;
     }
@@ -650,25 +604,30 @@ int pt_config_check_secrets(const struct pt_config *cfg, char *err, size_t errle
 int pt_config_check_secrets_of(const struct pt_config *cfg, const char *prefix, char *err,
                                size_t errlen)
 {
-    const struct {
-        const char *what;
+    /* The API token, then every secret file of every configured gateway. */
+    struct {
+        char what[96];
         const char *path;
-    } files[] = {
-        {"api_token_file", cfg->api_token_file},
-        {"gateways.alipay.private_key_file", cfg->alipay.private_key_file},
-        {"gateways.wechat.private_key_file", cfg->wechat.private_key_file},
-        {"gateways.wechat.apiv3_key_file", cfg->wechat.apiv3_key_file},
-        {"gateways.stripe.secret_key_file", cfg->stripe.secret_key_file},
-        {"gateways.stripe.webhook_secret_file", cfg->stripe.webhook_secret_file},
-        {"gateways.2c2p.secret_key_file", cfg->c2p.secret_key_file},
-    };
+    } files[1 + PT_GW_MAX * PT_GW_FILES];
+    size_t nfiles = 0;
+    snprintf(files[nfiles].what, sizeof files[0].what, "api_token_file");
+    files[nfiles++].path = cfg->api_token_file;
+    for (int g = 0; g < pt_gateway_count(); g++) {
+        const struct pt_gateway *gw = pt_gateway_at(g);
+        for (const struct pt_gw_key *k = gw->config_keys; cfg->gw[g].configured && k->name; k++)
+            if (k->kind == PT_GWK_SECRET && nfiles < sizeof files / sizeof files[0]) {
+                snprintf(files[nfiles].what, sizeof files[0].what, "gateways.%s.%s", gw->name,
+                         k->name);
+                files[nfiles++].path = (const char *)&cfg->gw[g] + k->offset;
+            }
+    }
     /* Every file, not only the first bad one: init lists all that is wrong. */
     int first = PT_OK;
     size_t used = 0;
     if (errlen)
         err[0] = '\0';
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char line[PT_CFG_PATH_MAX + 256];
+    for (size_t i = 0; i < nfiles; i++) {
+        char line[2 * PT_CFG_PATH_MAX + 256];
         if (strncmp(files[i].what, prefix, strlen(prefix)) != 0)
             continue;
         int rc = check_secret(files[i].what, files[i].path, line, sizeof line);

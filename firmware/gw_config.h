@@ -14,7 +14,7 @@
 #include "gateway.h"
 
 /*
- * Fills *out for gateway ("alipay", "wechat", "stripe", "2c2p") from cfg.
+ * Fills *out for the named gateway from cfg (its keys by its table's load()).
  * rnd/rnd_ctx seed the RSA keys' blinding DRBG (NULL: mbedTLS entropy).
  * Secret files are read whole with trailing line breaks dropped; the WeChat
  * APIv3 key must be exactly 32 bytes.  On failure returns PT_ECONFIG,

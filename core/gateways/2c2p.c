@@ -331,6 +331,24 @@ static int c2p_parse_notify(const struct pt_gw_config *cfg, const struct pt_http
     return rc;
 }
 
+/* gateways.2c2p (SPEC section 10). */
+static const struct pt_gw_key c2p_keys[] = {
+    PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
+    PT_GW_KEY("merchant_id", PT_GWK_TEXT, merchant_id, 1),
+    PT_GW_KEY("secret_key_file", PT_GWK_SECRET, files[0], 1),
+    PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 0),
+    {NULL},
+};
+
+static int c2p_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                    struct pt_gw_config *o, char *err, size_t errlen)
+{
+    (void)rnd;
+    (void)ctx;
+    return pt__gw_load_secret("2c2p", "secret_key_file", in->files[0], o->secret,
+                              sizeof o->secret, &o->secret_len, err, errlen);
+}
+
 static const struct pt_gw_method c2p_methods[] = {
     {.name = "redirect", .interactive = 1},
     {NULL},
@@ -341,6 +359,9 @@ const struct pt_gateway pt_gateway_2c2p = {
     .methods = c2p_methods,
     .action_key = "payment_url",
     .notify_route = "/notify/2c2p",
+    .default_endpoint = "https://pgw.2c2p.com",
+    .config_keys = c2p_keys,
+    .load = c2p_load,
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = C2P_INVOICE_MAX,

@@ -499,6 +499,34 @@ static int alipay_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
+/* gateways.alipay (SPEC section 10). */
+enum { ALIPAY_PRIVATE_KEY, ALIPAY_PUBLIC_KEY };
+static const struct pt_gw_key alipay_keys[] = {
+    PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
+    PT_GW_KEY("app_id", PT_GWK_TEXT, app_id, 1),
+    PT_GW_KEY("private_key_file", PT_GWK_SECRET, files[ALIPAY_PRIVATE_KEY], 1),
+    PT_GW_KEY("alipay_public_key_file", PT_GWK_FILE, files[ALIPAY_PUBLIC_KEY], 1),
+    PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 0),
+    {.name = "barcode_timeout_s", .kind = PT_GWK_SECONDS,
+     .offset = offsetof(struct pt_gw_settings, barcode_timeout_s), .min = 5, .max = 86400},
+    /* The seller account (PID): when set, a notification must carry it. */
+    PT_GW_KEY("seller_id", PT_GWK_TEXT, merchant_id, 0),
+    PT_GW_KEY("currencies", PT_GWK_CURRENCIES, currencies, 0),
+    PT_GW_KEY("settle_currency", PT_GWK_CURRENCY, settle_currency, 0),
+    {NULL},
+};
+
+static int alipay_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                       struct pt_gw_config *o, char *err, size_t errlen)
+{
+    int rc = pt__gw_load_key("alipay", "private_key_file", in->files[ALIPAY_PRIVATE_KEY], rnd,
+                             ctx, &o->private_key, err, errlen);
+    if (rc == PT_OK)
+        rc = pt__gw_load_key("alipay", "alipay_public_key_file", in->files[ALIPAY_PUBLIC_KEY],
+                             rnd, ctx, &o->peer_key, err, errlen);
+    return rc;
+}
+
 /* An auth code is valid for about a minute: a queued barcode charge older
  * than that cannot be paid. */
 static const struct pt_gw_method alipay_methods[] = {
@@ -515,6 +543,10 @@ const struct pt_gateway pt_gateway_alipay = {
     .action_key = "qr_code",
     .notify_route = "/notify/alipay",
     .default_currencies = alipay_currencies,
+    .default_endpoint = "https://openapi.alipay.com/gateway.do",
+    .config_keys = alipay_keys,
+    .default_barcode_timeout_s = 60,
+    .load = alipay_load,
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = 64,

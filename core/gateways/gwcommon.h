@@ -37,6 +37,15 @@ int pt__currency_upper(const char *in, char out[4]);
  * configured one (a missing field never matches: SPEC section 5). */
 int pt__same_id(const char *notified, const char *configured);
 
+/* Loads the key file of gateways.<gw>.<key> into *pk; an error names both. */
+int pt__gw_load_key(const char *gw, const char *key, const char *path, pt_gw_random_fn rnd,
+                    void *ctx, struct pt_pk **pk, char *err, size_t errlen);
+
+/* Reads the secret file of gateways.<gw>.<key> into buf (at most cap - 1
+ * bytes, trailing newlines dropped, wiped on failure); an error names both. */
+int pt__gw_load_secret(const char *gw, const char *key, const char *path, unsigned char *buf,
+                       size_t cap, size_t *len, char *err, size_t errlen);
+
 /* The notification timestamp check: |now - t| within env's tolerance. */
 int pt__within_tolerance(const struct pt_gw_env *env, int64_t t_s, int past_only);
 

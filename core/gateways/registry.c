@@ -9,6 +9,7 @@
 #include "err.h"
 #include "gwcommon.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,40 @@ int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 }
 
 /* ---- gwcommon.h ---------------------------------------------------------- */
+
+int pt__gw_load_key(const char *gw, const char *key, const char *path, pt_gw_random_fn rnd,
+                    void *ctx, struct pt_pk **pk, char *err, size_t errlen)
+{
+    char e[PT_PK_ERR_MAX];
+    int rc = pt_pk_load_file(path, rnd, ctx, pk, e, sizeof e);
+    if (rc != PT_OK)
+        snprintf(err, errlen, "gateways.%s.%s: %s", gw, key, e);
+    return rc;
+}
+
+int pt__gw_load_secret(const char *gw, const char *key, const char *path, unsigned char *buf,
+                       size_t cap, size_t *len, char *err, size_t errlen)
+{
+    size_t n = 0;
+    int rc = pt_secret_read(path, buf, cap, &n);
+    if (rc == PT_ENOTFOUND || rc == PT_EIO) {
+        snprintf(err, errlen, "gateways.%s.%s: %s: cannot open: %s", gw, key, path,
+                 strerror(errno));
+        return PT_EIO;
+    }
+    if (rc == PT_ETOOBIG)
+        n = cap;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n == 0 || n >= cap) {
+        pt_zeroize(buf, cap);
+        snprintf(err, errlen, "gateways.%s.%s: %s: expected 1 to %zu bytes of secret", gw, key,
+                 path, cap - 1);
+        return PT_EPARSE;
+    }
+    *len = n;
+    return PT_OK;
+}
 
 int pt__same_id(const char *notified, const char *configured)
 {

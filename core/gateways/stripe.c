@@ -416,6 +416,29 @@ static int stripe_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
+/* gateways.stripe (SPEC section 10). */
+enum { STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET };
+static const struct pt_gw_key stripe_keys[] = {
+    PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
+    PT_GW_KEY("secret_key_file", PT_GWK_SECRET, files[STRIPE_SECRET_KEY], 1),
+    PT_GW_KEY("webhook_secret_file", PT_GWK_SECRET, files[STRIPE_WEBHOOK_SECRET], 0),
+    {NULL},
+};
+
+static int stripe_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                       struct pt_gw_config *o, char *err, size_t errlen)
+{
+    (void)rnd;
+    (void)ctx;
+    int rc = pt__gw_load_secret("stripe", "secret_key_file", in->files[STRIPE_SECRET_KEY],
+                                o->secret, sizeof o->secret, &o->secret_len, err, errlen);
+    if (rc == PT_OK && in->files[STRIPE_WEBHOOK_SECRET][0])
+        rc = pt__gw_load_secret("stripe", "webhook_secret_file",
+                                in->files[STRIPE_WEBHOOK_SECRET], o->webhook_secret,
+                                sizeof o->webhook_secret, &o->webhook_secret_len, err, errlen);
+    return rc;
+}
+
 /* A Stripe idempotency key lives 24 h: queued card charges must go out
  * within 23 h. */
 static const struct pt_gw_method stripe_methods[] = {
@@ -427,6 +450,9 @@ const struct pt_gateway pt_gateway_stripe = {
     .name = "stripe",
     .methods = stripe_methods,
     .notify_route = "/webhooks/stripe",
+    .default_endpoint = "https://api.stripe.com",
+    .config_keys = stripe_keys,
+    .load = stripe_load,
     .cancel_needs_trade_no = 1,
     .resend_window_s = 24 * 3600,
     .order_id_min = 1,

@@ -568,6 +568,47 @@ static int wechat_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
+/* gateways.wechat (SPEC section 10). */
+enum { WX_PRIVATE_KEY, WX_PLATFORM_KEY, WX_APIV3_KEY };
+static const struct pt_gw_key wechat_keys[] = {
+    PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
+    PT_GW_KEY("mchid", PT_GWK_TEXT, merchant_id, 1),
+    PT_GW_KEY("appid", PT_GWK_TEXT, app_id, 1),
+    PT_GW_KEY("serial_no", PT_GWK_TEXT, serial_no, 1),
+    PT_GW_KEY("private_key_file", PT_GWK_SECRET, files[WX_PRIVATE_KEY], 1),
+    PT_GW_KEY("platform_public_key_file", PT_GWK_FILE, files[WX_PLATFORM_KEY], 1),
+    PT_GW_KEY("platform_serial", PT_GWK_TEXT, platform_serial, 1),
+    PT_GW_KEY("apiv3_key_file", PT_GWK_SECRET, files[WX_APIV3_KEY], 1),
+    PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 1),
+    {NULL},
+};
+
+static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                       struct pt_gw_config *o, char *err, size_t errlen)
+{
+    int rc = pt__gw_load_key("wechat", "private_key_file", in->files[WX_PRIVATE_KEY], rnd, ctx,
+                             &o->private_key, err, errlen);
+    if (rc == PT_OK)
+        rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY],
+                             rnd, ctx, &o->peer_key, err, errlen);
+    if (rc == PT_OK && !o->platform_serial[0] && !pt_pk_serial(o->peer_key)[0]) {
+        snprintf(err, errlen, "gateways.wechat.platform_serial: needed when "
+                              "platform_public_key_file is a public key, not a certificate");
+        rc = PT_ECONFIG;
+    }
+    if (rc == PT_OK)
+        rc = pt__gw_load_secret("wechat", "apiv3_key_file", in->files[WX_APIV3_KEY], o->secret,
+                                sizeof o->secret, &o->secret_len, err, errlen);
+    if (rc == PT_OK && o->secret_len != 32) {
+        snprintf(err, errlen,
+                 "gateways.wechat.apiv3_key_file: %s: the APIv3 key is 32 bytes, this file "
+                 "holds %zu",
+                 in->files[WX_APIV3_KEY], o->secret_len);
+        rc = PT_EPARSE;
+    }
+    return rc;
+}
+
 static const struct pt_gw_method wechat_methods[] = {
     {.name = "qr", .interactive = 1},
     {NULL},
@@ -578,6 +619,9 @@ const struct pt_gateway pt_gateway_wechat = {
     .methods = wechat_methods,
     .action_key = "code_url",
     .notify_route = "/notify/wechat",
+    .default_endpoint = "https://api.mch.weixin.qq.com",
+    .config_keys = wechat_keys,
+    .load = wechat_load,
     .resend_window_s = 0,
     /* APIv3: out_trade_no is 6-32 of [A-Za-z0-9_-|*]. */
     .order_id_min = 6,

@@ -74,8 +74,8 @@ static void test_full_example(void **state)
     snprintf(want, sizeof want, "%s/data", dir);
     assert_string_equal(cfg.data_dir, want); /* relative to the file's directory */
     snprintf(want, sizeof want, "%s/keys/sk", dir);
-    assert_string_equal(cfg.stripe.secret_key_file, want);
-    assert_true(cfg.stripe.configured);
+    assert_string_equal(cfg.gw[pt_gateway_index("stripe")].files[0], want);
+    assert_true(cfg.gw[pt_gateway_index("stripe")].configured);
     assert_int_equal(cfg.log_level, PT_LOG_DEBUG);
     assert_int_equal(cfg.max_amount, 500000);
     assert_int_equal(cfg.offline_max_count, 10);
@@ -171,7 +171,7 @@ static void test_merge_fragments(void **state)
     char want[400];
     snprintf(want, sizeof want, "%s/ca.pem", frag_dir);
     assert_string_equal(cfg.ca_file, want); /* relative to the fragment's dir */
-    assert_true(cfg.c2p.configured);
+    assert_true(cfg.gw[pt_gateway_index("2c2p")].configured);
 }
 
 static void test_secret_permissions(void **state)

@@ -80,16 +80,19 @@ static void test_load_all(void **state)
     pt_gw_config_free(&g);
 
     /* errors name the key and the file */
-    snprintf(cfg.wechat.apiv3_key_file, sizeof cfg.wechat.apiv3_key_file, "%s/short.key", dir);
+    /* The settings' file slots, as the gateways' key tables fill them. */
+    struct pt_gw_settings *wx = pt_config_gateway(&cfg, "wechat");
+    struct pt_gw_settings *ali = pt_config_gateway(&cfg, "alipay");
+    snprintf(wx->files[2], sizeof wx->files[2], "%s/short.key", dir); /* apiv3_key_file */
     assert_int_equal(pt_gw_config_load(&cfg, "wechat", NULL, NULL, &g, err, sizeof err), PT_EPARSE);
     assert_non_null(strstr(err, "gateways.wechat.apiv3_key_file"));
     assert_non_null(strstr(err, "short.key"));
-    snprintf(cfg.alipay.private_key_file, sizeof cfg.alipay.private_key_file, "%s/missing.pem", dir);
+    snprintf(ali->files[0], sizeof ali->files[0], "%s/missing.pem", dir); /* private_key_file */
     assert_int_equal(pt_gw_config_load(&cfg, "alipay", NULL, NULL, &g, err, sizeof err), PT_EIO);
     assert_non_null(strstr(err, "gateways.alipay.private_key_file"));
     assert_non_null(strstr(err, "missing.pem"));
     assert_null(g.private_key);
-    cfg.c2p.configured = 0;
+    pt_config_gateway(&cfg, "2c2p")->configured = 0;
     assert_int_equal(pt_gw_config_load(&cfg, "2c2p", NULL, NULL, &g, err, sizeof err), PT_ECONFIG);
     pt_test_rmtree(dir);
 }

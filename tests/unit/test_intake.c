@@ -110,12 +110,12 @@ static int setup(void **state)
     struct pt_store_options o = {.path = path};
     assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
     pt_config_defaults(&cfg);
-    cfg.stripe.configured = 1;
-    cfg.alipay.configured = 1;
+    cfg.gw[pt_gateway_index("stripe")].configured = 1;
+    cfg.gw[pt_gateway_index("alipay")].configured = 1;
     /* Cross-border acquiring: this merchant's Alipay takes USD too. */
-    memcpy(cfg.alipay.currencies[0], "CNY", 4);
-    memcpy(cfg.alipay.currencies[1], "USD", 4);
-    cfg.alipay.n_currencies = 2;
+    memcpy(cfg.gw[pt_gateway_index("alipay")].currencies[0], "CNY", 4);
+    memcpy(cfg.gw[pt_gateway_index("alipay")].currencies[1], "USD", 4);
+    cfg.gw[pt_gateway_index("alipay")].ncurrencies = 2;
     cfg.max_amount = 1000000;
     cfg.offline_limits[0] = (struct pt_cfg_offline_limit){"USD", 5000, 10000};
     cfg.n_offline_limits = 1;
@@ -257,7 +257,7 @@ static void test_alipay_currency_rule(void **state)
     const char *usd = "{\"order_id\":\"O-USD\",\"amount\":1000,\"currency\":\"USD\","
                       "\"gateway\":\"alipay\",\"method\":\"barcode\","
                       "\"payment_code\":\"2876344382566439\",\"offline\":\"force_offline\"}";
-    cfg.alipay.n_currencies = 0; /* the default: CNY only */
+    cfg.gw[pt_gateway_index("alipay")].ncurrencies = 0; /* the default: CNY only */
     post("usd-1", usd, &r);
     assert_int_equal(r.status, 400);
     assert_string_equal(err_code(&r), "invalid_request");
@@ -265,7 +265,7 @@ static void test_alipay_currency_rule(void **state)
     assert_non_null(strstr(r.body, "gateways.alipay.currencies"));
     pt_reply_free(&r);
     assert_int_equal(count("charges"), 0);
-    cfg.alipay.n_currencies = 2; /* CNY, USD */
+    cfg.gw[pt_gateway_index("alipay")].ncurrencies = 2; /* CNY, USD */
     post("usd-2", usd, &r);
     assert_int_equal(r.status, 202);
     pt_reply_free(&r);

@@ -185,7 +185,7 @@ static int setup(void **state)
     struct pt_store_options o = {.path = path};
     assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
     pt_config_defaults(&cfg);
-    cfg.stripe.configured = 1;
+    cfg.gw[pt_gateway_index("stripe")].configured = 1;
     cfg.sync_backoff_base_ms = 1000;
     cfg.sync_backoff_max_ms = 8000;
     memset(&stripe, 0, sizeof stripe);
