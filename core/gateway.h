@@ -39,7 +39,9 @@
 #include "charge.h"
 #include "platform.h"
 
-struct pt_pk; /* an RSA key (crypto.h) */
+struct pt_pk;      /* an RSA key (crypto.h) */
+struct pt_gw_cli;  /* sign/verify command options (gateways/gwcli.h) */
+struct cJSON;
 
 #define PT_GW_MAX_CURRENCIES 16
 /* Most gateways the registry can hold (arrays indexed by registry index). */
@@ -268,6 +270,16 @@ struct pt_gateway {
      */
     int (*load)(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *rnd_ctx,
                 struct pt_gw_config *out, char *err, size_t errlen);
+
+    /*
+     * `payterm sign` / `payterm verify --gateway <name>` (gateways/gwcli.h):
+     * build the JSON object to print from the options and the message on
+     * standard input; return the exit status (usage errors in a->err).  The
+     * usage lines and what sign prints are for the commands' --help.
+     */
+    int (*cli_sign)(struct pt_gw_cli *a, char *in, size_t len, struct cJSON **out);
+    int (*cli_verify)(struct pt_gw_cli *a, char *in, size_t len, struct cJSON **out);
+    const char *cli_sign_usage, *cli_sign_prints, *cli_verify_usage;
 
     /* NULL when the gateway can stop a charge it has already seen (close,
      * cancel, reverse); otherwise why it cannot, for the 409

@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "err.h"
 #include "gateway.h"
+#include "gateways/gwcli.h"
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "gateways/jwt.h"
@@ -362,6 +363,12 @@ const struct pt_gateway pt_gateway_2c2p = {
     .default_endpoint = "https://pgw.2c2p.com",
     .config_keys = c2p_keys,
     .load = c2p_load,
+    .cli_sign = pt__cli_sign_c2p,
+    .cli_verify = pt__cli_verify_c2p,
+    .cli_sign_usage = "--gateway 2c2p (--secret S | --secret-file F) < payload.json",
+    .cli_sign_prints = "{\"token\":...}   (the payload is compacted, then signed HS256)",
+    .cli_verify_usage = "--gateway 2c2p (--secret S | --secret-file F) < token\n"
+                        "    (a bare JWT or a {\"payload\":\"...\"} body)",
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = C2P_INVOICE_MAX,

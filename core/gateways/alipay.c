@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "err.h"
 #include "gateway.h"
+#include "gateways/gwcli.h"
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "money.h"
@@ -547,6 +548,13 @@ const struct pt_gateway pt_gateway_alipay = {
     .config_keys = alipay_keys,
     .default_barcode_timeout_s = 60,
     .load = alipay_load,
+    .cli_sign = pt__cli_sign_alipay,
+    .cli_verify = pt__cli_verify_alipay,
+    .cli_sign_usage = "--gateway alipay --key merchant.pem < params.json",
+    .cli_sign_prints = "{\"string_to_sign\":...,\"sign\":...}   params.json is a flat object of strings",
+    .cli_verify_usage = "--gateway alipay --pubkey alipay_pub.pem [--method M] < body\n"
+                        "    (a notification body (form), or with --method alipay.trade.xxx a\n"
+                        "    response body (JSON))",
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = 64,

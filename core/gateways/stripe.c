@@ -13,6 +13,7 @@
 #include "crypto.h"
 #include "err.h"
 #include "gateway.h"
+#include "gateways/gwcli.h"
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "money.h"
@@ -453,6 +454,14 @@ const struct pt_gateway pt_gateway_stripe = {
     .default_endpoint = "https://api.stripe.com",
     .config_keys = stripe_keys,
     .load = stripe_load,
+    .cli_sign = pt__cli_sign_stripe,
+    .cli_verify = pt__cli_verify_stripe,
+    .cli_sign_usage = "--gateway stripe (--secret whsec_... | --secret-file F)\n"
+                      "        [--timestamp T] < payload",
+    .cli_sign_prints = "{\"signed_payload\":...,\"signature\":...,\"header\":...}",
+    .cli_verify_usage = "--gateway stripe (--secret whsec_... | --secret-file F)\n"
+                        "        --header 'Stripe-Signature: ...' [--now UNIX] [--tolerance 300]\n"
+                        "        < payload",
     .cancel_needs_trade_no = 1,
     .resend_window_s = 24 * 3600,
     .order_id_min = 1,

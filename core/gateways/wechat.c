@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "err.h"
 #include "gateway.h"
+#include "gateways/gwcli.h"
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "money.h"
@@ -622,6 +623,16 @@ const struct pt_gateway pt_gateway_wechat = {
     .default_endpoint = "https://api.mch.weixin.qq.com",
     .config_keys = wechat_keys,
     .load = wechat_load,
+    .cli_sign = pt__cli_sign_wechat,
+    .cli_verify = pt__cli_verify_wechat,
+    .cli_sign_usage = "--gateway wechat --key merchant.pem --mchid M --serial S\n"
+                      "        --method POST --url /v3/... --timestamp T --nonce N < body",
+    .cli_sign_prints = "{\"message\":...,\"signature\":...,\"authorization\":...}",
+    .cli_verify_usage = "--gateway wechat --pubkey platform.pem --serial SERIAL\n"
+                        "        [--apiv3-key K | --apiv3-key-file F]\n"
+                        "        --header 'Wechatpay-Timestamp: ...' (all four) < body\n"
+                        "    (a notification or response body; with the APIv3 key a\n"
+                        "    notification's resource is decrypted)",
     .resend_window_s = 0,
     /* APIv3: out_trade_no is 6-32 of [A-Za-z0-9_-|*]. */
     .order_id_min = 6,

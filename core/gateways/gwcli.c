@@ -1,0 +1,137 @@
+/*
+ * gwcli.c - what the gateways' sign/verify commands share (see gwcli.h).
+ */
+#include "gateways/gwcli.h"
+#include "err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pt__cli_usage(struct pt_gw_cli *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->err, sizeof a->err, fmt, ap);
+    va_end(ap);
+    return PT_GW_CLI_USAGE;
+}
+
+int pt__cli_need(struct pt_gw_cli *a, const char *v, const char *name)
+{
+    if (v && *v)
+        return PT_GW_CLI_OK;
+    return pt__cli_usage(a, "--gateway %s needs %s (see payterm %s --help)", a->gateway, name,
+                         a->cmd);
+}
+
+int pt__cli_secret(struct pt_gw_cli *a, const char *value, const char *file, const char *what,
+                   unsigned char *out, size_t *outlen)
+{
+    if (value && file)
+        return pt__cli_usage(a, "give %s or %s-file, not both", what, what);
+    if (value) {
+        *outlen = strlen(value);
+        if (*outlen == 0 || *outlen >= PT_GW_CLI_SECRET_MAX)
+            return pt__cli_usage(a, "%s: 1 to %d bytes expected", what, PT_GW_CLI_SECRET_MAX - 1);
+        memcpy(out, value, *outlen);
+        return PT_GW_CLI_OK;
+    }
+    if (!file)
+        return pt__cli_need(a, NULL, what);
+    size_t n = 0;
+    int rc = pt_secret_read(file, out, PT_GW_CLI_SECRET_MAX, &n);
+    if (rc == PT_ENOTFOUND || rc == PT_EIO)
+        return pt__cli_usage(a, "%s-file %s: %s", what, file, strerror(errno));
+    if (rc == PT_ETOOBIG)
+        n = PT_GW_CLI_SECRET_MAX;
+    while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+        n--;
+    if (n == 0 || n >= PT_GW_CLI_SECRET_MAX) {
+        pt_zeroize(out, PT_GW_CLI_SECRET_MAX);
+        return pt__cli_usage(a, "%s-file %s: expected 1 to %d bytes", what, file,
+                             PT_GW_CLI_SECRET_MAX - 1);
+    }
+    *outlen = n;
+    return PT_GW_CLI_OK;
+}
+
+int pt__cli_key(struct pt_gw_cli *a, const char *opt, const char *path, struct pt_pk **pk)
+{
+    char err[PT_PK_ERR_MAX];
+    int rc = pt__cli_need(a, path, opt);
+    if (rc)
+        return rc;
+    if (pt_pk_load_file(path, NULL, NULL, pk, err, sizeof err) != PT_OK)
+        return pt__cli_usage(a, "%s %s", opt, err);
+    return PT_GW_CLI_OK;
+}
+
+int pt__cli_int64(struct pt_gw_cli *a, const char *opt, const char *v, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || !*v || *end || x < 0)
+        return pt__cli_usage(a, "%s %s: expected a non-negative integer", opt, v);
+    *out = x;
+    return PT_GW_CLI_OK;
+}
+
+int pt__cli_headers(struct pt_gw_cli *a, struct pt_http_response *msg)
+{
+    for (int i = 0; i < a->nheaders; i++) {
+        const char *colon = strchr(a->headers[i], ':');
+        char name[128];
+        size_t n = colon ? (size_t)(colon - a->headers[i]) : 0;
+        while (n && a->headers[i][n - 1] == ' ')
+            n--;
+        if (n == 0 || n >= sizeof name)
+            return pt__cli_usage(a, "--header '%s': bad header name", a->headers[i]);
+        memcpy(name, a->headers[i], n);
+        name[n] = '\0';
+        const char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (pt_http_response_add_header(msg, name, v) != PT_OK)
+            return pt__cli_usage(a, "--header: at most %d", PT_GW_CLI_MAX_HEADERS);
+    }
+    return PT_GW_CLI_OK;
+}
+
+void pt__cli_trim(char *s, size_t *len)
+{
+    while (*len && (s[*len - 1] == '\n' || s[*len - 1] == '\r' || s[*len - 1] == ' '))
+        s[--*len] = '\0';
+}
+
+int pt__cli_invalid(cJSON **out, const char *why)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddFalseToObject(o, "valid");
+    cJSON_AddStringToObject(o, "error", why);
+    *out = o;
+    return PT_GW_CLI_INVALID;
+}
+
+void pt__cli_notification(cJSON *o, int rc, const struct pt_notification *n)
+{
+    if (rc != PT_OK) {
+        cJSON_AddStringToObject(o, "notification_error", pt_strerror(rc));
+        return;
+    }
+    cJSON *j = cJSON_AddObjectToObject(o, "notification");
+    cJSON_AddStringToObject(j, "gateway", n->gateway);
+    cJSON_AddBoolToObject(j, "relevant", n->relevant);
+    cJSON_AddStringToObject(j, "dedup_id", n->dedup_id);
+    if (!n->relevant)
+        return;
+    cJSON_AddStringToObject(j, "order_id", n->order_id);
+    cJSON_AddStringToObject(j, "trade_no", n->trade_no);
+    cJSON_AddNumberToObject(j, "amount", (double)n->amount); /* minor units: an integer */
+    cJSON_AddStringToObject(j, "currency", n->currency);
+    cJSON_AddStringToObject(j, "status", pt_outcome_name(n->status));
+    cJSON_AddStringToObject(j, "merchant_id", n->merchant_id);
+}
