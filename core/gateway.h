@@ -317,5 +317,9 @@ int pt_gateway_has_method(const struct pt_gateway *gw, const char *method);
 const struct pt_gw_method *pt_gateway_lookup(const char *gateway, const char *method);
 /* "alipay, wechat, stripe or 2c2p" (every gateway of the registry). */
 const char *pt_gateway_names(void);
+/* True when the first n bytes of gateway name a gateway offering method. */
+int pt_gateway_method_named(const char *gateway, size_t n, const char *method);
+/* Every "gateway.method" pair, as "a.x, a.y, b.x or c.z", into out. */
+void pt_gateway_method_pairs(char *out, size_t cap);
 
 #endif

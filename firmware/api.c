@@ -820,18 +820,13 @@ static MHD_RESULT not_allowed(struct MHD_Connection *conn, struct request *rq, c
 static MHD_RESULT route_notify(struct pt_api *api, struct MHD_Connection *conn,
                                struct request *rq, const char *url, const char *method)
 {
-    static const char *const routes[][2] = {{"/notify/alipay", "alipay"},
-                                            {"/notify/wechat", "wechat"},
-                                            {"/notify/2c2p", "2c2p"},
-                                            {"/webhooks/stripe", "stripe"}};
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(url, routes[i][0]) == 0) {
-            if (strcmp(method, "POST") != 0)
-                return not_allowed(conn, rq, "POST");
-            return notify(api, conn, rq, routes[i][1]);
-        }
-    }
-    return send_error(conn, rq, 404, "not_found", "no such path");
+    /* Each gateway's table names its route (gateway.h). */
+    const struct pt_gateway *gw = pt_gateway_by_route(url);
+    if (!gw)
+        return send_error(conn, rq, 404, "not_found", "no such path");
+    if (strcmp(method, "POST") != 0)
+        return not_allowed(conn, rq, "POST");
+    return notify(api, conn, rq, gw->name);
 }
 
 static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,

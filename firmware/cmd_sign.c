@@ -52,7 +52,8 @@ static void help(const char *cmd)
     printf("-c/--config FILE is accepted and ignored: keys and secrets come from the options.\n");
     printf(sign ? "Exit status: 0 signed, 1 failure, 2 usage error.\n"
                 : "Exit status: 0 valid, 3 invalid (signature, MAC, decryption, or a\n"
-                  "Wechatpay-Serial naming another key), 2 usage error, 1 other failure.\n");
+                  "notification signed by another key than the one given), 2 usage error,\n"
+                  "1 other failure.\n");
 }
 
 /* ---- arguments ---------------------------------------------------------- */

@@ -196,23 +196,18 @@ static int load_offline(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 
     const cJSON *ages = cJSON_GetObjectItemCaseSensitive(o, "max_age_s");
     if (ages) {
-        static const char *const pairs[] = {"alipay.barcode", "alipay.qr",
-                                            "wechat.qr",      "stripe.card_on_file",
-                                            "2c2p.redirect",  NULL};
         if ((rc = want_object(c, ages, "offline.max_age_s")))
             return rc;
         for (const cJSON *m = ages->child; m; m = m->next) {
             char key[256];
             join(key, sizeof key, "offline.max_age_s", m->string);
-            int ok = 0;
-            for (const char *const *p = pairs; *p; p++)
-                ok |= strcmp(*p, m->string) == 0;
-            if (!ok)
-                return fail(c, key,
-                            "must be <gateway>.<method>: alipay.barcode, alipay.qr, wechat.qr, "
-                            "stripe.card_on_file or 2c2p.redirect");
-            int64_t age = 0;
             const char *dot = strchr(m->string, '.');
+            if (!dot || !pt_gateway_method_named(m->string, (size_t)(dot - m->string), dot + 1)) {
+                char pairs[256] = "";
+                pt_gateway_method_pairs(pairs, sizeof pairs);
+                return fail(c, key, "must be <gateway>.<method>: %s", pairs);
+            }
+            int64_t age = 0;
             struct pt_cfg_offline_age *a = NULL;
             for (int i = 0; i < cfg->n_offline_ages; i++) {
                 const struct pt_cfg_offline_age *e = &cfg->offline_ages[i];

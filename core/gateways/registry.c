@@ -78,6 +78,29 @@ const struct pt_gw_method *pt_gateway_lookup(const char *gateway, const char *me
     return pt_gateway_method(pt_gateway_find(gateway), method);
 }
 
+int pt_gateway_method_named(const char *gateway, size_t n, const char *method)
+{
+    for (int i = 0; i < NGATEWAYS; i++)
+        if (strlen(gateways[i]->name) == n && strncmp(gateways[i]->name, gateway, n) == 0)
+            return pt_gateway_has_method(gateways[i], method);
+    return 0;
+}
+
+void pt_gateway_method_pairs(char *out, size_t cap)
+{
+    int total = 0, k = 0;
+    for (int i = 0; i < NGATEWAYS; i++)
+        for (const struct pt_gw_method *m = gateways[i]->methods; m->name; m++)
+            total++;
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i < NGATEWAYS; i++)
+        for (const struct pt_gw_method *m = gateways[i]->methods; m->name && o < cap; m++, k++)
+            o += (size_t)snprintf(out + o, cap - o, "%s%s.%s",
+                                  k == 0 ? "" : k == total - 1 ? " or " : ", ",
+                                  gateways[i]->name, m->name);
+}
+
 /* "a, b, c or d", built once (the table never changes). */
 static char names_text[PT_GW_MAX * 16];
 
