@@ -39,6 +39,7 @@
 #include "connlimit.h"
 #include "crypto.h"
 #include "err.h"
+#include "host.h"
 #include "json.h"
 #include "linux.h"
 #include "log.h"
@@ -231,7 +232,7 @@ static void timer_kick(struct pt_api *api, int64_t deadline_ms)
 static void conn_deadline(struct pt_api *api, struct conn *cs, int secs)
 {
     pthread_mutex_lock(&api->mu);
-    cs->deadline_ms = secs ? pt_linux_mono_ms() + secs * 1000 : 0;
+    cs->deadline_ms = secs ? pt_host_mono_ms() + secs * 1000 : 0;
     if (secs)
         timer_kick(api, cs->deadline_ms);
     pthread_mutex_unlock(&api->mu);
@@ -493,7 +494,7 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn,
 
     if (!rq->polling) { /* the first run; a parked request keeps its deadline */
         rq->polling = 1;
-        rq->poll_deadline_ms = pt_linux_mono_ms() + wait_s * 1000;
+        rq->poll_deadline_ms = pt_host_mono_ms() + wait_s * 1000;
     }
     struct pt_event_row *rows = malloc(sizeof *rows * EVENTS_MAX);
     if (!rows)
@@ -512,7 +513,7 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn,
             free(rows);
             return storage_error(conn, rq, rc);
         }
-        if (n > 0 || stop || pt_linux_mono_ms() >= rq->poll_deadline_ms)
+        if (n > 0 || stop || pt_host_mono_ms() >= rq->poll_deadline_ms)
             break;
         /* Nothing yet: park until a commit adds events, the wait ends, or
          * we stop, holding no thread.  The version read before the query
@@ -552,7 +553,7 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
     pt_pool_put(api->pool, st);
     if (rc)
         return storage_error(conn, rq, rc);
-    int64_t now = pt_linux_now_ms();
+    int64_t now = pt_host_now_ms();
     cJSON *o = cJSON_CreateObject();
     cJSON_AddBoolToObject(o, "online",
                           api->opt.hooks.online && api->opt.hooks.online(api->opt.hooks.ctx));
@@ -628,7 +629,7 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
     pt_pool_put(api->pool, st);
     if (rc)
         return storage_error(conn, rq, rc);
-    int64_t now = pt_linux_now_ms();
+    int64_t now = pt_host_now_ms();
     struct text t = {0};
     tprintf(&t, "# HELP payterm_charges Charges by state.\n# TYPE payterm_charges gauge\n");
     for (int i = 0; i < PT_STATE__COUNT; i++)
@@ -721,7 +722,7 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     if (!st)
         return storage_error(conn, rq, PT_EIO);
     struct pt_reply rep;
-    int64_t now = pt_linux_now_ms();
+    int64_t now = pt_host_now_ms();
     if (order_id)
         op(&api->opt.intake, st, order_id, key, rq->body, rq->len, now, &rep);
     else
@@ -1221,7 +1222,7 @@ static void conn_started(struct pt_api *api, struct MHD_Connection *conn, void *
         api->conns->prev = cs;
     api->conns = cs;
     if (cs->admitted) {
-        cs->deadline_ms = pt_linux_mono_ms() + HEAD_TIMEOUT_S * 1000;
+        cs->deadline_ms = pt_host_mono_ms() + HEAD_TIMEOUT_S * 1000;
         timer_kick(api, cs->deadline_ms);
     }
     pthread_mutex_unlock(&api->mu);
@@ -1305,7 +1306,7 @@ static void *timer_main(void *p)
     pthread_mutex_lock(&api->mu);
     while (!api->timer_quit) {
         int64_t next;
-        struct request *due = timer_scan(api, pt_linux_mono_ms(), &next);
+        struct request *due = timer_scan(api, pt_host_mono_ms(), &next);
         api->timer_next_ms = next;
         if (due) {
             pthread_mutex_unlock(&api->mu);
@@ -1426,7 +1427,7 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     pthread_mutex_init(&api->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* pt_linux_mono_ms() */
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the platform's mono_ms() */
     pthread_cond_init(&api->idle_cv, &ca);
     pthread_cond_init(&api->timer_cv, &ca);
     pthread_condattr_destroy(&ca);

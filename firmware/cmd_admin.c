@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "daemon.h"
 #include "err.h"
+#include "host.h"
 #include "idem.h"
 #include "linux.h"
 #include "pt_config.h"
@@ -68,7 +69,7 @@ int pt_cmd_sweep(int argc, char **argv)
     int n = 0;
     int rc = pt_store_begin(st);
     if (rc == PT_OK)
-        rc = pt_idem_sweep(st, pt_linux_now_ms(), &n);
+        rc = pt_idem_sweep(st, pt_host_now_ms(), &n);
     if (rc == PT_OK)
         rc = pt_store_commit(st);
     else

@@ -9,6 +9,7 @@
 #include "charges.h"
 #include "cli.h"
 #include "err.h"
+#include "host.h"
 #include "linux.h"
 #include "pt_config.h"
 #include "store.h"
@@ -47,7 +48,7 @@ int pt_cmd_status(int argc, char **argv)
         pt_cli_error("status", "cannot read the database: %s", pt_strerror(rc));
         return PT_EXIT_FAIL;
     }
-    int64_t now = pt_linux_now_ms();
+    int64_t now = pt_host_now_ms();
     cJSON *o = cJSON_CreateObject(), *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
     cJSON_AddNumberToObject(q, "oldest_age_s",

@@ -15,10 +15,14 @@
 #include "cli.h"
 #include "daemon.h"
 #include "err.h"
+#include "host.h"
 #include "idem.h"
 #include "linux.h"
 #include "log.h"
 #include "pt_config.h"
+#if PT_WITH_SIM
+#include "sim.h"
+#endif
 #include "store.h"
 
 #include <errno.h>
@@ -87,7 +91,7 @@ static void sweep(struct pt_store *st)
 {
     int n = 0;
     int rc = pt_store_begin(st);
-    if (rc == PT_OK && (rc = pt_idem_sweep(st, pt_linux_now_ms(), &n)) == PT_OK)
+    if (rc == PT_OK && (rc = pt_idem_sweep(st, pt_host_now_ms(), &n)) == PT_OK)
         rc = pt_store_commit(st);
     else
         pt_store_rollback(st);
@@ -122,6 +126,14 @@ int pt_cmd_serve(int argc, char **argv)
     if (reopen_log())
         return PT_EXIT_FAIL;
     pt_linux_log_use_syslog(use_syslog);
+#if PT_WITH_SIM
+    /* Desktop builds: a test may move the wall clock (platform/sim/clock.c). */
+    const char *clock_file = getenv("PAYTERM_TEST_CLOCK_FILE");
+    if (clock_file && *clock_file) {
+        pt_host_set(pt_sim_test_clock(pt_linux_platform(), clock_file));
+        pt_log_warn("test clock: the wall clock is moved by %s", clock_file);
+    }
+#endif
 
     struct pt_config cfg;
     if (pt_cli_load_config(&c, &cfg))
@@ -154,11 +166,11 @@ int pt_cmd_serve(int argc, char **argv)
         watchdog_ms = atoll(wd) / 2000; /* feed at half the interval */
     if (watchdog_ms > 0 && watchdog_ms < 1000)
         watchdog_ms = 1000; /* never wake more than once a second */
-    int64_t next_sweep = pt_linux_mono_ms() + SWEEP_INTERVAL_MS;
-    int64_t next_watchdog = watchdog_ms ? pt_linux_mono_ms() + watchdog_ms : 0;
+    int64_t next_sweep = pt_host_mono_ms() + SWEEP_INTERVAL_MS;
+    int64_t next_watchdog = watchdog_ms ? pt_host_mono_ms() + watchdog_ms : 0;
 
     for (;;) {
-        int64_t now = pt_linux_mono_ms();
+        int64_t now = pt_host_mono_ms();
         if (now >= next_sweep) {
             sweep(pt_daemon_store(d));
             next_sweep = now + SWEEP_INTERVAL_MS;

@@ -12,6 +12,7 @@
  */
 #include "cli.h"
 #include "err.h"
+#include "host.h"
 #include "gateway.h"
 #include "gateways/gwcli.h"
 #include "linux.h"
@@ -169,7 +170,7 @@ static int print_json(cJSON *o)
 
 static int run(const char *cmd, int argc, char **argv)
 {
-    struct pt_gw_cli a = {.cmd = cmd, .now_s = pt_linux_now_ms() / 1000};
+    struct pt_gw_cli a = {.cmd = cmd, .now_s = pt_host_now_ms() / 1000};
     int r = parse_args(&a, argc, argv);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;

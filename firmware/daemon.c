@@ -7,6 +7,7 @@
 #include "config_load.h"
 #include "crypto.h"
 #include "err.h"
+#include "host.h"
 #include "linux.h"
 #include "log.h"
 #include "gw_config.h"
@@ -58,7 +59,7 @@ struct pt_daemon {
 static int random_cb(void *ctx, void *buf, size_t len)
 {
     (void)ctx;
-    return pt_linux_random(buf, len);
+    return pt_host_random(buf, len);
 }
 
 /* The sync engine and the API ask for a drain through the daemon, because
@@ -96,7 +97,7 @@ static int start_sync(struct pt_daemon *d, char *err, size_t errlen)
         so.gw[i] = &d->gw[i];
         d->ngw++;
     }
-    d->platform = *pt_linux_platform();
+    d->platform = *pt_host();
     if (d->ngw) {
         struct pt_curl_options co = {.ca_file = d->cfg.ca_file};
         int rc = pt_curl_new(&co, &d->curl);
@@ -418,7 +419,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     /* A random token for this run: a lock held by another token belongs to
      * a process that is gone, and can be recovered at once. */
     int64_t instance = 0;
-    if ((rc = pt_linux_random(&instance, sizeof instance)) != PT_OK) {
+    if ((rc = pt_host_random(&instance, sizeof instance)) != PT_OK) {
         snprintf(err, errlen, "no randomness from the kernel (getrandom)");
         goto fail;
     }

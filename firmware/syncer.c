@@ -3,6 +3,7 @@
  */
 #include "syncer.h"
 #include "err.h"
+#include "host.h"
 #include "linux.h"
 #include "log.h"
 
@@ -54,12 +55,12 @@ static void *run(void *p)
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
-    int64_t clock_skew = pt_linux_now_ms() - pt_linux_mono_ms();
+    int64_t clock_skew = pt_host_now_ms() - pt_host_mono_ms();
     for (;;) {
         pthread_mutex_lock(&y->mu);
         while (!y->stop && !y->wake) {
             if (next) {
-                int64_t left = next - pt_linux_mono_ms();
+                int64_t left = next - pt_host_mono_ms();
                 if (left <= 0)
                     break;
                 struct timespec ts;
@@ -83,9 +84,9 @@ static void *run(void *p)
 
         /* Probing an unreachable gateway costs a connection attempt: at most
          * once per interval, however often new charges wake us. */
-        if (pt_linux_mono_ms() >= next_probe) {
+        if (pt_host_mono_ms() >= next_probe) {
             pt_sync_probe(y->sync);
-            next_probe = pt_linux_mono_ms() + interval;
+            next_probe = pt_host_mono_ms() + interval;
         }
         struct pt_drain_stats ds;
         int rc = pt_sync_drain(y->sync, y->st, &ds);
@@ -95,7 +96,7 @@ static void *run(void *p)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
         int down = pt_sync_any_down(y->sync);
-        next_wipe = wipe(y, pt_linux_mono_ms(), next_wipe);
+        next_wipe = wipe(y, pt_host_mono_ms(), next_wipe);
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
@@ -104,8 +105,8 @@ static void *run(void *p)
          * charges queues nothing (they get 503 while their gateway is
          * believed down, without a probe), and would otherwise stay offline
          * for good. */
-        int64_t now = pt_linux_mono_ms();
-        clock_skew = pt_linux_now_ms() - now;
+        int64_t now = pt_host_mono_ms();
+        clock_skew = pt_host_now_ms() - now;
         next = 0;
         if (rc || down) {
             /* A gateway is down: look again (probe) every interval, not

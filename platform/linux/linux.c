@@ -6,6 +6,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/random.h>
 #include <syslog.h>
@@ -80,20 +81,24 @@ static void syslog_sink(void *ctx, enum pt_log_level level, const char *line)
     syslog(prio[level], "%s", line);
 }
 
+/* The platform's log: stderr, or syslog once asked for.  core's pt_log()
+ * formats the line and hands it here (pt_log_set_sink). */
+static atomic_int to_syslog;
+
 static void log_cb(void *ctx, enum pt_log_level level, const char *line)
 {
-    pt_log(level, "%s", line);
-    (void)ctx;
+    if (atomic_load(&to_syslog))
+        syslog_sink(ctx, level, line);
+    else
+        stderr_sink(ctx, level, line);
 }
 
 void pt_linux_log_use_syslog(int on)
 {
-    if (on) {
+    if (on)
         openlog("payterm", LOG_PID, LOG_DAEMON);
-        pt_log_set_sink(syslog_sink, NULL);
-    } else {
-        pt_log_set_sink(stderr_sink, NULL);
-    }
+    atomic_store(&to_syslog, on);
+    pt_log_set_sink(log_cb, NULL);
 }
 
 static const struct pt_platform linux_platform = {

@@ -73,4 +73,12 @@ int pt_sim_port(const struct pt_sim *s);
  */
 void pt_sim_stop(struct pt_sim *s);
 
+/*
+ * A platform whose wall clock is base's plus the milliseconds written in the
+ * file at path (tests move the clock under a running daemon; clock.c).
+ * NULL when path is NULL or empty.  One per process.
+ */
+struct pt_platform;
+const struct pt_platform *pt_sim_test_clock(const struct pt_platform *base, const char *path);
+
 #endif
