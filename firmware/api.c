@@ -35,6 +35,7 @@
  *   must not be stopped while a connection is suspended).
  */
 #include "api.h"
+#include "buf.h"
 #include "charges.h"
 #include "connlimit.h"
 #include "crypto.h"
@@ -587,39 +588,9 @@ static MHD_RESULT healthz(struct pt_api *api, struct MHD_Connection *conn, struc
                      ok ? 0 : 2);
 }
 
-/* Appends to a growing text buffer (metrics output is a few KiB). */
-struct text {
-    char *buf;
-    size_t len, cap;
-};
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void tprintf(struct text *t, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        size_t room = t->cap - t->len;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (t->buf && (size_t)n < room) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 8192;
-        while (cap < t->len + (size_t)n + 1)
-            cap *= 2;
-        char *b = realloc(t->buf, cap);
-        if (!b)
-            return;
-        t->buf = b;
-        t->cap = cap;
-    }
-}
+/* The metrics text (a few KiB) in the one growable buffer type (buf.h). */
+#define METRICS_MAX (256 * 1024)
+#define tprintf pt_buf_printf
 
 static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
@@ -630,7 +601,8 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
     if (rc)
         return storage_error(conn, rq, rc);
     int64_t now = pt_host_now_ms();
-    struct text t = {0};
+    struct pt_buf t;
+    pt_buf_init(&t, METRICS_MAX);
     tprintf(&t, "# HELP payterm_charges Charges by state.\n# TYPE payterm_charges gauge\n");
     for (int i = 0; i < PT_STATE__COUNT; i++)
         tprintf(&t, "payterm_charges{state=\"%s\"} %lld\n", pt_state_name((enum pt_state)i),
@@ -701,11 +673,13 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
                 "payterm_http_request_duration_seconds_count %llu\n",
             atomic_load(&pt_metrics.latency_sum_us) / 1e6,
             (unsigned long long)atomic_load(&pt_metrics.latency_count));
-    if (!t.buf)
+    size_t len = 0;
+    char *text = pt_buf_take(&t, &len);
+    if (!text)
         return send_error(conn, rq, 500, "internal_error", "out of memory");
     MHD_RESULT ret =
-        send_text(conn, rq, 200, "text/plain; version=0.0.4; charset=utf-8", t.buf, t.len, 0, 0);
-    free(t.buf);
+        send_text(conn, rq, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, 0, 0);
+    free(text);
     return ret;
 }
 

@@ -45,6 +45,7 @@
  * would make "request bytes written" mean "written to the proxy".
  */
 #include "transport_curl.h"
+#include "buf.h"
 #include "err.h"
 #include "log.h"
 #include "pt_config.h"
@@ -88,7 +89,7 @@ struct channel {
     size_t bytes_out;  /* request bytes curl reported written */
     int resend_refused;
     struct pt_http_response *resp;
-    size_t body_cap;
+    struct pt_buf body; /* the answer's body, bounded by PT_HTTP_MAX_BODY (buf.h) */
     int body_overflow;
     int headers_dropped;
     char errbuf[CURL_ERROR_SIZE];
@@ -254,25 +255,12 @@ static size_t header_cb(char *buf, size_t size, size_t n, void *userp)
 static size_t write_cb(char *data, size_t size, size_t n, void *userp)
 {
     struct channel *ch = userp;
-    struct pt_http_response *r = ch->resp;
     size_t len = size * n;
-    if (r->body_len + len > PT_HTTP_MAX_BODY) {
-        ch->body_overflow = 1;
+    pt_buf_put(&ch->body, data, len);
+    if (ch->body.failed) {
+        ch->body_overflow = ch->body.len + len > PT_HTTP_MAX_BODY;
         return 0; /* CURLE_WRITE_ERROR: the answer is not usable */
     }
-    if (r->body_len + len + 1 > ch->body_cap) {
-        size_t cap = ch->body_cap ? ch->body_cap : 4096;
-        while (cap < r->body_len + len + 1)
-            cap *= 2;
-        char *nb = realloc(r->body, cap);
-        if (!nb)
-            return 0;
-        r->body = nb;
-        ch->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, len);
-    r->body_len += len;
-    r->body[r->body_len] = '\0';
     return len;
 }
 
@@ -467,7 +455,7 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
     ch->bytes_out = 0;
     ch->resend_refused = 0;
     ch->resp = resp;
-    ch->body_cap = 0;
+    pt_buf_init(&ch->body, PT_HTTP_MAX_BODY);
     ch->body_overflow = 0;
     ch->headers_dropped = 0;
     ch->errbuf[0] = '\0';
@@ -491,13 +479,11 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
         long status = 0;
         curl_easy_getinfo(ch->easy, CURLINFO_RESPONSE_CODE, &status);
         resp->status = (int)status;
-        if (!resp->body) {
-            /* Callers may treat body as a string whatever the status. */
-            resp->body = calloc(1, 1);
-            if (!resp->body) {
-                rc = PT_ENOMEM;
-                goto out;
-            }
+        /* Callers may treat body as a string whatever the status: an empty
+         * answer is "". */
+        if (!(resp->body = pt_buf_take(&ch->body, &resp->body_len))) {
+            rc = PT_ENOMEM;
+            goto out;
         }
         ch->stats.answers++;
         if (ch->headers_dropped)
@@ -515,6 +501,7 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
                 ch->resend_refused ? "; refused curl's silent resend on a new connection" : "",
                 ch->body_overflow ? "; response body larger than the limit" : "");
 out:
+    pt_buf_free(&ch->body, 1);
     if (rc != PT_OK)
         pt_http_response_free(resp);
     ch->resp = NULL;
