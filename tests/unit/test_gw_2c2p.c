@@ -87,6 +87,7 @@ static void test_verify(void **state)
 {
     struct fixture *f = *state;
     const cJSON *c;
+    int n = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "verify"))
     {
         const char *tok = pt_test_str(c, "token");
@@ -100,7 +101,10 @@ static void test_verify(void **state)
             assert_string_equal(payload, pt_test_str(c, "payload_text"));
             free(payload);
         }
+        n++;
     }
+    /* A table that went missing must not pass as "nothing to check". */
+    assert_int_equal(n, 5);
 }
 
 static enum pt_outcome outcome_of(const char *s)
