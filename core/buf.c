@@ -4,6 +4,7 @@
 #include "buf.h"
 #include "crypto.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ static int grow(struct pt_buf *b, size_t n)
 {
     if (b->failed)
         return -1;
+    assert(b->len <= b->max); /* appends never pass the limit: the text stays bounded */
     if (n > b->max - b->len) {
         b->failed = 1;
         return -1;

@@ -7,6 +7,7 @@
 #include "json.h"
 #include "log.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,10 @@ static int moved(struct pt_store *st, struct pt_charge *c, enum pt_state from, c
     int rc = pt_store_charge_get_by_id(st, c->id, c);
     if (rc)
         return rc;
+    /* The UPDATE's WHERE allowed only sources of a legal move (SPEC 4), or
+     * a non-final one for a verified success: nothing else can land here. */
+    assert(pt_state_transition_legal(from, c->state) ||
+           (c->state == PT_STATE_SUCCESS && !pt_state_is_final(from)));
     rc = pt_store_audit(st, c->id, pt_state_name(from), pt_state_name(c->state), cause, actor, 0,
                         detail, now);
     if (rc)

@@ -5,6 +5,7 @@
 #include "crypto.h"
 #include "err.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,9 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
                     const char *key, const unsigned char hash[32], int64_t now,
                     struct pt_idem_result *out)
 {
+    /* The configuration loader refuses durations below 1 s: with a zero
+     * lock timeout every retry would take over the first request's lock. */
+    assert(opt->ttl_ms > 0 && opt->lock_timeout_ms > 0);
     memset(out, 0, sizeof *out);
     out->lock = (struct pt_key_lock){.at = now, .by = opt->instance};
     int rc = pt_store_key_insert(st, scope, key, hash, opt->instance, now, now + opt->ttl_ms);

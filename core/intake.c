@@ -21,6 +21,7 @@
 #include "log.h"
 #include "money.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,9 @@ static int answer_as_the_key(struct pt_store *st, struct guard *g, struct pt_rep
 /* Stores out as the key's response and commits. */
 static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply *out, int64_t now)
 {
+    /* The answer is stored in the request's own write transaction: outside
+     * it, nothing would commit the key together with the business rows. */
+    assert(g->in_txn);
     int rc = pt_idem_complete(st, &g->lock, g->scope, g->key, out->status, out->body, out->len,
                               now);
     if (rc == PT_OK)

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "migrations.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -214,6 +215,7 @@ static int xlate(int rc)
 
 static sqlite3_stmt *stmt(struct pt_store *st, int id)
 {
+    assert(id >= 0 && id < S__COUNT); /* one of the PT_STMTS table, by its S_ name */
     sqlite3_stmt *s = st->stmt[id];
     if (s) {
         sqlite3_reset(s);

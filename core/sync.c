@@ -12,6 +12,7 @@
 #include "err.h"
 #include "log.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -447,6 +448,7 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
         }
         if ((rc = finish(st, rc)) || armed < 0)
             continue;
+        assert(armed < n); /* claimed from this run, in order */
         verdict = call(s, PT_GW_PAY, &cs[armed], res);
         if (verdict == PT_ENOTSENT) {
             skip[gw_index(cs[armed].gateway)] = 1;
