@@ -330,12 +330,16 @@ static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply 
     assert(g->in_txn);
     int rc = pt_idem_complete(st, &g->lock, g->scope, g->key, out->status, out->body, out->len,
                               now);
-    if (rc == PT_OK)
+    /* A lock taken over meanwhile: the key's answer is the recoverer's, but
+     * what this request learned from the gateway (the outcome, the code to
+     * show) is still the charge's, so it commits without the key. */
+    int lost = rc == PT_ESTATE;
+    if (rc == PT_OK || lost)
         rc = pt_store_commit(st);
     else
         pt_store_rollback(st);
     g->in_txn = 0;
-    if (rc == PT_ESTATE)
+    if (rc == PT_OK && lost)
         rc = answer_as_the_key(st, g, out);
     if (rc) {
         /* Nothing of this request survived the rollback. */
@@ -1125,10 +1129,19 @@ int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const cha
         storage_unavailable(out, st, rc);
         return rc;
     }
-    if (c.state != PT_STATE_PENDING && c.state != PT_STATE_UNKNOWN) {
+    if (pt_state_is_final(c.state)) {
         pt_reply_error(out, 404, "not_found",
                        "charge %s is %s: there is no code to pay any more", order_id,
                        pt_state_name(c.state));
+        return PT_OK;
+    }
+    if (c.state == PT_STATE_INIT || c.state == PT_STATE_PROCESSING) {
+        /* Its create is on its way (or about to be): the link comes with the
+         * answer. */
+        pt_reply_error(out, 503, "gateway_unavailable",
+                       "charge %s is %s: the gateway has not answered its create yet; retry",
+                       order_id, pt_state_name(c.state));
+        out->retry_after_s = RETRY_IN_USE_S;
         return PT_OK;
     }
     if (!c.action_url[0]) {

@@ -705,10 +705,15 @@ int pt_sync_settle(void *p, struct pt_store *st, struct pt_charge *c,
 int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
 {
     struct pt_sync *s = p;
-    if (c->state == PT_STATE_UNKNOWN)
-        /* The create's answer was lost: repeat it, with the same order id,
-         * as a resend (PROCESSING committed first, the answer applied). */
+    /* The create's answer was lost: repeat it, with the same order id, as a
+     * resend (PROCESSING committed first, the answer applied) - as often as
+     * the sync engine itself may: a kiosk polling this route cannot push the
+     * charge past max_attempts.  (Not held to the backoff: the customer is
+     * standing at the kiosk.) */
+    if (c->state == PT_STATE_UNKNOWN && c->attempts < s->opt.cfg->sync_max_attempts)
         return send_pay(s, st, c);
+    if (c->state == PT_STATE_UNKNOWN)
+        return PT_OK;
     if (c->state != PT_STATE_PENDING)
         return PT_OK;
     /* PENDING without a link (a query found the trade waiting): the create
@@ -913,20 +918,46 @@ static const char *not_bound(const char *route, const struct pt_notification *n,
 
 /*
  * Asks the gateway about c's order (outside any transaction: a network
- * call) and says whether it knows the notified trade under c's order id.
- * When it cannot tell now, the charge is made due, so the sync engine's own
- * query settles it soon.
+ * call) and says whether it knows the notified trade under c's order id;
+ * *res is its answer.  "unconfirmed" when it could not be asked.
  */
 static const char *confirm_by_query(struct pt_sync *s, const struct pt_charge *c,
-                                    const struct pt_notification *n)
+                                    const struct pt_notification *n, struct pt_gw_result *res)
 {
-    struct pt_gw_result res;
-    int sent = call(s, PT_GW_QUERY, c, &res);
-    if (sent == PT_OK && res.trade_no[0] && strcmp(res.trade_no, n->trade_no) == 0)
+    int sent = call(s, PT_GW_QUERY, c, res);
+    if (sent == PT_OK && res->trade_no[0] && strcmp(res->trade_no, n->trade_no) == 0)
         return NULL;
-    if (sent != PT_OK || res.outcome == PT_OUTCOME_AMBIGUOUS)
+    if (sent != PT_OK || res->outcome == PT_OUTCOME_AMBIGUOUS)
         return "unconfirmed";
     return "other_trade";
+}
+
+/* True when a confirming query's final answer says otherwise than the
+ * notification (money moved where it says failed, or the other way). */
+static int query_contradicts(const struct pt_gw_result *q, const struct pt_notification *n)
+{
+    int q_final = q->outcome == PT_OUTCOME_SUCCESS || q->outcome == PT_OUTCOME_DECLINED ||
+                  q->outcome == PT_OUTCOME_CANCELED;
+    return q_final && q->outcome != n->status;
+}
+
+/* The gateway could not be asked whether a notification is ours: it is not
+ * acknowledged (the gateway delivers it again later), and a charge still in
+ * progress is made due, so the sync engine's own query settles it. */
+static int retry_later(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    if (pt_state_is_final(c->state))
+        return PT_EBUSY;
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now;
+    if ((rc = finish(st, pt_store_charge_patch(st, c->id, &p, now))))
+        return rc;
+    pt_sync_wake(s);
+    return PT_EBUSY;
 }
 
 /* Records an unbound notification against the charge it named (if any):
@@ -945,13 +976,7 @@ static int refuse_foreign(struct pt_sync *s, struct pt_store *st, const struct p
              n->dedup_id, why, n->trade_no[0] ? n->trade_no : "none");
     int rc = pt_store_audit(st, c->id, pt_state_name(c->state), pt_state_name(c->state),
                             "notification_foreign", actor, 1, detail, now);
-    if (rc == PT_OK && strcmp(why, "unconfirmed") == 0 && !pt_state_is_final(c->state)) {
-        /* Ours, perhaps, but not provably: the sync engine asks again now. */
-        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-        p.next_attempt_at = now;
-        rc = pt_store_charge_patch(st, c->id, &p, now);
-        pt_sync_wake(s);
-    }
+    (void)s;
     return rc;
 }
 
@@ -1011,9 +1036,15 @@ static int take_notification(struct pt_sync *s, struct pt_store *st, const char 
     if (rc != PT_OK && rc != PT_ENOTFOUND)
         return rc;
     int confirm = 0;
+    struct pt_gw_result q = {0};
     const char *why = not_bound(route, n, rc == PT_OK ? &c : NULL, &confirm);
     if (!why && confirm)
-        why = confirm_by_query(s, &c, n);
+        why = confirm_by_query(s, &c, n, &q);
+    if (why && strcmp(why, "unconfirmed") == 0) {
+        count_notify(route, PT_MN_FOREIGN);
+        *outcome = "unconfirmed";
+        return retry_later(s, st, &c);
+    }
 
     int64_t now = now_ms(s);
     if ((rc = pt_store_begin(st)))
@@ -1039,6 +1070,19 @@ static int take_notification(struct pt_sync *s, struct pt_store *st, const char 
     } else if (why) {
         *outcome = "foreign";
         rc = refuse_foreign(s, st, have == PT_OK ? &c : NULL, n, why, actor, now);
+    } else if (confirm && query_contradicts(&q, n)) {
+        /* The gateway's own answer to our query is the fresher word on the
+         * money (SPEC 4: a verified success wins); the contradiction is for
+         * an operator to look at. */
+        char reason[PT_MESSAGE_MAX];
+        snprintf(reason, sizeof reason, "notification_contradicts_query: notified %s, query %s",
+                 pt_outcome_name(n->status), pt_outcome_name(q.outcome));
+        *outcome = "review";
+        count_notify(route, PT_MN_REVIEW);
+        /* Review first: fulfilment of what the query says waits for it. */
+        rc = raise_review(st, &c, reason, actor, now);
+        if (rc == PT_OK)
+            rc = apply(s, st, &c, PT_GW_QUERY, &q, now);
     } else {
         rc = apply_bound(st, &c, n, actor, now, outcome);
     }
@@ -1078,6 +1122,16 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
     const char *outcome = "";
     rc = take_notification(s, st, gateway, &n, &outcome);
     wake_to_wipe(s);
+    if (rc == PT_EBUSY) {
+        /* Not provably ours until the gateway answers a query: asked to
+         * deliver it again rather than acknowledged and forgotten. */
+        pt_log_warn("notification %s/%s order=%s: not confirmed (the gateway cannot be asked "
+                    "now); not acknowledged, it will come again",
+                    gateway, n.dedup_id, n.order_id);
+        notify_reply(out, gw, 0, content_type);
+        out->status = 503;
+        return PT_OK;
+    }
     if (rc) {
         /* Not acknowledged: the gateway will deliver it again. */
         pt_log_error("notification from %s not applied: %s", gateway, pt_strerror(rc));

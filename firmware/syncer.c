@@ -38,13 +38,15 @@ void pt_syncer_wake(void *p)
 
 /* Empties the WAL when a payment code was erased; returns the monotonic
  * time before which the next one may not run. */
-static int64_t wipe(struct pt_syncer *y, int64_t now, int64_t not_before)
+static int64_t wipe(struct pt_syncer *y, int64_t now, int64_t not_before, int *at_start)
 {
-    if (!pt_store_wipe_due() || now < not_before)
+    if ((!pt_store_wipe_due() && !*at_start) || now < not_before)
         return not_before;
     int rc = pt_store_checkpoint_truncate(y->st);
     if (rc)
         pt_log_debug("sync: truncating checkpoint postponed: %s", pt_strerror(rc));
+    else
+        *at_start = 0;
     return now + WIPE_MIN_INTERVAL_MS;
 }
 
@@ -55,6 +57,9 @@ static void *run(void *p)
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
+    /* A process killed (or a board powered off) before its wipe left
+     * erased payment codes in the WAL: empty it once at start. */
+    int wipe_at_start = 1;
     int64_t clock_skew = pt_host_now_ms() - pt_host_mono_ms();
     for (;;) {
         pthread_mutex_lock(&y->mu);
@@ -96,7 +101,7 @@ static void *run(void *p)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
         int down = pt_sync_any_down(y->sync);
-        next_wipe = wipe(y, pt_host_mono_ms(), next_wipe);
+        next_wipe = wipe(y, pt_host_mono_ms(), next_wipe, &wipe_at_start);
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
@@ -117,7 +122,7 @@ static void *run(void *p)
             if (next < now + 1000)
                 next = now + 1000;
         }
-        if (pt_store_wipe_due()) {
+        if (pt_store_wipe_due() || wipe_at_start) {
             int64_t w = next_wipe > now + 1000 ? next_wipe : now + 1000;
             if (!next || w < next)
                 next = w;

@@ -240,9 +240,18 @@ static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
 /* ---- parse ---------------------------------------------------------------- */
 
 /* Classifies one PaymentIntent object (raw text pi, pilen bytes). */
+/* What a succeeded PaymentIntent captured: amount_received (what moved),
+ * or amount when the object names only that. */
+static int captured_amount(const char *pi, size_t pilen, int64_t *out)
+{
+    static const char *const received[] = {"amount_received", NULL};
+    static const char *const asked[] = {"amount", NULL};
+    int rc = pt_jscan_int(pi, pilen, received, out);
+    return rc == PT_ENOTFOUND ? pt_jscan_int(pi, pilen, asked, out) : rc;
+}
+
 static void classify_pi(const char *pi, size_t pilen, struct pt_gw_result *out)
 {
-    static const char *const amount_path[] = {"amount", NULL};
     cJSON *o = cJSON_ParseWithLength(pi, pilen);
     const char *st = pt__jstr(o, "status");
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "last_payment_error");
@@ -252,7 +261,7 @@ static void classify_pi(const char *pi, size_t pilen, struct pt_gw_result *out)
     } else if (strcmp(st, "succeeded") == 0) {
         pt__result(out, PT_OUTCOME_SUCCESS, st, NULL);
         if (pt__currency_upper(pt__jstr(o, "currency"), out->currency) != PT_OK ||
-            pt_jscan_int(pi, pilen, amount_path, &out->amount) != PT_OK)
+            captured_amount(pi, pilen, &out->amount) != PT_OK)
             pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
                        "Stripe reported an amount payterm cannot read exactly");
     } else if (strcmp(st, "processing") == 0 || strcmp(st, "requires_action") == 0) {
@@ -386,7 +395,9 @@ static int fill_event(const char *body, size_t len, struct pt_notification *n)
         rc = PT_OK;
     } else if (strlen(order) < sizeof n->order_id &&
                pt__currency_upper(pt__jstr(o, "currency"), n->currency) == PT_OK &&
-               pt_jscan_int(pi, pilen, amount_path, &n->amount) == PT_OK) {
+               (n->status == PT_OUTCOME_SUCCESS ? captured_amount(pi, pilen, &n->amount)
+                                                : pt_jscan_int(pi, pilen, amount_path,
+                                                               &n->amount)) == PT_OK) {
         pt__copy(n->order_id, sizeof n->order_id, order);
         /* The webhook secret belongs to one account's endpoint: the
          * signature is the merchant check. */

@@ -242,7 +242,7 @@ case_thread_stack_knob()
     local v
     pt_config .
     jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
-    for v in abc 16 100000 12k; do
+    for v in abc 16 36 63 100000 12k +128 " 128" 0128 ""; do
         OUT=$(PAYTERM_THREAD_STACK_KIB=$v timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
         RC=$?
         expect_eq 1 "$RC" "exit status of serve with PAYTERM_THREAD_STACK_KIB=$v: $OUT"

@@ -115,6 +115,11 @@ static void test_outcomes(void **state)
     struct fixture *f = *state;
     static const struct resp_case cases[] = {
         {"succeeded", PT_GW_PAY, 200, PI("succeeded", ""), PT_OUTCOME_SUCCESS, "succeeded", 0, 1200},
+        /* What moved is amount_received, not the amount asked for. */
+        {"succeeded_received_less", PT_GW_PAY, 200, PI("succeeded", ",\"amount_received\":700"),
+         PT_OUTCOME_SUCCESS, "succeeded", 0, 700},
+        {"succeeded_received_none", PT_GW_PAY, 200, PI("succeeded", ",\"amount_received\":0"),
+         PT_OUTCOME_SUCCESS, "succeeded", 0, 0},
         {"requires_action", PT_GW_PAY, 200, PI("requires_action", ""), PT_OUTCOME_PENDING,
          "requires_action", 0, 0},
         {"processing", PT_GW_PAY, 200, PI("processing", ""), PT_OUTCOME_PENDING, "processing", 0, 0},

@@ -573,6 +573,10 @@ static void test_recovered_key_keeps_one_answer(void **state)
     pt_reply_free(&again);
     pt_reply_free(&r);
     assert_int_equal(sends, 1);
+    /* What the gateway answered the first request is still the charge's. */
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-INUSE", &c), PT_OK);
+    assert_int_equal(c.state, PT_STATE_SUCCESS);
 }
 
 static void test_disk_full_is_503_and_nothing_half_written(void **state)

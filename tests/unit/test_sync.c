@@ -510,15 +510,17 @@ static void test_query_amount_mismatch_holds_fulfilment(void **state)
     assert_int_equal(events_of(a.order_id, "charge.succeeded"), 0);
 }
 
+static const char *event_type = "payment_intent.succeeded";
+
 static void webhook_pi(const char *order, const char *pi, int64_t amount, const char *event_id,
                        int forge, struct pt_reply *out)
 {
     char body[1024], sig[256], hdr[300];
     snprintf(body, sizeof body,
-             "{\"id\":\"%s\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":"
+             "{\"id\":\"%s\",\"type\":\"%s\",\"data\":{\"object\":"
              "{\"id\":\"%s\",\"object\":\"payment_intent\",\"status\":\"succeeded\","
              "\"amount\":%lld,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"%s\"}}}}",
-             event_id, pi, (long long)amount, order);
+             event_id, event_type, pi, (long long)amount, order);
     const char *key = forge ? "whsec_someone_else" : whsec;
     assert_int_equal(pt_stripe_sign_header(key, strlen(key), clock_ms / 1000, body, strlen(body),
                                            sig, sizeof sig),
@@ -676,6 +678,54 @@ static void test_notification_binding(void **state)
     assert_int_equal(captures(u.order_id), 1);
 }
 
+/* A signed "payment failed" for a charge whose answer was lost, while the
+ * gateway's own answer to our query says the money moved: the query wins
+ * (SUCCESS) and the contradiction goes to an operator. */
+static void test_notification_contradicted_by_query(void **state)
+{
+    (void)state;
+    struct pt_charge a;
+    sent_answer_lost(&a, 1700); /* captured at the fake Stripe, UNKNOWN here */
+    struct pt_reply r;
+    event_type = "payment_intent.payment_failed";
+    webhook(a.order_id, 1700, "evt_c1", 0, &r);
+    event_type = "payment_intent.succeeded";
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    struct pt_charge got;
+    assert_int_equal(state_of(a.order_id, &got), PT_STATE_SUCCESS);
+    assert_true(got.review);
+    assert_non_null(strstr(got.review_reason, "notification_contradicts_query"));
+    assert_int_equal(events_of(a.order_id, "charge.failed"), 0);
+    assert_int_equal(events_of(a.order_id, "charge.succeeded"), 0); /* held for review */
+    assert_int_equal(captures(a.order_id), 1);
+}
+
+/* The gateway cannot be asked whether a notification is ours: it is not
+ * acknowledged (delivered again later), not recorded as seen, and applied
+ * once it can be confirmed. */
+static void test_unconfirmed_notification_comes_again(void **state)
+{
+    (void)state;
+    struct pt_charge a;
+    sent_answer_lost(&a, 1800);
+    struct pt_reply r;
+    fault = F_NOT_SENT;
+    fault_count = 1;
+    webhook(a.order_id, 1800, "evt_u1", 0, &r);
+    assert_int_equal(r.status, 503);
+    pt_reply_free(&r);
+    assert_int_equal(state_of(a.order_id, NULL), PT_STATE_UNKNOWN);
+    int64_t seen = 0;
+    assert_int_equal(pt_store_count(st, "notifications", &seen), PT_OK);
+    assert_int_equal(seen, 0);
+    webhook(a.order_id, 1800, "evt_u1", 0, &r); /* the gateway's next delivery */
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    assert_int_equal(state_of(a.order_id, NULL), PT_STATE_SUCCESS);
+    assert_int_equal(events_of(a.order_id, "charge.succeeded"), 1);
+}
+
 /* A success answer in another currency, or naming no amount, is not
  * believed for fulfilment. */
 static void test_answer_currency_mismatch_holds_fulfilment(void **state)
@@ -709,6 +759,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notifications, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notification_binding, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notification_contradicted_by_query, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unconfirmed_notification_comes_again, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_answer_currency_mismatch_holds_fulfilment, setup,
                                         teardown),
     };

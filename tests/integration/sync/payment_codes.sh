@@ -11,7 +11,9 @@
 #     every code appear in no byte of any file under data_dir, nor in a
 #     backup taken after that, nor in the daemon's log;
 #   * the database, its -wal and -shm, the backup are mode 0600 although the
-#     daemon runs with umask 022.
+#     daemon runs with umask 022;
+#   * a daemon SIGKILLed right after a charge became final wipes the WAL
+#     when it starts again.
 . "$(dirname "$0")/synclib.sh" "$@"
 umask 022
 cat >"$T/extra.json" <<'JSON'
@@ -102,4 +104,19 @@ charge k-pc-1-again PC-ONLINE "$(barcode 1 1200)"
 expect "PC-ONLINE under another key, same parameters" 200 "$ST"
 expect "PC-ONLINE state in that answer" SUCCESS "$(field .state)"
 expect_captured_once PC-ONLINE
+
+# A daemon killed right after a charge became final (inside the 5 s between
+# two truncating checkpoints) wipes the WAL when it starts again.
+charge k-pc-6 PC-KILL-1 "$(barcode 6 1200)"
+expect "PC-KILL-1" 201 "$ST"
+charge k-pc-7 PC-KILL-2 "$(barcode 7 1200)"
+expect "PC-KILL-2" 201 "$ST"
+daemon_kill KILL
+daemon_restart
+gone_after_kill() {
+    # shellcheck disable=SC2046
+    [ "$(hits "$(code_of 6)" $(data_files))" = 0 ] && [ "$(hits "$(code_of 7)" $(data_files))" = 0 ]
+}
+wait_until 15 gone_after_kill || fail "payment codes survived a SIGKILL and a restart in the files under data_dir"
+log "payment codes gone after a SIGKILL and a restart"
 pass

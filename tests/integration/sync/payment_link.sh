@@ -8,6 +8,8 @@
 #   * GET .../payment is 200 {"code_url"|"qr_code"|"payment_url": ...}, the
 #     same link on every call, and the charge object shows it too;
 #   * the gateway still has exactly one trade for the order;
+#   * 503 gateway_unavailable while the create is still in flight;
+#   * polling it cannot resend past sync.max_attempts;
 #   * 404 not_found for a method without a link, a final charge, an unknown
 #     order.
 . "$(dirname "$0")/synclib.sh" "$@"
@@ -43,6 +45,30 @@ for gw in alipay wechat 2c2p; do
     expect "$o captures" 0 "$(captures "$o")"
     log "$o: lost create answer, link fetched again: $link"
 done
+
+# While the create is still on its way the link is not there yet: 503
+# gateway_unavailable with Retry-After, never a 404 that says "no code".
+sim_fault '{"gateway":"wechat","mode":"delay","count":1,"delay_ms":1500,"method":"POST"}'
+charge k-PL-SLOW PL-SLOW "$(body_for wechat.qr 1252)" &
+slow=$!
+sleep 0.5
+payment PL-SLOW
+expect "GET payment while the create is in flight" 503 "$PST"
+expect "GET payment while in flight: code" gateway_unavailable "$(jq -r .error.code <<<"$PBODY")"
+wait $slow
+payment PL-SLOW
+expect "GET payment once the create answered" 200 "$PST"
+
+# A kiosk polling the route cannot resend past sync.max_attempts (5 here).
+sim_fault '{"gateway":"wechat","mode":"drop_after_commit","count":1,"method":"POST"}'
+charge k-PL-POLL PL-POLL "$(body_for wechat.qr 1252)"
+expect "PL-POLL first state" UNKNOWN "$(field .state)"
+sim_fault '{"gateway":"wechat","mode":"http_500_after_commit","count":20,"method":"POST"}'
+for i in 1 2 3 4 5 6 7 8; do payment PL-POLL; done
+sim_clear
+attempts=$(charge_json PL-POLL | jq .attempts)
+[ "$attempts" -le 5 ] || fail "PL-POLL: polling GET .../payment made $attempts attempts (max_attempts 5)"
+log "PL-POLL: 8 polls, $attempts attempts"
 
 charge k-PL-CARD PL-CARD "$(stripe_card 1200)"
 expect "PL-CARD" 201 "$ST"
