@@ -13,11 +13,11 @@
 #include <stddef.h>
 
 struct pt_buf {
-    char *p;     /* NUL-terminated while not failed */
-    size_t len;  /* bytes used, NUL excluded */
-    size_t cap;  /* bytes allocated */
-    size_t max;  /* hard limit on len */
-    int failed;  /* 1 after overflow or allocation failure */
+    char *p;    /* NUL-terminated while not failed */
+    size_t len; /* bytes used, NUL excluded */
+    size_t cap; /* bytes allocated */
+    size_t max; /* hard limit on len */
+    int failed; /* 1 after overflow or allocation failure */
 };
 
 /* Starts an empty buffer that may grow to max bytes. */

@@ -27,7 +27,7 @@ enum pt_offline_mode { PT_OFFLINE_PREFER = 0, PT_OFFLINE_REQUIRE_ONLINE, PT_OFFL
 #define PT_ORDER_ID_MAX 65
 #define PT_GATEWAY_MAX 8
 #define PT_METHOD_MAX 16
-#define PT_SHORT_MAX 129   /* gateway trade numbers, payment methods, codes */
+#define PT_SHORT_MAX 129 /* gateway trade numbers, payment methods, codes */
 #define PT_SUBJECT_MAX 257
 #define PT_URL_MAX 1025
 #define PT_MESSAGE_MAX 257

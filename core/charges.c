@@ -240,8 +240,8 @@ static int refused(struct pt_store *st, struct pt_charge *c, enum pt_state to, c
 }
 
 int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state to,
-                         const struct pt_charge_patch *patch, const char *cause,
-                         const char *actor, const char *detail, int64_t now)
+                         const struct pt_charge_patch *patch, const char *cause, const char *actor,
+                         const char *detail, int64_t now)
 {
     if (c->state == to)
         return PT_EEXIST;

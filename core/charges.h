@@ -33,8 +33,8 @@ int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *actor
  *   PT_ESTATE  illegal from the stored state: refused and audited, *c re-read
  */
 int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state to,
-                         const struct pt_charge_patch *patch, const char *cause,
-                         const char *actor, const char *detail, int64_t now);
+                         const struct pt_charge_patch *patch, const char *cause, const char *actor,
+                         const char *detail, int64_t now);
 
 /*
  * A verified gateway report that the money moved.  Any non-final state goes

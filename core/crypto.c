@@ -86,8 +86,7 @@ static int b64_alpha(unsigned char c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 
-int pt_base64_decode(const char *in, size_t len, unsigned char *out, size_t outlen,
-                     size_t *olen)
+int pt_base64_decode(const char *in, size_t len, unsigned char *out, size_t outlen, size_t *olen)
 {
     /* mbedTLS skips blanks and line breaks; a signature with either is not one
      * the gateway sent, so the alphabet and padding are checked first. */
@@ -135,8 +134,7 @@ int pt_base64url_encode(const void *in, size_t len, char *out, size_t outlen, si
     return PT_OK;
 }
 
-int pt_base64url_decode(const char *in, size_t len, unsigned char *out, size_t outlen,
-                        size_t *olen)
+int pt_base64url_decode(const char *in, size_t len, unsigned char *out, size_t outlen, size_t *olen)
 {
     if (len % 4 == 1 || len > SIZE_MAX / 2)
         return PT_EPARSE;
@@ -324,7 +322,8 @@ struct pt_pk {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+static void
+seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen)
         return;
@@ -445,8 +444,8 @@ static int check_rsa(struct pt_pk *pk, const char *label, char *err, size_t errl
     return PT_OK;
 }
 
-int pt_pk_load_mem(const char *label, const void *pem, size_t len, pt_random_fn rnd,
-                   void *rnd_ctx, struct pt_pk **out, char *err, size_t errlen)
+int pt_pk_load_mem(const char *label, const void *pem, size_t len, pt_random_fn rnd, void *rnd_ctx,
+                   struct pt_pk **out, char *err, size_t errlen)
 {
     int rc = PT_ENOMEM;
     unsigned char *buf = NULL;
@@ -605,13 +604,13 @@ static int pk_sign_hash(struct pt_pk *pk, const unsigned char hash[32], unsigned
                            pt_drbg_mbedtls_rng, pk->drbg);
 #else
     (void)sigsize; /* checked by the caller: sigsize >= modulus size */
-    return mbedtls_pk_sign(pk->ctx, MBEDTLS_MD_SHA256, hash, 32, sig, siglen,
-                           pt_drbg_mbedtls_rng, pk->drbg);
+    return mbedtls_pk_sign(pk->ctx, MBEDTLS_MD_SHA256, hash, 32, sig, siglen, pt_drbg_mbedtls_rng,
+                           pk->drbg);
 #endif
 }
 
-int pt_pk_sign(struct pt_pk *pk, const void *msg, size_t len, unsigned char *sig,
-               size_t sigsize, size_t *siglen)
+int pt_pk_sign(struct pt_pk *pk, const void *msg, size_t len, unsigned char *sig, size_t sigsize,
+               size_t *siglen)
 {
     int rc = PT_EINVAL;
     unsigned char hash[32];
@@ -657,8 +656,8 @@ int pt_pk_verify(const struct pt_pk *pk, const void *msg, size_t len, const unsi
     return rc;
 }
 
-int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len,
-                        const char *sig_b64, size_t b64len)
+int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len, const char *sig_b64,
+                        size_t b64len)
 {
     unsigned char sig[1024];
     size_t siglen = 0;
@@ -671,8 +670,7 @@ int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len,
 
 int pt_aes256gcm_decrypt(const unsigned char key[32], const unsigned char *iv, size_t ivlen,
                          const unsigned char *aad, size_t aadlen, const unsigned char *ct,
-                         size_t ctlen, const unsigned char tag[PT_GCM_TAG_LEN],
-                         unsigned char *pt)
+                         size_t ctlen, const unsigned char tag[PT_GCM_TAG_LEN], unsigned char *pt)
 {
     int rc = PT_EINVAL;
     if (ivlen == 0)
@@ -704,8 +702,8 @@ int pt_aes256gcm_encrypt(const unsigned char key[32], const unsigned char *iv, s
     if (mbedtls_gcm_setkey(&gcm, MBEDTLS_CIPHER_ID_AES, key, 256) != 0)
         goto out;
     rc = PT_ECRYPTO;
-    if (mbedtls_gcm_crypt_and_tag(&gcm, MBEDTLS_GCM_ENCRYPT, ptlen, iv, ivlen, aad, aadlen, pt,
-                                  ct, PT_GCM_TAG_LEN, tag) == 0)
+    if (mbedtls_gcm_crypt_and_tag(&gcm, MBEDTLS_GCM_ENCRYPT, ptlen, iv, ivlen, aad, aadlen, pt, ct,
+                                  PT_GCM_TAG_LEN, tag) == 0)
         rc = PT_OK;
 out:
     mbedtls_gcm_free(&gcm);

@@ -49,8 +49,7 @@ int pt_base64_encode(const void *in, size_t len, char *out, size_t outlen, size_
  * whitespace is tolerated: signatures arrive in headers and form values),
  * PT_ETOOBIG when out is too small.
  */
-int pt_base64_decode(const char *in, size_t len, unsigned char *out, size_t outlen,
-                     size_t *olen);
+int pt_base64_decode(const char *in, size_t len, unsigned char *out, size_t outlen, size_t *olen);
 
 /* URL-safe base64 without padding (RFC 4648 section 5, as JWT uses it). */
 int pt_base64url_encode(const void *in, size_t len, char *out, size_t outlen, size_t *olen);
@@ -142,8 +141,8 @@ int pt_pk_load_file(const char *path, pt_random_fn rnd, void *rnd_ctx, struct pt
  * Same from memory: pem (len bytes, need not be NUL-terminated).  label names
  * the source in error messages ("alipay_public_key_file", "<stdin>"...).
  */
-int pt_pk_load_mem(const char *label, const void *pem, size_t len, pt_random_fn rnd,
-                   void *rnd_ctx, struct pt_pk **out, char *err, size_t errlen);
+int pt_pk_load_mem(const char *label, const void *pem, size_t len, pt_random_fn rnd, void *rnd_ctx,
+                   struct pt_pk **out, char *err, size_t errlen);
 
 /* Frees a key (wiping private material); accepts NULL. */
 void pt_pk_free(struct pt_pk *pk);
@@ -167,8 +166,8 @@ const char *pt_pk_serial(const struct pt_pk *pk);
  * pt_pk_size(pk) bytes (sigsize must be at least that); *siglen the count.
  * PT_OK, PT_EINVAL (public key), PT_ETOOBIG, PT_ECRYPTO.  Thread-safe.
  */
-int pt_pk_sign(struct pt_pk *pk, const void *msg, size_t len, unsigned char *sig,
-               size_t sigsize, size_t *siglen);
+int pt_pk_sign(struct pt_pk *pk, const void *msg, size_t len, unsigned char *sig, size_t sigsize,
+               size_t *siglen);
 
 /* Same, base64 (standard, padded) into out (outlen bytes, NUL-terminated). */
 int pt_pk_sign_base64(struct pt_pk *pk, const void *msg, size_t len, char *out, size_t outlen);
@@ -181,8 +180,8 @@ int pt_pk_verify(const struct pt_pk *pk, const void *msg, size_t len, const unsi
                  size_t siglen);
 
 /* Same with a base64 signature (sig_b64, b64len bytes); bad base64 -> PT_ESIG. */
-int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len,
-                        const char *sig_b64, size_t b64len);
+int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len, const char *sig_b64,
+                        size_t b64len);
 
 /* ---- AES-256-GCM -------------------------------------------------------- */
 
@@ -197,8 +196,7 @@ int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len,
  */
 int pt_aes256gcm_decrypt(const unsigned char key[32], const unsigned char *iv, size_t ivlen,
                          const unsigned char *aad, size_t aadlen, const unsigned char *ct,
-                         size_t ctlen, const unsigned char tag[PT_GCM_TAG_LEN],
-                         unsigned char *pt);
+                         size_t ctlen, const unsigned char tag[PT_GCM_TAG_LEN], unsigned char *pt);
 
 /* Encrypts (the simulator's side of WeChat notifications); tag gets 16 bytes. */
 int pt_aes256gcm_encrypt(const unsigned char key[32], const unsigned char *iv, size_t ivlen,

@@ -39,8 +39,8 @@
 #include "charge.h"
 #include "platform.h"
 
-struct pt_pk;      /* an RSA key (crypto.h) */
-struct pt_gw_cli;  /* sign/verify command options (gateways/gwcli.h) */
+struct pt_pk;     /* an RSA key (crypto.h) */
+struct pt_gw_cli; /* sign/verify command options (gateways/gwcli.h) */
 struct cJSON;
 
 #define PT_GW_MAX_CURRENCIES 16
@@ -66,27 +66,27 @@ const char *pt_outcome_name(enum pt_outcome o);
  * fixed buffers wiped by pt_gw_config_free().
  */
 struct pt_gw_config {
-    char name[8];                /* "alipay", "wechat", "stripe", "2c2p" */
-    char endpoint[256];          /* base URL (Alipay: the full gateway.do URL) */
-    char app_id[64];             /* Alipay app_id, WeChat appid */
-    char merchant_id[64];        /* WeChat mchid, 2C2P merchantID, Alipay seller_id ("" =
-                                    not configured: notifications are not held to one) */
-    char serial_no[128];         /* WeChat merchant certificate serial */
-    char platform_serial[128];   /* WeChat platform key serial (hex) */
+    char name[8];              /* "alipay", "wechat", "stripe", "2c2p" */
+    char endpoint[256];        /* base URL (Alipay: the full gateway.do URL) */
+    char app_id[64];           /* Alipay app_id, WeChat appid */
+    char merchant_id[64];      /* WeChat mchid, 2C2P merchantID, Alipay seller_id ("" =
+                                  not configured: notifications are not held to one) */
+    char serial_no[128];       /* WeChat merchant certificate serial */
+    char platform_serial[128]; /* WeChat platform key serial (hex) */
     char notify_url[256];
-    struct pt_pk *private_key;   /* merchant RSA key (Alipay, WeChat); NULL otherwise */
-    struct pt_pk *peer_key;      /* Alipay public key / WeChat platform key */
-    unsigned char secret[256];   /* Stripe secret key, 2C2P secret, WeChat APIv3 key */
+    struct pt_pk *private_key; /* merchant RSA key (Alipay, WeChat); NULL otherwise */
+    struct pt_pk *peer_key;    /* Alipay public key / WeChat platform key */
+    unsigned char secret[256]; /* Stripe secret key, 2C2P secret, WeChat APIv3 key */
     size_t secret_len;
     unsigned char webhook_secret[256]; /* Stripe whsec_... (the whole string) */
     size_t webhook_secret_len;
-    int barcode_timeout_s;       /* Alipay: reverse an unpaid barcode charge after this */
+    int barcode_timeout_s; /* Alipay: reverse an unpaid barcode charge after this */
     /* Alipay: the currencies this merchant may charge in (cross-border
      * acquiring); a charge in another currency is never built.  Empty list
      * = CNY only (domestic Alipay). */
     char currencies[PT_GW_MAX_CURRENCIES][4];
     int ncurrencies;
-    char settle_currency[4];     /* Alipay settle_currency; "" = not sent */
+    char settle_currency[4]; /* Alipay settle_currency; "" = not sent */
 };
 
 /* True when cfg allows charges in currency (Alipay's currencies list; every
@@ -121,29 +121,31 @@ struct pt_gw_settings {
 
 /* How a configuration key of a gateway is read. */
 enum pt_gw_key_kind {
-    PT_GWK_TEXT,        /* a string */
-    PT_GWK_HTTPS,       /* an https:// URL */
-    PT_GWK_URL,         /* an http:// or https:// URL */
-    PT_GWK_FILE,        /* a file path (a public key, a certificate) */
-    PT_GWK_SECRET,      /* a file path that holds a secret: mode 0600 required */
-    PT_GWK_SECONDS,     /* an integer between min and max */
-    PT_GWK_CURRENCIES,  /* a list of ISO 4217 codes */
-    PT_GWK_CURRENCY,    /* one ISO 4217 code */
+    PT_GWK_TEXT,       /* a string */
+    PT_GWK_HTTPS,      /* an https:// URL */
+    PT_GWK_URL,        /* an http:// or https:// URL */
+    PT_GWK_FILE,       /* a file path (a public key, a certificate) */
+    PT_GWK_SECRET,     /* a file path that holds a secret: mode 0600 required */
+    PT_GWK_SECONDS,    /* an integer between min and max */
+    PT_GWK_CURRENCIES, /* a list of ISO 4217 codes */
+    PT_GWK_CURRENCY,   /* one ISO 4217 code */
 };
 
 struct pt_gw_key {
-    const char *name;          /* in gateways.<gateway>; NULL ends a table */
+    const char *name; /* in gateways.<gateway>; NULL ends a table */
     enum pt_gw_key_kind kind;
-    size_t offset;             /* of the field in struct pt_gw_settings */
-    size_t size;               /* of a text field */
+    size_t offset; /* of the field in struct pt_gw_settings */
+    size_t size;   /* of a text field */
     int required;
-    int64_t min, max;          /* PT_GWK_SECONDS */
+    int64_t min, max; /* PT_GWK_SECONDS */
 };
 
 /* A key table entry for a text-like field of struct pt_gw_settings. */
-#define PT_GW_KEY(n, k, field, req)                                                               \
-    {.name = (n), .kind = (k), .offset = offsetof(struct pt_gw_settings, field),                 \
-     .size = sizeof(((struct pt_gw_settings *)0)->field), .required = (req)}
+#define PT_GW_KEY(n, k, field, req)                                                                \
+    {                                                                                              \
+        .name = (n), .kind = (k), .offset = offsetof(struct pt_gw_settings, field),                \
+        .size = sizeof(((struct pt_gw_settings *)0)->field), .required = (req)                     \
+    }
 
 typedef int (*pt_gw_random_fn)(void *ctx, void *buf, size_t len);
 
@@ -157,33 +159,34 @@ struct pt_gw_env {
 /* The classified result of one call. */
 struct pt_gw_result {
     enum pt_outcome outcome;
-    char trade_no[PT_SHORT_MAX];   /* Alipay trade_no, WeChat transaction_id, Stripe pi_..., 2C2P tranRef */
-    char action_url[PT_URL_MAX];   /* qr_code / code_url / payment_url */
-    char code[PT_SHORT_MAX];       /* gateway's code (declines and ambiguity) */
-    char message[PT_MESSAGE_MAX];  /* gateway's message, no secrets */
-    int64_t amount;                /* minor units when the gateway reported one, else 0 */
+    char trade_no[PT_SHORT_MAX];  /* Alipay trade_no, WeChat transaction_id, Stripe pi_..., 2C2P
+                                     tranRef */
+    char action_url[PT_URL_MAX];  /* qr_code / code_url / payment_url */
+    char code[PT_SHORT_MAX];      /* gateway's code (declines and ambiguity) */
+    char message[PT_MESSAGE_MAX]; /* gateway's message, no secrets */
+    int64_t amount;               /* minor units when the gateway reported one, else 0 */
     char currency[4];
-    int review;                    /* the adapter asks for an operator (e.g. Stripe
-                                      idempotency_error: same key, other parameters) */
+    int review; /* the adapter asks for an operator (e.g. Stripe
+                   idempotency_error: same key, other parameters) */
 };
 
 /* A verified, normalised gateway notification. */
 struct pt_notification {
     char gateway[8];
-    char dedup_id[256];            /* applied once per (gateway, dedup_id) */
+    char dedup_id[256]; /* applied once per (gateway, dedup_id) */
     char order_id[PT_ORDER_ID_MAX];
     char trade_no[PT_SHORT_MAX];
-    int64_t amount;                /* minor units, 0 if absent */
+    int64_t amount; /* minor units, 0 if absent */
     char currency[4];
-    char merchant_id[64];          /* app_id / mchid / merchantID as notified; "" if absent */
+    char merchant_id[64]; /* app_id / mchid / merchantID as notified; "" if absent */
     /* 1 when every merchant identifier this gateway's notifications carry
      * is present and equals the configured one (Alipay app_id, and seller_id
      * when configured; WeChat mchid and appid; 2C2P merchantID; Stripe has
      * none beyond the webhook secret).  A notification without it is
      * acknowledged but never bound to a charge (SPEC section 5). */
     int merchant_ok;
-    enum pt_outcome status;        /* SUCCESS, DECLINED, CANCELED or PENDING */
-    int relevant;                  /* 0: valid but nothing to apply (e.g. other event type) */
+    enum pt_outcome status; /* SUCCESS, DECLINED, CANCELED or PENDING */
+    int relevant;           /* 0: valid but nothing to apply (e.g. other event type) */
 };
 
 enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL };
@@ -288,8 +291,8 @@ struct pt_gateway {
     const char *no_cancel;
 
     /* The exact replies the gateway wants for a notification. */
-    const char *notify_ok_type;   /* Content-Type of the success reply */
-    const char *notify_ok_body;   /* "success", {"code":"SUCCESS"}, ... */
+    const char *notify_ok_type; /* Content-Type of the success reply */
+    const char *notify_ok_body; /* "success", {"code":"SUCCESS"}, ... */
     const char *notify_fail_type;
     const char *notify_fail_body; /* "fail", {"code":"FAIL","message":"..."}, ... */
 };

@@ -58,8 +58,8 @@ int pt_idem_fingerprint(const char *method, const char *path, const char *body_c
     return rc;
 }
 
-static void fill_from_row(const struct pt_key_row *row, const unsigned char hash[32],
-                          int64_t now, struct pt_idem_result *out)
+static void fill_from_row(const struct pt_key_row *row, const unsigned char hash[32], int64_t now,
+                          struct pt_idem_result *out)
 {
     memcpy(out->order_id, row->order_id, sizeof out->order_id);
     if (!pt_ct_equal(row->request_hash, hash, 32)) {
@@ -150,8 +150,7 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
          * crash) or a request that never finished within lock_timeout.  Take
          * the lock over; the caller finds out from the charge row how far the
          * first attempt got. */
-        rc = pt_store_key_relock(st, scope, key, row.locked_at, row.locked_by, opt->instance,
-                                 now);
+        rc = pt_store_key_relock(st, scope, key, row.locked_at, row.locked_by, opt->instance, now);
         if (rc == PT_OK)
             out->status = PT_IDEM_RECOVERED;
         else if (rc != PT_EEXIST) {

@@ -41,11 +41,11 @@ struct pt_idem_options {
 
 struct pt_idem_result {
     enum pt_idem_status status;
-    int response_status;   /* REPLAY */
-    char *body;            /* REPLAY: malloc'd stored body; pt_idem_result_free */
+    int response_status; /* REPLAY */
+    char *body;          /* REPLAY: malloc'd stored body; pt_idem_result_free */
     size_t body_len;
-    int64_t lock_age_ms;   /* IN_USE: how long the lock has been held */
-    char order_id[65];     /* RECOVERED/REPLAY: the order the key created, if any */
+    int64_t lock_age_ms;     /* IN_USE: how long the lock has been held */
+    char order_id[65];       /* RECOVERED/REPLAY: the order the key created, if any */
     struct pt_key_lock lock; /* NEW/RECOVERED: the lock this caller now holds */
 };
 

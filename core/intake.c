@@ -130,7 +130,7 @@ struct guard {
     char key[256];
     char scope[160];
     unsigned char hash[32];
-    cJSON *json;     /* parsed body, NULL when empty or refused */
+    cJSON *json;      /* parsed body, NULL when empty or refused */
     int body_is_json; /* fingerprinted in canonical form */
     /* Why pt_json_check refused the body ("field: problem"), "" if it did not. */
     char refused[PT_JSON_FIELD_MAX + 112];
@@ -149,9 +149,8 @@ static void guard_free(struct guard *g)
 
 /* Steps 1-3 (see guard_enter). */
 static int guard_try(const struct pt_intake *in, struct pt_store *st, const char *path,
-                     const char *key_header, const char *body, size_t len,
-                     int empty_is_object, int64_t now, struct guard *g, struct pt_reply *out,
-                     struct pt_idem_result *res)
+                     const char *key_header, const char *body, size_t len, int empty_is_object,
+                     int64_t now, struct guard *g, struct pt_reply *out, struct pt_idem_result *res)
 {
     memset(g, 0, sizeof *g);
     memset(res, 0, sizeof *res);
@@ -328,8 +327,8 @@ static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply 
     /* The answer is stored in the request's own write transaction: outside
      * it, nothing would commit the key together with the business rows. */
     assert(g->in_txn);
-    int rc = pt_idem_complete(st, &g->lock, g->scope, g->key, out->status, out->body, out->len,
-                              now);
+    int rc =
+        pt_idem_complete(st, &g->lock, g->scope, g->key, out->status, out->body, out->len, now);
     /* A lock taken over meanwhile: the key's answer is the recoverer's, but
      * what this request learned from the gateway (the outcome, the code to
      * show) is still the charge's, so it commits without the key. */
@@ -399,8 +398,8 @@ static int text_ok(const char *s, size_t max_bytes)
 }
 
 static const char *const charge_fields[] = {
-    "order_id", "amount", "currency", "gateway", "method", "payment_code", "payment_method",
-    "customer", "subject", "offline", "metadata", NULL};
+    "order_id",       "amount",   "currency", "gateway", "method",   "payment_code",
+    "payment_method", "customer", "subject",  "offline", "metadata", NULL};
 
 /*
  * Validates the body into c, defaults filled in; amount is the raw text of
@@ -479,9 +478,8 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
         if (c->order_id[0] &&
             (n < gw->order_id_min || n > gw->order_id_max ||
              (gw->order_id_forbidden && strpbrk(c->order_id, gw->order_id_forbidden)))) {
-            snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", gw->name,
-                     gw->order_id_min, gw->order_id_max,
-                     gw->order_id_forbidden ? " without '" : "",
+            snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", gw->name, gw->order_id_min,
+                     gw->order_id_max, gw->order_id_forbidden ? " without '" : "",
                      gw->order_id_forbidden ? gw->order_id_forbidden : "",
                      gw->order_id_forbidden ? "'" : "");
             problem(msg, cap, "order_id", t);
@@ -590,8 +588,8 @@ struct offline_no {
  * inside the write transaction, so the totals cannot change under us.
  * already_queued: c is INIT already and counted in the figures.
  */
-static int offline_check(const struct pt_intake *in, struct pt_store *st,
-                         const struct pt_charge *c, int already_queued, struct offline_no *no)
+static int offline_check(const struct pt_intake *in, struct pt_store *st, const struct pt_charge *c,
+                         int already_queued, struct offline_no *no)
 {
     const struct pt_cfg_offline_limit *lim = pt_config_offline_limit(in->cfg, c->currency);
     no->code = "offline_limit_exceeded";
@@ -706,8 +704,7 @@ static int goes_online(const struct pt_intake *in, struct pt_store *st, const st
 
 /* The gateway is not to be asked now: c waits in the queue, or the 503. */
 static int queue_new(const struct pt_intake *in, struct pt_store *st, struct pt_charge *c,
-                     enum pt_offline_mode mode, int64_t now, struct pt_reply *out,
-                     enum step *next)
+                     enum pt_offline_mode mode, int64_t now, struct pt_reply *out, enum step *next)
 {
     *next = STEP_RELEASE;
     if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
@@ -879,9 +876,8 @@ static int answered_before_new(const struct pt_intake *in, struct pt_store *st, 
     return *rc != PT_OK;
 }
 
-int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
-                            const char *key_header, const char *body, size_t len, int64_t now,
-                            struct pt_reply *out)
+int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                            const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
     memset(out, 0, sizeof *out);
     struct guard g;
@@ -970,8 +966,7 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
     case PT_STATE_SUCCESS:
     case PT_STATE_FAILED:
         pt_reply_error(out, 409, "charge_not_cancelable",
-                       "charge %s is %s and cannot be canceled%s", order_id,
-                       pt_state_name(c.state),
+                       "charge %s is %s and cannot be canceled%s", order_id, pt_state_name(c.state),
                        c.state == PT_STATE_SUCCESS ? " (refunds are a separate feature)" : "");
         break;
     default:
@@ -1053,7 +1048,8 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
         if (!cJSON_IsString(op) || !charset_ok(op->valuestring, 1, 64, "_.@-"))
             problem(msg, sizeof msg, "operator",
                     "required: the operator's name, 1-64 of A-Z a-z 0-9 _ . @ -");
-        if (note && !cJSON_IsNull(note) && (!cJSON_IsString(note) || !text_ok(note->valuestring, 200)))
+        if (note && !cJSON_IsNull(note) &&
+            (!cJSON_IsString(note) || !text_ok(note->valuestring, 200)))
             problem(msg, sizeof msg, "note", "must be 1-200 bytes of text");
     }
     if (msg[0]) {
@@ -1069,7 +1065,9 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
     char actor[80], reason[PT_MESSAGE_MAX];
     snprintf(actor, sizeof actor, "operator:%s", op->valuestring);
     snprintf(reason, sizeof reason, "%s",
-             cJSON_IsString(note) ? note->valuestring : on ? "held by operator" : "cleared");
+             cJSON_IsString(note) ? note->valuestring
+             : on                 ? "held by operator"
+                                  : "cleared");
     rc = pt_charge_review(st, &c, on, reason, actor, now);
     if (rc && rc != PT_EEXIST)
         goto storage;
@@ -1130,9 +1128,8 @@ int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const cha
         return rc;
     }
     if (pt_state_is_final(c.state)) {
-        pt_reply_error(out, 404, "not_found",
-                       "charge %s is %s: there is no code to pay any more", order_id,
-                       pt_state_name(c.state));
+        pt_reply_error(out, 404, "not_found", "charge %s is %s: there is no code to pay any more",
+                       order_id, pt_state_name(c.state));
         return PT_OK;
     }
     if (c.state == PT_STATE_INIT || c.state == PT_STATE_PROCESSING) {

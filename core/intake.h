@@ -24,9 +24,9 @@ struct pt_reply {
     int status;
     char *body; /* malloc'd JSON; pt_reply_free */
     size_t len;
-    int replayed;        /* send Idempotency-Replayed: true */
-    int retry_after_s;   /* > 0: send Retry-After */
-    char code[48];       /* error code, "" on success (for logs and metrics) */
+    int replayed;      /* send Idempotency-Replayed: true */
+    int retry_after_s; /* > 0: send Retry-After */
+    char code[48];     /* error code, "" on success (for logs and metrics) */
 };
 
 void pt_reply_free(struct pt_reply *r);
@@ -100,9 +100,8 @@ struct pt_intake {
 
 /* POST /v1/charges.  key_header may be NULL (missing).  Always fills out;
  * returns PT_OK or the storage error that made it answer 503. */
-int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st,
-                            const char *key_header, const char *body, size_t len, int64_t now,
-                            struct pt_reply *out);
+int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                            const char *body, size_t len, int64_t now, struct pt_reply *out);
 
 /* POST /v1/charges/{order_id}/cancel. */
 int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,

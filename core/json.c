@@ -174,8 +174,7 @@ static size_t utf8_seq(const unsigned char *p, const unsigned char *end)
     }
     if (c >= 0xf0 && c <= 0xf4) {
         unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-        return n >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 &&
-                       (p[3] & 0xc0) == 0x80
+        return n >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80
                    ? 4
                    : 0;
     }
@@ -203,10 +202,12 @@ size_t pt_json_utf8_scrub(char *s)
  * cost of a check. */
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
 static const unsigned char plain_byte[256] = {
-    R16(0), R16(0),                                                 /* 0x00-0x1f */
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,                 /* 0x20-0x2f: '"' */
-    R16(1), R16(1),                                                 /* 0x30-0x4f */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,                 /* 0x50-0x5f: '\\' */
+    R16(0), R16(0), /* 0x00-0x1f */
+    1,      1,      0,      1,      1,      1,      1,      1,
+    1,      1,      1,      1,      1,      1,      1,      1, /* 0x20-0x2f: '"' */
+    R16(1), R16(1),                                            /* 0x30-0x4f */
+    1,      1,      1,      1,      1,      1,      1,      1,
+    1,      1,      1,      1,      0,      1,      1,      1,      /* 0x50-0x5f: '\\' */
     R16(1), R16(1),                                                 /* 0x60-0x7f */
     R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), /* 0x80-0xff */
 };
@@ -280,7 +281,8 @@ static void put_path(const struct scan *s, int levels, char *out, size_t cap)
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int fail(struct scan *s, int levels, const char *fmt, ...)
+static int
+fail(struct scan *s, int levels, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -444,11 +446,21 @@ static size_t decode_string(const unsigned char *p, const unsigned char *end, ch
         unsigned c = p[1];
         p += 2;
         switch (c) {
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
+        case 'b':
+            o[n++] = '\b';
+            break;
+        case 'f':
+            o[n++] = '\f';
+            break;
+        case 'n':
+            o[n++] = '\n';
+            break;
+        case 'r':
+            o[n++] = '\r';
+            break;
+        case 't':
+            o[n++] = '\t';
+            break;
         case 'u': {
             unsigned cp = (unsigned)hex4(p, end);
             p += 4;
@@ -459,7 +471,8 @@ static size_t decode_string(const unsigned char *p, const unsigned char *end, ch
             n += put_cp(o + n, cp);
             break;
         }
-        default: o[n++] = (char)c; /* " \ / */
+        default:
+            o[n++] = (char)c; /* " \ / */
         }
     }
     return n;
@@ -544,8 +557,7 @@ static int scan_number(struct scan *s)
     if (*p == '0') {
         p++;
         if (is_digit(s, p))
-            return fail(s, s->depth, "is not a valid JSON number: leading zero (byte %zu)",
-                        pos(s));
+            return fail(s, s->depth, "is not a valid JSON number: leading zero (byte %zu)", pos(s));
     }
     for (; is_digit(s, p); p++, digits++)
         if (digits < 17)
@@ -738,7 +750,7 @@ int pt_json_check(const char *text, size_t len, struct pt_json_check *chk)
     s->end = s->start + (text ? len : 0);
     s->chk = chk;
     s->max_depth = chk->max_depth > 0 && chk->max_depth < PT_JSON_DEPTH_MAX ? chk->max_depth
-                                                                             : PT_JSON_DEPTH_MAX;
+                                                                            : PT_JSON_DEPTH_MAX;
     s->names = s->inline_names;
     s->cap = NAMES_INLINE;
     chk->exact_numbers = 1;

@@ -78,8 +78,8 @@ struct pt_json_check {
     struct pt_json_member *members; /* NULL or n_members entries */
     size_t n_members;
     /* out */
-    int exact_numbers; /* every number is a plain integer of magnitude below 2^53, so
-                          the double cJSON makes of it prints back as the same text */
+    int exact_numbers;             /* every number is a plain integer of magnitude below 2^53, so
+                                      the double cJSON makes of it prints back as the same text */
     char field[PT_JSON_FIELD_MAX]; /* where the problem is: "metadata.lane", "items[2]";
                                       "" for the text as a whole; always valid UTF-8 */
     char problem[96];              /* what is wrong, e.g. "given twice"; "" when fine */

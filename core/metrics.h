@@ -36,7 +36,7 @@ enum pt_metric_notify {
     PT_MN_IGNORED,     /* valid but nothing to apply */
     PT_MN_BAD_SIGNATURE,
     PT_MN_MALFORMED,
-    PT_MN_FOREIGN,     /* verified but bound to no charge of ours: nothing changed */
+    PT_MN_FOREIGN, /* verified but bound to no charge of ours: nothing changed */
     PT_MN__COUNT
 };
 
@@ -45,7 +45,7 @@ enum pt_metric_notify {
 extern const int64_t pt_latency_bounds_us[PT_LATENCY_BUCKETS];
 
 struct pt_metrics {
-    atomic_uint_fast64_t http_by_class[6]; /* index = status / 100 */
+    atomic_uint_fast64_t http_by_class[6];                       /* index = status / 100 */
     atomic_uint_fast64_t latency_bucket[PT_LATENCY_BUCKETS + 1]; /* last = +Inf */
     atomic_uint_fast64_t latency_sum_us;
     atomic_uint_fast64_t latency_count;

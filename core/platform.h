@@ -27,9 +27,9 @@
  * complete "Name: value" lines.
  */
 struct pt_http_request {
-    char method[8];                       /* "GET", "POST" */
-    char *url;                            /* absolute URL */
-    char *headers[PT_HTTP_MAX_HEADERS];   /* "Name: value" */
+    char method[8];                     /* "GET", "POST" */
+    char *url;                          /* absolute URL */
+    char *headers[PT_HTTP_MAX_HEADERS]; /* "Name: value" */
     int nheaders;
     char *body; /* may be NULL for GET */
     size_t body_len;
@@ -77,8 +77,8 @@ const char *pt_http_response_header(const struct pt_http_response *r, const char
  * pt_http_response_free().
  */
 struct pt_transport {
-    int (*send)(void *ctx, const char *channel, const struct pt_http_request *req,
-                int timeout_ms, struct pt_http_response *resp);
+    int (*send)(void *ctx, const char *channel, const struct pt_http_request *req, int timeout_ms,
+                struct pt_http_response *resp);
     void *ctx;
 };
 

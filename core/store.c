@@ -61,7 +61,7 @@
     X(KEY_RELOCK, "UPDATE idempotency_keys SET locked_at = ?5, locked_by = ?6"                     \
                   " WHERE scope = ?1 AND key = ?2 AND completed_at IS NULL"                        \
                   " AND locked_at = ?3 AND locked_by IS ?4")                                       \
-    X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = ?3 WHERE scope = ?1 AND key = ?2"    \
+    X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = ?3 WHERE scope = ?1 AND key = ?2"     \
                      " AND " HELD(4, 5))                                                           \
     X(KEY_COMPLETE, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"         \
                     " response_body = ?4, locked_at = NULL, locked_by = NULL"                      \
@@ -80,7 +80,7 @@
       " created_at, updated_at)"                                                                   \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, ?13, ?14, ?14)"              \
       " ON CONFLICT (order_id) DO NOTHING")                                                        \
-    X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = ?1")                     \
+    X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = ?1")                       \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = ?1")                       \
     X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = ?1")                              \
     X(CHARGE_SET_REVIEW, "UPDATE charges SET review = ?2, review_reason = ?3, updated_at = ?4"     \
@@ -93,9 +93,9 @@
     X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE id >= ?1 AND " ACTIVE)     \
     X(ACTIVE_FIRST, "SELECT id FROM charges WHERE id >= ?1 AND " ACTIVE " ORDER BY id LIMIT 1")    \
     X(CHARGES_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM charges")                             \
-    X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0),"                                            \
-                     " coalesce(sum(CASE WHEN currency = ?1 THEN total END), 0)"                  \
-                     " FROM offline_queue")                                                       \
+    X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0),"                                             \
+                     " coalesce(sum(CASE WHEN currency = ?1 THEN total END), 0)"                   \
+                     " FROM offline_queue")                                                        \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
     X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \
@@ -109,11 +109,12 @@
                   " FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")                \
     X(NOTIFICATION_INSERT, "INSERT OR IGNORE INTO notifications (gateway, dedup_id, order_id,"     \
                            " status, outcome, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")       \
-    X(AUDIT_INSERT_FIRST, "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause,"  \
-                          " actor, refused, detail, created_at)"                                   \
-                          " VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                           \
+    X(AUDIT_INSERT_FIRST,                                                                          \
+      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause,"                    \
+      " actor, refused, detail, created_at)"                                                       \
+      " VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                               \
     X(AUDIT_INSERT,                                                                                \
-      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"     \
+      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"    \
       " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
       " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
@@ -355,8 +356,8 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
     if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK)
         return xlate(sqlite3_extended_errcode(st->db));
     int rc = sqlite3_step(s);
-    int wal = rc == SQLITE_ROW &&
-              sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
+    int wal =
+        rc == SQLITE_ROW && sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
     err = rc == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
     sqlite3_finalize(s);
     if (err)
@@ -470,14 +471,22 @@ static void sqlite_setup(void)
  * line here fails the suite.
  */
 static const char *const schema_objects[] = {
-    "table idempotency_keys", "index sqlite_autoindex_idempotency_keys_1",
-    "table charges", "index sqlite_autoindex_charges_1", "index charges_review",
-    "trigger offline_queue_insert", "trigger offline_queue_leave",
-    "trigger offline_queue_enter", "trigger offline_queue_delete",
-    "table charge_events", "trigger charge_events_append_only_u",
+    "table idempotency_keys",
+    "index sqlite_autoindex_idempotency_keys_1",
+    "table charges",
+    "index sqlite_autoindex_charges_1",
+    "index charges_review",
+    "trigger offline_queue_insert",
+    "trigger offline_queue_leave",
+    "trigger offline_queue_enter",
+    "trigger offline_queue_delete",
+    "table charge_events",
+    "trigger charge_events_append_only_u",
     "trigger charge_events_append_only_d",
-    "table notifications", "index sqlite_autoindex_notifications_1",
-    "table events", "index events_once_per_charge",
+    "table notifications",
+    "index sqlite_autoindex_notifications_1",
+    "table events",
+    "index events_once_per_charge",
     "table offline_queue",
 };
 #define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
@@ -487,8 +496,8 @@ static int schema_check(struct pt_store *st, char *errbuf, size_t errlen)
 {
     unsigned char found[SCHEMA_OBJECTS] = {0};
     sqlite3_stmt *s;
-    int rc = sqlite3_prepare_v2(st->db, "SELECT type || ' ' || name FROM sqlite_master", -1, &s,
-                                NULL);
+    int rc =
+        sqlite3_prepare_v2(st->db, "SELECT type || ' ' || name FROM sqlite_master", -1, &s, NULL);
     while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text(s, 0);
         for (size_t i = 0; t && i < SCHEMA_OBJECTS; i++)
@@ -829,8 +838,7 @@ int pt_store_key_insert(struct pt_store *st, const char *scope, const char *key,
 }
 
 int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
-                        int64_t old_locked_at, int64_t old_locked_by, int64_t instance,
-                        int64_t now)
+                        int64_t old_locked_at, int64_t old_locked_by, int64_t instance, int64_t now)
 {
     sqlite3_stmt *s = stmt(st, S_KEY_RELOCK);
     if (!s)
@@ -865,8 +873,8 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
 }
 
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
-                          const struct pt_key_lock *lock, int status, const char *body,
-                          size_t len, int64_t now)
+                          const struct pt_key_lock *lock, int status, const char *body, size_t len,
+                          int64_t now)
 {
     /* First by the rowid this connection got for the key, if it is that
      * key's (the WHERE says so); else by (scope, key). */
@@ -1017,9 +1025,8 @@ int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_cha
     return PT_OK;
 }
 
-static int audit(struct pt_store *st, int id, int64_t charge_id, const char *from,
-                 const char *to, const char *cause, const char *actor, int refused,
-                 const char *detail, int64_t now)
+static int audit(struct pt_store *st, int id, int64_t charge_id, const char *from, const char *to,
+                 const char *cause, const char *actor, int refused, const char *detail, int64_t now)
 {
     sqlite3_stmt *s = stmt(st, id);
     if (!s)
@@ -1042,8 +1049,8 @@ int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, con
     return audit(st, S_AUDIT_INSERT, charge_id, from, to, cause, actor, refused, detail, now);
 }
 
-int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
-                         const char *cause, const char *actor, int64_t now)
+int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to, const char *cause,
+                         const char *actor, int64_t now)
 {
     /* A new charge has no trail yet: its first row is seq 1, no lookup. */
     return audit(st, S_AUDIT_INSERT_FIRST, charge_id, NULL, to, cause, actor, 0, NULL, now);
@@ -1142,8 +1149,7 @@ static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
 }
 
 int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
-                               enum pt_state to, const struct pt_charge_patch *patch,
-                               int64_t now)
+                               enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
 {
     from_mask &= PT_FROM_MASKS - 1;
     if (!from_mask || (unsigned)to >= PT_STATE__COUNT)

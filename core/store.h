@@ -31,7 +31,7 @@ struct pt_store;
 #define PT_STORE_PAGE_SIZE 1024
 
 struct pt_store_options {
-    const char *path;      /* database file; created if missing */
+    const char *path;       /* database file; created if missing */
     int synchronous_normal; /* 0 = synchronous=FULL (default), 1 = NORMAL */
     int busy_timeout_ms;    /* 0 = default (5000) */
     int max_page_count;     /* 0 = unlimited; tests use it to fake a full disk */
@@ -46,9 +46,9 @@ struct pt_store_options {
  * has (the caller checks pt_store_schema_version()).  A database whose
  * user_version is newer than this binary is refused with PT_ETOONEW; one at
  * the latest version that lacks a table, index, trigger or column the
- * migrations create, with PT_ECORRUPT (the message lists what is missing).  On success *out is a new store the caller closes with
- * pt_store_close(); on failure *out is NULL and, when errbuf is not NULL, a
- * sentence naming the file and the cause is written into it.
+ * migrations create, with PT_ECORRUPT (the message lists what is missing).  On success *out is a
+ * new store the caller closes with pt_store_close(); on failure *out is NULL and, when errbuf is
+ * not NULL, a sentence naming the file and the cause is written into it.
  */
 int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, char *errbuf,
                   size_t errlen);
@@ -172,8 +172,8 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
 /* Stores the response and releases the lock.  PT_ESTATE when the caller no
  * longer holds it (nothing is changed then). */
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
-                          const struct pt_key_lock *lock, int status, const char *body,
-                          size_t len, int64_t now);
+                          const struct pt_key_lock *lock, int status, const char *body, size_t len,
+                          int64_t now);
 
 /* Deletes the record held by lock (transient failure: the client may retry
  * the key).  PT_ESTATE when the caller no longer holds it. */
@@ -217,7 +217,10 @@ struct pt_charge_patch {
 };
 
 /* A patch that changes nothing (initialise with this, then set fields). */
-#define PT_CHARGE_PATCH_NONE {NULL, NULL, NULL, NULL, 0, -1, -1}
+#define PT_CHARGE_PATCH_NONE                                                                       \
+    {                                                                                              \
+        NULL, NULL, NULL, NULL, 0, -1, -1                                                          \
+    }
 
 /*
  * The conditional update at the heart of the state machine:
@@ -227,8 +230,7 @@ struct pt_charge_patch {
  * (nothing is changed then).  from_mask is a set of (1 << pt_state) bits.
  */
 int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
-                               enum pt_state to, const struct pt_charge_patch *patch,
-                               int64_t now);
+                               enum pt_state to, const struct pt_charge_patch *patch, int64_t now);
 
 /* Applies a patch without changing the state (backoff, attempts). */
 int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
@@ -310,8 +312,8 @@ int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, con
                    int64_t now);
 
 /* The first audit row of a charge just inserted (seq 1, no lookup). */
-int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
-                         const char *cause, const char *actor, int64_t now);
+int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to, const char *cause,
+                         const char *actor, int64_t now);
 
 struct pt_audit_row {
     int64_t seq;

@@ -181,7 +181,9 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
         set_reach(s, c->gateway, 1);
         gw->parse(cfg, op, c, &resp, res);
         pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway,
-                     op == PT_GW_PAY ? "pay" : op == PT_GW_QUERY ? "query" : "cancel",
+                     op == PT_GW_PAY     ? "pay"
+                     : op == PT_GW_QUERY ? "query"
+                                         : "cancel",
                      c->order_id, resp.status, pt_outcome_name(res->outcome), res->code);
     } else if (rc == PT_ENOTSENT) {
         set_reach(s, c->gateway, 0);
@@ -264,8 +266,8 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
          * "closed" leaves the charge UNKNOWN and the next query settles it. */
         if (c->state == PT_STATE_PROCESSING) {
             p.next_attempt_at = now;
-            rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_closed", "sync",
-                                      detail, now);
+            rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_closed", "sync", detail,
+                                      now);
         } else {
             rc = pt_charge_transition(st, c, PT_STATE_CANCELED, &p, "gateway_canceled", "sync",
                                       detail, now);
@@ -273,8 +275,8 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
         break;
     case PT_OUTCOME_NOT_FOUND:
     case PT_OUTCOME_AMBIGUOUS:
-        count_sync(c->gateway, r->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND
-                                                                  : PT_MS_AMBIGUOUS);
+        count_sync(c->gateway,
+                   r->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND : PT_MS_AMBIGUOUS);
         if (op == PT_GW_PAY)
             p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
         p.next_attempt_at = now + backoff_ms(s, c->attempts + p.attempts_add);
@@ -298,8 +300,8 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
  * Records what became of a pay request (inside a transaction): the
  * transport's verdict `sent` and, for an answer, the adapter's result.
  */
-static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
-                  int sent, const struct pt_gw_result *res, int64_t now)
+static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend, int sent,
+                  const struct pt_gw_result *res, int64_t now)
 {
     struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
     int rc;
@@ -308,8 +310,8 @@ static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, i
         q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
         /* Provably not sent this time.  A first send goes back to the queue;
          * a resend does not, because an earlier attempt may have arrived. */
-        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q,
-                                  "not_sent", "sync", "gateway unreachable", now);
+        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
+                                  "sync", "gateway unreachable", now);
     } else if (sent == PT_ENOANSWER) {
         count_sync(c->gateway, PT_MS_AMBIGUOUS);
         q.attempts_add = 1;
@@ -326,8 +328,8 @@ static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, i
         q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
         q.error_code = "gateway_config";
         q.error_message = "the gateway request could not be built; check the configuration";
-        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q,
-                                  "not_sent", "sync", pt_strerror(sent), now);
+        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
+                                  "sync", pt_strerror(sent), now);
         if (rc == PT_OK)
             rc = raise_review(st, c, "gateway_config", "sync", now);
     }
@@ -438,8 +440,8 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
                                           NULL, now);
                 stats->expired++;
             } else if (!skip[gw_index(c->gateway)]) {
-                rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL,
-                                          now);
+                rc =
+                    pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
                 if (rc == PT_OK)
                     armed = i;
             }
@@ -463,8 +465,7 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
 }
 
 /* Asks the gateway to cancel/close/reverse c; commits the outcome. */
-static int send_cancel(struct pt_sync *s, struct pt_store *st, struct pt_charge *c,
-                       const char *why)
+static int send_cancel(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, const char *why)
 {
     struct pt_gw_result res;
     int sent = call(s, PT_GW_CANCEL, c, &res);
@@ -485,8 +486,7 @@ static int send_cancel(struct pt_sync *s, struct pt_store *st, struct pt_charge 
             if (c->state == PT_STATE_PROCESSING)
                 rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, why, "sync", NULL, now);
             if (rc == PT_OK || rc == PT_EEXIST)
-                rc = pt_charge_transition(st, c, PT_STATE_CANCELED, &p, why, "sync", res.code,
-                                          now);
+                rc = pt_charge_transition(st, c, PT_STATE_CANCELED, &p, why, "sync", res.code, now);
         } else {
             rc = apply(s, st, c, PT_GW_CANCEL, &res, now);
         }
@@ -581,8 +581,8 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
             struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
             p.error_code = "not_created";
             p.error_message = "the gateway never created this order";
-            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "gateway_not_found", "sync",
-                                      NULL, now);
+            rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "gateway_not_found", "sync", NULL,
+                                      now);
             return finish(st, rc);
         }
     }
@@ -972,8 +972,8 @@ static int refuse_foreign(struct pt_sync *s, struct pt_store *st, const struct p
     if (!c)
         return PT_OK;
     char detail[400];
-    snprintf(detail, sizeof detail, "notification %.200s not bound: %s (trade %.100s)",
-             n->dedup_id, why, n->trade_no[0] ? n->trade_no : "none");
+    snprintf(detail, sizeof detail, "notification %.200s not bound: %s (trade %.100s)", n->dedup_id,
+             why, n->trade_no[0] ? n->trade_no : "none");
     int rc = pt_store_audit(st, c->id, pt_state_name(c->state), pt_state_name(c->state),
                             "notification_foreign", actor, 1, detail, now);
     (void)s;
@@ -1049,9 +1049,9 @@ static int take_notification(struct pt_sync *s, struct pt_store *st, const char 
     int64_t now = now_ms(s);
     if ((rc = pt_store_begin(st)))
         return rc;
-    rc = pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
-                                      pt_outcome_name(n->status), why ? "foreign" : "received",
-                                      now);
+    rc =
+        pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
+                                     pt_outcome_name(n->status), why ? "foreign" : "received", now);
     if (rc == PT_EEXIST) {
         /* At-least-once delivery: acknowledged again, applied once. */
         pt_store_rollback(st);

@@ -30,9 +30,9 @@
 #include "store.h"
 
 struct pt_sync_options {
-    const struct pt_config *cfg;               /* sync.* and offline.* settings */
-    struct pt_gw_config *gw[PT_GW_MAX];     /* by pt_metric_gateway_index; NULL = absent */
-    const struct pt_platform *platform;        /* clock, randomness, transport */
+    const struct pt_config *cfg;        /* sync.* and offline.* settings */
+    struct pt_gw_config *gw[PT_GW_MAX]; /* by pt_metric_gateway_index; NULL = absent */
+    const struct pt_platform *platform; /* clock, randomness, transport */
     /* Called when there is work for a drain pass: a gateway became reachable
      * again, or a charge was queued or left UNKNOWN/PENDING.  May be NULL. */
     void (*wake)(void *ctx);
@@ -78,7 +78,7 @@ int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c, int64_
 
 struct pt_drain_stats {
     int examined;
-    int sent;      /* pay requests that left (or may have left) the device */
+    int sent; /* pay requests that left (or may have left) the device */
     int queries;
     int not_sent;
     int expired;

@@ -102,7 +102,6 @@ typedef enum MHD_Result MHD_RESULT;
 /* libmicrohttpd's polling thread and the timer run only short callbacks. */
 #define SMALL_STACK (128 * 1024)
 
-
 struct pt_api;
 
 /* One listening daemon and the workers that run its handlers. */
@@ -256,8 +255,7 @@ static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Respon
 }
 
 static MHD_RESULT send_text(struct MHD_Connection *conn, struct request *rq, int status,
-                            const char *type, char *body, size_t len, int replayed,
-                            int retry_after)
+                            const char *type, char *body, size_t len, int replayed, int retry_after)
 {
     (void)conn; /* the polling thread queues it: see flush() */
     struct MHD_Response *r =
@@ -371,8 +369,7 @@ static MHD_RESULT get_charge(struct pt_api *api, struct MHD_Connection *conn, st
     return send_json_text(conn, rq, 200, pt_charge_json_text(&c));
 }
 
-static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn,
-                               struct request *rq)
+static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     char msg[160];
     int64_t limit, after;
@@ -418,8 +415,8 @@ static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn,
     return send_json_text(conn, rq, 200, pt_jw_finish(&w));
 }
 
-static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn,
-                               struct request *rq, const char *order_id)
+static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *order_id)
 {
     struct pt_audit_row *rows = malloc(sizeof *rows * AUDIT_MAX);
     if (!rows)
@@ -483,8 +480,7 @@ static int park(struct pt_api *api, struct request *rq, uint64_t seen)
     return ok;
 }
 
-static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn,
-                              struct request *rq)
+static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     char msg[160];
     int64_t after, limit, wait_s;
@@ -560,10 +556,9 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
                           api->opt.hooks.online && api->opt.hooks.online(api->opt.hooks.ctx));
     cJSON *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
-    cJSON_AddNumberToObject(q, "oldest_age_s",
-                            s.queue_oldest_created_at
-                                ? (double)((now - s.queue_oldest_created_at) / 1000)
-                                : 0);
+    cJSON_AddNumberToObject(
+        q, "oldest_age_s",
+        s.queue_oldest_created_at ? (double)((now - s.queue_oldest_created_at) / 1000) : 0);
     cJSON *bc = cJSON_AddObjectToObject(q, "by_currency");
     for (int i = 0; i < s.ncur; i++) {
         cJSON *c = cJSON_AddObjectToObject(bc, s.queue[i].currency);
@@ -607,15 +602,18 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
     for (int i = 0; i < PT_STATE__COUNT; i++)
         tprintf(&t, "payterm_charges{state=\"%s\"} %lld\n", pt_state_name((enum pt_state)i),
                 (long long)s.by_state[i]);
-    tprintf(&t, "# HELP payterm_charges_review Charges waiting for an operator.\n"
-                "# TYPE payterm_charges_review gauge\npayterm_charges_review %lld\n",
+    tprintf(&t,
+            "# HELP payterm_charges_review Charges waiting for an operator.\n"
+            "# TYPE payterm_charges_review gauge\npayterm_charges_review %lld\n",
             (long long)s.review);
-    tprintf(&t, "# HELP payterm_queue_depth Charges queued offline (INIT).\n"
-                "# TYPE payterm_queue_depth gauge\npayterm_queue_depth %lld\n",
+    tprintf(&t,
+            "# HELP payterm_queue_depth Charges queued offline (INIT).\n"
+            "# TYPE payterm_queue_depth gauge\npayterm_queue_depth %lld\n",
             (long long)s.by_state[PT_STATE_INIT]);
-    tprintf(&t, "# HELP payterm_queue_oldest_age_seconds Age of the oldest queued charge.\n"
-                "# TYPE payterm_queue_oldest_age_seconds gauge\n"
-                "payterm_queue_oldest_age_seconds %lld\n",
+    tprintf(&t,
+            "# HELP payterm_queue_oldest_age_seconds Age of the oldest queued charge.\n"
+            "# TYPE payterm_queue_oldest_age_seconds gauge\n"
+            "payterm_queue_oldest_age_seconds %lld\n",
             s.queue_oldest_created_at ? (long long)((now - s.queue_oldest_created_at) / 1000)
                                       : 0LL);
     tprintf(&t, "# HELP payterm_queue_amount Queued amount by currency, minor units.\n"
@@ -623,8 +621,9 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
     for (int i = 0; i < s.ncur; i++)
         tprintf(&t, "payterm_queue_amount{currency=\"%s\"} %lld\n", s.queue[i].currency,
                 (long long)s.queue[i].amount);
-    tprintf(&t, "# HELP payterm_online 1 when the gateways were reachable at last contact.\n"
-                "# TYPE payterm_online gauge\npayterm_online %d\n",
+    tprintf(&t,
+            "# HELP payterm_online 1 when the gateways were reachable at last contact.\n"
+            "# TYPE payterm_online gauge\npayterm_online %d\n",
             api->opt.hooks.online && api->opt.hooks.online(api->opt.hooks.ctx) ? 1 : 0);
     tprintf(&t, "# HELP payterm_gateway_online 1 when the gateway answered at last contact.\n"
                 "# TYPE payterm_gateway_online gauge\n");
@@ -645,11 +644,12 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
             tprintf(&t, "payterm_notifications_total{gateway=\"%s\",result=\"%s\"} %llu\n",
                     pt_metric_gateway_name(g), pt_metric_notify_name(o),
                     (unsigned long long)atomic_load(&pt_metrics.notifications[g][o]));
-    tprintf(&t, "# HELP payterm_idempotency_total Idempotency guard outcomes.\n"
-                "# TYPE payterm_idempotency_total counter\n"
-                "payterm_idempotency_total{result=\"replayed\"} %llu\n"
-                "payterm_idempotency_total{result=\"in_use\"} %llu\n"
-                "payterm_idempotency_total{result=\"reused\"} %llu\n",
+    tprintf(&t,
+            "# HELP payterm_idempotency_total Idempotency guard outcomes.\n"
+            "# TYPE payterm_idempotency_total counter\n"
+            "payterm_idempotency_total{result=\"replayed\"} %llu\n"
+            "payterm_idempotency_total{result=\"in_use\"} %llu\n"
+            "payterm_idempotency_total{result=\"reused\"} %llu\n",
             (unsigned long long)atomic_load(&pt_metrics.idem_replays),
             (unsigned long long)atomic_load(&pt_metrics.idem_in_use),
             (unsigned long long)atomic_load(&pt_metrics.idem_reused));
@@ -669,8 +669,9 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
         else
             tprintf(&t, "payterm_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
     }
-    tprintf(&t, "payterm_http_request_duration_seconds_sum %.6f\n"
-                "payterm_http_request_duration_seconds_count %llu\n",
+    tprintf(&t,
+            "payterm_http_request_duration_seconds_sum %.6f\n"
+            "payterm_http_request_duration_seconds_count %llu\n",
             atomic_load(&pt_metrics.latency_sum_us) / 1e6,
             (unsigned long long)atomic_load(&pt_metrics.latency_count));
     size_t len = 0;
@@ -706,8 +707,8 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
 }
 
 /* GET /v1/charges/{order_id}/payment (may ask the gateway: an API thread). */
-static MHD_RESULT payment_link(struct pt_api *api, struct MHD_Connection *conn,
-                               struct request *rq, const char *order_id)
+static MHD_RESULT payment_link(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *order_id)
 {
     struct pt_store *st = pt_pool_get(api->pool);
     if (!st)
@@ -792,8 +793,8 @@ static MHD_RESULT not_allowed(struct MHD_Connection *conn, struct request *rq, c
     return set_response(rq, 405, r);
 }
 
-static MHD_RESULT route_notify(struct pt_api *api, struct MHD_Connection *conn,
-                               struct request *rq, const char *url, const char *method)
+static MHD_RESULT route_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *url, const char *method)
 {
     /* Each gateway's table names its route (gateway.h). */
     const struct pt_gateway *gw = pt_gateway_by_route(url);

@@ -42,7 +42,7 @@ struct pt_api_options {
     const char *db_path;
     struct pt_intake intake;
     struct pt_api_hooks hooks;
-    const char *token; /* bearer token, NULL = none */
+    const char *token;   /* bearer token, NULL = none */
     size_t thread_stack; /* bytes for each HTTP thread; 0 = the libc default */
 };
 

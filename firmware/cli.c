@@ -121,11 +121,14 @@ int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_c
         pt_cli_error(cmd, "database %s: cannot read its schema version: %s", path,
                      pt_store_errmsg(*st));
     } else if (version == 0) {
-        pt_cli_error(cmd, "%s is not a payterm database (schema version 0); payterm init "
-                          "creates one", path);
+        pt_cli_error(cmd,
+                     "%s is not a payterm database (schema version 0); payterm init "
+                     "creates one",
+                     path);
     } else if (version < latest && mode != PT_CLI_DB_COPY) {
-        pt_cli_error(cmd, "database %s has schema version %d, this payterm needs %d: run "
-                          "payterm init (or start payterm serve) to migrate it",
+        pt_cli_error(cmd,
+                     "database %s has schema version %d, this payterm needs %d: run "
+                     "payterm init (or start payterm serve) to migrate it",
                      path, version, latest);
     } else {
         return 0;
@@ -143,8 +146,7 @@ static int find(const char *const *list, const char *arg)
     return -1;
 }
 
-int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv,
-                 struct pt_cli_args *a)
+int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv, struct pt_cli_args *a)
 {
     memset(&a->common, 0, sizeof a->common);
     memset(a->values, 0, sizeof a->values);

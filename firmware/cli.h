@@ -31,13 +31,13 @@ int pt_cli_take_config(struct pt_cli_common *c, int argc, char **argv, int *i);
 /* The arguments of one command, as declared by the command. */
 #define PT_CLI_MAX_OPTS 8
 struct pt_cli_args {
-    const char *const *names;              /* in: options that take a value, NULL-ended */
-    const char *const *flags;              /* in: options without a value, NULL-ended */
-    int maxpos;                            /* in: positional arguments allowed */
-    struct pt_cli_common common;           /* out: -c/--config files */
-    const char *values[PT_CLI_MAX_OPTS];   /* out: values[i] for names[i], NULL if absent */
-    int flag_set[PT_CLI_MAX_OPTS];         /* out: 1 when flags[i] was given */
-    const char *pos[4];                    /* out: positional arguments */
+    const char *const *names;            /* in: options that take a value, NULL-ended */
+    const char *const *flags;            /* in: options without a value, NULL-ended */
+    int maxpos;                          /* in: positional arguments allowed */
+    struct pt_cli_common common;         /* out: -c/--config files */
+    const char *values[PT_CLI_MAX_OPTS]; /* out: values[i] for names[i], NULL if absent */
+    int flag_set[PT_CLI_MAX_OPTS];       /* out: 1 when flags[i] was given */
+    const char *pos[4];                  /* out: positional arguments */
     int npos;
 };
 
@@ -46,8 +46,7 @@ struct pt_cli_args {
  * help), the declared options.  Returns 0 to go on, 1 when --help was
  * printed, -1 on a usage error (printed, naming the argument).
  */
-int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv,
-                 struct pt_cli_args *a);
+int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv, struct pt_cli_args *a);
 
 /* Loads the configuration named on the command line, or the default
  * /etc/payterm/payterm.json when none was given and it exists.  Prints the

@@ -53,8 +53,8 @@ static const char help[] =
 
 struct demo {
     char dir[512];
-    char api[64];  /* http://127.0.0.1:PORT */
-    char sim[64];  /* https://127.0.0.1:PORT */
+    char api[64]; /* http://127.0.0.1:PORT */
+    char sim[64]; /* https://127.0.0.1:PORT */
     char ca[700];
     CURL *h;
     int replays;
@@ -197,9 +197,8 @@ static void charge(struct demo *d, const char *key, const char *order, const cha
     request(d, url, key, body, &a);
     cJSON *o = a.body ? cJSON_Parse(a.body) : NULL;
     const cJSON *err = cJSON_GetObjectItem(o, "error");
-    const char *what = cJSON_IsObject(err) && !cJSON_GetObjectItem(o, "state")
-                           ? str(err, "code")
-                           : str(o, "state");
+    const char *what = cJSON_IsObject(err) && !cJSON_GetObjectItem(o, "state") ? str(err, "code")
+                                                                               : str(o, "state");
     const char *detail = cJSON_IsObject(err) ? str(err, "message") : str(o, "qr_code");
     if (!*detail)
         detail = str(o, "code_url");
@@ -381,12 +380,12 @@ static int verdict(struct demo *d)
     for (int i = 0; i < nexpected; i++) {
         const char *o = expected[i].order;
         const cJSON *ch = NULL, *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItem(charges, "data")) if (strcmp(str(e, "order_id"),
-                                                                                o) == 0) ch = e;
+        cJSON_ArrayForEach(
+            e, cJSON_GetObjectItem(charges, "data")) if (strcmp(str(e, "order_id"), o) == 0) ch = e;
         int captures = 0;
         const char *simstate = "-";
-        cJSON_ArrayForEach(e, cJSON_GetObjectItem(ledger, "data")) if (strcmp(str(e, "order_id"),
-                                                                               o) == 0)
+        cJSON_ArrayForEach(
+            e, cJSON_GetObjectItem(ledger, "data")) if (strcmp(str(e, "order_id"), o) == 0)
         {
             captures += (int)num(e, "captures");
             simstate = str(e, "status");

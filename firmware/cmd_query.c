@@ -51,10 +51,9 @@ int pt_cmd_status(int argc, char **argv)
     int64_t now = pt_host_now_ms();
     cJSON *o = cJSON_CreateObject(), *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
-    cJSON_AddNumberToObject(q, "oldest_age_s",
-                            s.queue_oldest_created_at
-                                ? (double)((now - s.queue_oldest_created_at) / 1000)
-                                : 0);
+    cJSON_AddNumberToObject(
+        q, "oldest_age_s",
+        s.queue_oldest_created_at ? (double)((now - s.queue_oldest_created_at) / 1000) : 0);
     cJSON *bc = cJSON_AddObjectToObject(q, "by_currency");
     for (int i = 0; i < s.ncur; i++) {
         cJSON *cur = cJSON_AddObjectToObject(bc, s.queue[i].currency);
@@ -96,8 +95,9 @@ int pt_cmd_charges(int argc, char **argv)
     if (values[0]) {
         enum pt_state s;
         if (pt_state_parse(values[0], &s) != PT_OK) {
-            pt_cli_error("charges", "--state: '%s' is not a state (INIT, PROCESSING, PENDING, "
-                                    "UNKNOWN, SUCCESS, FAILED, CANCELED)",
+            pt_cli_error("charges",
+                         "--state: '%s' is not a state (INIT, PROCESSING, PENDING, "
+                         "UNKNOWN, SUCCESS, FAILED, CANCELED)",
                          values[0]);
             return PT_EXIT_USAGE;
         }
@@ -121,8 +121,8 @@ int pt_cmd_charges(int argc, char **argv)
         return PT_EXIT_FAIL;
     struct pt_charge *rows = malloc(sizeof *rows * (size_t)limit);
     int got = 0, more = 0;
-    int rc = rows ? pt_store_charges_list(st, state, after, (int)limit, rows, &got, &more)
-                  : PT_ENOMEM;
+    int rc =
+        rows ? pt_store_charges_list(st, state, after, (int)limit, rows, &got, &more) : PT_ENOMEM;
     pt_store_close(st);
     if (rc) {
         free(rows);

@@ -84,13 +84,20 @@ static int take_option(struct pt_gw_cli *a, int argc, char **argv, int *i)
         const char *name;
         const char **dst;
     } opts[] = {
-        {"--gateway", &a->gateway},     {"--key", &a->key},
-        {"--pubkey", &a->pubkey},       {"--mchid", &a->mchid},
-        {"--serial", &a->serial},       {"--method", &a->method},
-        {"--url", &a->url},             {"--timestamp", &a->timestamp},
-        {"--nonce", &a->nonce},         {"--secret", &a->secret},
-        {"--secret-file", &a->secret_file}, {"--apiv3-key", &a->apiv3},
-        {"--apiv3-key-file", &a->apiv3_file}, {"--now", &a->now},
+        {"--gateway", &a->gateway},
+        {"--key", &a->key},
+        {"--pubkey", &a->pubkey},
+        {"--mchid", &a->mchid},
+        {"--serial", &a->serial},
+        {"--method", &a->method},
+        {"--url", &a->url},
+        {"--timestamp", &a->timestamp},
+        {"--nonce", &a->nonce},
+        {"--secret", &a->secret},
+        {"--secret-file", &a->secret_file},
+        {"--apiv3-key", &a->apiv3},
+        {"--apiv3-key-file", &a->apiv3_file},
+        {"--now", &a->now},
         {"--tolerance", &a->tolerance},
     };
     const char *h = NULL;

@@ -45,8 +45,7 @@ static int int_arg(const char *opt, const char *v, int *out)
     char *end;
     long n = strtol(v, &end, 10);
     if (*end || end == v || n < 1 || n > 3600000) {
-        pt_cli_error("sim", "%s: expected a number of milliseconds (1..3600000), got '%s'", opt,
-                     v);
+        pt_cli_error("sim", "%s: expected a number of milliseconds (1..3600000), got '%s'", opt, v);
         return -1;
     }
     *out = (int)n;

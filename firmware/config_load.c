@@ -34,7 +34,8 @@ struct ctx {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int fail(struct ctx *c, const char *key, const char *fmt, ...)
+static int
+fail(struct ctx *c, const char *key, const char *fmt, ...)
 {
     char msg[384];
     va_list ap;
@@ -139,8 +140,9 @@ static int check_url(struct ctx *c, const char *key, const char *v, int https_on
         return PT_OK;
     if (!https_only && strncmp(v, "http://", 7) == 0 && v[7])
         return PT_OK;
-    return fail(c, key, https_only ? "must be an https:// URL (TLS is always on)"
-                                   : "must be an http:// or https:// URL");
+    return fail(c, key,
+                https_only ? "must be an https:// URL (TLS is always on)"
+                           : "must be an http:// or https:// URL");
 }
 
 /* ---- sections ------------------------------------------------------------ */
@@ -235,8 +237,12 @@ static int load_offline(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 
 static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 {
-    static const char *const known[] = {"interval_s",     "max_attempts",      "backoff_base_ms",
-                                        "backoff_max_ms", "resolve_timeout_s", "request_timeout_ms",
+    static const char *const known[] = {"interval_s",
+                                        "max_attempts",
+                                        "backoff_base_ms",
+                                        "backoff_max_ms",
+                                        "resolve_timeout_s",
+                                        "request_timeout_ms",
                                         NULL};
     int rc;
     if ((rc = want_object(c, o, "sync")) || (rc = check_known(c, o, "sync", known)))
@@ -257,8 +263,7 @@ static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 
 /* Reads a required string of a configured gateway. */
 /* A list of ISO 4217 codes (a gateway's currencies). */
-static int get_currencies(struct ctx *c, const cJSON *v, const char *key,
-                          struct pt_gw_settings *g)
+static int get_currencies(struct ctx *c, const cJSON *v, const char *key, struct pt_gw_settings *g)
 {
     g->ncurrencies = 0;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
@@ -267,8 +272,9 @@ static int get_currencies(struct ctx *c, const cJSON *v, const char *key,
                     PT_GW_MAX_CURRENCIES);
     for (const cJSON *e = v->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !pt_money_currency_valid(e->valuestring))
-            return fail(c, key, "every entry must be an upper-case ISO 4217 code payterm "
-                                "knows, such as CNY or USD");
+            return fail(c, key,
+                        "every entry must be an upper-case ISO 4217 code payterm "
+                        "knows, such as CNY or USD");
         memcpy(g->currencies[g->ncurrencies++], e->valuestring, 4);
     }
     return PT_OK;
@@ -350,9 +356,9 @@ static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
-    static const char *const known[] = {"data_dir", "listen",      "notify_listen", "api_token_file",
-                                        "log_level", "storage",    "idempotency",   "limits",
-                                        "offline",  "sync",        "tls",           "gateways",
+    static const char *const known[] = {"data_dir",  "listen",  "notify_listen", "api_token_file",
+                                        "log_level", "storage", "idempotency",   "limits",
+                                        "offline",   "sync",    "tls",           "gateways",
                                         NULL};
     int rc;
     if (!cJSON_IsObject(root))
@@ -406,8 +412,7 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
             (rc = get_string(c, v, "tls", "ca_file", cfg->ca_file, sizeof cfg->ca_file, 0)))
             return rc;
     }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "gateways")) &&
-        (rc = load_gateways(c, v, cfg)))
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "gateways")) && (rc = load_gateways(c, v, cfg)))
         return rc;
     return PT_OK;
 }
@@ -427,7 +432,9 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
     fclose(f);
     if (!buf || bad || n > CONFIG_FILE_MAX) {
         snprintf(err, errlen, "config %s: %s", path,
-                 !buf ? "out of memory" : bad ? "read error" : "larger than 256 KiB");
+                 !buf  ? "out of memory"
+                 : bad ? "read error"
+                       : "larger than 256 KiB");
         free(buf);
         return NULL;
     }
@@ -514,8 +521,8 @@ int pt_config_load(const char *const *paths, int npaths, struct pt_config *cfg, 
             for (size_t k = 0; k < chk.offset; k++)
                 line += text[bom + k] == '\n';
             if (chk.field[0])
-                snprintf(err, errlen, "config %s, line %d: key '%s': %s", paths[i], line,
-                         chk.field, chk.problem);
+                snprintf(err, errlen, "config %s, line %d: key '%s': %s", paths[i], line, chk.field,
+                         chk.problem);
             else
                 snprintf(err, errlen, "config %s, line %d: %s", paths[i], line, chk.problem);
             free(text);

@@ -168,10 +168,10 @@ static char *read_ca_file(const char *path, size_t *len, char *err, size_t errle
     size_t n = buf ? fread(buf, 1, cap, f) : 0; /* one byte more than it holds: did it grow? */
     if (!buf || ferror(f) || n > CA_FILE_MAX || n == cap) {
         snprintf(err, errlen, "tls.ca_file %s: %s", path,
-                 !buf               ? "out of memory"
-                 : n > CA_FILE_MAX  ? "larger than 8 MiB"
-                 : n == cap         ? "changed while it was read"
-                                    : strerror(errno));
+                 !buf              ? "out of memory"
+                 : n > CA_FILE_MAX ? "larger than 8 MiB"
+                 : n == cap        ? "changed while it was read"
+                                   : strerror(errno));
         free(buf);
         buf = NULL;
     } else {
@@ -195,8 +195,9 @@ static int check_ca_file(const char *path, char *err, size_t errlen)
     static const char begin[] = "-----BEGIN CERTIFICATE-----";
     static const char end[] = "-----END CERTIFICATE-----";
     if (!path[0]) {
-        snprintf(err, errlen, "tls.ca_file: required when a gateway is configured "
-                              "(TLS peer verification is always on)");
+        snprintf(err, errlen,
+                 "tls.ca_file: required when a gateway is configured "
+                 "(TLS peer verification is always on)");
         return PT_ECONFIG;
     }
     size_t len = 0;
@@ -355,8 +356,7 @@ static int take_lock(const char *data_dir, int *fd_out, char *err, size_t errlen
     }
     char text[32];
     int len = snprintf(text, sizeof text, "%ld\n", (long)getpid());
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, 0) != 0 ||
-        pwrite(fd, text, (size_t)len, 0) != len) {
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
         snprintf(err, errlen, "cannot write the lock file %s: %s", path, strerror(errno));
         close(fd);
         return PT_EIO;
@@ -392,8 +392,7 @@ static int thread_stack(size_t *bytes, char *err, size_t errlen)
     return PT_OK;
 }
 
-int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *err,
-                    size_t errlen)
+int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *err, size_t errlen)
 {
     int rc = PT_ENOMEM;
     struct pt_daemon *d = calloc(1, sizeof *d);

@@ -17,8 +17,7 @@ struct pt_daemon;
 struct pt_store;
 
 /* Starts everything; on failure writes a sentence naming what failed. */
-int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *err,
-                    size_t errlen);
+int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *err, size_t errlen);
 
 /*
  * Checks, without starting anything, everything pt_daemon_start() would

@@ -207,8 +207,8 @@ static enum pt_outcome inquiry_outcome(const char *code)
         return PT_OUTCOME_AMBIGUOUS;
     if (code_is(code, "0000"))
         return PT_OUTCOME_SUCCESS;
-    if (code_is(code, "0001") || code_is(code, "2001") || (code[0] == '1' && code[1] == '0' &&
-                                                           code[2] == '0' && code[3] <= '5'))
+    if (code_is(code, "0001") || code_is(code, "2001") ||
+        (code[0] == '1' && code[1] == '0' && code[2] == '0' && code[3] <= '5'))
         return PT_OUTCOME_PENDING;
     if (code_is(code, "0003"))
         return PT_OUTCOME_CANCELED;
@@ -255,8 +255,8 @@ static int c2p_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const str
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "unexpected HTTP status from 2C2P");
         return PT_OK;
     }
-    int rc = pt_2c2p_open(cfg->secret, cfg->secret_len, resp->body, resp->body_len, &payload,
-                          &plen);
+    int rc =
+        pt_2c2p_open(cfg->secret, cfg->secret_len, resp->body, resp->body_len, &payload, &plen);
     int sig = rc == PT_OK;
     if (rc != PT_OK && rc != PT_ENOTFOUND) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
@@ -319,8 +319,8 @@ static int c2p_parse_notify(const struct pt_gw_config *cfg, const struct pt_http
     size_t plen = 0;
     (void)env;
     memset(out, 0, sizeof *out);
-    int rc = pt_2c2p_open(cfg->secret, cfg->secret_len, msg->body ? msg->body : "",
-                          msg->body_len, &payload, &plen);
+    int rc = pt_2c2p_open(cfg->secret, cfg->secret_len, msg->body ? msg->body : "", msg->body_len,
+                          &payload, &plen);
     if (rc == PT_ESIG || rc == PT_ENOTFOUND)
         return PT_ESIG;
     if (rc != PT_OK)
@@ -346,8 +346,8 @@ static int c2p_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *
 {
     (void)rnd;
     (void)ctx;
-    return pt__gw_load_secret("2c2p", "secret_key_file", in->files[0], o->secret,
-                              sizeof o->secret, &o->secret_len, err, errlen);
+    return pt__gw_load_secret("2c2p", "secret_key_file", in->files[0], o->secret, sizeof o->secret,
+                              &o->secret_len, err, errlen);
 }
 
 static const struct pt_gw_method c2p_methods[] = {

@@ -1,5 +1,6 @@
 /*
- * 2c2p_cli.c - `payterm sign/verify --gateway 2c2p` (gwcli.h): JWT HS256 payload signing and verification, as 2C2P's jsonwebtoken does.
+ * 2c2p_cli.c - `payterm sign/verify --gateway 2c2p` (gwcli.h): JWT HS256 payload signing and
+ * verification, as 2C2P's jsonwebtoken does.
  */
 #include "gateways/gwcli.h"
 #include "err.h"
@@ -54,9 +55,10 @@ static int verify_2c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
                  : pt_jwt_hs256_verify(cfg.secret, cfg.secret_len, in, len, &payload, &plen);
     int rc;
     if (r != PT_OK) {
-        rc = pt__cli_invalid(out, r == PT_ESIG   ? "MAC does not verify, or the algorithm is not HS256"
-                           : r == PT_ENOTFOUND ? "no \"payload\" member: an unsigned body"
-                                               : "not a JWT");
+        rc =
+            pt__cli_invalid(out, r == PT_ESIG ? "MAC does not verify, or the algorithm is not HS256"
+                                 : r == PT_ENOTFOUND ? "no \"payload\" member: an unsigned body"
+                                                     : "not a JWT");
     } else {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddTrueToObject(o, "valid");

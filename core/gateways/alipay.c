@@ -37,8 +37,7 @@ static int included(const struct pt_form_pair *p, enum pt_alipay_mode mode)
     return p->value[0] != '\0';
 }
 
-char *pt_alipay_string_to_sign(const struct pt_form *params, enum pt_alipay_mode mode,
-                               size_t *len)
+char *pt_alipay_string_to_sign(const struct pt_form *params, enum pt_alipay_mode mode, size_t *len)
 {
     size_t idx[PT_FORM_MAX_PAIRS], n = 0;
     for (size_t i = 0; i < params->n; i++)
@@ -99,8 +98,8 @@ int pt_alipay_verify_form(const struct pt_pk *pub, const struct pt_form *params,
 
 /* ---- responses ----------------------------------------------------------- */
 
-int pt_alipay_response_parts(const char *body, size_t len, const char *method,
-                             const char **raw, size_t *rawlen, char **sign)
+int pt_alipay_response_parts(const char *body, size_t len, const char *method, const char **raw,
+                             size_t *rawlen, char **sign)
 {
     char key[96];
     size_t m = strlen(method);
@@ -219,8 +218,7 @@ static char *biz_content(const struct pt_gw_config *cfg, enum pt_gw_op op,
     return s;
 }
 
-static int check_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                       const struct pt_charge *c)
+static int check_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c)
 {
     if (!cfg->private_key || !cfg->app_id[0] || !cfg->endpoint[0] || !c->order_id[0])
         return PT_EINVAL;
@@ -233,9 +231,8 @@ static int check_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
     return PT_OK;
 }
 
-static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const struct pt_gw_env *env,
-                        struct pt_http_request *out)
+static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_gw_env *env, struct pt_http_request *out)
 {
     struct pt_form f;
     struct pt_buf body;
@@ -291,8 +288,8 @@ out:
 /* ---- parse ---------------------------------------------------------------- */
 
 /* Fills trade_no and the amount of a response that reports money. */
-static void take_amount(const char *raw, size_t rawlen, const cJSON *o,
-                        const struct pt_charge *c, struct pt_gw_result *out)
+static void take_amount(const char *raw, size_t rawlen, const cJSON *o, const struct pt_charge *c,
+                        struct pt_gw_result *out)
 {
     static const char *const path[] = {"total_amount", NULL};
     (void)c;
@@ -318,8 +315,7 @@ static void take_amount(const char *raw, size_t rawlen, const cJSON *o,
                    "Alipay reported an amount payterm cannot read exactly");
 }
 
-static void decline_or_ambiguous(const cJSON *o, enum pt_outcome other,
-                                 struct pt_gw_result *out)
+static void decline_or_ambiguous(const cJSON *o, enum pt_outcome other, struct pt_gw_result *out)
 {
     const char *code = pt__jstr(o, "code"), *sub = pt__jstr(o, "sub_code");
     const char *msg = pt__jstr(o, "sub_msg");
@@ -333,15 +329,16 @@ static void decline_or_ambiguous(const cJSON *o, enum pt_outcome other,
     pt__result(out, oc, sub ? sub : code, msg);
 }
 
-static void classify_pay(const char *raw, size_t rawlen, const cJSON *o,
-                         const struct pt_charge *c, struct pt_gw_result *out)
+static void classify_pay(const char *raw, size_t rawlen, const cJSON *o, const struct pt_charge *c,
+                         struct pt_gw_result *out)
 {
     const char *code = pt__jstr(o, "code");
     int qr = strcmp(c->method, "qr") == 0;
     if (strcmp(code, "10000") == 0 && qr) {
         const char *qrc = pt__jstr(o, "qr_code");
         if (!qrc || !qrc[0]) {
-            pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "precreate without qr_code");
+            pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response",
+                       "precreate without qr_code");
             return;
         }
         pt__result(out, PT_OUTCOME_PENDING, code, pt__jstr(o, "msg"));
@@ -400,9 +397,8 @@ static void classify_cancel(const cJSON *o, struct pt_gw_result *out)
     }
 }
 
-static int alipay_parse(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const struct pt_http_response *resp,
-                        struct pt_gw_result *out)
+static int alipay_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_http_response *resp, struct pt_gw_result *out)
 {
     memset(out, 0, sizeof *out);
     if (resp->status != 200 || !resp->body) {
@@ -471,9 +467,9 @@ static int fill_notify(const struct pt_gw_config *cfg, const struct pt_form *f,
     pt__copy(n->merchant_id, sizeof n->merchant_id, pt_form_get(f, "app_id"));
     /* The app it was paid to, and the seller account when one is
      * configured: another merchant's signed notification binds nothing. */
-    n->merchant_ok = pt__same_id(pt_form_get(f, "app_id"), cfg->app_id) &&
-                     (!cfg->merchant_id[0] ||
-                      pt__same_id(pt_form_get(f, "seller_id"), cfg->merchant_id));
+    n->merchant_ok =
+        pt__same_id(pt_form_get(f, "app_id"), cfg->app_id) &&
+        (!cfg->merchant_id[0] || pt__same_id(pt_form_get(f, "seller_id"), cfg->merchant_id));
     /* Domestic Alipay settles in CNY and says nothing; cross-border names it. */
     if (pt__currency_upper(cur ? cur : "CNY", n->currency) != PT_OK)
         return PT_EPARSE;
@@ -508,8 +504,11 @@ static const struct pt_gw_key alipay_keys[] = {
     PT_GW_KEY("private_key_file", PT_GWK_SECRET, files[ALIPAY_PRIVATE_KEY], 1),
     PT_GW_KEY("alipay_public_key_file", PT_GWK_FILE, files[ALIPAY_PUBLIC_KEY], 1),
     PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 0),
-    {.name = "barcode_timeout_s", .kind = PT_GWK_SECONDS,
-     .offset = offsetof(struct pt_gw_settings, barcode_timeout_s), .min = 5, .max = 86400},
+    {.name = "barcode_timeout_s",
+     .kind = PT_GWK_SECONDS,
+     .offset = offsetof(struct pt_gw_settings, barcode_timeout_s),
+     .min = 5,
+     .max = 86400},
     /* The seller account (PID): when set, a notification must carry it. */
     PT_GW_KEY("seller_id", PT_GWK_TEXT, merchant_id, 0),
     PT_GW_KEY("currencies", PT_GWK_CURRENCIES, currencies, 0),
@@ -520,11 +519,11 @@ static const struct pt_gw_key alipay_keys[] = {
 static int alipay_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
                        struct pt_gw_config *o, char *err, size_t errlen)
 {
-    int rc = pt__gw_load_key("alipay", "private_key_file", in->files[ALIPAY_PRIVATE_KEY], rnd,
-                             ctx, &o->private_key, err, errlen);
+    int rc = pt__gw_load_key("alipay", "private_key_file", in->files[ALIPAY_PRIVATE_KEY], rnd, ctx,
+                             &o->private_key, err, errlen);
     if (rc == PT_OK)
-        rc = pt__gw_load_key("alipay", "alipay_public_key_file", in->files[ALIPAY_PUBLIC_KEY],
-                             rnd, ctx, &o->peer_key, err, errlen);
+        rc = pt__gw_load_key("alipay", "alipay_public_key_file", in->files[ALIPAY_PUBLIC_KEY], rnd,
+                             ctx, &o->peer_key, err, errlen);
     return rc;
 }
 
@@ -551,7 +550,8 @@ const struct pt_gateway pt_gateway_alipay = {
     .cli_sign = pt__cli_sign_alipay,
     .cli_verify = pt__cli_verify_alipay,
     .cli_sign_usage = "--gateway alipay --key merchant.pem < params.json",
-    .cli_sign_prints = "{\"string_to_sign\":...,\"sign\":...}   params.json is a flat object of strings",
+    .cli_sign_prints =
+        "{\"string_to_sign\":...,\"sign\":...}   params.json is a flat object of strings",
     .cli_verify_usage = "--gateway alipay --pubkey alipay_pub.pem [--method M] < body\n"
                         "    (a notification body (form), or with --method alipay.trade.xxx a\n"
                         "    response body (JSON))",

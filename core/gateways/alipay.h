@@ -30,8 +30,7 @@ enum pt_alipay_mode { PT_ALIPAY_REQUEST = 0, PT_ALIPAY_NOTIFY = 1 };
  * malloc'd NUL-terminated string (caller frees) and its length in *len (may
  * be NULL), or NULL when out of memory / over 64 KiB.
  */
-char *pt_alipay_string_to_sign(const struct pt_form *params, enum pt_alipay_mode mode,
-                               size_t *len);
+char *pt_alipay_string_to_sign(const struct pt_form *params, enum pt_alipay_mode mode, size_t *len);
 
 /*
  * Signs params (mode as above) with key and appends the `sign` pair (base64).
@@ -51,8 +50,8 @@ int pt_alipay_verify_form(const struct pt_pk *pub, const struct pt_form *params,
  * frees) or NULL when the body carries no sign.  PT_OK, PT_EPARSE (not a JSON
  * object, member missing or not an object, duplicate member).
  */
-int pt_alipay_response_parts(const char *body, size_t len, const char *method,
-                             const char **raw, size_t *rawlen, char **sign);
+int pt_alipay_response_parts(const char *body, size_t len, const char *method, const char **raw,
+                             size_t *rawlen, char **sign);
 
 /*
  * Verifies a response body: the sign over the raw response object text.

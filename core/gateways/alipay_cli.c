@@ -1,5 +1,6 @@
 /*
- * alipay_cli.c - `payterm sign/verify --gateway alipay` (gwcli.h): RSA2 request signing and notification/response verification, as alipay-sdk does.
+ * alipay_cli.c - `payterm sign/verify --gateway alipay` (gwcli.h): RSA2 request signing and
+ * notification/response verification, as alipay-sdk does.
  */
 #include "gateways/gwcli.h"
 #include "err.h"
@@ -28,7 +29,8 @@ static int sign_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
             pt__cli_usage(a, "params.json: the value of \"%s\" is not a string", it->string);
             goto out;
         }
-        if (strcmp(it->string, "sign") != 0 && pt_form_add(&f, it->string, it->valuestring) != PT_OK) {
+        if (strcmp(it->string, "sign") != 0 &&
+            pt_form_add(&f, it->string, it->valuestring) != PT_OK) {
             pt__cli_usage(a, "params.json: too many parameters");
             goto out;
         }
@@ -60,7 +62,8 @@ static void form_to_json(cJSON *o, const struct pt_form *f)
         cJSON_AddStringToObject(p, f->pairs[i].key, f->pairs[i].value);
 }
 
-static int verify_alipay_response(struct pt_gw_cli *a, struct pt_pk *pub, const char *in, size_t len, cJSON **out)
+static int verify_alipay_response(struct pt_gw_cli *a, struct pt_pk *pub, const char *in,
+                                  size_t len, cJSON **out)
 {
     const char *raw;
     size_t rawlen;
@@ -69,7 +72,7 @@ static int verify_alipay_response(struct pt_gw_cli *a, struct pt_pk *pub, const 
     int rc = pt_alipay_verify_response(pub, in, len, a->method, &raw, &rawlen);
     if (rc != PT_OK)
         return pt__cli_invalid(out, rc == PT_ESIG ? "signature does not verify"
-                                           : "not an Alipay response to that method");
+                                                  : "not an Alipay response to that method");
     cJSON *o = cJSON_CreateObject();
     cJSON_AddTrueToObject(o, "valid");
     cJSON_AddItemToObject(o, "response", cJSON_ParseWithLength(raw, rawlen));

@@ -20,8 +20,8 @@ struct scan {
 
 static void ws(struct scan *s)
 {
-    while (s->i < s->len && (s->p[s->i] == ' ' || s->p[s->i] == '\t' || s->p[s->i] == '\n' ||
-                             s->p[s->i] == '\r'))
+    while (s->i < s->len &&
+           (s->p[s->i] == ' ' || s->p[s->i] == '\t' || s->p[s->i] == '\n' || s->p[s->i] == '\r'))
         s->i++;
 }
 
@@ -103,8 +103,8 @@ static int skip_literal(struct scan *s, const char *lit)
 static int skip_value(struct scan *s, int depth);
 
 /* Walks an object or array; for an object at depth 0 looks for name. */
-static int skip_container(struct scan *s, int depth, const char *name, size_t *vstart,
-                          size_t *vend, int *found)
+static int skip_container(struct scan *s, int depth, const char *name, size_t *vstart, size_t *vend,
+                          int *found)
 {
     char close = s->p[s->i] == '{' ? '}' : ']';
     int object = close == '}';
@@ -176,8 +176,7 @@ static int skip_value(struct scan *s, int depth)
     }
 }
 
-int pt_jscan_member(const char *p, size_t len, const char *name, const char **val,
-                    size_t *vlen)
+int pt_jscan_member(const char *p, size_t len, const char *name, const char **val, size_t *vlen)
 {
     struct scan s = {p, len, 0};
     size_t vstart = 0, vend = 0;

@@ -21,8 +21,7 @@
  * PT_ENOTFOUND, PT_EPARSE (not a well-formed object, nesting deeper than 64,
  * or `name` present twice: a body that can be read two ways is refused).
  */
-int pt_jscan_member(const char *p, size_t len, const char *name, const char **val,
-                    size_t *vlen);
+int pt_jscan_member(const char *p, size_t len, const char *name, const char **val, size_t *vlen);
 
 /*
  * Element idx (0-based) of the JSON array text [p, p+len): raw span of the

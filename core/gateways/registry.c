@@ -97,7 +97,9 @@ void pt_gateway_method_pairs(char *out, size_t cap)
     for (int i = 0; i < NGATEWAYS; i++)
         for (const struct pt_gw_method *m = gateways[i]->methods; m->name && o < cap; m++, k++)
             o += (size_t)snprintf(out + o, cap - o, "%s%s.%s",
-                                  k == 0 ? "" : k == total - 1 ? " or " : ", ",
+                                  k == 0           ? ""
+                                  : k == total - 1 ? " or "
+                                                   : ", ",
                                   gateways[i]->name, m->name);
 }
 
@@ -109,7 +111,10 @@ static void names_once(void)
     size_t o = 0;
     for (int i = 0; i < NGATEWAYS; i++)
         o += (size_t)snprintf(names_text + o, sizeof names_text - o, "%s%s",
-                              i == 0 ? "" : i == NGATEWAYS - 1 ? " or " : ", ", gateways[i]->name);
+                              i == 0               ? ""
+                              : i == NGATEWAYS - 1 ? " or "
+                                                   : ", ",
+                              gateways[i]->name);
 }
 
 const char *pt_gateway_names(void)
@@ -122,12 +127,18 @@ const char *pt_gateway_names(void)
 const char *pt_outcome_name(enum pt_outcome o)
 {
     switch (o) {
-    case PT_OUTCOME_SUCCESS: return "SUCCESS";
-    case PT_OUTCOME_DECLINED: return "DECLINED";
-    case PT_OUTCOME_PENDING: return "PENDING";
-    case PT_OUTCOME_CANCELED: return "CANCELED";
-    case PT_OUTCOME_NOT_FOUND: return "NOT_FOUND";
-    case PT_OUTCOME_AMBIGUOUS: return "AMBIGUOUS";
+    case PT_OUTCOME_SUCCESS:
+        return "SUCCESS";
+    case PT_OUTCOME_DECLINED:
+        return "DECLINED";
+    case PT_OUTCOME_PENDING:
+        return "PENDING";
+    case PT_OUTCOME_CANCELED:
+        return "CANCELED";
+    case PT_OUTCOME_NOT_FOUND:
+        return "NOT_FOUND";
+    case PT_OUTCOME_AMBIGUOUS:
+        return "AMBIGUOUS";
     }
     return "?";
 }

@@ -82,9 +82,8 @@ static int parse_t(const char *v, size_t n, int64_t *t)
     return PT_OK;
 }
 
-int pt_stripe_verify_header(const char *header, const char *payload, size_t len,
-                            const void *secret, size_t secretlen, int64_t now_s,
-                            int64_t tolerance_s, int64_t *t_out)
+int pt_stripe_verify_header(const char *header, const char *payload, size_t len, const void *secret,
+                            size_t secretlen, int64_t now_s, int64_t tolerance_s, int64_t *t_out)
 {
     const char *tv = NULL;
     size_t tn = 0;
@@ -151,7 +150,7 @@ static char *create_body(const struct pt_charge *c, size_t *len)
     snprintf(amount, sizeof amount, "%lld", (long long)c->amount);
     for (int i = 0; i < 4; i++) /* Stripe wants lower-case ISO codes */
         cur[i] = (char)(c->currency[i] >= 'A' && c->currency[i] <= 'Z' ? c->currency[i] + 32
-                                                                          : c->currency[i]);
+                                                                       : c->currency[i]);
     pt_buf_init(&b, STRIPE_MAX_TEXT);
     form_pair(&b, "amount", amount);
     form_pair(&b, "currency", cur);
@@ -201,9 +200,8 @@ static int stripe_route(enum pt_gw_op op, const struct pt_charge *c, const char 
     return PT_OK;
 }
 
-static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const struct pt_gw_env *env,
-                        struct pt_http_request *out)
+static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_gw_env *env, struct pt_http_request *out)
 {
     const char *method = NULL;
     char path[512], auth[300];
@@ -281,8 +279,7 @@ static void classify_pi(const char *pi, size_t pilen, struct pt_gw_result *out)
 }
 
 /* An error answer: {"error":{"type","code","decline_code","message","payment_intent"}}. */
-static void classify_error(enum pt_gw_op op, int status, const cJSON *e,
-                           struct pt_gw_result *out)
+static void classify_error(enum pt_gw_op op, int status, const cJSON *e, struct pt_gw_result *out)
 {
     const char *type = pt__jstr(e, "type"), *code = pt__jstr(e, "code");
     const char *decline = pt__jstr(e, "decline_code"), *msg = pt__jstr(e, "message");
@@ -329,9 +326,8 @@ static void classify_search(const char *body, size_t len, struct pt_gw_result *o
         classify_pi(pick, picklen, out);
 }
 
-static int stripe_parse(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const struct pt_http_response *resp,
-                        struct pt_gw_result *out)
+static int stripe_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_http_response *resp, struct pt_gw_result *out)
 {
     (void)cfg;
     (void)c;
@@ -395,9 +391,9 @@ static int fill_event(const char *body, size_t len, struct pt_notification *n)
         rc = PT_OK;
     } else if (strlen(order) < sizeof n->order_id &&
                pt__currency_upper(pt__jstr(o, "currency"), n->currency) == PT_OK &&
-               (n->status == PT_OUTCOME_SUCCESS ? captured_amount(pi, pilen, &n->amount)
-                                                : pt_jscan_int(pi, pilen, amount_path,
-                                                               &n->amount)) == PT_OK) {
+               (n->status == PT_OUTCOME_SUCCESS
+                    ? captured_amount(pi, pilen, &n->amount)
+                    : pt_jscan_int(pi, pilen, amount_path, &n->amount)) == PT_OK) {
         pt__copy(n->order_id, sizeof n->order_id, order);
         /* The webhook secret belongs to one account's endpoint: the
          * signature is the merchant check. */
@@ -417,9 +413,8 @@ static int stripe_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     int64_t tol = env && env->tolerance_s ? env->tolerance_s : PT_STRIPE_DEFAULT_TOLERANCE;
     int64_t now_s = env ? env->now_ms / 1000 : 0;
     int rc = pt_stripe_verify_header(pt_http_response_header(msg, "Stripe-Signature"),
-                                     msg->body ? msg->body : "", msg->body_len,
-                                     cfg->webhook_secret, cfg->webhook_secret_len, now_s,
-                                     tol < 0 ? 0 : tol, NULL);
+                                     msg->body ? msg->body : "", msg->body_len, cfg->webhook_secret,
+                                     cfg->webhook_secret_len, now_s, tol < 0 ? 0 : tol, NULL);
     if (rc != PT_OK)
         return PT_ESIG;
     rc = fill_event(msg->body, msg->body_len, out);
@@ -445,9 +440,9 @@ static int stripe_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
     int rc = pt__gw_load_secret("stripe", "secret_key_file", in->files[STRIPE_SECRET_KEY],
                                 o->secret, sizeof o->secret, &o->secret_len, err, errlen);
     if (rc == PT_OK && in->files[STRIPE_WEBHOOK_SECRET][0])
-        rc = pt__gw_load_secret("stripe", "webhook_secret_file",
-                                in->files[STRIPE_WEBHOOK_SECRET], o->webhook_secret,
-                                sizeof o->webhook_secret, &o->webhook_secret_len, err, errlen);
+        rc = pt__gw_load_secret("stripe", "webhook_secret_file", in->files[STRIPE_WEBHOOK_SECRET],
+                                o->webhook_secret, sizeof o->webhook_secret, &o->webhook_secret_len,
+                                err, errlen);
     return rc;
 }
 

@@ -31,9 +31,8 @@ int pt_stripe_sign_header(const void *secret, size_t secretlen, int64_t t, const
  * do).  *t_out (may be NULL) gets the header's timestamp.  PT_OK, PT_ESIG (no
  * t, no v1, no v1 matching, or too old - all compared in constant time).
  */
-int pt_stripe_verify_header(const char *header, const char *payload, size_t len,
-                            const void *secret, size_t secretlen, int64_t now_s,
-                            int64_t tolerance_s, int64_t *t_out);
+int pt_stripe_verify_header(const char *header, const char *payload, size_t len, const void *secret,
+                            size_t secretlen, int64_t now_s, int64_t tolerance_s, int64_t *t_out);
 
 struct pt_gateway;
 /* The adapter's table (listed in registry.c). */

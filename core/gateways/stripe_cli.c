@@ -1,5 +1,6 @@
 /*
- * stripe_cli.c - `payterm sign/verify --gateway stripe` (gwcli.h): webhook signing and verification, as stripe-node does.
+ * stripe_cli.c - `payterm sign/verify --gateway stripe` (gwcli.h): webhook signing and
+ * verification, as stripe-node does.
  */
 #include "gateways/gwcli.h"
 #include "err.h"
@@ -30,7 +31,7 @@ static int sign_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
             cJSON_AddStringToObject(o, "signature", strstr(hdr, "v1=") + 3);
             cJSON_AddStringToObject(o, "header", hdr);
             *out = o;
-        rc = PT_GW_CLI_OK;
+            rc = PT_GW_CLI_OK;
             free(signed_payload);
         }
     }
@@ -45,7 +46,7 @@ static int verify_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     int64_t now = a->now_s, tol = PT_STRIPE_DEFAULT_TOLERANCE;
     int rc = PT_GW_CLI_USAGE;
     if (pt__cli_secret(a, a->secret, a->secret_file, "--secret", cfg.webhook_secret,
-                    &cfg.webhook_secret_len) ||
+                       &cfg.webhook_secret_len) ||
         pt__cli_headers(a, &msg) || (a->now && pt__cli_int64(a, "--now", a->now, &now)) ||
         (a->tolerance && pt__cli_int64(a, "--tolerance", a->tolerance, &tol)))
         goto out;
@@ -54,9 +55,10 @@ static int verify_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
         pt__cli_usage(a, "missing --header 'Stripe-Signature: t=...,v1=...'");
         goto out;
     }
-    if (pt_stripe_verify_header(sig, in, len, cfg.webhook_secret, cfg.webhook_secret_len, now,
-                                tol, NULL) != PT_OK) {
-        rc = pt__cli_invalid(out, "no v1 signature matches, or the timestamp is outside the tolerance");
+    if (pt_stripe_verify_header(sig, in, len, cfg.webhook_secret, cfg.webhook_secret_len, now, tol,
+                                NULL) != PT_OK) {
+        rc = pt__cli_invalid(out,
+                             "no v1 signature matches, or the timestamp is outside the tolerance");
         goto out;
     }
     msg.body = (char *)in;
@@ -70,7 +72,7 @@ static int verify_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
         cJSON_AddItemToObject(o, "event", ev);
     pt__cli_notification(o, pt_gateway_stripe.parse_notify(&cfg, &msg, &env, &n), &n);
     *out = o;
-        rc = PT_GW_CLI_OK;
+    rc = PT_GW_CLI_OK;
 out:
     msg.body = NULL;
     pt_http_response_free(&msg);

@@ -28,8 +28,7 @@
 /* ---- messages and headers ------------------------------------------------ */
 
 char *pt_wechat_request_message(const char *method, const char *url_path, const char *timestamp,
-                                const char *nonce, const char *body, size_t body_len,
-                                size_t *len)
+                                const char *nonce, const char *body, size_t body_len, size_t *len)
 {
     struct pt_buf b;
     pt_buf_init(&b, WECHAT_MAX_TEXT);
@@ -143,8 +142,8 @@ int pt_wechat_parse_authorization(const char *value, struct pt_wechat_auth *out)
 }
 
 int pt_wechat_verify(const struct pt_pk *pub, const char *expected_serial, const char *timestamp,
-                     const char *nonce, const char *signature, const char *serial,
-                     const char *body, size_t body_len)
+                     const char *nonce, const char *signature, const char *serial, const char *body,
+                     size_t body_len)
 {
     int rc = PT_ESIG;
     if (!pub || !expected_serial || !*expected_serial || !timestamp || !nonce || !signature ||
@@ -197,8 +196,8 @@ int pt_wechat_decrypt(const unsigned char *key, size_t keylen, const char *nonce
         goto out;
     size_t ctlen = n - PT_GCM_TAG_LEN;
     rc = pt_aes256gcm_decrypt(key, (const unsigned char *)nonce, strlen(nonce),
-                              (const unsigned char *)(aad ? aad : ""), aad ? strlen(aad) : 0,
-                              ct, ctlen, ct + ctlen, (unsigned char *)pt);
+                              (const unsigned char *)(aad ? aad : ""), aad ? strlen(aad) : 0, ct,
+                              ctlen, ct + ctlen, (unsigned char *)pt);
     if (rc != PT_OK)
         goto out;
     pt[ctlen] = '\0';
@@ -279,9 +278,8 @@ static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge 
 }
 
 /* Method, path and body of op; *body is malloc'd or NULL (GET). */
-static int wechat_route(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const char **method, char *path,
-                        size_t pathlen, char **body)
+static int wechat_route(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const char **method, char *path, size_t pathlen, char **body)
 {
     *body = NULL;
     if (op == PT_GW_PAY) {
@@ -329,9 +327,8 @@ static int sign_request(const struct pt_gw_config *cfg, const struct pt_gw_env *
     return rc;
 }
 
-static int wechat_build(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const struct pt_gw_env *env,
-                        struct pt_http_request *out)
+static int wechat_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_gw_env *env, struct pt_http_request *out)
 {
     const char *method = NULL;
     char path[512];
@@ -413,8 +410,8 @@ static void classify_query(const struct pt_http_response *resp, const cJSON *o,
                            struct pt_gw_result *out)
 {
     const char *code = pt__jstr(o, "code");
-    if (resp->status == 404 || (code && (strcmp(code, "ORDER_NOT_EXIST") == 0 ||
-                                         strcmp(code, "ORDERNOTEXIST") == 0))) {
+    if (resp->status == 404 ||
+        (code && (strcmp(code, "ORDER_NOT_EXIST") == 0 || strcmp(code, "ORDERNOTEXIST") == 0))) {
         pt__result(out, PT_OUTCOME_NOT_FOUND, code ? code : "ORDER_NOT_EXIST",
                    pt__jstr(o, "message"));
         return;
@@ -437,7 +434,7 @@ static void classify_pay(const struct pt_http_response *resp, const cJSON *o,
 {
     /* Answers that mean "not decided here": ask again with a query. */
     static const char *const unsure[] = {"SYSTEM_ERROR", "FREQUENCY_LIMITED", "BANK_ERROR",
-                                         "ORDERPAID", "ORDER_PAID", NULL};
+                                         "ORDERPAID",    "ORDER_PAID",        NULL};
     const char *code = pt__jstr(o, "code");
     const char *url = pt__jstr(o, "code_url");
     if (resp->status == 200 && url && *url) {
@@ -464,8 +461,8 @@ static void classify_close(const struct pt_http_response *resp, const cJSON *o,
         pt__result(out, PT_OUTCOME_CANCELED, NULL, NULL);
     else if (code && strcmp(code, "ORDER_CLOSED") == 0)
         pt__result(out, PT_OUTCOME_CANCELED, code, pt__jstr(o, "message"));
-    else if (resp->status == 404 || (code && (strcmp(code, "ORDER_NOT_EXIST") == 0 ||
-                                              strcmp(code, "ORDERNOTEXIST") == 0)))
+    else if (resp->status == 404 ||
+             (code && (strcmp(code, "ORDER_NOT_EXIST") == 0 || strcmp(code, "ORDERNOTEXIST") == 0)))
         /* WeChat never had the order (the native request was lost before it
          * committed): as definite as for a query, and nothing can be paid. */
         pt__result(out, PT_OUTCOME_NOT_FOUND, code ? code : "ORDER_NOT_EXIST",
@@ -474,9 +471,8 @@ static void classify_close(const struct pt_http_response *resp, const cJSON *o,
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code ? code : "http_error", pt__jstr(o, "message"));
 }
 
-static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op,
-                        const struct pt_charge *c, const struct pt_http_response *resp,
-                        struct pt_gw_result *out)
+static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_http_response *resp, struct pt_gw_result *out)
 {
     memset(out, 0, sizeof *out);
     if (resp->status >= 500 || resp->status < 200) {
@@ -506,9 +502,8 @@ static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op,
 
 /* ---- notifications ------------------------------------------------------- */
 
-static int fill_notify(const struct pt_gw_config *cfg, const char *event_id,
-                       const char *event_type, const char *plain, size_t plen,
-                       struct pt_notification *n)
+static int fill_notify(const struct pt_gw_config *cfg, const char *event_id, const char *event_type,
+                       const char *plain, size_t plen, struct pt_notification *n)
 {
     int rc = PT_EPARSE;
     cJSON *o = cJSON_ParseWithLength(plain, plen);
@@ -530,7 +525,8 @@ static int fill_notify(const struct pt_gw_config *cfg, const char *event_id,
     n->merchant_ok = pt__same_id(pt__jstr(o, "mchid"), cfg->merchant_id) &&
                      pt__same_id(pt__jstr(o, "appid"), cfg->app_id);
     if (read_transaction(plain, plen, o, n->trade_no, sizeof n->trade_no, &n->amount,
-                         n->currency) != PT_OK || !n->currency[0])
+                         n->currency) != PT_OK ||
+        !n->currency[0])
         goto out; /* a success without a readable amount is refused */
     n->status = trade_state_outcome(pt__jstr(o, "trade_state"));
     n->relevant = n->status != PT_OUTCOME_AMBIGUOUS;
@@ -590,11 +586,12 @@ static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
     int rc = pt__gw_load_key("wechat", "private_key_file", in->files[WX_PRIVATE_KEY], rnd, ctx,
                              &o->private_key, err, errlen);
     if (rc == PT_OK)
-        rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY],
-                             rnd, ctx, &o->peer_key, err, errlen);
+        rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY], rnd,
+                             ctx, &o->peer_key, err, errlen);
     if (rc == PT_OK && !o->platform_serial[0] && !pt_pk_serial(o->peer_key)[0]) {
-        snprintf(err, errlen, "gateways.wechat.platform_serial: needed when "
-                              "platform_public_key_file is a public key, not a certificate");
+        snprintf(err, errlen,
+                 "gateways.wechat.platform_serial: needed when "
+                 "platform_public_key_file is a public key, not a certificate");
         rc = PT_ECONFIG;
     }
     if (rc == PT_OK)

@@ -30,8 +30,7 @@
  * of memory or over 256 KiB.
  */
 char *pt_wechat_request_message(const char *method, const char *url_path, const char *timestamp,
-                                const char *nonce, const char *body, size_t body_len,
-                                size_t *len);
+                                const char *nonce, const char *body, size_t body_len, size_t *len);
 
 /* "timestamp\nnonce\nbody\n", same conventions. */
 char *pt_wechat_response_message(const char *timestamp, const char *nonce, const char *body,
@@ -69,8 +68,8 @@ int pt_wechat_parse_authorization(const char *value, struct pt_wechat_auth *out)
  * Any NULL argument fails.  PT_OK or PT_ESIG.
  */
 int pt_wechat_verify(const struct pt_pk *pub, const char *expected_serial, const char *timestamp,
-                     const char *nonce, const char *signature, const char *serial,
-                     const char *body, size_t body_len);
+                     const char *nonce, const char *signature, const char *serial, const char *body,
+                     size_t body_len);
 
 /* Same, reading the four Wechatpay-* headers of msg. */
 int pt_wechat_verify_message(const struct pt_pk *pub, const char *expected_serial,

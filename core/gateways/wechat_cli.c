@@ -1,5 +1,6 @@
 /*
- * wechat_cli.c - `payterm sign/verify --gateway wechat` (gwcli.h): APIv3 request signing, answer and notification verification and resource decryption, as wechatpay-node-v3 does.
+ * wechat_cli.c - `payterm sign/verify --gateway wechat` (gwcli.h): APIv3 request signing, answer
+ * and notification verification and resource decryption, as wechatpay-node-v3 does.
  */
 #include "gateways/gwcli.h"
 #include "err.h"
@@ -28,7 +29,7 @@ static int sign_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
         if (pt_wechat_authorization(a->mchid, a->serial, a->timestamp, a->nonce, sig, auth,
                                     sizeof auth) != PT_OK) {
             pt__cli_usage(a, "--mchid, --serial, --timestamp and --nonce may not contain "
-                                 "quotes or line breaks");
+                             "quotes or line breaks");
             rc = PT_GW_CLI_USAGE;
         } else {
             cJSON *o = cJSON_CreateObject();
@@ -36,7 +37,7 @@ static int sign_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
             cJSON_AddStringToObject(o, "signature", sig);
             cJSON_AddStringToObject(o, "authorization", auth);
             *out = o;
-        rc = PT_GW_CLI_OK;
+            rc = PT_GW_CLI_OK;
         }
     }
     free(msg);
@@ -56,8 +57,7 @@ static int verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
         pt__cli_secret(a, a->apiv3, a->apiv3_file, "--apiv3-key", cfg.secret, &cfg.secret_len))
         goto out;
     if (cfg.secret_len && cfg.secret_len != 32) {
-        pt__cli_usage(a, "--apiv3-key: the APIv3 key is exactly 32 bytes, not %zu",
-                     cfg.secret_len);
+        pt__cli_usage(a, "--apiv3-key: the APIv3 key is exactly 32 bytes, not %zu", cfg.secret_len);
         goto out;
     }
     static const char *const hdrs[] = {"Wechatpay-Timestamp", "Wechatpay-Nonce",
@@ -72,8 +72,8 @@ static int verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     if (pt_wechat_verify_message(cfg.peer_key, a->serial, &msg) != PT_OK) {
         const char *s = pt_http_response_header(&msg, "Wechatpay-Serial");
         rc = pt__cli_invalid(out, strcasecmp(s, a->serial) != 0
-                               ? "Wechatpay-Serial names another key than --serial"
-                               : "signature does not verify");
+                                      ? "Wechatpay-Serial names another key than --serial"
+                                      : "signature does not verify");
         goto out;
     }
     cJSON *body = cJSON_ParseWithLength(in, len);
@@ -84,7 +84,7 @@ static int verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     if (has_resource && cfg.secret_len &&
         pt_wechat_notify_plaintext(cfg.secret, cfg.secret_len, in, len, &plain, &plen) != PT_OK) {
         rc = pt__cli_invalid(out, "the resource does not decrypt (tag, ciphertext, nonce or "
-                           "associated_data altered, or another APIv3 key)");
+                                  "associated_data altered, or another APIv3 key)");
         goto out;
     }
     cJSON *o = cJSON_CreateObject();
@@ -99,7 +99,7 @@ static int verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
         free(plain);
     }
     *out = o;
-        rc = PT_GW_CLI_OK;
+    rc = PT_GW_CLI_OK;
 out:
     msg.body = NULL; /* stdin buffer, freed by the caller */
     pt_http_response_free(&msg);

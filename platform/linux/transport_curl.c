@@ -69,10 +69,26 @@
 /* Response headers we never keep: long, numerous and of no use to an adapter.
  * PT_HTTP_MAX_HEADERS is small, and Stripe alone sends about twenty. */
 static const char *const noise_headers[] = {
-    "access-control-", "content-security-policy", "strict-transport-security",
-    "x-content-type-options", "x-xss-protection", "x-frame-options", "report-to",
-    "nel", "vary", "cache-control", "pragma", "expires", "server", "x-powered-by",
-    "keep-alive", "connection", "set-cookie", "alt-svc", "via", NULL,
+    "access-control-",
+    "content-security-policy",
+    "strict-transport-security",
+    "x-content-type-options",
+    "x-xss-protection",
+    "x-frame-options",
+    "report-to",
+    "nel",
+    "vary",
+    "cache-control",
+    "pragma",
+    "expires",
+    "server",
+    "x-powered-by",
+    "keep-alive",
+    "connection",
+    "set-cookie",
+    "alt-svc",
+    "via",
+    NULL,
 };
 
 struct channel {
@@ -86,7 +102,7 @@ struct channel {
     struct pt_curl_stats stats;
 
     /* State of the request in progress (valid while lock is held). */
-    size_t bytes_out;  /* request bytes curl reported written */
+    size_t bytes_out; /* request bytes curl reported written */
     int resend_refused;
     struct pt_http_response *resp;
     struct pt_buf body; /* the answer's body, bounded by PT_HTTP_MAX_BODY (buf.h) */
@@ -189,8 +205,7 @@ static int debug_cb(CURL *h, curl_infotype type, char *data, size_t size, void *
     return 0;
 }
 
-static curl_socket_t opensocket_cb(void *clientp, curlsocktype purpose,
-                                   struct curl_sockaddr *addr)
+static curl_socket_t opensocket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 {
     struct channel *ch = clientp;
     (void)purpose;
@@ -421,8 +436,8 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
     struct timespec until = realtime_in(timeout_ms);
     int lrc = pthread_mutex_timedlock(&ch->lock, &until);
     if (lrc != 0) {
-        pt_log_warn("transport %s: connection busy for the whole %d ms timeout; not sent",
-                    ch->name, timeout_ms);
+        pt_log_warn("transport %s: connection busy for the whole %d ms timeout; not sent", ch->name,
+                    timeout_ms);
         return PT_ENOTSENT;
     }
     int64_t budget = deadline - mono_ms();
@@ -531,8 +546,7 @@ int pt_curl_new(const struct pt_curl_options *opt, struct pt_curl **out)
         goto out;
     }
     if (access(opt->ca_file, R_OK) != 0) {
-        pt_log_error("transport: tls.ca_file %s: cannot read: %s", opt->ca_file,
-                     strerror(errno));
+        pt_log_error("transport: tls.ca_file %s: cannot read: %s", opt->ca_file, strerror(errno));
         goto out;
     }
     if (pt_curl_global_init() != PT_OK) {
@@ -551,8 +565,8 @@ int pt_curl_new(const struct pt_curl_options *opt, struct pt_curl **out)
     if (!t || !(t->ca_file = strdup(opt->ca_file)))
         goto out;
     pthread_mutex_init(&t->lock, NULL);
-    t->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms
-                                                        : DEFAULT_CONNECT_MS;
+    t->connect_timeout_ms =
+        opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : DEFAULT_CONNECT_MS;
     t->max_idle_s = opt->max_idle_s > 0 ? opt->max_idle_s : DEFAULT_MAX_IDLE_S;
     snprintf(t->user_agent, sizeof t->user_agent, "%s",
              opt->user_agent ? opt->user_agent : "payterm/" PT_VERSION);

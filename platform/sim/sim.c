@@ -67,14 +67,14 @@
 struct sim_conn {
     struct pt_sim *s;
     int fd;
-    int wake_fd;           /* eventfd: stop, or close when the gateway "goes away" */
+    int wake_fd; /* eventfd: stop, or close when the gateway "goes away" */
     mbedtls_ssl_context ssl;
-    int gw;                /* from SNI or the first request's path; SIM_GW_ANY */
-    int kicked;            /* asked to close (lk) */
-    int timeout_ms;        /* for the next read */
-    int refused;           /* handshake refused by a fault */
+    int gw;         /* from SNI or the first request's path; SIM_GW_ANY */
+    int kicked;     /* asked to close (lk) */
+    int timeout_ms; /* for the next read */
+    int refused;    /* handshake refused by a fault */
     char rbuf[SIM_HEAD_MAX];
-    size_t rlen;           /* bytes of the next request already read */
+    size_t rlen; /* bytes of the next request already read */
     struct sim_conn *next;
     pthread_t thread;
 };
@@ -84,8 +84,9 @@ struct sim_conn {
 static _Thread_local struct sim_conn *tl_conn;
 
 static const char *const gw_names[SIM_GW__COUNT] = {"alipay", "wechat", "stripe", "2c2p"};
-static const char *const mode_names[] = {"none", "refuse_connect", "fail_before_commit",
-                                         "drop_after_commit", "http_500_after_commit", "delay"};
+static const char *const mode_names[] = {
+    "none", "refuse_connect", "fail_before_commit", "drop_after_commit", "http_500_after_commit",
+    "delay"};
 
 const char *pt__sim_gw_name(int gw)
 {
@@ -104,8 +105,8 @@ int pt__sim_gw_parse(const char *name)
 
 const struct sim_gateway *pt__sim_gateway(int gw)
 {
-    static const struct sim_gateway *const table[SIM_GW__COUNT] = {
-        &pt__sim_alipay, &pt__sim_wechat, &pt__sim_stripe, &pt__sim_2c2p};
+    static const struct sim_gateway *const table[SIM_GW__COUNT] = {&pt__sim_alipay, &pt__sim_wechat,
+                                                                   &pt__sim_stripe, &pt__sim_2c2p};
     return gw >= 0 && gw < SIM_GW__COUNT ? table[gw] : NULL;
 }
 
@@ -170,8 +171,7 @@ static void sleep_interruptible(struct pt_sim *s, int ms)
     /* The connection-list condition doubles as a "stop" broadcast, so a
      * delay is cut short when the server stops. */
     pthread_mutex_lock(&s->lk);
-    while (!s->stopping &&
-           pthread_cond_timedwait(&s->conns_cond, &s->lk, &until) != ETIMEDOUT)
+    while (!s->stopping && pthread_cond_timedwait(&s->conns_cond, &s->lk, &until) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&s->lk);
 }
@@ -320,8 +320,8 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
     pthread_mutex_unlock(&s->lk);
     if (m == SIM_FAULT_REFUSE_CONNECT)
         close_connections(s, gw, self);
-    pt_log_info("sim: fault %s for %s, count %lld%s", mode, pt__sim_gw_name(gw),
-                (long long)count, m == SIM_FAULT_DELAY ? " (delay)" : "");
+    pt_log_info("sim: fault %s for %s, count %lld%s", mode, pt__sim_gw_name(gw), (long long)count,
+                m == SIM_FAULT_DELAY ? " (delay)" : "");
     pt__sim_resp_json(rs, 200, list);
 out:
     cJSON_Delete(j);
@@ -371,8 +371,9 @@ static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp
     }
     pt__sim_unlock(s);
     if (rc) {
-        bad_request(rs, rc == 404 ? "no such trade" : rc == 409 ? "the trade is not pending"
-                                                                 : "ledger error");
+        bad_request(rs, rc == 404   ? "no such trade"
+                        : rc == 409 ? "the trade is not pending"
+                                    : "ledger error");
         rs->status = rc;
         goto out;
     }
@@ -551,24 +552,42 @@ static int tls_read(struct sim_conn *c, unsigned char *dst, size_t cap)
 static const char *reason(int status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 402: return "Payment Required";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 402:
+        return "Payment Required";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Payload Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Status";
     }
 }
 
@@ -719,9 +738,10 @@ static int read_request(struct sim_conn *c, struct sim_req *rq, int *keep_alive)
     int expect;
     int st = parse_head(rq, &clen, keep_alive, &expect);
     if (st) {
-        simple(c, st, st == 413 ? "request body larger than 256 KiB"
-                      : st == 411 ? "Content-Length required"
-                                  : "malformed request");
+        simple(c, st,
+               st == 413   ? "request body larger than 256 KiB"
+               : st == 411 ? "Content-Length required"
+                           : "malformed request");
         return 0;
     }
     rq->body = malloc(clen + 1);
@@ -797,8 +817,8 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             gateway_500(s, rq->gw, &rs);
     }
     if (!s->quiet)
-        pt_log_info("sim: %s %s %s -> %s%d %s%s%s%s", pt__sim_gw_name(rq->gw), rq->method,
-                    rq->path, rs.drop ? "dropped, would have been " : "", rs.status, rs.note,
+        pt_log_info("sim: %s %s %s -> %s%d %s%s%s%s", pt__sim_gw_name(rq->gw), rq->method, rq->path,
+                    rs.drop ? "dropped, would have been " : "", rs.status, rs.note,
                     call.mode ? " [fault " : "", call.mode ? mode_names[call.mode] : "",
                     call.mode ? "]" : "");
     if (rs.drop)
@@ -1002,8 +1022,10 @@ static int is_loopback(const char *host)
 
 static int bind_listener(struct pt_sim *s, int port, char *err, size_t errlen)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     int gai = getaddrinfo(s->listen_host, ps, &hints, &res);
@@ -1120,7 +1142,8 @@ int pt_sim_start(const struct pt_sim_options *opt, struct pt_sim **out, char *er
     /* Bind first: the port goes into gateways.json. */
     if ((rc = bind_listener(s, port, err, errlen)) != PT_OK ||
         (rc = pt__sim_files_prepare(s, err, errlen)) != PT_OK ||
-        (rc = tls_setup(s, err, errlen)) != PT_OK || (rc = pt__sim_db_open(s, err, errlen)) != PT_OK)
+        (rc = tls_setup(s, err, errlen)) != PT_OK ||
+        (rc = pt__sim_db_open(s, err, errlen)) != PT_OK)
         goto fail;
     if (pipe2(s->stop_pipe, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "sim: pipe: %s", strerror(errno));

@@ -59,8 +59,7 @@ struct pt_sim;
  * the file, address or field at fault into err (errlen bytes; err may be
  * NULL).  *out is stopped and freed with pt_sim_stop().
  */
-int pt_sim_start(const struct pt_sim_options *opt, struct pt_sim **out, char *err,
-                 size_t errlen);
+int pt_sim_start(const struct pt_sim_options *opt, struct pt_sim **out, char *err, size_t errlen);
 
 /* The TCP port actually bound. */
 int pt_sim_port(const struct pt_sim *s);

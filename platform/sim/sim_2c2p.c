@@ -45,8 +45,8 @@ static void sealed(struct pt_sim *s, struct sim_resp *rs, const char *text)
 {
     char *body = NULL;
     size_t blen = 0;
-    if (pt_2c2p_seal(s->k.c2p_secret, strlen(s->k.c2p_secret), text, strlen(text), &body,
-                     &blen) != PT_OK) {
+    if (pt_2c2p_seal(s->k.c2p_secret, strlen(s->k.c2p_secret), text, strlen(text), &body, &blen) !=
+        PT_OK) {
         plain(rs, "0999", "System error");
         return;
     }
@@ -104,14 +104,15 @@ static char *result_text(struct pt_sim *s, const struct sim_trade *t)
     pt_buf_json_string(&b, done ? t->trade_no + 2 : "");
     pt_buf_puts(&b, ",\"tranRef\":");
     pt_buf_json_string(&b, done ? t->trade_no : "");
-    pt_buf_printf(&b, ",\"accountNo\":\"%s\",\"cardToken\":\"\",\"issuerCountry\":\"TH\","
-                      "\"eci\":\"05\",\"installmentPeriod\":0,\"interestType\":\"\","
-                      "\"interestRate\":0,\"installmentMerchantAbsorbRate\":0,"
-                      "\"recurringUniqueID\":\"\",\"fxAmount\":0,\"fxRate\":0,"
-                      "\"fxCurrencyCode\":\"\",\"userDefined1\":\"\",\"userDefined2\":\"\","
-                      "\"userDefined3\":\"\",\"userDefined4\":\"\",\"userDefined5\":\"\","
-                      "\"acquirerReferenceNo\":\"\",\"acquirerMerchantId\":\"\","
-                      "\"cardType\":\"CREDIT\",\"idempotencyID\":\"\",\"paymentScheme\":\"VI\"",
+    pt_buf_printf(&b,
+                  ",\"accountNo\":\"%s\",\"cardToken\":\"\",\"issuerCountry\":\"TH\","
+                  "\"eci\":\"05\",\"installmentPeriod\":0,\"interestType\":\"\","
+                  "\"interestRate\":0,\"installmentMerchantAbsorbRate\":0,"
+                  "\"recurringUniqueID\":\"\",\"fxAmount\":0,\"fxRate\":0,"
+                  "\"fxCurrencyCode\":\"\",\"userDefined1\":\"\",\"userDefined2\":\"\","
+                  "\"userDefined3\":\"\",\"userDefined4\":\"\",\"userDefined5\":\"\","
+                  "\"acquirerReferenceNo\":\"\",\"acquirerMerchantId\":\"\","
+                  "\"cardType\":\"CREDIT\",\"idempotencyID\":\"\",\"paymentScheme\":\"VI\"",
                   done ? "411111XXXXXX1111" : "");
     pt_buf_printf(&b, ",\"respCode\":\"%s\",\"respDesc\":", code);
     pt_buf_json_string(&b, desc);
@@ -128,8 +129,8 @@ static void notify(struct pt_sim *s, const struct sim_trade *t)
     char *text = result_text(s, t), *body = NULL;
     size_t blen = 0;
     const char *desc, *code = resp_code(t, &desc);
-    if (text && pt_2c2p_seal(s->k.c2p_secret, strlen(s->k.c2p_secret), text, strlen(text),
-                             &body, &blen) == PT_OK)
+    if (text && pt_2c2p_seal(s->k.c2p_secret, strlen(s->k.c2p_secret), text, strlen(text), &body,
+                             &blen) == PT_OK)
         pt__sim_notify(s, SIM_GW_2C2P, t->order_id, code, url, "application/json", body, blen, 0,
                        1);
     free(body);
@@ -141,11 +142,12 @@ static void notify(struct pt_sim *s, const struct sim_trade *t)
 static cJSON *open_request(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs,
                            char **text, size_t *len)
 {
-    int rc = pt_2c2p_open(s->k.c2p_secret, strlen(s->k.c2p_secret), rq->body, rq->body_len, text,
-                          len);
+    int rc =
+        pt_2c2p_open(s->k.c2p_secret, strlen(s->k.c2p_secret), rq->body, rq->body_len, text, len);
     if (rc == PT_ESIG) {
-        plain(rs, "9042", "Invalid JWT: the signature does not verify with the merchant secret "
-                          "key (HS256 only)");
+        plain(rs, "9042",
+              "Invalid JWT: the signature does not verify with the merchant secret "
+              "key (HS256 only)");
         return NULL;
     }
     if (rc != PT_OK) {
@@ -177,8 +179,9 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     const char *burl = pt__sim_json_str(j, "backendReturnUrl");
     int64_t minor = 0;
     if (!inv || !*inv || strlen(inv) > 50 || !desc || !cur || strlen(cur) != 3) {
-        plain(rs, "9005", "Some mandatory fields are missing (invoiceNo, description, amount, "
-                          "currencyCode)");
+        plain(rs, "9005",
+              "Some mandatory fields are missing (invoiceNo, description, amount, "
+              "currencyCode)");
         goto out;
     }
     if (!pt_money_currency_valid(cur) ||

@@ -104,8 +104,10 @@ static void fail(struct pt_sim *s, struct sim_resp *rs, const char *method, cons
 {
     static const struct {
         const char *code, *msg;
-    } msgs[] = {{"40001", "Missing Required Arguments"}, {"40002", "Invalid Arguments"},
-                {"40004", "Business Failed"}, {"20000", "Service Currently Unavailable"}};
+    } msgs[] = {{"40001", "Missing Required Arguments"},
+                {"40002", "Invalid Arguments"},
+                {"40004", "Business Failed"},
+                {"20000", "Service Currently Unavailable"}};
     const char *msg = "Business Failed";
     for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)
         if (strcmp(msgs[i].code, code) == 0)
@@ -292,8 +294,8 @@ static int existing(struct pt_sim *s, struct sim_resp *rs, const char *method,
     return 0;
 }
 
-static void pay(struct sim_call *c, const char *method, const struct pt_form *f,
-                const cJSON *biz, struct sim_resp *rs)
+static void pay(struct sim_call *c, const char *method, const struct pt_form *f, const cJSON *biz,
+                struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
     int qr = strcmp(method, "alipay.trade.precreate") == 0;
@@ -449,7 +451,8 @@ static void query(struct sim_call *c, const char *method, const cJSON *biz, stru
     int rc = find(s, biz, t);
     pt__sim_unlock(s);
     if (rc == PT_EINVAL) {
-        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "out_trade_no 与 trade_no 不能同时为空");
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "out_trade_no 与 trade_no 不能同时为空");
     } else if (rc != PT_OK) {
         fail(s, rs, method, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
     } else {
@@ -497,7 +500,8 @@ static void cancel(struct sim_call *c, const char *method, const cJSON *biz, str
     }
     pt__sim_unlock(s);
     if (rc == PT_EINVAL) {
-        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "out_trade_no 与 trade_no 不能同时为空");
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "out_trade_no 与 trade_no 不能同时为空");
     } else if (rc == PT_ENOTFOUND) {
         fail(s, rs, method, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
     } else if (rc != PT_OK) {
@@ -563,8 +567,9 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         char msg[700];
         char *sts = pt_alipay_string_to_sign(&f, PT_ALIPAY_REQUEST, NULL);
         /* Alipay shows the string it verified; it names no secret. */
-        snprintf(msg, sizeof msg, "验签出错，建议检查签名字符串或签名私钥与应用公钥是否匹配，"
-                                  "网关生成的验签字符串为：%.400s",
+        snprintf(msg, sizeof msg,
+                 "验签出错，建议检查签名字符串或签名私钥与应用公钥是否匹配，"
+                 "网关生成的验签字符串为：%.400s",
                  sts ? sts : "");
         free(sts);
         fail(s, rs, method, "40002", "isv.invalid-signature", msg);

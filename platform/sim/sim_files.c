@@ -303,9 +303,9 @@ static int issue_cert(struct pt_sim *s, struct cert_req *cr, unsigned char *pem,
         mbedtls_x509write_crt_set_authority_key_identifier(&crt) != 0)
         goto out;
     if (mbedtls_x509write_crt_set_key_usage(
-            &crt, cr->is_ca ? MBEDTLS_X509_KU_KEY_CERT_SIGN | MBEDTLS_X509_KU_CRL_SIGN
-                            : MBEDTLS_X509_KU_DIGITAL_SIGNATURE |
-                                  MBEDTLS_X509_KU_KEY_ENCIPHERMENT) != 0)
+            &crt, cr->is_ca
+                      ? MBEDTLS_X509_KU_KEY_CERT_SIGN | MBEDTLS_X509_KU_CRL_SIGN
+                      : MBEDTLS_X509_KU_DIGITAL_SIGNATURE | MBEDTLS_X509_KU_KEY_ENCIPHERMENT) != 0)
         goto out;
     if (cr->ndns + cr->nip > 0) {
         if (san_der(cr->dns, cr->ndns, cr->ip, cr->iplen, cr->nip, sanbuf, sizeof sanbuf, &san,
@@ -354,10 +354,16 @@ static int server_cert(struct pt_sim *s, mbedtls_pk_context *ca_key, mbedtls_pk_
                strcmp(s->listen_host, "::1") != 0) {
         iplen[nip++] = 16;
     }
-    struct cert_req cr = {.subject_key = srv_key, .issuer_key = ca_key,
+    struct cert_req cr = {.subject_key = srv_key,
+                          .issuer_key = ca_key,
                           .subject = "CN=payterm gateway simulator,O=payterm simulator",
-                          .issuer = CA_NAME, .is_ca = 0, .dns = dns, .ndns = ndns,
-                          .ip = (const unsigned char(*)[16])ip, .iplen = iplen, .nip = nip};
+                          .issuer = CA_NAME,
+                          .is_ca = 0,
+                          .dns = dns,
+                          .ndns = ndns,
+                          .ip = (const unsigned char(*)[16])ip,
+                          .iplen = iplen,
+                          .nip = nip};
     size_t cap = 2 * PEM_MAX;
     unsigned char *pem = calloc(1, cap);
     char ca_path[SIM_PATH_MAX + 64];
@@ -394,8 +400,8 @@ static int named_cert(struct pt_sim *s, const char *name, const char *subject,
     int rc = PT_OK;
     if (!exists(s, name)) {
         unsigned char *pem = calloc(1, PEM_MAX);
-        struct cert_req cr = {.subject_key = key, .issuer_key = ca_key, .subject = subject,
-                              .issuer = CA_NAME};
+        struct cert_req cr = {
+            .subject_key = key, .issuer_key = ca_key, .subject = subject, .issuer = CA_NAME};
         rc = pem ? issue_cert(s, &cr, pem, PEM_MAX) : PT_ENOMEM;
         if (rc == PT_OK)
             rc = write_file(s, name, pem, strlen((char *)pem), 0644, err, errlen);
@@ -558,8 +564,11 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
         goto out;
     if (!have_ca || created) {
         unsigned char *pem = calloc(1, PEM_MAX);
-        struct cert_req cr = {.subject_key = &ca, .issuer_key = &ca, .subject = CA_NAME,
-                              .issuer = CA_NAME, .is_ca = 1};
+        struct cert_req cr = {.subject_key = &ca,
+                              .issuer_key = &ca,
+                              .subject = CA_NAME,
+                              .issuer = CA_NAME,
+                              .is_ca = 1};
         rc = pem ? issue_cert(s, &cr, pem, PEM_MAX) : PT_ENOMEM;
         if (rc == PT_OK)
             rc = write_file(s, F_CA_CERT, pem, strlen((char *)pem), 0644, err, errlen);
@@ -580,8 +589,7 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
         goto out;
     mbedtls_pk_free(&pk);
     mbedtls_pk_init(&pk);
-    if ((rc = key_pair(s, F_ALIPAY_APP_KEY, F_ALIPAY_APP_PUB, &pk, &created, err, errlen)) !=
-        PT_OK)
+    if ((rc = key_pair(s, F_ALIPAY_APP_KEY, F_ALIPAY_APP_PUB, &pk, &created, err, errlen)) != PT_OK)
         goto out;
     mbedtls_pk_free(&pk);
     mbedtls_pk_init(&pk);
@@ -595,8 +603,8 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
         unlink(p);
     }
     if ((rc = named_cert(s, F_WX_MCH_CERT, "CN=" WECHAT_MCHID ",O=WeChat Pay merchant (simulated)",
-                         &pk, &ca, s->k.wechat_merchant_serial,
-                         sizeof s->k.wechat_merchant_serial, err, errlen)) != PT_OK)
+                         &pk, &ca, s->k.wechat_merchant_serial, sizeof s->k.wechat_merchant_serial,
+                         err, errlen)) != PT_OK)
         goto out;
     mbedtls_pk_free(&pk);
     mbedtls_pk_init(&pk);
@@ -606,9 +614,9 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
         path_of(s, F_WX_PLAT_CERT, p, sizeof p);
         unlink(p);
     }
-    if ((rc = named_cert(s, F_WX_PLAT_CERT, "CN=Tenpay.com platform (simulated),O=WeChat Pay",
-                         &pk, &ca, s->k.wechat_platform_serial,
-                         sizeof s->k.wechat_platform_serial, err, errlen)) != PT_OK)
+    if ((rc = named_cert(s, F_WX_PLAT_CERT, "CN=Tenpay.com platform (simulated),O=WeChat Pay", &pk,
+                         &ca, s->k.wechat_platform_serial, sizeof s->k.wechat_platform_serial, err,
+                         errlen)) != PT_OK)
         goto out;
 
     /* Secrets, shaped like the real ones: the APIv3 key is 32 characters whose
@@ -617,8 +625,8 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
     if ((rc = secret(s, F_WX_APIV3, "", 32, 0, apiv3, sizeof apiv3, err, errlen)) != PT_OK)
         goto out;
     if (strlen(apiv3) != 32) {
-        snprintf(err, errlen, "sim: %s/%s: the APIv3 key must be exactly 32 characters",
-                 s->dir, F_WX_APIV3);
+        snprintf(err, errlen, "sim: %s/%s: the APIv3 key must be exactly 32 characters", s->dir,
+                 F_WX_APIV3);
         pt_zeroize(apiv3, sizeof apiv3);
         rc = PT_EPARSE;
         goto out;

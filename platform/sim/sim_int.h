@@ -36,8 +36,8 @@ struct pt_drbg;
 struct sqlite3;
 struct sqlite3_stmt;
 
-#define SIM_HEAD_MAX (16 * 1024)   /* request line + headers */
-#define SIM_BODY_MAX (256 * 1024)  /* request body */
+#define SIM_HEAD_MAX (16 * 1024)  /* request line + headers */
+#define SIM_BODY_MAX (256 * 1024) /* request body */
 #define SIM_MAX_HEADERS 48
 #define SIM_MAX_CONNS 128
 #define SIM_MAX_FAULTS 16
@@ -48,8 +48,14 @@ struct sqlite3_stmt;
 #define SIM_EXTRA_MAX 4096
 #define SIM_MAX_STMTS 32
 
-enum sim_gw { SIM_GW_ANY = -1, SIM_GW_ALIPAY = 0, SIM_GW_WECHAT, SIM_GW_STRIPE, SIM_GW_2C2P,
-              SIM_GW__COUNT };
+enum sim_gw {
+    SIM_GW_ANY = -1,
+    SIM_GW_ALIPAY = 0,
+    SIM_GW_WECHAT,
+    SIM_GW_STRIPE,
+    SIM_GW_2C2P,
+    SIM_GW__COUNT
+};
 
 enum sim_fault_mode {
     SIM_FAULT_NONE = 0,
@@ -61,27 +67,27 @@ enum sim_fault_mode {
 };
 
 struct sim_fault {
-    int gw;                 /* SIM_GW_ANY for "*" */
+    int gw; /* SIM_GW_ANY for "*" */
     enum sim_fault_mode mode;
-    int count;              /* requests (connections for refuse_connect) left; -1 = until cleared */
+    int count; /* requests (connections for refuse_connect) left; -1 = until cleared */
     int delay_ms;
-    char method[8];         /* only requests with this HTTP method; "" = any */
+    char method[8]; /* only requests with this HTTP method; "" = any */
 };
 
 /* One parsed request.  Header names/values point into head. */
 struct sim_req {
     char method[8];
-    char target[2048];  /* request-target exactly as sent (path + '?' + query) */
-    char path[2048];    /* target up to '?' */
-    const char *query;  /* into target after '?', or "" */
+    char target[2048]; /* request-target exactly as sent (path + '?' + query) */
+    char path[2048];   /* target up to '?' */
+    const char *query; /* into target after '?', or "" */
     int nheaders;
     struct {
         const char *name, *value;
     } h[SIM_MAX_HEADERS];
     char head[SIM_HEAD_MAX + 1];
-    char *body;         /* NUL-terminated, malloc'd */
+    char *body; /* NUL-terminated, malloc'd */
     size_t body_len;
-    int gw;             /* from the path; SIM_GW_ANY for /_sim and unknown paths */
+    int gw; /* from the path; SIM_GW_ANY for /_sim and unknown paths */
 };
 
 struct sim_resp {
@@ -89,10 +95,10 @@ struct sim_resp {
     char ctype[64];
     char hdr[SIM_RESP_HEADERS][768]; /* extra "Name: value" lines */
     int nhdr;
-    char *body;         /* malloc'd */
+    char *body; /* malloc'd */
     size_t body_len;
-    int drop;           /* close the connection without answering */
-    char note[200];     /* summary for the request log line (no secrets) */
+    int drop;       /* close the connection without answering */
+    char note[200]; /* summary for the request log line (no secrets) */
 };
 
 /* The fault riding on one gateway request, and whether its handler reached
@@ -106,7 +112,7 @@ struct sim_call {
 
 /* Identities and keys of the four simulated gateways and their merchant. */
 struct sim_keys {
-    mbedtls_x509_crt srv_cert;   /* server certificate + CA, for TLS */
+    mbedtls_x509_crt srv_cert; /* server certificate + CA, for TLS */
     mbedtls_pk_context srv_key;
     struct pt_pk *alipay_key;     /* the simulated Alipay's private key */
     struct pt_pk *alipay_app_pub; /* merchant app public key */
@@ -157,7 +163,7 @@ struct pt_sim {
     } stmts[SIM_MAX_STMTS]; /* prepared statements, kept (sim_ledger.c) */
     int nstmts;
 
-    struct pt_drbg *drbg;      /* TLS, key generation, identifiers (thread-safe) */
+    struct pt_drbg *drbg; /* TLS, key generation, identifiers (thread-safe) */
     mbedtls_ssl_config tls;
     struct sim_keys k;
 };
@@ -171,11 +177,11 @@ struct sim_trade {
     char method[16];
     int64_t amount;
     char currency[4];
-    char status[12];            /* pending | captured | declined | canceled */
-    int captures;               /* times money moved for this trade */
+    char status[12]; /* pending | captured | declined | canceled */
+    int captures;    /* times money moved for this trade */
     char params_hash[65];
-    char extra[SIM_EXTRA_MAX];  /* gateway-specific JSON object text */
-    int64_t pay_at;             /* ms; when the simulated customer pays; 0 = never */
+    char extra[SIM_EXTRA_MAX]; /* gateway-specific JSON object text */
+    int64_t pay_at;            /* ms; when the simulated customer pays; 0 = never */
     int64_t created_at, updated_at, paid_at;
 };
 
@@ -187,7 +193,7 @@ struct sim_note {
     char kind[48];
     char url[512];
     char ctype[64];
-    char *body;                 /* malloc'd */
+    char *body; /* malloc'd */
     size_t body_len;
     int64_t due_at;
     int attempts;
@@ -201,7 +207,7 @@ struct sim_idem {
     char key[256];
     char hash[65];
     int status;
-    char *body;                 /* malloc'd */
+    char *body; /* malloc'd */
     int64_t created_at;
 };
 
@@ -214,8 +220,7 @@ struct sim_gateway {
     /* The simulated customer pays (or fails to pay) pending trade t; lk held. */
     void (*autopay)(struct pt_sim *s, struct sim_trade *t);
     /* Extra header lines for one delivery of n (signed per attempt), or NULL. */
-    int (*note_headers)(struct pt_sim *s, const struct sim_note *n,
-                        char hdr[][768], int *nhdr);
+    int (*note_headers)(struct pt_sim *s, const struct sim_note *n, char hdr[][768], int *nhdr);
     /* True when (status, body) is the gateway's exact "received" reply. */
     int (*note_ok)(int status, const char *body, size_t len);
     /* The answer of http_500_after_commit. */

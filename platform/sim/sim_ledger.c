@@ -94,7 +94,9 @@ int pt__sim_db_open(struct pt_sim *s, char *err, size_t errlen)
         rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "sim ledger %s: %s", path,
-                 msg ? msg : s->db ? sqlite3_errmsg(s->db) : "cannot open");
+                 msg     ? msg
+                 : s->db ? sqlite3_errmsg(s->db)
+                         : "cannot open");
         sqlite3_free(msg);
         sqlite3_close(s->db);
         s->db = NULL;
@@ -224,8 +226,7 @@ int pt__sim_trade_get(struct pt_sim *s, int gw, const char *order_id, struct sim
 
 int pt__sim_trade_by_no(struct pt_sim *s, int gw, const char *trade_no, struct sim_trade *t)
 {
-    sqlite3_stmt *st =
-        prep(s, "SELECT " TRADE_COLS " FROM trades WHERE gateway=? AND trade_no=?");
+    sqlite3_stmt *st = prep(s, "SELECT " TRADE_COLS " FROM trades WHERE gateway=? AND trade_no=?");
     if (!st)
         return PT_ESTORAGE;
     sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
@@ -235,10 +236,10 @@ int pt__sim_trade_by_no(struct pt_sim *s, int gw, const char *trade_no, struct s
 
 int pt__sim_trade_insert(struct pt_sim *s, struct sim_trade *t)
 {
-    sqlite3_stmt *st = prep(
-        s, "INSERT INTO trades(gateway, order_id, trade_no, method, amount, currency, status, "
-           "captures, params_hash, extra, pay_at, created_at, updated_at, paid_at) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    sqlite3_stmt *st =
+        prep(s, "INSERT INTO trades(gateway, order_id, trade_no, method, amount, currency, status, "
+                "captures, params_hash, extra, pay_at, created_at, updated_at, paid_at) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     if (!st)
         return PT_ESTORAGE;
     sqlite3_bind_text(st, 1, pt__sim_gw_name(t->gw), -1, SQLITE_STATIC);

@@ -107,8 +107,10 @@ static void deliver(struct pt_sim *s, CURL *h, struct sim_note *n)
         snprintf(n->last_error, sizeof n->last_error, "%.150s",
                  errbuf[0] ? errbuf : curl_easy_strerror(cc));
     else
-        snprintf(n->last_error, sizeof n->last_error, "HTTP %ld, reply \"%.60s\" is not the "
-                 "%s success reply", status, r->buf, pt__sim_gw_name(n->gw));
+        snprintf(n->last_error, sizeof n->last_error,
+                 "HTTP %ld, reply \"%.60s\" is not the "
+                 "%s success reply",
+                 status, r->buf, pt__sim_gw_name(n->gw));
 fail:
     if (n->attempts >= SIM_NOTE_MAX_ATTEMPTS) {
         n->delivered = 2; /* gave up, as the real gateways eventually do */
@@ -117,7 +119,7 @@ fail:
     } else {
         int64_t wait = (int64_t)s->notify_retry_ms << (n->attempts > 6 ? 6 : n->attempts - 1);
         n->due_at = pt__sim_now_ms() + (wait > RETRY_CAP_MS ? RETRY_CAP_MS : wait);
-        pt_log_info("sim: notifying %s %s %s failed (attempt %d): %s; retrying", 
+        pt_log_info("sim: notifying %s %s %s failed (attempt %d): %s; retrying",
                     pt__sim_gw_name(n->gw), n->kind, n->order_id, n->attempts, n->last_error);
     }
 out:

@@ -280,8 +280,8 @@ static void error_500(struct pt_sim *s, struct sim_resp *rs)
     pt__sim_resp_header(rs, "Stripe-Should-Retry: true");
 }
 
-static void with_idempotency(struct sim_call *c, const struct sim_req *rq,
-                             const struct pt_form *f, struct sim_resp *rs, post_fn fn)
+static void with_idempotency(struct sim_call *c, const struct sim_req *rq, const struct pt_form *f,
+                             struct sim_resp *rs, post_fn fn)
 {
     struct pt_sim *s = c->s;
     const char *key = pt__sim_req_header(rq, "Idempotency-Key");
@@ -357,8 +357,8 @@ static void with_idempotency(struct sim_call *c, const struct sim_req *rq,
             error_500(s, &r500);
             saved = &r500;
         }
-        struct sim_idem rec = {.status = saved->status, .body = saved->body,
-                               .created_at = pt__sim_now_ms()};
+        struct sim_idem rec = {
+            .status = saved->status, .body = saved->body, .created_at = pt__sim_now_ms()};
         snprintf(rec.key, sizeof rec.key, "%s", key);
         memcpy(rec.hash, hash, sizeof rec.hash);
         pt__sim_idem_put(s, &rec);
@@ -372,12 +372,24 @@ static void with_idempotency(struct sim_call *c, const struct sim_req *rq,
 
 static int known_create_param(const char *k)
 {
-    static const char *const known[] = {
-        "amount", "currency", "confirm", "payment_method", "customer", "description",
-        "capture_method", "off_session", "return_url", "receipt_email", "statement_descriptor",
-        "statement_descriptor_suffix", "setup_future_usage", "error_on_requires_action",
-        "confirmation_method", "automatic_payment_methods[enabled]",
-        "automatic_payment_methods[allow_redirects]", NULL};
+    static const char *const known[] = {"amount",
+                                        "currency",
+                                        "confirm",
+                                        "payment_method",
+                                        "customer",
+                                        "description",
+                                        "capture_method",
+                                        "off_session",
+                                        "return_url",
+                                        "receipt_email",
+                                        "statement_descriptor",
+                                        "statement_descriptor_suffix",
+                                        "setup_future_usage",
+                                        "error_on_requires_action",
+                                        "confirmation_method",
+                                        "automatic_payment_methods[enabled]",
+                                        "automatic_payment_methods[allow_redirects]",
+                                        NULL};
     for (const char *const *p = known; *p; p++)
         if (strcmp(k, *p) == 0)
             return 1;
@@ -404,8 +416,8 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
     char *end = NULL;
     long long amt = amount ? strtoll(amount, &end, 10) : 0;
     if (!amount || !*amount || *end || amt <= 0 || amt > 99999999) {
-        stripe_error(rs, 400, "invalid_request_error", amount ? "parameter_invalid_integer"
-                                                              : "parameter_missing",
+        stripe_error(rs, 400, "invalid_request_error",
+                     amount ? "parameter_invalid_integer" : "parameter_missing",
                      amount ? "Invalid integer: amount must be a positive integer in the "
                               "smallest currency unit (at most 99999999)."
                             : "Missing required param: amount.",
@@ -421,8 +433,7 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
         upper[i] = (char)toupper((unsigned char)cur[i]);
     if (!pt_money_currency_valid(upper) || strcmp(cur, "xxx") == 0) {
         snprintf(msg, sizeof msg, "Invalid currency: %s.", cur);
-        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string", msg,
-                     "currency");
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string", msg, "currency");
         return;
     }
     int confirmed = confirm && strcmp(confirm, "true") == 0;

@@ -131,9 +131,8 @@ static void notify(struct pt_sim *s, const struct sim_trade *t)
     char nonce[16], id[48], when[32], *ct = NULL;
     cJSON_Delete(tx);
     pt__sim_random_alnum(s, nonce, 12);
-    if (!plain ||
-        pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, "transaction", plain, strlen(plain),
-                          &ct) != PT_OK)
+    if (!plain || pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, "transaction", plain,
+                                    strlen(plain), &ct) != PT_OK)
         goto out;
     snprintf(id, sizeof id, "EV-");
     pt__sim_random_digits(s, id + 3, 20);

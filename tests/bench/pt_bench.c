@@ -166,8 +166,7 @@ static void guarded_new_charge(struct pt_store *st, long i)
     if ((rc = pt_store_audit_first(st, c.id, "INIT", "created", "api", now)))
         die("audit", rc);
     char *body = pt_charge_json_text(&c);
-    if ((rc = pt_idem_complete(st, &r.lock, "POST /v1/charges", key, 202, body, strlen(body),
-                                now)))
+    if ((rc = pt_idem_complete(st, &r.lock, "POST /v1/charges", key, 202, body, strlen(body), now)))
         die("complete", rc);
     free(body);
     if ((rc = pt_store_commit(st)))
@@ -243,11 +242,14 @@ static void storage_round(const char *dir, struct pt_store **out, long *charges,
         }
     }
     double f50 = pct(tf, n, 0.5);
-    *floor_r = (struct result){.p50 = f50, .p99 = pct(tf, n, 0.99), .rate = n / (sum_f / 1e6),
-                               .floor = f50, .ratio = 1.0};
+    *floor_r = (struct result){
+        .p50 = f50, .p99 = pct(tf, n, 0.99), .rate = n / (sum_f / 1e6), .floor = f50, .ratio = 1.0};
     double g50 = pct(tg, n, 0.5);
-    *guard_r = (struct result){.p50 = g50, .p99 = pct(tg, n, 0.99), .rate = n / (sum_g / 1e6),
-                               .floor = f50, .ratio = g50 / f50};
+    *guard_r = (struct result){.p50 = g50,
+                               .p99 = pct(tg, n, 0.99),
+                               .rate = n / (sum_g / 1e6),
+                               .floor = f50,
+                               .ratio = g50 / f50};
     free(tf);
     free(tg);
     floor_close(&f);
@@ -311,8 +313,7 @@ static void bench_storage(const char *dir)
         struct pt_idem_result res;
         double t0 = now_us();
         pt_idem_fingerprint("POST", "/v1/charges", body, hash);
-        rc = pt_idem_lookup(st, &idem_opt, "POST /v1/charges", key, hash, 1700000000000 + k,
-                            &res);
+        rc = pt_idem_lookup(st, &idem_opt, "POST /v1/charges", key, hash, 1700000000000 + k, &res);
         double dt = now_us() - t0;
         if (rc || res.status != PT_IDEM_REPLAY)
             die("replay lookup", rc ? rc : PT_ENOTFOUND);
@@ -408,7 +409,8 @@ struct raw_client {
 
 static void raw_connect(struct raw_client *rc, int port)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int one = 1;
     rc->fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -684,10 +686,16 @@ static void http_new_round(const char *dir, struct result out[2])
         }
     }
     double frate = n / (sum_f / 1e6), rrate = n / (sum_r / 1e6), crate = n / (sum_c / 1e6);
-    out[0] = (struct result){.p50 = pct(tr, n, 0.5), .p99 = pct(tr, n, 0.99), .rate = rrate,
-                             .floor = frate, .ratio = rrate / frate};
-    out[1] = (struct result){.p50 = pct(tc, n, 0.5), .p99 = pct(tc, n, 0.99), .rate = crate,
-                             .floor = frate, .ratio = crate / frate};
+    out[0] = (struct result){.p50 = pct(tr, n, 0.5),
+                             .p99 = pct(tr, n, 0.99),
+                             .rate = rrate,
+                             .floor = frate,
+                             .ratio = rrate / frate};
+    out[1] = (struct result){.p50 = pct(tc, n, 0.5),
+                             .p99 = pct(tc, n, 0.99),
+                             .rate = crate,
+                             .floor = frate,
+                             .ratio = crate / frate};
     if (bad)
         fprintf(stderr, "pt_bench: %ld new-charge requests did not get 202\n", bad);
     curl_easy_cleanup(c.h);
@@ -720,15 +728,14 @@ static void bench_http_new(const char *dir)
              "Content-Length); rate/floor rate in 3 rounds %.2f %.2f %.2f, median; budget >= 0.5",
              lean[0].ratio, lean[1].ratio, lean[2].ratio);
     const struct result *m = &lean[median_round(lean, ROUNDS)];
-    add_result("http_new_charge_offline", "us", m->p50, m->p99, m->rate, m->floor, m->ratio,
-               note);
+    add_result("http_new_charge_offline", "us", m->p50, m->p99, m->rate, m->floor, m->ratio, note);
     snprintf(note, sizeof note,
              "the same with libcurl as the client, same rounds (%.2f %.2f %.2f): what the "
              "client's own cost adds",
              curl[0].ratio, curl[1].ratio, curl[2].ratio);
     m = &curl[median_round(curl, ROUNDS)];
-    add_result("http_new_charge_offline_libcurl", "us", m->p50, m->p99, m->rate, m->floor,
-               m->ratio, note);
+    add_result("http_new_charge_offline_libcurl", "us", m->p50, m->p99, m->rate, m->floor, m->ratio,
+               note);
 }
 
 static void bench_http(const char *dir)
@@ -874,8 +881,8 @@ static void bench_drain(const char *dir, double floor_rate)
     snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
     snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
     snprintf(log, sizeof log, "%s/drain-sim.log", dir);
-    char *sargv[] = {"payterm", "sim", "--listen", listen, "--dir", simdir, "--notify-base",
-                     notify, "--quiet", NULL};
+    char *sargv[] = {"payterm", "sim",           "--listen", listen,    "--dir",
+                     simdir,    "--notify-base", notify,     "--quiet", NULL};
     pid_t sim = spawn(log, sargv, NULL);
     char simurl[128], url[128];
     snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
@@ -892,8 +899,7 @@ static void bench_drain(const char *dir, double floor_rate)
     fclose(f);
     /* Queue while every gateway refuses connections, like a lane offline. */
     snprintf(url, sizeof url, "%s/_sim/faults", simurl);
-    http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca,
-         NULL);
+    http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca, NULL);
     snprintf(log, sizeof log, "%s/drain-payterm.log", dir);
     char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
     pid_t d = spawn(log, dargv, NULL);
@@ -931,10 +937,10 @@ static void bench_drain(const char *dir, double floor_rate)
         http(url, NULL, NULL, &st);
         cJSON *o = st ? cJSON_Parse(st) : NULL;
         free(st);
-        left = (int64_t)(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "queue"), "count")
-                             ->valuedouble +
-                         cJSON_GetObjectItem(o, "unknown")->valuedouble +
-                         cJSON_GetObjectItem(o, "processing")->valuedouble);
+        left =
+            (int64_t)(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "queue"), "count")->valuedouble +
+                      cJSON_GetObjectItem(o, "unknown")->valuedouble +
+                      cJSON_GetObjectItem(o, "processing")->valuedouble);
         cJSON_Delete(o);
         t1 = now_us();
         if (left == 0)
@@ -984,8 +990,8 @@ static void bench_footprint(const char *dir)
         exit(1);
     int port = free_port();
     FILE *f = fopen(cfg, "w");
-    fprintf(f, "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\"}\n",
-            data, port);
+    fprintf(f, "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\"}\n", data,
+            port);
     fclose(f);
     int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -1030,8 +1036,7 @@ static void bench_footprint(const char *dir)
     if (p)
         fclose(p);
     snprintf(cmd, sizeof cmd,
-             "cat /proc/%d/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'",
-             (int)d);
+             "cat /proc/%d/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'", (int)d);
     FILE *c = popen(cmd, "r");
     if (c && fscanf(c, "%ld", &switches0) != 1)
         switches0 = 0;
@@ -1044,8 +1049,7 @@ static void bench_footprint(const char *dir)
         switches1 = 0;
     if (c)
         pclose(c);
-    add_result("serve_idle_rss", "KiB", (double)rss_kb, (double)rss_kb, 0, 8192,
-               rss_kb / 8192.0,
+    add_result("serve_idle_rss", "KiB", (double)rss_kb, (double)rss_kb, 0, 8192, rss_kb / 8192.0,
                "VmRSS after start, nothing queued, shared library pages included; "
                "budget <= 8 MiB");
     add_result("serve_idle_rss_private", "KiB", (double)anon_kb, (double)anon_kb, 0, 8192,
@@ -1199,8 +1203,8 @@ static void online_sim(const char *dir, struct online_env *e)
     snprintf(listen, sizeof listen, "127.0.0.1:%d", e->sport);
     snprintf(log, sizeof log, "%s/online-sim.log", dir);
     /* Notifications go nowhere: the online answer is what is measured. */
-    char *sargv[] = {"payterm", "sim", "--listen", listen, "--dir", e->simdir, "--notify-base",
-                     "http://127.0.0.1:1", "--quiet", NULL};
+    char *sargv[] = {"payterm", "sim",           "--listen",           listen,    "--dir",
+                     e->simdir, "--notify-base", "http://127.0.0.1:1", "--quiet", NULL};
     e->sim = spawn(log, sargv, NULL);
     snprintf(e->simurl, sizeof e->simurl, "https://127.0.0.1:%d", e->sport);
     snprintf(url, sizeof url, "%s/_sim/ledger", e->simurl);

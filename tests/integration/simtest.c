@@ -53,8 +53,8 @@ static void load_configs(struct simtest *t)
         fail_msg("%s", err);
     for (int g = 0; g < ST__COUNT; g++) {
         pt_gw_config_free(&t->gw[g]);
-        rc = pt_gw_config_load(&t->cfg, simtest_gw_names[g], NULL, NULL, &t->gw[g], err,
-                               sizeof err);
+        rc =
+            pt_gw_config_load(&t->cfg, simtest_gw_names[g], NULL, NULL, &t->gw[g], err, sizeof err);
         if (rc != PT_OK)
             fail_msg("%s", err);
     }
@@ -158,8 +158,7 @@ cJSON *simtest_ledger_row(struct simtest *t, const char *gateway, const char *or
     return row;
 }
 
-int simtest_captures(struct simtest *t, const char *gateway, const char *order_id,
-                     char status[16])
+int simtest_captures(struct simtest *t, const char *gateway, const char *order_id, char status[16])
 {
     cJSON *row = simtest_ledger_row(t, gateway, order_id);
     if (!row) {
@@ -322,7 +321,8 @@ out:
 static void *receiver_main(void *arg)
 {
     struct receiver *r = arg;
-    struct pollfd p[2] = {{.fd = r->fd, .events = POLLIN}, {.fd = r->stop_pipe[0], .events = POLLIN}};
+    struct pollfd p[2] = {{.fd = r->fd, .events = POLLIN},
+                          {.fd = r->stop_pipe[0], .events = POLLIN}};
     while (poll(p, 2, -1) >= 0 && !(p[1].revents & POLLIN)) {
         if (!(p[0].revents & POLLIN))
             continue;

@@ -25,9 +25,9 @@ struct simtest {
     struct pt_sim_options opt; /* as started (dir and listen filled in) */
     struct pt_sim *sim;
     int port;
-    struct pt_curl *curl;                /* trusts DIR/ca.pem */
-    struct pt_config cfg;                /* DIR/gateways.json */
-    struct pt_gw_config gw[ST__COUNT];   /* alipay, wechat, stripe, 2c2p */
+    struct pt_curl *curl;              /* trusts DIR/ca.pem */
+    struct pt_config cfg;              /* DIR/gateways.json */
+    struct pt_gw_config gw[ST__COUNT]; /* alipay, wechat, stripe, 2c2p */
 };
 
 extern const char *const simtest_gw_names[ST__COUNT];
@@ -47,8 +47,7 @@ void simtest_fault(struct simtest *t, const char *json);
  * deletes), or NULL when the simulator has no trade for it. */
 cJSON *simtest_ledger_row(struct simtest *t, const char *gateway, const char *order_id);
 /* captures of the row, -1 when there is none; status copied when not NULL. */
-int simtest_captures(struct simtest *t, const char *gateway, const char *order_id,
-                     char status[16]);
+int simtest_captures(struct simtest *t, const char *gateway, const char *order_id, char status[16]);
 
 /* A charge for gateway gw with the method payterm uses for it. */
 void simtest_charge(struct pt_charge *c, int gw, const char *order_id, int64_t amount,

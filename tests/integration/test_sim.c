@@ -559,9 +559,9 @@ static void test_stripe_idempotency_keys(void **state)
     struct pt_curl *other = NULL;
     struct pt_curl_options co = {.ca_file = T.cfg.ca_file};
     assert_int_equal(pt_curl_new(&co, &other), PT_OK);
-    assert_int_equal(simtest_call_with(other, &T.gw[ST_STRIPE], ST_STRIPE, PT_GW_PAY, &sl.c, 5000,
-                                       &r, &raw),
-                     PT_OK);
+    assert_int_equal(
+        simtest_call_with(other, &T.gw[ST_STRIPE], ST_STRIPE, PT_GW_PAY, &sl.c, 5000, &r, &raw),
+        PT_OK);
     assert_int_equal(raw.status, 409);
     assert_string_equal(r.code, "idempotency_key_in_use");
     assert_int_equal(r.outcome, PT_OUTCOME_AMBIGUOUS);
@@ -569,9 +569,9 @@ static void test_stripe_idempotency_keys(void **state)
     pthread_join(th, NULL);
     assert_int_equal(sl.rc, PT_OK);
     assert_int_equal(sl.r.outcome, PT_OUTCOME_SUCCESS);
-    assert_int_equal(simtest_call_with(other, &T.gw[ST_STRIPE], ST_STRIPE, PT_GW_PAY, &sl.c, 5000,
-                                       &r, &raw),
-                     PT_OK);
+    assert_int_equal(
+        simtest_call_with(other, &T.gw[ST_STRIPE], ST_STRIPE, PT_GW_PAY, &sl.c, 5000, &r, &raw),
+        PT_OK);
     assert_string_equal(pt_http_response_header(&raw, "Idempotent-Replayed"), "true");
     assert_string_equal(r.trade_no, sl.r.trade_no);
     pt_http_response_free(&raw);
@@ -719,8 +719,7 @@ static void test_ledger_shape(void **state)
     cJSON *row = simtest_ledger_row(&T, "stripe", c.order_id);
     assert_non_null(row);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(row, "gateway")->valuestring, "stripe");
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(row, "order_id")->valuestring,
-                        c.order_id);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(row, "order_id")->valuestring, c.order_id);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(row, "amount")->valueint, 1200);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(row, "currency")->valuestring, "USD");
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(row, "status")->valuestring, "captured");

@@ -55,8 +55,8 @@ static struct pt_curl *new_transport(const char *ca_file)
     return c;
 }
 
-static int get(struct pt_curl *c, const char *channel, const char *host, int port,
-               const char *path, int timeout_ms, struct pt_http_response *r)
+static int get(struct pt_curl *c, const char *channel, const char *host, int port, const char *path,
+               int timeout_ms, struct pt_http_response *r)
 {
     struct pt_http_request rq = {.method = "GET"};
     char url[300];
@@ -204,9 +204,9 @@ static void test_wrong_ca_not_sent(void **state)
     struct pt_gw_result res;
     simtest_order_id(order, sizeof order, "wrongca");
     simtest_charge(&ch, ST_STRIPE, order, 1200, "CNY");
-    assert_int_equal(simtest_call_with(c, &T.gw[ST_STRIPE], ST_STRIPE, PT_GW_PAY, &ch, 5000, &res,
-                                       NULL),
-                     PT_ENOTSENT);
+    assert_int_equal(
+        simtest_call_with(c, &T.gw[ST_STRIPE], ST_STRIPE, PT_GW_PAY, &ch, 5000, &res, NULL),
+        PT_ENOTSENT);
     assert_int_equal(simtest_captures(&T, "stripe", order, NULL), -1);
     pt_curl_destroy(c);
 }
@@ -234,8 +234,8 @@ static void test_dns_failure_not_sent(void **state)
 
 /* ---- fault modes (SPEC section 1 on demand) -------------------------------------- */
 
-static void pay(struct pt_curl *c, const char *order, int64_t amount, int timeout_ms,
-                int want_rc, struct pt_gw_result *res)
+static void pay(struct pt_curl *c, const char *order, int64_t amount, int timeout_ms, int want_rc,
+                struct pt_gw_result *res)
 {
     struct pt_charge ch;
     simtest_charge(&ch, ST_STRIPE, order, amount, "CNY");
@@ -280,9 +280,9 @@ static void test_refuse_connect_all_gateways(void **state)
     simtest_order_id(order, sizeof order, "refuseall");
     simtest_fault(&T, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":1}");
     simtest_charge(&ch, ST_ALIPAY, order, 1000, "CNY");
-    assert_int_equal(simtest_call_with(c, &T.gw[ST_ALIPAY], ST_ALIPAY, PT_GW_PAY, &ch, 5000, &res,
-                                       NULL),
-                     PT_ENOTSENT);
+    assert_int_equal(
+        simtest_call_with(c, &T.gw[ST_ALIPAY], ST_ALIPAY, PT_GW_PAY, &ch, 5000, &res, NULL),
+        PT_ENOTSENT);
     assert_int_equal(simtest_captures(&T, "alipay", order, NULL), -1);
     pt_curl_destroy(c);
 }

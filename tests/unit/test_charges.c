@@ -21,12 +21,11 @@ static char dir[256], path[300];
 static struct pt_store *st;
 
 static const char *const spec_legal[] = {
-    "INIT PROCESSING",     "INIT CANCELED",        "INIT FAILED",
-    "PROCESSING SUCCESS",  "PROCESSING FAILED",    "PROCESSING PENDING",
-    "PROCESSING UNKNOWN",  "PROCESSING INIT",      "PENDING SUCCESS",
-    "PENDING FAILED",      "PENDING CANCELED",     "PENDING UNKNOWN",
-    "UNKNOWN SUCCESS",     "UNKNOWN FAILED",       "UNKNOWN CANCELED",
-    "UNKNOWN PENDING",     "UNKNOWN PROCESSING",
+    "INIT PROCESSING",    "INIT CANCELED",      "INIT FAILED",        "PROCESSING SUCCESS",
+    "PROCESSING FAILED",  "PROCESSING PENDING", "PROCESSING UNKNOWN", "PROCESSING INIT",
+    "PENDING SUCCESS",    "PENDING FAILED",     "PENDING CANCELED",   "PENDING UNKNOWN",
+    "UNKNOWN SUCCESS",    "UNKNOWN FAILED",     "UNKNOWN CANCELED",   "UNKNOWN PENDING",
+    "UNKNOWN PROCESSING",
 };
 
 static int spec_allows(enum pt_state from, enum pt_state to)
@@ -193,8 +192,7 @@ static void test_success_from_init_and_pending(void **state)
 {
     (void)state;
     /* A verified success moves any non-final state to SUCCESS. */
-    enum pt_state from[] = {PT_STATE_INIT, PT_STATE_PROCESSING, PT_STATE_PENDING,
-                            PT_STATE_UNKNOWN};
+    enum pt_state from[] = {PT_STATE_INIT, PT_STATE_PROCESSING, PT_STATE_PENDING, PT_STATE_UNKNOWN};
     for (size_t i = 0; i < 4; i++) {
         struct pt_charge c;
         new_charge(&c);
@@ -264,9 +262,8 @@ static void test_event_seq_increases(void **state)
         struct pt_charge c;
         new_charge(&c);
         assert_int_equal(pt_store_begin(st), PT_OK);
-        assert_int_equal(pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "t", "api", NULL,
-                                              10 + i),
-                         PT_OK);
+        assert_int_equal(
+            pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "t", "api", NULL, 10 + i), PT_OK);
         assert_int_equal(pt_store_commit(st), PT_OK);
     }
     struct pt_event_row rows[100];
@@ -368,9 +365,20 @@ static void test_work_list_finds_every_active_charge(void **state)
 static void test_rfc3339_matches_libc(void **state)
 {
     (void)state;
-    static const int64_t fixed[] = {0, 1, 999, 1000, -1, -1000, -1001, 951782400000LL,
-                                    951868799999LL, 4107542400000LL, 4107456000000LL,
-                                    1764460800123LL, 253402300799999LL, -30610224000000LL};
+    static const int64_t fixed[] = {0,
+                                    1,
+                                    999,
+                                    1000,
+                                    -1,
+                                    -1000,
+                                    -1001,
+                                    951782400000LL,
+                                    951868799999LL,
+                                    4107542400000LL,
+                                    4107456000000LL,
+                                    1764460800123LL,
+                                    253402300799999LL,
+                                    -30610224000000LL};
     unsigned seed = 99;
     for (int i = 0; i < 20000; i++) {
         int64_t ms;
@@ -480,8 +488,10 @@ static cJSON *ref_charge_json(const struct pt_charge *c)
 static void test_charge_json_text_equals_cjson(void **state)
 {
     (void)state;
-    static const char *const gw[][2] = {{"alipay", "barcode"}, {"alipay", "qr"},
-                                        {"wechat", "qr"},      {"stripe", "card_on_file"},
+    static const char *const gw[][2] = {{"alipay", "barcode"},
+                                        {"alipay", "qr"},
+                                        {"wechat", "qr"},
+                                        {"stripe", "card_on_file"},
                                         {"2c2p", "redirect"}};
     static const char *const text[] = {"", "Large latte", "quote \" backslash \\ slash /",
                                        "tab\tnewline\ncr\rbell\a\x01\x1f",
@@ -640,8 +650,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_matches_spec),
         cmocka_unit_test_setup_teardown(test_every_pair_through_the_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_conditional_update_with_stale_belief, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_conditional_update_with_stale_belief, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_success_from_init_and_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_success_after_failed_raises_review, setup, teardown),

@@ -122,8 +122,8 @@ static void test_alipay(void **state)
     }
     /* a response body, with the method it answers */
     const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(f->alipay, "responses"), 0);
-    const char *vresp[] = {"verify", "--gateway", "alipay", "--pubkey", pub,
-                           "--method", "alipay.trade.pay", NULL};
+    const char *vresp[] = {"verify", "--gateway", "alipay",           "--pubkey",
+                           pub,      "--method",  "alipay.trade.pay", NULL};
     assert_int_equal(run(f, pt_test_str(r, "body"), &out, vresp), 0);
     assert_string_equal(pt_test_str(cJSON_GetObjectItem(out, "response"), "code"), "10000");
     cJSON_Delete(out);
@@ -146,13 +146,24 @@ static void test_wechat(void **state)
     key_path("merchant_wechat_pkcs8.pem", key, sizeof key);
     key_path("wechat_platform_public.pem", pub, sizeof pub);
     const cJSON *req = cJSON_GetArrayItem(cJSON_GetObjectItem(f->wechat, "requests"), 0);
-    const char *sign[] = {"sign", "--gateway", "wechat", "--key", key,
-                          "--mchid", pt_test_str(f->wechat, "mchid"),
-                          "--serial", pt_test_str(f->wechat, "serial_no"),
-                          "--method", pt_test_str(req, "method"),
-                          "--url", pt_test_str(req, "url"),
-                          "--timestamp", pt_test_str(f->wechat, "timestamp"),
-                          "--nonce", pt_test_str(f->wechat, "nonce"), NULL};
+    const char *sign[] = {"sign",
+                          "--gateway",
+                          "wechat",
+                          "--key",
+                          key,
+                          "--mchid",
+                          pt_test_str(f->wechat, "mchid"),
+                          "--serial",
+                          pt_test_str(f->wechat, "serial_no"),
+                          "--method",
+                          pt_test_str(req, "method"),
+                          "--url",
+                          pt_test_str(req, "url"),
+                          "--timestamp",
+                          pt_test_str(f->wechat, "timestamp"),
+                          "--nonce",
+                          pt_test_str(f->wechat, "nonce"),
+                          NULL};
     assert_int_equal(run(f, pt_test_str(req, "body"), &out, sign), 0);
     assert_string_equal(pt_test_str(out, "message"), pt_test_str(req, "message"));
     assert_string_equal(pt_test_str(out, "signature"), pt_test_str(req, "signature"));
@@ -168,15 +179,30 @@ static void test_wechat(void **state)
         const cJSON *h = cJSON_GetObjectItem(c, "headers");
         char hv[4][1500];
         /* header names in lower case: names are case-insensitive */
-        snprintf(hv[0], sizeof hv[0], "wechatpay-timestamp: %s", pt_test_str(h, "Wechatpay-Timestamp"));
+        snprintf(hv[0], sizeof hv[0], "wechatpay-timestamp: %s",
+                 pt_test_str(h, "Wechatpay-Timestamp"));
         snprintf(hv[1], sizeof hv[1], "Wechatpay-Nonce: %s", pt_test_str(h, "Wechatpay-Nonce"));
-        snprintf(hv[2], sizeof hv[2], "WECHATPAY-SIGNATURE:%s", pt_test_str(h, "Wechatpay-Signature"));
+        snprintf(hv[2], sizeof hv[2], "WECHATPAY-SIGNATURE:%s",
+                 pt_test_str(h, "Wechatpay-Signature"));
         snprintf(hv[3], sizeof hv[3], "Wechatpay-Serial: %s", pt_test_str(h, "Wechatpay-Serial"));
-        const char *verify[] = {"verify", "--gateway", "wechat", "--pubkey", pub,
-                                "--serial", pt_test_str(f->wechat, "platform_serial"),
-                                "--apiv3-key", pt_test_str(f->wechat, "apiv3_key"),
-                                "--header", hv[0], "--header", hv[1], "--header", hv[2],
-                                "--header", hv[3], NULL};
+        const char *verify[] = {"verify",
+                                "--gateway",
+                                "wechat",
+                                "--pubkey",
+                                pub,
+                                "--serial",
+                                pt_test_str(f->wechat, "platform_serial"),
+                                "--apiv3-key",
+                                pt_test_str(f->wechat, "apiv3_key"),
+                                "--header",
+                                hv[0],
+                                "--header",
+                                hv[1],
+                                "--header",
+                                hv[2],
+                                "--header",
+                                hv[3],
+                                NULL};
         int want = strcmp(pt_test_str(c, "rc"), "ESIG") == 0 ? 3 : 0;
         int rc = run(f, pt_test_str(c, "body"), &out, verify);
         if (rc != want)
@@ -189,8 +215,8 @@ static void test_wechat(void **state)
         }
         cJSON_Delete(out);
     }
-    const char *missing[] = {"verify", "--gateway", "wechat", "--pubkey", pub, "--serial", "X",
-                             "--header", "Wechatpay-Nonce: x", NULL};
+    const char *missing[] = {"verify",   "--gateway", "wechat",   "--pubkey",           pub,
+                             "--serial", "X",         "--header", "Wechatpay-Nonce: x", NULL};
     assert_int_equal(run(f, "{}", &out, missing), 2);
     cJSON_Delete(out);
 }
@@ -208,8 +234,8 @@ static void test_stripe(void **state)
         char hdr[1024], now[32];
         snprintf(hdr, sizeof hdr, "Stripe-Signature: %s", pt_test_str(c, "header"));
         snprintf(now, sizeof now, "%lld", pt_test_int(c, "now"));
-        const char *verify[] = {"verify", "--gateway", "stripe", "--secret", secret, "--header",
-                                hdr, "--now", now, "--tolerance", "300", NULL};
+        const char *verify[] = {"verify", "--gateway", "stripe", "--secret",    secret, "--header",
+                                hdr,      "--now",     now,      "--tolerance", "300",  NULL};
         int want = cJSON_IsTrue(cJSON_GetObjectItem(c, "sdk_valid")) ? 0 : 3;
         int rc = run(f, pt_test_str(c, "payload"), &out, verify);
         if (rc != want)
@@ -221,7 +247,8 @@ static void test_stripe(void **state)
     const char *header = pt_test_str(first, "header");
     char t[32];
     snprintf(t, sizeof t, "%lld", strtoll(header + 2, NULL, 10));
-    const char *sign[] = {"sign", "--gateway", "stripe", "--secret", secret, "--timestamp", t, NULL};
+    const char *sign[] = {"sign", "--gateway",   "stripe", "--secret",
+                          secret, "--timestamp", t,        NULL};
     assert_int_equal(run(f, pt_test_str(first, "payload"), &out, sign), 0);
     assert_string_equal(pt_test_str(out, "header"), header);
     cJSON_Delete(out);
@@ -288,8 +315,16 @@ static void test_usage(void **state)
     const char *nosecret[] = {"verify", "--gateway", "2c2p", NULL};
     assert_int_equal(run(f, "x.y.z", &out, nosecret), 2);
     cJSON_Delete(out);
-    const char *badnow[] = {"verify", "--gateway", "stripe", "--secret", "whsec_x", "--header",
-                            "Stripe-Signature: t=1,v1=00", "--now", "soon", NULL};
+    const char *badnow[] = {"verify",
+                            "--gateway",
+                            "stripe",
+                            "--secret",
+                            "whsec_x",
+                            "--header",
+                            "Stripe-Signature: t=1,v1=00",
+                            "--now",
+                            "soon",
+                            NULL};
     assert_int_equal(run(f, "{}", &out, badnow), 2);
     cJSON_Delete(out);
 }
@@ -297,9 +332,8 @@ static void test_usage(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alipay), cmocka_unit_test(test_wechat),
-        cmocka_unit_test(test_stripe), cmocka_unit_test(test_2c2p),
-        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_alipay), cmocka_unit_test(test_wechat), cmocka_unit_test(test_stripe),
+        cmocka_unit_test(test_2c2p),   cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -124,8 +124,8 @@ static void test_base64(void **state)
         assert_string_equal(out, cases[i].std);
         assert_int_equal(pt_base64url_encode(cases[i].bin, blen, out, sizeof out, &n), PT_OK);
         assert_string_equal(out, cases[i].url);
-        assert_int_equal(
-            pt_base64_decode(cases[i].std, strlen(cases[i].std), bin, sizeof bin, &n), PT_OK);
+        assert_int_equal(pt_base64_decode(cases[i].std, strlen(cases[i].std), bin, sizeof bin, &n),
+                         PT_OK);
         assert_int_equal(n, blen);
         assert_memory_equal(bin, cases[i].bin, blen);
         assert_int_equal(
@@ -215,11 +215,11 @@ static void test_pem_loading(void **state)
 
     char err[PT_PK_ERR_MAX];
     struct pt_pk *pk = NULL;
-    assert_int_equal(pt_pk_load_mem("<stdin>", "", 0, NULL, NULL, &pk, err, sizeof err),
-                     PT_EPARSE);
+    assert_int_equal(pt_pk_load_mem("<stdin>", "", 0, NULL, NULL, &pk, err, sizeof err), PT_EPARSE);
     assert_non_null(strstr(err, "<stdin>"));
-    assert_int_equal(pt_pk_load_mem("x", "-----BEGIN PUBLIC KEY-----\ngarbage\n-----END PUBLIC "
-                                         "KEY-----\n",
+    assert_int_equal(pt_pk_load_mem("x",
+                                    "-----BEGIN PUBLIC KEY-----\ngarbage\n-----END PUBLIC "
+                                    "KEY-----\n",
                                     52, NULL, NULL, &pk, err, sizeof err),
                      PT_EPARSE);
     assert_non_null(strstr(err, "cannot parse the PEM public key"));
@@ -292,7 +292,8 @@ static void test_rsa_threads(void **state)
     struct sign_job jobs[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        jobs[i] = (struct sign_job){key, pt_test_str(c, "string_to_sign"), pt_test_str(c, "sign"), 0};
+        jobs[i] =
+            (struct sign_job){key, pt_test_str(c, "string_to_sign"), pt_test_str(c, "sign"), 0};
         assert_int_equal(pthread_create(&th[i], NULL, sign_many, &jobs[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
@@ -324,9 +325,9 @@ static void test_gcm(void **state)
     ct[0] ^= 1;
     assert_int_equal(pt_aes256gcm_decrypt(key, iv, 12, NULL, 0, ct, 16, tag, back), PT_ESIG);
     ct[0] ^= 1;
-    assert_int_equal(pt_aes256gcm_decrypt(key, iv, 12, (const unsigned char *)"x", 1, ct, 16, tag,
-                                          back),
-                     PT_ESIG);
+    assert_int_equal(
+        pt_aes256gcm_decrypt(key, iv, 12, (const unsigned char *)"x", 1, ct, 16, tag, back),
+        PT_ESIG);
     assert_int_equal(pt_aes256gcm_decrypt(key, iv, 0, NULL, 0, ct, 16, tag, back), PT_EINVAL);
 }
 
@@ -424,7 +425,8 @@ static void test_form(void **state)
 static void test_jscan(void **state)
 {
     (void)state;
-    const char *doc = " {\"a\" : {\"x\":[1,{\"y\":2}],\"amount\":1000.00},\"s\":\"q\\\"}\",\"n\":12} ";
+    const char *doc =
+        " {\"a\" : {\"x\":[1,{\"y\":2}],\"amount\":1000.00},\"s\":\"q\\\"}\",\"n\":12} ";
     const char *v;
     size_t n;
     assert_int_equal(pt_jscan_member(doc, strlen(doc), "a", &v, &n), PT_OK);
@@ -441,8 +443,9 @@ static void test_jscan(void **state)
     assert_int_equal(pt_jscan_index("[1, \"a\" ,[2]]", 13, 2, &v, &n), PT_OK);
     assert_int_equal(n, 3);
     assert_int_equal(pt_jscan_index("[1]", 3, 1, &v, &n), PT_ENOTFOUND);
-    static const char *const bad[] = {"{\"a\":1,\"a\":2}", "{\"a\":}", "{\"a\":1", "[1]",
-                                      "{\"a\":01x}", "{\"a\":tru}", "{\"a\":\"\\x\"}", "{} x"};
+    static const char *const bad[] = {
+        "{\"a\":1,\"a\":2}", "{\"a\":}",    "{\"a\":1",        "[1]",
+        "{\"a\":01x}",       "{\"a\":tru}", "{\"a\":\"\\x\"}", "{} x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (pt_jscan_member(bad[i], strlen(bad[i]), "a", &v, &n) != PT_EPARSE)
             fail_msg("'%s' should not scan", bad[i]);
@@ -451,8 +454,10 @@ static void test_jscan(void **state)
     static const struct {
         const char *doc;
         int rc;
-    } amounts[] = {{"{\"amount\":1e3}", PT_EPARSE},  {"{\"amount\":-1}", PT_EPARSE},
-                   {"{\"amount\":1.001}", PT_ERANGE}, {"{\"amount\":\"88.8\"}", PT_OK},
+    } amounts[] = {{"{\"amount\":1e3}", PT_EPARSE},
+                   {"{\"amount\":-1}", PT_EPARSE},
+                   {"{\"amount\":1.001}", PT_ERANGE},
+                   {"{\"amount\":\"88.8\"}", PT_OK},
                    {"{\"amount\":null}", PT_EPARSE}};
     for (size_t i = 0; i < sizeof amounts / sizeof amounts[0]; i++)
         assert_int_equal(pt_jscan_amount(amounts[i].doc, strlen(amounts[i].doc), am, "CNY", &minor),
@@ -462,12 +467,12 @@ static void test_jscan(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_hmac), cmocka_unit_test(test_sha256_hardware_matches_mbedtls), cmocka_unit_test(test_base64),
-        cmocka_unit_test(test_hex_ct),      cmocka_unit_test(test_pem_loading),
-        cmocka_unit_test(test_rsa_deterministic), cmocka_unit_test(test_rsa_threads),
-        cmocka_unit_test(test_gcm),         cmocka_unit_test(test_drbg),
-        cmocka_unit_test(test_jwt),         cmocka_unit_test(test_form),
-        cmocka_unit_test(test_jscan),
+        cmocka_unit_test(test_sha256_hmac), cmocka_unit_test(test_sha256_hardware_matches_mbedtls),
+        cmocka_unit_test(test_base64),      cmocka_unit_test(test_hex_ct),
+        cmocka_unit_test(test_pem_loading), cmocka_unit_test(test_rsa_deterministic),
+        cmocka_unit_test(test_rsa_threads), cmocka_unit_test(test_gcm),
+        cmocka_unit_test(test_drbg),        cmocka_unit_test(test_jwt),
+        cmocka_unit_test(test_form),        cmocka_unit_test(test_jscan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

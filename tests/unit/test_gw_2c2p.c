@@ -59,17 +59,19 @@ static void test_requests(void **state)
         struct pt_gw_env env = {0};
         int pay = strcmp(pt_test_str(c, "op"), "pay") == 0;
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "2c2p", &ch);
-        assert_int_equal(pt_gateway_2c2p.build(&f->cfg, pay ? PT_GW_PAY : PT_GW_QUERY, &ch, &env, &req),
-                         PT_OK);
-        assert_string_equal(req.url, pay ? "https://sandbox-pgw.2c2p.com/payment/4.3/paymentToken"
-                                         : "https://sandbox-pgw.2c2p.com/payment/4.3/paymentInquiry");
+        assert_int_equal(
+            pt_gateway_2c2p.build(&f->cfg, pay ? PT_GW_PAY : PT_GW_QUERY, &ch, &env, &req), PT_OK);
+        assert_string_equal(req.url,
+                            pay ? "https://sandbox-pgw.2c2p.com/payment/4.3/paymentToken"
+                                : "https://sandbox-pgw.2c2p.com/payment/4.3/paymentInquiry");
         if (strcmp(req.body, pt_test_str(c, "body")) != 0)
             fail_msg("%s: body\n  got  %s\n  want %s\n  payload %s", ch.order_id, req.body,
                      pt_test_str(c, "body"), pt_test_str(c, "payload_text"));
         /* and the JWT of the SDK's payload text directly */
         char *tok = NULL;
         const char *p = pt_test_str(c, "payload_text");
-        assert_int_equal(pt_jwt_hs256_sign(f->cfg.secret, f->cfg.secret_len, p, strlen(p), &tok), PT_OK);
+        assert_int_equal(pt_jwt_hs256_sign(f->cfg.secret, f->cfg.secret_len, p, strlen(p), &tok),
+                         PT_OK);
         assert_string_equal(tok, pt_test_str(c, "token"));
         free(tok);
         pt_http_request_free(&req);
@@ -78,9 +80,11 @@ static void test_requests(void **state)
     assert_int_equal(n, 4);
     struct pt_charge ch;
     struct pt_http_request req;
-    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "2c2p",
-                &ch);
-    assert_int_equal(pt_gateway_2c2p.build(&f->cfg, PT_GW_CANCEL, &ch, NULL, &req), PT_EUNSUPPORTED);
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "2c2p", &ch);
+    assert_int_equal(pt_gateway_2c2p.build(&f->cfg, PT_GW_CANCEL, &ch, NULL, &req),
+                     PT_EUNSUPPORTED);
 }
 
 static void test_verify(void **state)
@@ -96,7 +100,8 @@ static void test_verify(void **state)
         int rc = pt_jwt_hs256_verify(f->cfg.secret, f->cfg.secret_len, tok, strlen(tok), &payload,
                                      &plen);
         if (rc != pt_test_rc(pt_test_str(c, "rc")))
-            fail_msg("%s: rc %s, want %s", pt_test_str(c, "name"), pt_errname(rc), pt_test_str(c, "rc"));
+            fail_msg("%s: rc %s, want %s", pt_test_str(c, "name"), pt_errname(rc),
+                     pt_test_str(c, "rc"));
         if (rc == PT_OK) {
             assert_string_equal(payload, pt_test_str(c, "payload_text"));
             free(payload);
@@ -109,7 +114,7 @@ static void test_verify(void **state)
 
 static enum pt_outcome outcome_of(const char *s)
 {
-    static const char *const names[] = {"SUCCESS", "DECLINED", "PENDING",
+    static const char *const names[] = {"SUCCESS",  "DECLINED",  "PENDING",
                                         "CANCELED", "NOT_FOUND", "AMBIGUOUS"};
     for (int i = 0; i < 6; i++)
         if (strcmp(names[i], s) == 0)
@@ -124,8 +129,9 @@ static void test_responses(void **state)
     const cJSON *c;
     int n = 0;
     struct pt_charge ch;
-    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "2c2p",
-                &ch);
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "2c2p", &ch);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
     {
         struct pt_http_response resp;
@@ -133,8 +139,8 @@ static void test_responses(void **state)
         const char *name = pt_test_str(c, "name");
         int pay = strcmp(pt_test_str(c, "op"), "pay") == 0;
         pt_test_response(c, &resp);
-        assert_int_equal(pt_gateway_2c2p.parse(&f->cfg, pay ? PT_GW_PAY : PT_GW_QUERY, &ch, &resp, &out),
-                         PT_OK);
+        assert_int_equal(
+            pt_gateway_2c2p.parse(&f->cfg, pay ? PT_GW_PAY : PT_GW_QUERY, &ch, &resp, &out), PT_OK);
         enum pt_outcome want = outcome_of(pt_test_str(c, "outcome"));
         if (out.outcome != want)
             fail_msg("%s: outcome %s (%s), want %s", name, pt_outcome_name(out.outcome), out.code,
@@ -198,7 +204,7 @@ static void test_minify(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_requests), cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_requests),  cmocka_unit_test(test_verify),
         cmocka_unit_test(test_responses), cmocka_unit_test(test_notify),
         cmocka_unit_test(test_minify),
     };

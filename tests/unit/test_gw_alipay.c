@@ -58,7 +58,9 @@ static void test_requests(void **state)
         struct pt_gw_env env = {.now_ms = (int64_t)pt_test_int(c, "now_ms")};
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "alipay", &ch);
         snprintf(f->cfg.notify_url, sizeof f->cfg.notify_url, "%s", pt_test_str(c, "notify_url"));
-        assert_int_equal(pt_gateway_alipay.build(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &env, &req),
+        assert_int_equal(pt_gateway_alipay.build(&f->cfg,
+                                                 (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")),
+                                                 &ch, &env, &req),
                          PT_OK);
         assert_string_equal(req.method, "POST");
         assert_string_equal(req.url, "https://openapi.alipay.com/gateway.do");
@@ -149,7 +151,7 @@ static void test_timestamp(void **state)
 
 static enum pt_outcome outcome_of(const char *s)
 {
-    static const char *const names[] = {"SUCCESS", "DECLINED", "PENDING",
+    static const char *const names[] = {"SUCCESS",  "DECLINED",  "PENDING",
                                         "CANCELED", "NOT_FOUND", "AMBIGUOUS"};
     for (int i = 0; i < 6; i++)
         if (strcmp(names[i], s) == 0)
@@ -208,7 +210,9 @@ static void test_responses(void **state)
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "alipay", &ch);
         pt_test_response(c, &resp);
         const char *name = pt_test_str(c, "name");
-        assert_int_equal(pt_gateway_alipay.parse(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &resp, &out),
+        assert_int_equal(pt_gateway_alipay.parse(&f->cfg,
+                                                 (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")),
+                                                 &ch, &resp, &out),
                          PT_OK);
         enum pt_outcome want = outcome_of(pt_test_str(c, "outcome"));
         if (out.outcome != want)
@@ -326,10 +330,14 @@ static void test_cross_border_currency(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_requests),     cmocka_unit_test(test_cli_params),
-        cmocka_unit_test(test_build_errors), cmocka_unit_test(test_timestamp),
-        cmocka_unit_test(test_notify),       cmocka_unit_test(test_responses),
-        cmocka_unit_test(test_response_roundtrip), cmocka_unit_test(test_cross_border_currency),
+        cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_cli_params),
+        cmocka_unit_test(test_build_errors),
+        cmocka_unit_test(test_timestamp),
+        cmocka_unit_test(test_notify),
+        cmocka_unit_test(test_responses),
+        cmocka_unit_test(test_response_roundtrip),
+        cmocka_unit_test(test_cross_border_currency),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -44,14 +44,16 @@ static void test_load_all(void **state)
     snprintf(path, sizeof path, "%s/c2p", dir);
     pt_test_write_file(path, "CD229682D3297390B9F66FF4020B758F\n", 0600);
     snprintf(path, sizeof path, "%s/payterm.json", dir);
-    pt_test_write_file(path,
+    pt_test_write_file(
+        path,
         "{\"data_dir\":\"data\",\"gateways\":{"
         "\"alipay\":{\"app_id\":\"2021\",\"private_key_file\":\"merchant_alipay_pkcs1.pem\","
         "\"alipay_public_key_file\":\"alipay_gateway_public.pem\"},"
         "\"wechat\":{\"mchid\":\"1900000001\",\"appid\":\"wx1\",\"serial_no\":\"AB\","
         "\"private_key_file\":\"merchant_wechat_pkcs8.pem\","
         "\"platform_public_key_file\":\"wechat_platform_cert.pem\",\"platform_serial\":\"5157\","
-        "\"apiv3_key_file\":\"apiv3.key\",\"notify_url\":\"https://pos.example.com/notify/wechat\"},"
+        "\"apiv3_key_file\":\"apiv3.key\",\"notify_url\":\"https://pos.example.com/notify/"
+        "wechat\"},"
         "\"stripe\":{\"secret_key_file\":\"sk\",\"webhook_secret_file\":\"whsec\"},"
         "\"2c2p\":{\"merchant_id\":\"JT04\",\"secret_key_file\":\"c2p\"}}}",
         0600);

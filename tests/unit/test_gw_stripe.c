@@ -86,8 +86,8 @@ static void test_requests(void **state)
     struct pt_charge c = f->charge;
     strcpy(c.gateway_trade_no, "pi_3MtwBwLkdIwHu7ix28a3tqPa");
     assert_int_equal(pt_gateway_stripe.build(&f->cfg, PT_GW_CANCEL, &c, &env, &req), PT_OK);
-    assert_string_equal(req.url,
-                        "https://api.stripe.com/v1/payment_intents/pi_3MtwBwLkdIwHu7ix28a3tqPa/cancel");
+    assert_string_equal(
+        req.url, "https://api.stripe.com/v1/payment_intents/pi_3MtwBwLkdIwHu7ix28a3tqPa/cancel");
     pt_http_request_free(&req);
     strcpy(c.gateway_trade_no, "pi_1/../../v1/charges");
     assert_int_equal(pt_gateway_stripe.build(&f->cfg, PT_GW_CANCEL, &c, &env, &req), PT_EINVAL);
@@ -114,7 +114,8 @@ static void test_outcomes(void **state)
 {
     struct fixture *f = *state;
     static const struct resp_case cases[] = {
-        {"succeeded", PT_GW_PAY, 200, PI("succeeded", ""), PT_OUTCOME_SUCCESS, "succeeded", 0, 1200},
+        {"succeeded", PT_GW_PAY, 200, PI("succeeded", ""), PT_OUTCOME_SUCCESS, "succeeded", 0,
+         1200},
         /* What moved is amount_received, not the amount asked for. */
         {"succeeded_received_less", PT_GW_PAY, 200, PI("succeeded", ",\"amount_received\":700"),
          PT_OUTCOME_SUCCESS, "succeeded", 0, 700},
@@ -122,10 +123,11 @@ static void test_outcomes(void **state)
          PT_OUTCOME_SUCCESS, "succeeded", 0, 0},
         {"requires_action", PT_GW_PAY, 200, PI("requires_action", ""), PT_OUTCOME_PENDING,
          "requires_action", 0, 0},
-        {"processing", PT_GW_PAY, 200, PI("processing", ""), PT_OUTCOME_PENDING, "processing", 0, 0},
+        {"processing", PT_GW_PAY, 200, PI("processing", ""), PT_OUTCOME_PENDING, "processing", 0,
+         0},
         {"requires_payment_method", PT_GW_PAY, 200,
-         PI("requires_payment_method",
-            ",\"last_payment_error\":{\"code\":\"card_declined\",\"decline_code\":\"do_not_honor\"}"),
+         PI("requires_payment_method", ",\"last_payment_error\":{\"code\":\"card_declined\","
+                                       "\"decline_code\":\"do_not_honor\"}"),
          PT_OUTCOME_DECLINED, "do_not_honor", 0, 0},
         {"canceled", PT_GW_CANCEL, 200, PI("canceled", ",\"cancellation_reason\":\"abandoned\""),
          PT_OUTCOME_CANCELED, "abandoned", 0, 0},
@@ -153,15 +155,16 @@ static void test_outcomes(void **state)
         {"server_error_500", PT_GW_PAY, 500, "{\"error\":{\"type\":\"api_error\"}}",
          PT_OUTCOME_AMBIGUOUS, "http_500", 0, 0},
         {"not_json", PT_GW_PAY, 200, "<html>", PT_OUTCOME_AMBIGUOUS, "http_200", 0, 0},
-        {"rate_limited_429", PT_GW_PAY, 429, "{\"error\":{\"type\":\"invalid_request_error\","
-                                             "\"code\":\"rate_limit\"}}",
+        {"rate_limited_429", PT_GW_PAY, 429,
+         "{\"error\":{\"type\":\"invalid_request_error\","
+         "\"code\":\"rate_limit\"}}",
          PT_OUTCOME_AMBIGUOUS, "rate_limit", 0, 0},
         {"search_empty", PT_GW_QUERY, 200,
          "{\"object\":\"search_result\",\"data\":[],\"has_more\":false}", PT_OUTCOME_NOT_FOUND,
          "no_payment_intent", 0, 0},
         {"search_succeeded_wins", PT_GW_QUERY, 200,
-         "{\"object\":\"search_result\",\"data\":[" PI("canceled", "") "," PI("succeeded", "")
-         "],\"has_more\":false}",
+         "{\"object\":\"search_result\",\"data\":[" PI("canceled", "") "," PI(
+             "succeeded", "") "],\"has_more\":false}",
          PT_OUTCOME_SUCCESS, "succeeded", 0, 1200},
         {"search_processing", PT_GW_QUERY, 200,
          "{\"object\":\"search_result\",\"data\":[" PI("processing", "") "]}", PT_OUTCOME_PENDING,
@@ -179,7 +182,8 @@ static void test_outcomes(void **state)
         struct pt_gw_result out;
         resp.body = strdup(cases[i].body);
         resp.body_len = strlen(cases[i].body);
-        assert_int_equal(pt_gateway_stripe.parse(&f->cfg, cases[i].op, &f->charge, &resp, &out), PT_OK);
+        assert_int_equal(pt_gateway_stripe.parse(&f->cfg, cases[i].op, &f->charge, &resp, &out),
+                         PT_OK);
         if (out.outcome != cases[i].outcome || strcmp(out.code, cases[i].code) != 0)
             fail_msg("%s: %s/%s, want %s/%s", cases[i].name, pt_outcome_name(out.outcome), out.code,
                      pt_outcome_name(cases[i].outcome), cases[i].code);
@@ -193,7 +197,7 @@ static void test_outcomes(void **state)
 
 static enum pt_outcome outcome_of(const char *s)
 {
-    static const char *const names[] = {"SUCCESS", "DECLINED", "PENDING",
+    static const char *const names[] = {"SUCCESS",  "DECLINED",  "PENDING",
                                         "CANCELED", "NOT_FOUND", "AMBIGUOUS"};
     for (int i = 0; i < 6; i++)
         if (strcmp(names[i], s) == 0)

@@ -73,7 +73,9 @@ static void test_requests(void **state)
         struct pt_http_request req;
         const char *name = pt_test_str(c, "name");
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "wechat", &ch);
-        assert_int_equal(pt_gateway_wechat.build(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &env, &req),
+        assert_int_equal(pt_gateway_wechat.build(&f->cfg,
+                                                 (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")),
+                                                 &ch, &env, &req),
                          PT_OK);
         assert_string_equal(req.method, pt_test_str(c, "method"));
         assert_string_equal(req.url, pt_test_str(c, "url"));
@@ -108,8 +110,9 @@ static void test_requests(void **state)
     struct pt_charge ch;
     struct pt_http_request req;
     env.nonce = NULL;
-    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "wechat",
-                &ch);
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "wechat", &ch);
     assert_int_equal(pt_gateway_wechat.build(&f->cfg, PT_GW_PAY, &ch, &env, &req), PT_EINVAL);
 }
 
@@ -134,13 +137,14 @@ static void test_authorization_parse(void **state)
                      PT_OK);
     assert_string_equal(a.serial_no, "1DDE55AD");
     char out[64];
-    assert_int_equal(pt_wechat_authorization("1", "2", "3", "4\"", "5", out, sizeof out), PT_EINVAL);
+    assert_int_equal(pt_wechat_authorization("1", "2", "3", "4\"", "5", out, sizeof out),
+                     PT_EINVAL);
     assert_int_equal(pt_wechat_authorization("1", "2", "3", "4", "5", out, 10), PT_ETOOBIG);
 }
 
 static enum pt_outcome outcome_of(const char *s)
 {
-    static const char *const names[] = {"SUCCESS", "DECLINED", "PENDING",
+    static const char *const names[] = {"SUCCESS",  "DECLINED",  "PENDING",
                                         "CANCELED", "NOT_FOUND", "AMBIGUOUS"};
     for (int i = 0; i < 6; i++)
         if (strcmp(names[i], s) == 0)
@@ -153,15 +157,18 @@ static void run_responses(struct fixture *f)
 {
     const cJSON *c;
     struct pt_charge ch;
-    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "wechat",
-                &ch);
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "wechat", &ch);
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;
         const char *name = pt_test_str(c, "name");
         pt_test_response(c, &resp);
-        assert_int_equal(pt_gateway_wechat.parse(&f->cfg, (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")), &ch, &resp, &out),
+        assert_int_equal(pt_gateway_wechat.parse(&f->cfg,
+                                                 (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")),
+                                                 &ch, &resp, &out),
                          PT_OK);
         enum pt_outcome want = outcome_of(pt_test_str(c, "outcome"));
         if (out.outcome != want)
@@ -244,20 +251,20 @@ static void test_notify_roundtrip(void **state)
     char *ct = NULL, *plain = NULL;
     size_t plen;
     const char *text = "{\"a\":1}";
-    assert_int_equal(pt_wechat_encrypt(f->cfg.secret, 32, "n0nce", "transaction", text,
-                                       strlen(text), &ct),
-                     PT_OK);
-    assert_int_equal(pt_wechat_decrypt(f->cfg.secret, 32, "n0nce", "transaction", ct, &plain, &plen),
-                     PT_OK);
+    assert_int_equal(
+        pt_wechat_encrypt(f->cfg.secret, 32, "n0nce", "transaction", text, strlen(text), &ct),
+        PT_OK);
+    assert_int_equal(
+        pt_wechat_decrypt(f->cfg.secret, 32, "n0nce", "transaction", ct, &plain, &plen), PT_OK);
     assert_string_equal(plain, text);
     free(plain);
     assert_int_equal(pt_wechat_decrypt(f->cfg.secret, 32, "n0nce", "other", ct, &plain, &plen),
                      PT_ESIG);
-    assert_int_equal(pt_wechat_decrypt(f->cfg.secret, 31, "n0nce", "transaction", ct, &plain, &plen),
-                     PT_EINVAL);
-    assert_int_equal(pt_wechat_decrypt(f->cfg.secret, 32, "n0nce", "transaction", "AAAA", &plain,
-                                       &plen),
-                     PT_EPARSE);
+    assert_int_equal(
+        pt_wechat_decrypt(f->cfg.secret, 31, "n0nce", "transaction", ct, &plain, &plen), PT_EINVAL);
+    assert_int_equal(
+        pt_wechat_decrypt(f->cfg.secret, 32, "n0nce", "transaction", "AAAA", &plain, &plen),
+        PT_EPARSE);
     free(ct);
 }
 
@@ -284,8 +291,9 @@ static void test_close_not_found(void **state)
     resp.body = strdup(body);
     resp.body_len = strlen(body);
     struct pt_charge ch;
-    pt_test_charge_from(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"), "wechat",
-                &ch);
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "wechat", &ch);
     struct pt_gw_result out;
     assert_int_equal(pt_gateway_wechat.parse(&f->cfg, PT_GW_CANCEL, &ch, &resp, &out), PT_OK);
     if (out.outcome != PT_OUTCOME_NOT_FOUND)
@@ -300,9 +308,9 @@ static void test_close_not_found(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_requests),   cmocka_unit_test(test_authorization_parse),
-        cmocka_unit_test(test_responses),  cmocka_unit_test(test_responses_with_certificate),
-        cmocka_unit_test(test_notify),     cmocka_unit_test(test_notify_roundtrip),
+        cmocka_unit_test(test_requests),        cmocka_unit_test(test_authorization_parse),
+        cmocka_unit_test(test_responses),       cmocka_unit_test(test_responses_with_certificate),
+        cmocka_unit_test(test_notify),          cmocka_unit_test(test_notify_roundtrip),
         cmocka_unit_test(test_close_not_found),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

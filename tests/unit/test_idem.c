@@ -455,7 +455,8 @@ static void test_key_normalize(void **state)
 static void test_fingerprint_canonical(void **state)
 {
     (void)state;
-    const char *a = "{\"order_id\":\"O-1\",\"amount\":8888,\"metadata\":{\"lane\":\"3\",\"z\":[1,2]}}";
+    const char *a =
+        "{\"order_id\":\"O-1\",\"amount\":8888,\"metadata\":{\"lane\":\"3\",\"z\":[1,2]}}";
     const char *b = " {\n  \"metadata\": {\"z\": [1, 2], \"lane\": \"3\"},\n  \"amount\": 8888,"
                     " \"order_id\": \"O-1\" }";
     cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);

@@ -23,10 +23,10 @@ static struct pt_intake in;
 
 /* ---- a fake sync engine ------------------------------------------------------ */
 
-static int online;           /* reachable? */
-static int not_sent;         /* the send fails before leaving the device */
-static int sends;            /* how many charges were sent */
-static const char *reenter_key; /* retry this key while the first is "at the gateway" */
+static int online;               /* reachable? */
+static int not_sent;             /* the send fails before leaving the device */
+static int sends;                /* how many charges were sent */
+static const char *reenter_key;  /* retry this key while the first is "at the gateway" */
 static int64_t reenter_after_ms; /* how much later than the first request the retry comes */
 static struct pt_reply reenter_reply;
 
@@ -85,11 +85,11 @@ static int fake_settle(void *ctx, struct pt_store *s, struct pt_charge *c,
                        const struct pt_online_send *sent)
 {
     (void)ctx;
-    enum pt_state to = sent->verdict == PT_ENOTSENT   ? PT_STATE_INIT
-                       : sent->verdict != PT_OK        ? PT_STATE_UNKNOWN
+    enum pt_state to = sent->verdict == PT_ENOTSENT               ? PT_STATE_INIT
+                       : sent->verdict != PT_OK                   ? PT_STATE_UNKNOWN
                        : sent->res.outcome == PT_OUTCOME_DECLINED ? PT_STATE_FAILED
                        : sent->res.outcome == PT_OUTCOME_PENDING  ? PT_STATE_PENDING
-                                                                   : PT_STATE_SUCCESS;
+                                                                  : PT_STATE_SUCCESS;
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     if (to == PT_STATE_FAILED) {
         p.error_code = "insufficient_funds";
@@ -140,10 +140,8 @@ static int teardown(void **state)
 
 static void enable_online(void)
 {
-    in.online = (struct pt_online_ops){.reachable = fake_reachable,
-                                       .claim = fake_claim,
-                                       .send = fake_send,
-                                       .settle = fake_settle};
+    in.online = (struct pt_online_ops){
+        .reachable = fake_reachable, .claim = fake_claim, .send = fake_send, .settle = fake_settle};
     online = 1;
 }
 
@@ -230,14 +228,16 @@ static void test_invalid_body_names_fields_and_is_stored(void **state)
     assert_int_equal(count("charges"), 0);
 
     /* Unconfigured gateway and missing method fields. */
-    post("k-wechat", "{\"order_id\":\"O-W\",\"amount\":100,\"currency\":\"CNY\","
-                     "\"gateway\":\"wechat\",\"method\":\"qr\"}",
+    post("k-wechat",
+         "{\"order_id\":\"O-W\",\"amount\":100,\"currency\":\"CNY\","
+         "\"gateway\":\"wechat\",\"method\":\"qr\"}",
          &r);
     assert_int_equal(r.status, 400);
     assert_non_null(strstr(r.body, "not configured"));
     pt_reply_free(&r);
-    post("k-nopm", "{\"order_id\":\"O-P\",\"amount\":100,\"currency\":\"USD\","
-                   "\"gateway\":\"stripe\",\"method\":\"card_on_file\"}",
+    post("k-nopm",
+         "{\"order_id\":\"O-P\",\"amount\":100,\"currency\":\"USD\","
+         "\"gateway\":\"stripe\",\"method\":\"card_on_file\"}",
          &r);
     assert_int_equal(r.status, 400);
     assert_non_null(strstr(r.body, "payment_method"));
@@ -347,7 +347,8 @@ static void test_other_key_same_order_compares_every_parameter(void **state)
         "\"amount\":1200,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
         "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\"}",
         "\"amount\":1200,\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_1\","
-        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\",\"b\":\"2\"},\"offline\":\"force_offline\"",
+        "\"subject\":\"Latte\",\"metadata\":{\"a\":\"1\",\"b\":\"2\"},\"offline\":\"force_"
+        "offline\"",
     };
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
         snprintf(body, sizeof body, "{%s,%s}", base, other[i]);
@@ -375,9 +376,9 @@ static void test_other_key_same_order_compares_every_parameter(void **state)
                      PT_OK);
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     p.gateway_trade_no = "pi_123";
-    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_SUCCESS, &p, "answer", "sync", NULL,
-                                          1700000000002),
-                     PT_OK);
+    assert_int_equal(
+        pt_charge_transition(st, &c, PT_STATE_SUCCESS, &p, "answer", "sync", NULL, 1700000000002),
+        PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
     post("kp-after", full, &r);
     assert_int_equal(r.status, 200);
@@ -430,8 +431,9 @@ static void test_offline_limits_release_the_key(void **state)
     assert_non_null(strstr(r.body, "max_count"));
     pt_reply_free(&r);
     /* A currency without offline limits, and require_online, and qr. */
-    post("cny", "{\"order_id\":\"O-CNY\",\"amount\":100,\"currency\":\"CNY\",\"gateway\":"
-                "\"alipay\",\"method\":\"barcode\",\"payment_code\":\"2876344382566439\"}",
+    post("cny",
+         "{\"order_id\":\"O-CNY\",\"amount\":100,\"currency\":\"CNY\",\"gateway\":"
+         "\"alipay\",\"method\":\"barcode\",\"payment_code\":\"2876344382566439\"}",
          &r);
     assert_int_equal(r.status, 503);
     assert_string_equal(err_code(&r), "offline_not_allowed");
@@ -440,8 +442,9 @@ static void test_offline_limits_release_the_key(void **state)
     assert_int_equal(r.status, 503);
     assert_string_equal(err_code(&r), "offline_not_allowed");
     pt_reply_free(&r);
-    post("qr", "{\"order_id\":\"O-QR\",\"amount\":100,\"currency\":\"USD\",\"gateway\":"
-               "\"alipay\",\"method\":\"qr\"}",
+    post("qr",
+         "{\"order_id\":\"O-QR\",\"amount\":100,\"currency\":\"USD\",\"gateway\":"
+         "\"alipay\",\"method\":\"qr\"}",
          &r);
     assert_int_equal(r.status, 503);
     assert_string_equal(err_code(&r), "offline_not_allowed");
@@ -837,9 +840,22 @@ static const char *amount_body(const char *order, const char *amount)
 static void test_amount_must_be_a_plain_integer(void **state)
 {
     (void)state;
-    const char *bad[] = {"0123", "1200.0", "1.2e3", "1E3", "12.5", "9223372036854775808",
-                         "18446744073709551616", "1e30", "1e400", "-5", "0", "-0", "\"100\"",
-                         "true", "[100]", "{}"};
+    const char *bad[] = {"0123",
+                         "1200.0",
+                         "1.2e3",
+                         "1E3",
+                         "12.5",
+                         "9223372036854775808",
+                         "18446744073709551616",
+                         "1e30",
+                         "1e400",
+                         "-5",
+                         "0",
+                         "-0",
+                         "\"100\"",
+                         "true",
+                         "[100]",
+                         "{}"};
     char order[32], key[32];
     struct pt_reply r;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -876,13 +892,13 @@ static void test_invalid_utf8_is_refused_with_a_clean_reply(void **state)
 {
     (void)state;
     const char *bad[] = {
-        "caf\xc3(",             /* truncated sequence */
-        "\xc0\xaf",             /* overlong '/' */
-        "\xe0\x80\xaf",         /* overlong, 3 bytes */
-        "\xed\xa0\x80",         /* encoded surrogate U+D800 */
-        "\xf4\x90\x80\x80",     /* above U+10FFFF */
-        "\xff",                 /* never valid */
-        "\x80",                 /* lone continuation byte */
+        "caf\xc3(",         /* truncated sequence */
+        "\xc0\xaf",         /* overlong '/' */
+        "\xe0\x80\xaf",     /* overlong, 3 bytes */
+        "\xed\xa0\x80",     /* encoded surrogate U+D800 */
+        "\xf4\x90\x80\x80", /* above U+10FFFF */
+        "\xff",             /* never valid */
+        "\x80",             /* lone continuation byte */
     };
     char body[512], key[32];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -951,8 +967,8 @@ static void test_duplicate_keys_are_named_at_any_depth(void **state)
     pt_reply_free(&r);
     /* Nesting is bounded, trailing bytes are not ignored. */
     char deep[512];
-    snprintf(deep, sizeof deep, ",\"metadata\":{\"a\":%s1%s}",
-             "[[[[[[[[[[[[[[[[[[[[", "]]]]]]]]]]]]]]]]]]]]");
+    snprintf(deep, sizeof deep, ",\"metadata\":{\"a\":%s1%s}", "[[[[[[[[[[[[[[[[[[[[",
+             "]]]]]]]]]]]]]]]]]]]]");
     post("deep", charge_body("O-DUP", 100, deep), &r);
     expect_clean_400(&r, "deep nesting");
     assert_non_null(strstr(message_of(&r), "metadata.a[0][0]"));
@@ -1025,8 +1041,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_keys_are_named_at_any_depth, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_and_review_bodies_are_strict, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_and_review_bodies_are_strict, setup, teardown),
     };
     pt_test_disk_install(); /* before the first database is opened */
     return cmocka_run_group_tests(tests, NULL, NULL);

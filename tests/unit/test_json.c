@@ -259,8 +259,7 @@ static void test_long_field_is_cut_on_a_character(void **state)
     for (int i = 0; i < 150; i++)
         strcat(name, "\xc3\xa9"); /* é, 2 bytes each */
     for (int shift = 0; shift < 3; shift++) {
-        snprintf(t, sizeof t, "{\"%.*s%s\":1,\"%.*s%s\":2}", shift, "xx", name, shift, "xx",
-                 name);
+        snprintf(t, sizeof t, "{\"%.*s%s\":1,\"%.*s%s\":2}", shift, "xx", name, shift, "xx", name);
         struct pt_json_check chk = {0};
         assert_int_equal(pt_json_check(t, strlen(t), &chk), PT_EPARSE);
         assert_string_equal(chk.problem, "given twice");
@@ -314,9 +313,10 @@ static void test_plain_int_table(void **state)
         if (rc == PT_OK)
             snprintf(got, sizeof got, "%lld", (long long)v);
         else
-            snprintf(got, sizeof got, "%s", rc == PT_EPARSE ? "EPARSE"
-                                            : rc == PT_ERANGE ? "ERANGE"
-                                                              : "?");
+            snprintf(got, sizeof got, "%s",
+                     rc == PT_EPARSE   ? "EPARSE"
+                     : rc == PT_ERANGE ? "ERANGE"
+                                       : "?");
         if (strcmp(got, want) != 0) {
             print_error("case %s\n  got %s\n", shown, got);
             failed++;
@@ -335,12 +335,9 @@ static void test_plain_int_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_check_table),
-        cmocka_unit_test(test_members_give_the_raw_value),
-        cmocka_unit_test(test_many_names),
-        cmocka_unit_test(test_long_field_is_cut_on_a_character),
-        cmocka_unit_test(test_utf8_scrub),
-        cmocka_unit_test(test_plain_int_table),
+        cmocka_unit_test(test_check_table), cmocka_unit_test(test_members_give_the_raw_value),
+        cmocka_unit_test(test_many_names),  cmocka_unit_test(test_long_field_is_cut_on_a_character),
+        cmocka_unit_test(test_utf8_scrub),  cmocka_unit_test(test_plain_int_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,23 +19,28 @@ static void test_to_decimal(void **state)
 {
     (void)state;
     static const struct to_case cases[] = {
-        {8888, "CNY", "88.88", "88.88"},   {8880, "CNY", "88.80", "88.8"},
-        {8800, "CNY", "88.00", "88"},      {1, "CNY", "0.01", "0.01"},
-        {10, "USD", "0.10", "0.1"},        {100, "JPY", "100", "100"},
-        {1234, "KWD", "1.234", "1.234"},   {1000, "KWD", "1.000", "1"},
-        {5, "KWD", "0.005", "0.005"},      {100000, "THB", "1000.00", "1000"},
-        {12345, "CLF", "1.2345", "1.2345"}, {PT_MONEY_MAX, "CNY", "10000000000000.00",
-                                             "10000000000000"},
+        {8888, "CNY", "88.88", "88.88"},
+        {8880, "CNY", "88.80", "88.8"},
+        {8800, "CNY", "88.00", "88"},
+        {1, "CNY", "0.01", "0.01"},
+        {10, "USD", "0.10", "0.1"},
+        {100, "JPY", "100", "100"},
+        {1234, "KWD", "1.234", "1.234"},
+        {1000, "KWD", "1.000", "1"},
+        {5, "KWD", "0.005", "0.005"},
+        {100000, "THB", "1000.00", "1000"},
+        {12345, "CLF", "1.2345", "1.2345"},
+        {PT_MONEY_MAX, "CNY", "10000000000000.00", "10000000000000"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char out[PT_MONEY_DECIMAL_MAX];
-        assert_int_equal(pt_money_to_decimal(cases[i].minor, cases[i].cur, PT_MONEY_FIXED, out,
-                                             sizeof out),
-                         PT_OK);
+        assert_int_equal(
+            pt_money_to_decimal(cases[i].minor, cases[i].cur, PT_MONEY_FIXED, out, sizeof out),
+            PT_OK);
         assert_string_equal(out, cases[i].fixed);
-        assert_int_equal(pt_money_to_decimal(cases[i].minor, cases[i].cur, PT_MONEY_TRIM, out,
-                                             sizeof out),
-                         PT_OK);
+        assert_int_equal(
+            pt_money_to_decimal(cases[i].minor, cases[i].cur, PT_MONEY_TRIM, out, sizeof out),
+            PT_OK);
         assert_string_equal(out, cases[i].trim);
     }
 }
@@ -72,8 +77,8 @@ static void test_from_decimal(void **state)
         {"88.8", "CNY", PT_OK, 8880},
         {"88", "CNY", PT_OK, 8800},
         {"0.01", "CNY", PT_OK, 1},
-        {"88.880", "CNY", PT_OK, 8888},     /* extra zero digits are exact */
-        {"88.881", "CNY", PT_ERANGE, 0},    /* finer than a fen */
+        {"88.880", "CNY", PT_OK, 8888},  /* extra zero digits are exact */
+        {"88.881", "CNY", PT_ERANGE, 0}, /* finer than a fen */
         {"100", "JPY", PT_OK, 100},
         {"100.0", "JPY", PT_OK, 100},
         {"100.5", "JPY", PT_ERANGE, 0},

@@ -74,8 +74,7 @@ static void test_open_creates_wal_full(void **state)
                                          "notifications", "events"};
     for (size_t i = 0; i < 5; i++) {
         char sql[128];
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE name='%s'",
-                 tables[i]);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE name='%s'", tables[i]);
         raw_query(path, sql, v, sizeof v);
         if (strcmp(v, "1") != 0)
             fail_msg("table %s missing", tables[i]);
@@ -204,8 +203,9 @@ static void test_not_a_database(void **state)
     (void)state;
     char path[300], err[512];
     db_path(path, sizeof path, "junk.db");
-    pt_test_write_file(path, "this is not an sqlite file, it is a shopping list...........\n"
-                             "..................................................................",
+    pt_test_write_file(path,
+                       "this is not an sqlite file, it is a shopping list...........\n"
+                       "..................................................................",
                        0600);
     struct pt_store *st;
     struct pt_store_options o = {.path = path};

@@ -41,8 +41,8 @@ static struct {
 } ledger[MAX_PI];
 static int nledger;
 static enum fault fault;
-static int fault_count;      /* how many requests the fault applies to */
-static int64_t report_amount; /* nonzero: the query reports this amount instead */
+static int fault_count;             /* how many requests the fault applies to */
+static int64_t report_amount;       /* nonzero: the query reports this amount instead */
 static const char *report_currency; /* non-NULL: answers report this currency instead */
 static int requests;
 
@@ -454,9 +454,9 @@ static void test_interrupted_send_recovered(void **state)
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     p.first_sent_at = clock_ms;
     p.next_attempt_at = clock_ms + 1000;
-    assert_int_equal(pt_charge_transition(st, &a, PT_STATE_PROCESSING, &p, "send", "sync", NULL,
-                                          clock_ms),
-                     PT_OK);
+    assert_int_equal(
+        pt_charge_transition(st, &a, PT_STATE_PROCESSING, &p, "send", "sync", NULL, clock_ms),
+        PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
     fault = F_DROP_AFTER;
     fault_count = 1;
@@ -748,8 +748,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_send_success_and_decline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_sent_waits_for_the_link, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answer_lost_resolved_by_query, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lost_before_arrival_resent_in_window, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_lost_before_arrival_resent_in_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ambiguous_sends_until_review, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unresolved_until_resolve_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offline_expired_is_never_sent, setup, teardown),
@@ -759,10 +758,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notifications, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notification_binding, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_notification_contradicted_by_query, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_unconfirmed_notification_comes_again, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_notification_contradicted_by_query, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unconfirmed_notification_comes_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answer_currency_mismatch_holds_fulfilment, setup,
                                         teardown),
     };
