@@ -8,9 +8,10 @@
 #   make cross   aarch64 and armhf cross builds (unit tests under qemu)
 #   make asan    the test suite under AddressSanitizer + UBSan
 #   make fuzz    short libFuzzer runs of every parser
+#   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test asan bench cross cross-aarch64 cross-armhf demo run fuzz format clean
+.PHONY: all deps build test asan bench cross cross-aarch64 cross-armhf demo run fuzz format format-check clean
 
 all: build
 
@@ -62,7 +63,16 @@ fuzz:
 	@scripts/fuzz.sh
 
 format:
+	@scripts/deps.sh lint
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Fails (and lists the files) when a C file differs from .clang-format's layout.
+format-check:
+	@scripts/deps.sh lint
+	@bad=$$(for f in $$(git ls-files '*.c' '*.h'); do \
+	    clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "not formatted (make format):"; echo "$$bad"; exit 1; fi; \
+	echo "format-check: every C file as .clang-format lays it out"
 
 clean:
 	rm -rf build

@@ -8,6 +8,7 @@
 #         come from scripts/sysroot.sh (a private sysroot, no dpkg architecture)
 #   fuzz  clang with libFuzzer
 #   bench binutils (strip, for the binary size figure), strace (fsyncs per online charge)
+#   lint  clang-format (the layout .clang-format describes; .ci/run checks it)
 # As root, missing packages are installed with apt-get.  Otherwise the single
 # apt-get line to run is printed and the script fails.
 set -eu
@@ -20,6 +21,7 @@ armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make
 ca-certificates"
 fuzz="clang libclang-rt-14-dev"
 bench="binutils strace"
+lint="clang-format"
 
 want=""
 [ $# -eq 0 ] && set -- base
@@ -30,7 +32,8 @@ for set in "$@"; do
     armhf) want="$want $armhf" ;;
     fuzz) want="$want $fuzz" ;;
     bench) want="$want $bench" ;;
-    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, fuzz, bench)" >&2; exit 2 ;;
+    lint) want="$want $lint" ;;
+    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, fuzz, bench, lint)" >&2; exit 2 ;;
     esac
 done
 
