@@ -36,7 +36,8 @@
     X(EUNSUPPORTED, -20, "not supported")                                                          \
     X(ESTORAGE, -21, "storage error")                                                              \
     X(ECANCELED, -22, "canceled")                                                                  \
-    X(ESYS, -23, "system call failed")
+    X(ESYS, -23, "system call failed")                                                             \
+    X(EAGAIN, -24, "to be done where waiting is allowed")
 
 enum pt_err {
 #define PT__ERR_ENUM(name, value, msg) PT_##name = (value),

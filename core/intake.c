@@ -815,11 +815,16 @@ static int charge_online(const struct pt_intake *in, struct pt_store *st, struct
 
 /* A new order: online, queued, or refused. */
 static int new_charge(const struct pt_intake *in, struct pt_store *st, struct guard *g,
-                      struct pt_charge *c, int64_t now, struct pt_reply *out, enum step *next)
+                      struct pt_charge *c, int nowait, int64_t now, struct pt_reply *out,
+                      enum step *next)
 {
     enum pt_offline_mode mode = needs_gateway(c) ? PT_OFFLINE_REQUIRE_ONLINE : c->offline;
     int online = 0;
     *next = STEP_RELEASE;
+    /* nowait: a probe or a send is not for this thread. */
+    if (nowait && mode != PT_OFFLINE_FORCE && in->online.claim &&
+        (!in->online.reachable || in->online.reachable(in->online.ctx, c->gateway)))
+        return PT_EAGAIN;
     int rc = goes_online(in, st, c, mode, &online);
     if (rc)
         return rc;
@@ -876,8 +881,9 @@ static int answered_before_new(const struct pt_intake *in, struct pt_store *st, 
     return *rc != PT_OK;
 }
 
-int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
-                            const char *body, size_t len, int64_t now, struct pt_reply *out)
+static int create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                         const char *body, size_t len, int64_t now, int nowait,
+                         struct pt_reply *out)
 {
     memset(out, 0, sizeof *out);
     struct guard g;
@@ -888,8 +894,12 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, con
     enum step next = STEP_COMPLETE;
     int rc;
     if (!answered_before_new(in, st, &g, &res, &c, out, &rc))
-        rc = new_charge(in, st, &g, &c, now, out, &next);
-    if (rc) {
+        rc = new_charge(in, st, &g, &c, nowait, now, out, &next);
+    if (rc == PT_EAGAIN) {
+        guard_abandon(st, &g); /* nothing written: the waiting thread starts over */
+        pt_reply_free(out);
+        memset(out, 0, sizeof *out);
+    } else if (rc) {
         guard_abandon(st, &g);
         storage_unavailable(out, st, rc);
     } else if (next == STEP_COMPLETE) {
@@ -906,7 +916,24 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, con
     wake_to_wipe(in);
     pt_idem_result_free(&res);
     guard_free(&g);
+    if (rc == PT_EAGAIN)
+        return rc;
     return out->status == 503 && rc ? rc : PT_OK;
+}
+
+/* A completed or refused request under the nowait variant still answers
+ * (and stores its answer) as the other does; only PT_EAGAIN differs. */
+int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                            const char *body, size_t len, int64_t now, struct pt_reply *out)
+{
+    return create_charge(in, st, key_header, body, len, now, 0, out);
+}
+
+int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *st,
+                                   const char *key_header, const char *body, size_t len,
+                                   int64_t now, struct pt_reply *out)
+{
+    return create_charge(in, st, key_header, body, len, now, 1, out);
 }
 
 /*

@@ -103,6 +103,18 @@ struct pt_intake {
 int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
                             const char *body, size_t len, int64_t now, struct pt_reply *out);
 
+/*
+ * The same without ever waiting for the network: a replay, a refusal or a
+ * charge that goes to the offline queue is answered here, while one that
+ * would ask the gateway (a probe, an online send) writes nothing and
+ * returns PT_EAGAIN with *out empty, for a thread that may wait to run
+ * pt_intake_create_charge.  (The HTTP API answers the quick ones on its
+ * polling thread.)
+ */
+int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *st,
+                                   const char *key_header, const char *body, size_t len,
+                                   int64_t now, struct pt_reply *out);
+
 /* POST /v1/charges/{order_id}/cancel. */
 int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                      const char *key_header, const char *body, size_t len, int64_t now,

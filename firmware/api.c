@@ -93,7 +93,8 @@ typedef enum MHD_Result MHD_RESULT;
  * connections than the pool has, so no worker waits for one. */
 #define MAIN_WORKERS 6
 #define NOTIFY_WORKERS 2
-#define POOL_SIZE (MAIN_WORKERS + NOTIFY_WORKERS)
+/* (+ one for each polling thread, which answers the quick requests itself.) */
+#define POOL_SIZE (MAIN_WORKERS + NOTIFY_WORKERS + 2)
 /* Set explicitly (musl's default is 128 KiB).  The handlers keep big
  * buffers on the heap: the whole integration suite, online charges over TLS
  * to the simulator included, passes with 64 KiB workers and a 32 KiB polling
@@ -189,6 +190,9 @@ struct request {
 
 /* Set by park() in the worker running a request: do not resume it. */
 static _Thread_local int tl_parked;
+/* On the polling thread (a quick request, see quick_route()); a handler that
+ * finds it must wait after all sets tl_deferred and answers nothing. */
+static _Thread_local int tl_inline, tl_deferred;
 
 static int64_t mono_us(void)
 {
@@ -698,11 +702,19 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
         return storage_error(conn, rq, PT_EIO);
     struct pt_reply rep;
     int64_t now = pt_host_now_ms();
+    int rc = PT_OK;
     if (order_id)
         op(&api->opt.intake, st, order_id, key, rq->body, rq->len, now, &rep);
+    else if (tl_inline)
+        rc = pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now,
+                                            &rep);
     else
         pt_intake_create_charge(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
     pt_pool_put(api->pool, st);
+    if (rc == PT_EAGAIN) { /* it goes to the gateway: a worker's job */
+        tl_deferred = 1;
+        return MHD_YES;
+    }
     return send_reply(conn, rq, &rep);
 }
 
@@ -889,12 +901,51 @@ static void serve(struct pt_job *job)
     pthread_mutex_unlock(&api->mu);
 }
 
-/* The whole request is in: suspend the connection and hand it to a worker,
- * so that the polling thread goes on serving the others. */
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/*
+ * Requests that never wait for a gateway or a long-poll: reads, the review
+ * flag, a sync wake-up, and a new charge as long as it needs no gateway (a
+ * replay, a refusal, the offline queue; pt_intake_create_charge_nowait).
+ * Handing them to a worker would cost more than they do (two thread
+ * switches, ~100 us here, against a few microseconds of work or one
+ * durable commit); they run on the polling thread.  Gateway calls, the
+ * notification routes (whose binding may ask the gateway) and the feed stay
+ * on the workers.
+ */
+static int quick_route(const char *url, const char *method)
+{
+    if (strcmp(method, "GET") == 0)
+        return strcmp(url, "/v1/events") != 0 && !ends_with(url, "/payment");
+    if (strcmp(method, "POST") == 0)
+        return strcmp(url, "/v1/charges") == 0 || strcmp(url, "/v1/sync") == 0 ||
+               (strncmp(url, "/v1/charges/", 12) == 0 && ends_with(url, "/review"));
+    return 0;
+}
+
+/* The whole request is in: answer a quick one here; otherwise suspend the
+ * connection and hand it to a worker, so that the polling thread goes on
+ * serving the others. */
 static MHD_RESULT dispatch(struct listener *ln, struct MHD_Connection *conn, struct request *rq,
                            const char *url, const char *method)
 {
     struct pt_api *api = ln->api;
+    if (quick_route(url, method)) {
+        pthread_mutex_lock(&api->mu);
+        rq->cs->deadline_ms = 0; /* received: no more deadline */
+        pthread_mutex_unlock(&api->mu);
+        tl_inline = 1;
+        tl_deferred = 0;
+        MHD_RESULT r = route(api, conn, rq, url, method);
+        tl_inline = 0;
+        if (!tl_deferred)
+            return rq->resp ? flush(conn, rq) : r;
+        tl_deferred = 0;
+    }
     rq->url = strdup(url);
     rq->method = strdup(method);
     if (!rq->url || !rq->method)
@@ -1370,7 +1421,8 @@ static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, 
     /* One polling thread, epoll where libmicrohttpd has it; suspending and
      * resuming needs (and MHD_quiesce_daemon() uses) its inter-thread
      * channel. */
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     ln->d = MHD_start_daemon(flags, 0, on_accept, ln, on_request, ln, MHD_OPTION_EXTERNAL_LOGGER,
