@@ -401,10 +401,222 @@ static const char *const charge_fields[] = {
     "order_id",       "amount",   "currency", "gateway", "method",   "payment_code",
     "payment_method", "customer", "subject",  "offline", "metadata", NULL};
 
+/* What the checks of one charge body share. */
+struct check {
+    const struct pt_intake *in;
+    const cJSON *body;
+    struct pt_charge *c;
+    char *msg; /* every problem, "field: what; ..." */
+    size_t cap;
+    const struct pt_gateway *gw; /* once the gateway field is good */
+};
+
+/* Every field is one payterm knows. */
+static void check_known_fields(struct check *k)
+{
+    /* Names given twice never get here: pt_json_check refused the body. */
+    for (const cJSON *m = k->body->child; m; m = m->next) {
+        int known = 0;
+        for (const char *const *f = charge_fields; *f; f++)
+            known |= strcmp(m->string, *f) == 0;
+        if (!known)
+            problem(k->msg, k->cap, m->string,
+                    "unknown field (allowed: order_id, amount, currency, gateway, method, "
+                    "payment_code, payment_method, customer, subject, offline, metadata)");
+    }
+}
+
+/* order_id: 1-64 of [A-Za-z0-9_.-]. */
+static void check_order_id(struct check *k)
+{
+    const cJSON *v;
+    if (!string_field(k->body, "order_id", &v))
+        problem(k->msg, k->cap, "order_id", "required");
+    else if (!cJSON_IsString(v) || !pt_order_id_valid(v->valuestring))
+        problem(k->msg, k->cap, "order_id", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
+    else
+        snprintf(k->c->order_id, sizeof k->c->order_id, "%s", v->valuestring);
+}
+
+/* amount: a plain integer from its digits (pt_json_check kept them). */
+static void check_amount(struct check *k, const struct pt_json_member *amount)
+{
+    const cJSON *v;
+    int64_t minor = 0;
+    if (!string_field(k->body, "amount", &v)) {
+        problem(k->msg, k->cap, "amount", "required (integer, minor units)");
+    } else if (!cJSON_IsNumber(v) || !amount->text ||
+               pt_json_plain_int(amount->text, amount->len, 1, INT64_MAX, &minor) != PT_OK) {
+        problem(k->msg, k->cap, "amount",
+                "must be a plain JSON integer (no leading zeros, fraction or exponent) between 1 "
+                "and 9223372036854775807, in the currency's minor unit");
+    } else if (minor > k->in->cfg->max_amount) {
+        char t[96];
+        snprintf(t, sizeof t, "must not exceed limits.max_amount (%lld)",
+                 (long long)k->in->cfg->max_amount);
+        problem(k->msg, k->cap, "amount", t);
+    } else {
+        k->c->amount = minor;
+    }
+}
+
+/* currency: an ISO 4217 code the money table knows. */
+static void check_currency(struct check *k)
+{
+    const cJSON *v;
+    if (!string_field(k->body, "currency", &v))
+        problem(k->msg, k->cap, "currency", "required (ISO 4217 code, e.g. CNY)");
+    else if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
+        problem(k->msg, k->cap, "currency",
+                "must be an upper-case ISO 4217 code such as CNY or USD");
+    else
+        snprintf(k->c->currency, sizeof k->c->currency, "%s", v->valuestring);
+}
+
+/* gateway: configured here; its own order id rules. */
+static void check_gateway(struct check *k)
+{
+    const cJSON *v;
+    char t[200];
+    if (!string_field(k->body, "gateway", &v)) {
+        snprintf(t, sizeof t, "required: %s", pt_gateway_names());
+        problem(k->msg, k->cap, "gateway", t);
+    } else if (!cJSON_IsString(v) || !(k->gw = pt_gateway_find(v->valuestring))) {
+        snprintf(t, sizeof t, "must be %s", pt_gateway_names());
+        problem(k->msg, k->cap, "gateway", t);
+    } else if (!pt_config_gateway_configured(k->in->cfg, k->gw->name)) {
+        snprintf(t, sizeof t, "'%s' is not configured on this device (gateways.%s)", k->gw->name,
+                 k->gw->name);
+        problem(k->msg, k->cap, "gateway", t);
+        k->gw = NULL;
+    } else {
+        snprintf(k->c->gateway, sizeof k->c->gateway, "%s", k->gw->name);
+        size_t n = strlen(k->c->order_id);
+        if (k->c->order_id[0] &&
+            (n < k->gw->order_id_min || n > k->gw->order_id_max ||
+             (k->gw->order_id_forbidden && strpbrk(k->c->order_id, k->gw->order_id_forbidden)))) {
+            snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", k->gw->name,
+                     k->gw->order_id_min, k->gw->order_id_max,
+                     k->gw->order_id_forbidden ? " without '" : "",
+                     k->gw->order_id_forbidden ? k->gw->order_id_forbidden : "",
+                     k->gw->order_id_forbidden ? "'" : "");
+            problem(k->msg, k->cap, "order_id", t);
+        }
+    }
+}
+
+/* method: one the gateway offers; the currency one it takes. */
+static void check_method(struct check *k)
+{
+    const cJSON *v;
+    char t[200];
+    if (!string_field(k->body, "method", &v)) {
+        problem(k->msg, k->cap, "method", "required");
+    } else if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof k->c->method) {
+        problem(k->msg, k->cap, "method", "must be a string");
+    } else if (k->gw && !pt_gateway_has_method(k->gw, v->valuestring)) {
+        char list[96] = "";
+        for (const struct pt_gw_method *m = k->gw->methods; m->name; m++) {
+            size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", m->name);
+        }
+        snprintf(t, sizeof t, "%s does not offer '%s' (it offers: %s)", k->gw->name, v->valuestring,
+                 list);
+        problem(k->msg, k->cap, "method", t);
+    } else {
+        snprintf(k->c->method, sizeof k->c->method, "%s", v->valuestring);
+    }
+
+    if (k->gw && k->c->currency[0] &&
+        !pt_config_currency_allowed(k->in->cfg, k->gw->name, k->c->currency)) {
+        snprintf(t, sizeof t,
+                 "%.3s is not accepted by %.16s on this device (list it in "
+                 "gateways.%.16s.currencies when the merchant's acquiring takes it)",
+                 k->c->currency, k->gw->name, k->gw->name);
+        problem(k->msg, k->cap, "currency", t);
+    }
+}
+
+/* The fields a method needs or refuses (payment code, saved card). */
+static void check_method_fields(struct check *k)
+{
+    const cJSON *v;
+    const struct pt_gw_method *how = pt_gateway_method(k->gw, k->c->method);
+    int barcode = how && how->payment_code, card = how && how->card;
+    if (string_field(k->body, "payment_code", &v)) {
+        if (!barcode)
+            problem(k->msg, k->cap, "payment_code", "only for method barcode");
+        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 6, 64, NULL))
+            problem(k->msg, k->cap, "payment_code",
+                    "must be the scanned code: 6-64 letters or digits");
+        else
+            snprintf(k->c->payment_code, sizeof k->c->payment_code, "%s", v->valuestring);
+    } else if (barcode) {
+        problem(k->msg, k->cap, "payment_code",
+                "required for method barcode (the customer's code)");
+    }
+    if (string_field(k->body, "payment_method", &v)) {
+        if (!card)
+            problem(k->msg, k->cap, "payment_method", "only for method card_on_file");
+        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
+            problem(k->msg, k->cap, "payment_method", "must be a payment method id such as pm_123");
+        else
+            snprintf(k->c->payment_method, sizeof k->c->payment_method, "%s", v->valuestring);
+    } else if (card) {
+        problem(k->msg, k->cap, "payment_method", "required for method card_on_file");
+    }
+    if (string_field(k->body, "customer", &v)) {
+        if (!card)
+            problem(k->msg, k->cap, "customer", "only for method card_on_file");
+        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
+            problem(k->msg, k->cap, "customer", "must be a customer id such as cus_123");
+        else
+            snprintf(k->c->customer, sizeof k->c->customer, "%s", v->valuestring);
+    }
+}
+
+/* subject and offline. */
+static void check_text_fields(struct check *k)
+{
+    const cJSON *v;
+    if (string_field(k->body, "subject", &v)) {
+        if (!cJSON_IsString(v) || !text_ok(v->valuestring, 256))
+            problem(k->msg, k->cap, "subject",
+                    "must be 1-256 bytes of text without control characters");
+        else
+            snprintf(k->c->subject, sizeof k->c->subject, "%s", v->valuestring);
+    }
+    k->c->offline = PT_OFFLINE_PREFER;
+    if (string_field(k->body, "offline", &v) &&
+        (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &k->c->offline) != PT_OK))
+        problem(k->msg, k->cap, "offline",
+                "must be prefer_online, require_online or force_offline");
+}
+
+/* metadata: within Stripe's limits, so it survives any gateway. */
+static void check_metadata(struct check *k)
+{
+    const cJSON *v;
+    if (string_field(k->body, "metadata", &v)) {
+        /* Stripe's limits, so metadata survives the trip to any gateway. */
+        int ok = cJSON_IsObject(v), count = 0;
+        for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
+            ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 &&
+                 cJSON_IsString(m) && strlen(m->valuestring) <= 500;
+        char *text = ok ? pt_json_canonical(v) : NULL;
+        if (!text || strlen(text) >= sizeof k->c->metadata)
+            problem(k->msg, k->cap, "metadata",
+                    "must be an object of at most 20 string values (keys 1-40, values up to "
+                    "500 characters)");
+        else
+            snprintf(k->c->metadata, sizeof k->c->metadata, "%s", text);
+        free(text);
+    }
+}
+
 /*
- * Validates the body into c, defaults filled in; amount is the raw text of
- * the body's "amount".  Returns 1 when valid; otherwise msg names every
- * field that is wrong.
+ * Validates the body into c, defaults filled in.  Returns 1 when valid;
+ * otherwise msg names every field that is wrong.
  */
 static int validate_charge(const struct pt_intake *in, const cJSON *body,
                            const struct pt_json_member *amount, struct pt_charge *c, char *msg,
@@ -416,157 +628,16 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
         problem(msg, cap, "body", "must be a JSON object");
         return 0;
     }
-    /* Names given twice never get here: pt_json_check refused the body. */
-    for (const cJSON *m = body->child; m; m = m->next) {
-        int known = 0;
-        for (const char *const *f = charge_fields; *f; f++)
-            known |= strcmp(m->string, *f) == 0;
-        if (!known)
-            problem(msg, cap, m->string,
-                    "unknown field (allowed: order_id, amount, currency, gateway, method, "
-                    "payment_code, payment_method, customer, subject, offline, metadata)");
-    }
-
-    const cJSON *v;
-    if (!string_field(body, "order_id", &v))
-        problem(msg, cap, "order_id", "required");
-    else if (!cJSON_IsString(v) || !pt_order_id_valid(v->valuestring))
-        problem(msg, cap, "order_id", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
-    else
-        snprintf(c->order_id, sizeof c->order_id, "%s", v->valuestring);
-
-    int64_t minor = 0;
-    if (!string_field(body, "amount", &v)) {
-        problem(msg, cap, "amount", "required (integer, minor units)");
-    } else if (!cJSON_IsNumber(v) || !amount->text ||
-               pt_json_plain_int(amount->text, amount->len, 1, INT64_MAX, &minor) != PT_OK) {
-        problem(msg, cap, "amount",
-                "must be a plain JSON integer (no leading zeros, fraction or exponent) between 1 "
-                "and 9223372036854775807, in the currency's minor unit");
-    } else if (minor > in->cfg->max_amount) {
-        char t[96];
-        snprintf(t, sizeof t, "must not exceed limits.max_amount (%lld)",
-                 (long long)in->cfg->max_amount);
-        problem(msg, cap, "amount", t);
-    } else {
-        c->amount = minor;
-    }
-
-    if (!string_field(body, "currency", &v))
-        problem(msg, cap, "currency", "required (ISO 4217 code, e.g. CNY)");
-    else if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
-        problem(msg, cap, "currency", "must be an upper-case ISO 4217 code such as CNY or USD");
-    else
-        snprintf(c->currency, sizeof c->currency, "%s", v->valuestring);
-
-    const struct pt_gateway *gw = NULL;
-    char t[200];
-    if (!string_field(body, "gateway", &v)) {
-        snprintf(t, sizeof t, "required: %s", pt_gateway_names());
-        problem(msg, cap, "gateway", t);
-    } else if (!cJSON_IsString(v) || !(gw = pt_gateway_find(v->valuestring))) {
-        snprintf(t, sizeof t, "must be %s", pt_gateway_names());
-        problem(msg, cap, "gateway", t);
-    } else if (!pt_config_gateway_configured(in->cfg, gw->name)) {
-        snprintf(t, sizeof t, "'%s' is not configured on this device (gateways.%s)", gw->name,
-                 gw->name);
-        problem(msg, cap, "gateway", t);
-        gw = NULL;
-    } else {
-        snprintf(c->gateway, sizeof c->gateway, "%s", gw->name);
-        size_t n = strlen(c->order_id);
-        if (c->order_id[0] &&
-            (n < gw->order_id_min || n > gw->order_id_max ||
-             (gw->order_id_forbidden && strpbrk(c->order_id, gw->order_id_forbidden)))) {
-            snprintf(t, sizeof t, "%s needs %zu-%zu characters%s%s%s", gw->name, gw->order_id_min,
-                     gw->order_id_max, gw->order_id_forbidden ? " without '" : "",
-                     gw->order_id_forbidden ? gw->order_id_forbidden : "",
-                     gw->order_id_forbidden ? "'" : "");
-            problem(msg, cap, "order_id", t);
-        }
-    }
-
-    if (!string_field(body, "method", &v)) {
-        problem(msg, cap, "method", "required");
-    } else if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof c->method) {
-        problem(msg, cap, "method", "must be a string");
-    } else if (gw && !pt_gateway_has_method(gw, v->valuestring)) {
-        char list[96] = "";
-        for (const struct pt_gw_method *m = gw->methods; m->name; m++) {
-            size_t n = strlen(list);
-            snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", m->name);
-        }
-        snprintf(t, sizeof t, "%s does not offer '%s' (it offers: %s)", gw->name, v->valuestring,
-                 list);
-        problem(msg, cap, "method", t);
-    } else {
-        snprintf(c->method, sizeof c->method, "%s", v->valuestring);
-    }
-
-    if (gw && c->currency[0] && !pt_config_currency_allowed(in->cfg, gw->name, c->currency)) {
-        snprintf(t, sizeof t,
-                 "%s is not accepted by %s on this device (list it in gateways.%s.currencies "
-                 "when the merchant's acquiring takes it)",
-                 c->currency, gw->name, gw->name);
-        problem(msg, cap, "currency", t);
-    }
-
-    const struct pt_gw_method *how = pt_gateway_method(gw, c->method);
-    int barcode = how && how->payment_code, card = how && how->card;
-    if (string_field(body, "payment_code", &v)) {
-        if (!barcode)
-            problem(msg, cap, "payment_code", "only for method barcode");
-        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 6, 64, NULL))
-            problem(msg, cap, "payment_code", "must be the scanned code: 6-64 letters or digits");
-        else
-            snprintf(c->payment_code, sizeof c->payment_code, "%s", v->valuestring);
-    } else if (barcode) {
-        problem(msg, cap, "payment_code", "required for method barcode (the customer's code)");
-    }
-    if (string_field(body, "payment_method", &v)) {
-        if (!card)
-            problem(msg, cap, "payment_method", "only for method card_on_file");
-        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
-            problem(msg, cap, "payment_method", "must be a payment method id such as pm_123");
-        else
-            snprintf(c->payment_method, sizeof c->payment_method, "%s", v->valuestring);
-    } else if (card) {
-        problem(msg, cap, "payment_method", "required for method card_on_file");
-    }
-    if (string_field(body, "customer", &v)) {
-        if (!card)
-            problem(msg, cap, "customer", "only for method card_on_file");
-        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
-            problem(msg, cap, "customer", "must be a customer id such as cus_123");
-        else
-            snprintf(c->customer, sizeof c->customer, "%s", v->valuestring);
-    }
-    if (string_field(body, "subject", &v)) {
-        if (!cJSON_IsString(v) || !text_ok(v->valuestring, 256))
-            problem(msg, cap, "subject", "must be 1-256 bytes of text without control characters");
-        else
-            snprintf(c->subject, sizeof c->subject, "%s", v->valuestring);
-    }
-    c->offline = PT_OFFLINE_PREFER;
-    if (string_field(body, "offline", &v) &&
-        (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &c->offline) != PT_OK))
-        problem(msg, cap, "offline", "must be prefer_online, require_online or force_offline");
-
-    if (string_field(body, "metadata", &v)) {
-        /* Stripe's limits, so metadata survives the trip to any gateway. */
-        int ok = cJSON_IsObject(v), count = 0;
-        for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
-            ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 &&
-                 cJSON_IsString(m) && strlen(m->valuestring) <= 500;
-        char *text = ok ? pt_json_canonical(v) : NULL;
-        if (!text || strlen(text) >= sizeof c->metadata)
-            problem(msg, cap, "metadata",
-                    "must be an object of at most 20 string values (keys 1-40, values up to "
-                    "500 characters)");
-        else
-            snprintf(c->metadata, sizeof c->metadata, "%s", text);
-        free(text);
-    }
+    struct check k = {.in = in, .body = body, .c = c, .msg = msg, .cap = cap};
+    check_known_fields(&k);
+    check_order_id(&k);
+    check_amount(&k, amount);
+    check_currency(&k);
+    check_gateway(&k);
+    check_method(&k);
+    check_method_fields(&k);
+    check_text_fields(&k);
+    check_metadata(&k);
     return msg[0] == '\0';
 }
 

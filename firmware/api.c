@@ -706,8 +706,8 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     if (order_id)
         op(&api->opt.intake, st, order_id, key, rq->body, rq->len, now, &rep);
     else if (tl_inline)
-        rc = pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now,
-                                            &rep);
+        rc =
+            pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
     else
         pt_intake_create_charge(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
     pt_pool_put(api->pool, st);
@@ -1421,8 +1421,8 @@ static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, 
     /* One polling thread, epoll where libmicrohttpd has it; suspending and
      * resuming needs (and MHD_quiesce_daemon() uses) its inter-thread
      * channel. */
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                     MHD_USE_TURBO;
+    unsigned flags =
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     ln->d = MHD_start_daemon(flags, 0, on_accept, ln, on_request, ln, MHD_OPTION_EXTERNAL_LOGGER,
