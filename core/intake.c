@@ -1087,7 +1087,7 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
             (rc = pt_store_commit(st)))
             goto storage;
         g.in_txn = 0;
-        if ((rc = in->online.cancel_now(in->online.ctx, st, &c, now)))
+        if ((rc = in->online.cancel_now(in->online.ctx, st, &c)))
             goto storage;
         if ((rc = pt_store_begin(st)))
             goto storage;

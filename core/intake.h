@@ -77,7 +77,7 @@ struct pt_online_ops {
      * Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway (close,
      * cancel or reverse), committing the result.  PT_OK with *c re-read.
      */
-    int (*cancel_now)(void *ctx, struct pt_store *st, struct pt_charge *c, int64_t now);
+    int (*cancel_now)(void *ctx, struct pt_store *st, struct pt_charge *c);
     /*
      * Asks the gateway again for the payment link (QR code, payment page) of
      * a PENDING/UNKNOWN charge that has none stored - its create answer was

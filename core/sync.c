@@ -152,6 +152,14 @@ static int finish(struct pt_store *st, int rc)
     return rc;
 }
 
+/* Applies a patch (no state change) in a transaction of its own. */
+static int commit_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *p,
+                        int64_t now)
+{
+    int rc = pt_store_begin(st);
+    return rc ? rc : finish(st, pt_store_charge_patch(st, id, p, now));
+}
+
 /* ---- one request to a gateway -------------------------------------------------- */
 
 /*
@@ -722,20 +730,15 @@ int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
     if (call(s, PT_GW_PAY, c, &res) != PT_OK || res.outcome != PT_OUTCOME_PENDING ||
         !res.action_url[0])
         return PT_OK;
-    int64_t now = now_ms(s);
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
     struct pt_charge_patch p2 = PT_CHARGE_PATCH_NONE;
     p2.action_url = res.action_url;
-    rc = finish(st, pt_store_charge_patch(st, c->id, &p2, now));
+    int rc = commit_patch(st, c->id, &p2, now_ms(s));
     return rc ? rc : pt_store_charge_get_by_id(st, c->id, c);
 }
 
-int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
+int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c)
 {
     struct pt_sync *s = p;
-    (void)now;
     /* Some gateways cancel by their own trade number (Stripe a
      * PaymentIntent by id): find it first if we never learned it. */
     const struct pt_gateway *gw = pt_gateway_find(c->gateway);
@@ -949,12 +952,10 @@ static int retry_later(struct pt_sync *s, struct pt_store *st, struct pt_charge 
     if (pt_state_is_final(c->state))
         return PT_EBUSY;
     int64_t now = now_ms(s);
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     p.next_attempt_at = now;
-    if ((rc = finish(st, pt_store_charge_patch(st, c->id, &p, now))))
+    int rc = commit_patch(st, c->id, &p, now);
+    if (rc)
         return rc;
     pt_sync_wake(s);
     return PT_EBUSY;

@@ -74,7 +74,7 @@ int pt_sync_settle(void *s, struct pt_store *st, struct pt_charge *c,
 int pt_sync_payment_link(void *s, struct pt_store *st, struct pt_charge *c);
 
 /* Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway. */
-int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c, int64_t now);
+int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c);
 
 struct pt_drain_stats {
     int examined;

@@ -8,6 +8,7 @@
  */
 #include "charges.h"
 #include "cli.h"
+#include "crypto.h"
 #include "err.h"
 #include "host.h"
 #include "linux.h"
@@ -175,18 +176,17 @@ int pt_cmd_sync(int argc, char **argv)
     char url[256], auth[300] = "";
     snprintf(url, sizeof url, "http://%s/v1/sync", cfg.listen);
     if (cfg.api_token_file[0]) {
-        FILE *f = fopen(cfg.api_token_file, "r");
         char tok[256] = "";
-        if (!f || !fgets(tok, sizeof tok, f)) {
+        size_t n = 0;
+        if (pt_secret_read(cfg.api_token_file, tok, sizeof tok - 1, &n) != PT_OK) {
             pt_cli_error("sync", "api_token_file %s: cannot read: %s", cfg.api_token_file,
                          strerror(errno));
-            if (f)
-                fclose(f);
             return PT_EXIT_FAIL;
         }
-        fclose(f);
+        tok[n] = '\0';
         tok[strcspn(tok, "\r\n")] = '\0';
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
+        pt_zeroize(tok, sizeof tok);
     }
     CURL *h = curl_easy_init();
     struct curl_slist *hdr = auth[0] ? curl_slist_append(NULL, auth) : NULL;
@@ -200,6 +200,7 @@ int pt_cmd_sync(int argc, char **argv)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(h);
+    pt_zeroize(auth, sizeof auth);
     if (cc != CURLE_OK) {
         pt_cli_error("sync", "the daemon does not answer at %s (%s): is payterm serve running?",
                      cfg.listen, curl_easy_strerror(cc));

@@ -397,7 +397,7 @@ static void test_ambiguous_sends_until_review(void **state)
     state_of(a.order_id, &got);
     assert_int_equal(got.state, PT_STATE_UNKNOWN);
     assert_int_equal(captures(a.order_id), 0);
-    assert_int_equal(pt_sync_cancel_now(sync_engine, st, &got, clock_ms), PT_OK);
+    assert_int_equal(pt_sync_cancel_now(sync_engine, st, &got), PT_OK);
     assert_int_equal(state_of(a.order_id, NULL), PT_STATE_CANCELED);
     assert_int_equal(captures(a.order_id), 0);
     assert_int_equal(events_of(a.order_id, "charge.canceled"), 1);
