@@ -211,7 +211,7 @@ struct pt_gw_method {
 
 struct pt_gateway {
     const char *name;
-    const struct pt_gw_method *methods; /* ends with a {NULL} entry */
+    const struct pt_gw_method *methods; /* ends with a {.name = NULL} entry */
     /* Charge-object key of an interactive method's link: "qr_code",
      * "code_url", "payment_url"; NULL when it has none. */
     const char *action_key;

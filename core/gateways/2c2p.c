@@ -338,7 +338,7 @@ static const struct pt_gw_key c2p_keys[] = {
     PT_GW_KEY("merchant_id", PT_GWK_TEXT, merchant_id, 1),
     PT_GW_KEY("secret_key_file", PT_GWK_SECRET, files[0], 1),
     PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 0),
-    {NULL},
+    {.name = NULL},
 };
 
 static int c2p_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
@@ -352,7 +352,7 @@ static int c2p_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *
 
 static const struct pt_gw_method c2p_methods[] = {
     {.name = "redirect", .interactive = 1},
-    {NULL},
+    {.name = NULL},
 };
 
 const struct pt_gateway pt_gateway_2c2p = {

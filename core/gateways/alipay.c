@@ -513,7 +513,7 @@ static const struct pt_gw_key alipay_keys[] = {
     PT_GW_KEY("seller_id", PT_GWK_TEXT, merchant_id, 0),
     PT_GW_KEY("currencies", PT_GWK_CURRENCIES, currencies, 0),
     PT_GW_KEY("settle_currency", PT_GWK_CURRENCY, settle_currency, 0),
-    {NULL},
+    {.name = NULL},
 };
 
 static int alipay_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
@@ -532,7 +532,7 @@ static int alipay_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
 static const struct pt_gw_method alipay_methods[] = {
     {.name = "barcode", .offline_max_age_s = 60, .payment_code = 1},
     {.name = "qr", .interactive = 1},
-    {NULL},
+    {.name = NULL},
 };
 /* Domestic Alipay settles CNY only (SPEC section 8). */
 static const char *const alipay_currencies[] = {"CNY", NULL};

@@ -429,7 +429,7 @@ static const struct pt_gw_key stripe_keys[] = {
     PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
     PT_GW_KEY("secret_key_file", PT_GWK_SECRET, files[STRIPE_SECRET_KEY], 1),
     PT_GW_KEY("webhook_secret_file", PT_GWK_SECRET, files[STRIPE_WEBHOOK_SECRET], 0),
-    {NULL},
+    {.name = NULL},
 };
 
 static int stripe_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
@@ -450,7 +450,7 @@ static int stripe_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
  * within 23 h. */
 static const struct pt_gw_method stripe_methods[] = {
     {.name = "card_on_file", .offline_max_age_s = 82800, .card = 1},
-    {NULL},
+    {.name = NULL},
 };
 
 const struct pt_gateway pt_gateway_stripe = {

@@ -577,7 +577,7 @@ static const struct pt_gw_key wechat_keys[] = {
     PT_GW_KEY("platform_serial", PT_GWK_TEXT, platform_serial, 1),
     PT_GW_KEY("apiv3_key_file", PT_GWK_SECRET, files[WX_APIV3_KEY], 1),
     PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 1),
-    {NULL},
+    {.name = NULL},
 };
 
 static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
@@ -609,7 +609,7 @@ static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
 
 static const struct pt_gw_method wechat_methods[] = {
     {.name = "qr", .interactive = 1},
-    {NULL},
+    {.name = NULL},
 };
 
 const struct pt_gateway pt_gateway_wechat = {
