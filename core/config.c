@@ -78,20 +78,7 @@ int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
 {
     const struct pt_gw_settings *g = pt_config_gateway_c(cfg, gateway);
     const struct pt_gateway *gw = pt_gateway_find(gateway);
-    if (!g || !gw)
-        return 0;
-    if (g->ncurrencies > 0) {
-        for (int i = 0; i < g->ncurrencies; i++)
-            if (strcmp(g->currencies[i], currency) == 0)
-                return 1;
-        return 0;
-    }
-    if (!gw->default_currencies)
-        return 1;
-    for (const char *const *c = gw->default_currencies; *c; c++)
-        if (strcmp(*c, currency) == 0)
-            return 1;
-    return 0;
+    return g && gw && pt_gateway_takes_currency(gw, g->currencies, g->ncurrencies, currency);
 }
 
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)

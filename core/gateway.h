@@ -309,6 +309,12 @@ const struct pt_gateway *pt_gateway_at(int i);
 int pt_gateway_index(const char *name);
 /* Looks a gateway up by name; NULL when unknown. */
 const struct pt_gateway *pt_gateway_find(const char *name);
+/* The one rule behind both lists (configured settings, a loaded config):
+ * in the n listed currencies when there are any, else in the gateway's
+ * default_currencies (none: any currency). */
+int pt_gateway_takes_currency(const struct pt_gateway *gw, const char (*listed)[4], int n,
+                              const char *currency);
+
 /* The gateway whose notify_route is path; NULL when none. */
 const struct pt_gateway *pt_gateway_by_route(const char *path);
 

@@ -152,12 +152,12 @@ void pt_gw_config_free(struct pt_gw_config *cfg)
     pt_zeroize(cfg, sizeof *cfg);
 }
 
-int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
+int pt_gateway_takes_currency(const struct pt_gateway *gw, const char (*listed)[4], int n,
+                              const char *currency)
 {
-    const struct pt_gateway *gw = pt_gateway_find(cfg->name);
-    if (cfg->ncurrencies > 0) {
-        for (int i = 0; i < cfg->ncurrencies; i++)
-            if (strcmp(cfg->currencies[i], currency) == 0)
+    if (n > 0) {
+        for (int i = 0; i < n; i++)
+            if (strcmp(listed[i], currency) == 0)
                 return 1;
         return 0;
     }
@@ -167,6 +167,12 @@ int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
         if (strcmp(*c, currency) == 0)
             return 1;
     return 0;
+}
+
+int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
+{
+    return pt_gateway_takes_currency(pt_gateway_find(cfg->name), cfg->currencies, cfg->ncurrencies,
+                                     currency);
 }
 
 /* ---- gwcommon.h ---------------------------------------------------------- */

@@ -92,33 +92,6 @@ static size_t unpercent(const char *in, char *out)
     return n;
 }
 
-/* Independent of core/json.c: RFC 3629 well-formedness. */
-static int utf8_clean(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        unsigned c = *p++, need, min, cp;
-        if (c < 0x80)
-            continue;
-        if (c >= 0xc2 && c <= 0xdf)
-            need = 1, min = 0x80, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef)
-            need = 2, min = 0x800, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4)
-            need = 3, min = 0x10000, cp = c & 0x07;
-        else
-            return 0;
-        for (unsigned i = 0; i < need; i++) {
-            if (p >= end || (*p & 0xc0) != 0x80)
-                return 0;
-            cp = cp << 6 | (*p++ & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-    }
-    return 1;
-}
-
 /* ---- pt_json_check ------------------------------------------------------------- */
 
 static const struct {
@@ -188,8 +161,8 @@ static void test_check_table(void **state)
                 snprintf(why, sizeof why, "problem '%s', want '%s...'", chk.problem, want);
             else if (strcmp(chk.field, want_field) != 0)
                 snprintf(why, sizeof why, "field '%s', want '%s'", chk.field, want_field);
-            else if (!utf8_clean(chk.field, strlen(chk.field)) ||
-                     !utf8_clean(chk.problem, strlen(chk.problem)))
+            else if (!pt_test_utf8_clean(chk.field, strlen(chk.field)) ||
+                     !pt_test_utf8_clean(chk.problem, strlen(chk.problem)))
                 snprintf(why, sizeof why, "the report is not valid UTF-8");
         }
         if (why[0]) {
@@ -265,7 +238,7 @@ static void test_long_field_is_cut_on_a_character(void **state)
         assert_string_equal(chk.problem, "given twice");
         size_t fl = strlen(chk.field);
         assert_true(fl > 100 && fl < PT_JSON_FIELD_MAX);
-        assert_true(utf8_clean(chk.field, fl));
+        assert_true(pt_test_utf8_clean(chk.field, fl));
     }
 }
 

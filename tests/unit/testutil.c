@@ -262,3 +262,29 @@ void pt_test_disk_set(enum pt_test_disk mode)
 {
     atomic_store(&disk_mode, (int)mode);
 }
+
+int pt_test_utf8_clean(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++, need, min, cp;
+        if (c < 0x80)
+            continue;
+        if (c >= 0xc2 && c <= 0xdf)
+            need = 1, min = 0x80, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef)
+            need = 2, min = 0x800, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4)
+            need = 3, min = 0x10000, cp = c & 0x07;
+        else
+            return 0;
+        for (unsigned i = 0; i < need; i++) {
+            if (p >= end || (*p & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (*p++ & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+    }
+    return 1;
+}

@@ -78,4 +78,9 @@ void pt_test_disk_install(void);
 /* What the disk does from now on (for every connection of the process). */
 void pt_test_disk_set(enum pt_test_disk mode);
 
+/* 1 when n bytes of s are well-formed UTF-8 (RFC 3629: no overlong forms,
+ * surrogates or code points past U+10FFFF); written here independently of
+ * core/json.c, so the tests do not trust the code they test. */
+int pt_test_utf8_clean(const char *s, size_t n);
+
 #endif
