@@ -10,6 +10,7 @@
 #include "err.h"
 #include "sha256hw.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -538,6 +539,26 @@ int pt_secret_read(const char *path, void *buf, size_t cap, size_t *len)
         pt_zeroize(buf, n);
     *len = rc == PT_OK ? n : 0;
     return rc;
+}
+
+int pt_secret_read_line(const char *path, void *out, size_t cap, size_t *len)
+{
+    assert(cap > 0);
+    char *buf = out;
+    size_t n = 0;
+    *len = 0;
+    int rc = pt_secret_read(path, buf, cap, &n);
+    if (rc != PT_OK)
+        return rc;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n >= cap) {
+        pt_zeroize(buf, cap);
+        return PT_ETOOBIG;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return PT_OK;
 }
 
 int pt_pk_load_file(const char *path, pt_random_fn rnd, void *rnd_ctx, struct pt_pk **out,

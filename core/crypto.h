@@ -79,6 +79,14 @@ void pt_zeroize(void *p, size_t len);
  */
 int pt_secret_read(const char *path, void *buf, size_t cap, size_t *len);
 
+/*
+ * Reads a secret of one line, as operators write it: the file's bytes less
+ * trailing CR/LF, then a NUL.  *len = the secret's length, 0 for an empty
+ * file.  PT_ETOOBIG when that leaves more than cap - 1 bytes; otherwise as
+ * pt_secret_read.  buf is wiped on every error.
+ */
+int pt_secret_read_line(const char *path, void *buf, size_t cap, size_t *len);
+
 /* ---- randomness -------------------------------------------------------- */
 
 /*

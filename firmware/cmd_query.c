@@ -178,13 +178,15 @@ int pt_cmd_sync(int argc, char **argv)
     if (cfg.api_token_file[0]) {
         char tok[256] = "";
         size_t n = 0;
-        if (pt_secret_read(cfg.api_token_file, tok, sizeof tok - 1, &n) != PT_OK) {
+        int rc = pt_secret_read_line(cfg.api_token_file, tok, sizeof tok, &n);
+        if (rc == PT_ETOOBIG)
+            pt_cli_error("sync", "api_token_file %s: longer than %zu characters",
+                         cfg.api_token_file, sizeof tok - 1);
+        else if (rc != PT_OK)
             pt_cli_error("sync", "api_token_file %s: cannot read: %s", cfg.api_token_file,
                          strerror(errno));
+        if (rc != PT_OK)
             return PT_EXIT_FAIL;
-        }
-        tok[n] = '\0';
-        tok[strcspn(tok, "\r\n")] = '\0';
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
         pt_zeroize(tok, sizeof tok);
     }

@@ -117,18 +117,13 @@ static int start_sync(struct pt_daemon *d, char *err, size_t errlen)
 /* Reads the API token: one line, trailing line breaks dropped. */
 static int read_token(const char *path, char *out, size_t cap, char *err, size_t errlen)
 {
-    /* Without stdio: its buffer would keep a copy of the token. */
     size_t n = 0;
-    int rc = pt_secret_read(path, out, cap - 1, &n);
+    int rc = pt_secret_read_line(path, out, cap, &n);
     if (rc == PT_ENOTFOUND || rc == PT_EIO) {
         snprintf(err, errlen, "api_token_file %s: cannot read: %s", path, strerror(errno));
         return PT_EIO;
     }
-    int more = rc == PT_ETOOBIG;
-    out[more ? 0 : n] = '\0';
-    while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
-        out[--n] = '\0';
-    if (more || n < 16) {
+    if (rc != PT_OK || n < 16) {
         pt_zeroize(out, cap);
         snprintf(err, errlen, "api_token_file %s: the token must be one line of 16-%zu characters",
                  path, cap - 1);

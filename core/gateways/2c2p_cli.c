@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int sign_2c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_sign_c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     unsigned char secret[PT_GW_CLI_SECRET_MAX];
     size_t slen = 0;
@@ -42,7 +42,7 @@ out:
     return rc;
 }
 
-static int verify_2c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_verify_c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     struct pt_gw_config cfg = {0};
     char *payload = NULL;
@@ -75,14 +75,4 @@ static int verify_2c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     free(payload);
     pt_gw_config_free(&cfg);
     return rc;
-}
-
-int pt__cli_sign_c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return sign_2c2p(a, in, len, out);
-}
-
-int pt__cli_verify_c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return verify_2c2p(a, in, len, out);
 }

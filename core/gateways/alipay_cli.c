@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int sign_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_sign_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     struct pt_pk *key = NULL;
     struct pt_form f;
@@ -80,7 +80,7 @@ static int verify_alipay_response(struct pt_gw_cli *a, struct pt_pk *pub, const 
     return PT_GW_CLI_OK;
 }
 
-static int verify_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_verify_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     struct pt_pk *pub = NULL;
     struct pt_form f;
@@ -112,14 +112,4 @@ static int verify_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     pt_form_free(&f);
     pt_pk_free(pub);
     return rc;
-}
-
-int pt__cli_sign_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return sign_alipay(a, in, len, out);
-}
-
-int pt__cli_verify_alipay(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return verify_alipay(a, in, len, out);
 }

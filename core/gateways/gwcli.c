@@ -42,18 +42,12 @@ int pt__cli_secret(struct pt_gw_cli *a, const char *value, const char *file, con
     if (!file)
         return pt__cli_need(a, NULL, what);
     size_t n = 0;
-    int rc = pt_secret_read(file, out, PT_GW_CLI_SECRET_MAX, &n);
+    int rc = pt_secret_read_line(file, out, PT_GW_CLI_SECRET_MAX, &n);
     if (rc == PT_ENOTFOUND || rc == PT_EIO)
         return pt__cli_usage(a, "%s-file %s: %s", what, file, strerror(errno));
-    if (rc == PT_ETOOBIG)
-        n = PT_GW_CLI_SECRET_MAX;
-    while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
-        n--;
-    if (n == 0 || n >= PT_GW_CLI_SECRET_MAX) {
-        pt_zeroize(out, PT_GW_CLI_SECRET_MAX);
+    if (rc != PT_OK || n == 0) /* too big: out already wiped */
         return pt__cli_usage(a, "%s-file %s: expected 1 to %d bytes", what, file,
                              PT_GW_CLI_SECRET_MAX - 1);
-    }
     *outlen = n;
     return PT_GW_CLI_OK;
 }

@@ -191,18 +191,13 @@ int pt__gw_load_secret(const char *gw, const char *key, const char *path, unsign
                        size_t cap, size_t *len, char *err, size_t errlen)
 {
     size_t n = 0;
-    int rc = pt_secret_read(path, buf, cap, &n);
+    int rc = pt_secret_read_line(path, buf, cap, &n);
     if (rc == PT_ENOTFOUND || rc == PT_EIO) {
         snprintf(err, errlen, "gateways.%s.%s: %s: cannot open: %s", gw, key, path,
                  strerror(errno));
         return PT_EIO;
     }
-    if (rc == PT_ETOOBIG)
-        n = cap;
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        n--;
-    if (n == 0 || n >= cap) {
-        pt_zeroize(buf, cap);
+    if (rc != PT_OK || n == 0) { /* too big: buf already wiped */
         snprintf(err, errlen, "gateways.%s.%s: %s: expected 1 to %zu bytes of secret", gw, key,
                  path, cap - 1);
         return PT_EPARSE;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int sign_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_sign_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     unsigned char secret[PT_GW_CLI_SECRET_MAX];
     size_t slen = 0;
@@ -39,7 +39,7 @@ static int sign_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     return rc;
 }
 
-static int verify_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_verify_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     struct pt_gw_config cfg = {0};
     struct pt_http_response msg = {0};
@@ -78,14 +78,4 @@ out:
     pt_http_response_free(&msg);
     pt_gw_config_free(&cfg);
     return rc;
-}
-
-int pt__cli_sign_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return sign_stripe(a, in, len, out);
-}
-
-int pt__cli_verify_stripe(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return verify_stripe(a, in, len, out);
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int sign_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_sign_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     struct pt_pk *key = NULL;
     if (pt__cli_need(a, a->mchid, "--mchid") || pt__cli_need(a, a->serial, "--serial") ||
@@ -45,7 +45,7 @@ static int sign_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
     return rc;
 }
 
-static int verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
+int pt__cli_verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
 {
     struct pt_gw_config cfg = {0};
     struct pt_http_response msg = {0};
@@ -105,14 +105,4 @@ out:
     pt_http_response_free(&msg);
     pt_gw_config_free(&cfg);
     return rc;
-}
-
-int pt__cli_sign_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return sign_wechat(a, in, len, out);
-}
-
-int pt__cli_verify_wechat(struct pt_gw_cli *a, char *in, size_t len, cJSON **out)
-{
-    return verify_wechat(a, in, len, out);
 }

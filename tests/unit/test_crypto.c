@@ -226,6 +226,38 @@ static void test_pem_loading(void **state)
     pt_pk_free(NULL);
 }
 
+/* A secret of one line: trailing line breaks are not part of it, and the
+ * bound is on the secret, not on the file. */
+static void test_secret_read_line(void **state)
+{
+    (void)state;
+    char dir[256], path[300], buf[8];
+    size_t n = 99;
+    pt_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/secret", dir);
+    pt_test_write_file(path, "abc\r\n", 0600);
+    assert_int_equal(pt_secret_read_line(path, buf, sizeof buf, &n), PT_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(buf, "abc");
+    pt_test_write_file(path, "1234567\n", 0600); /* cap - 1 bytes and a line break */
+    assert_int_equal(pt_secret_read_line(path, buf, sizeof buf, &n), PT_OK);
+    assert_string_equal(buf, "1234567");
+    pt_test_write_file(path, "12345678", 0600); /* no room for the NUL */
+    assert_int_equal(pt_secret_read_line(path, buf, sizeof buf, &n), PT_ETOOBIG);
+    assert_int_equal(n, 0);
+    for (size_t i = 0; i < sizeof buf; i++)
+        assert_int_equal(buf[i], 0);
+    pt_test_write_file(path, "123456789\n", 0600);
+    assert_int_equal(pt_secret_read_line(path, buf, sizeof buf, &n), PT_ETOOBIG);
+    pt_test_write_file(path, "\n", 0600);
+    assert_int_equal(pt_secret_read_line(path, buf, sizeof buf, &n), PT_OK);
+    assert_int_equal(n, 0);
+    assert_string_equal(buf, "");
+    snprintf(path, sizeof path, "%s/none", dir);
+    assert_int_equal(pt_secret_read_line(path, buf, sizeof buf, &n), PT_ENOTFOUND);
+    pt_test_rmtree(dir);
+}
+
 /* The Alipay request vector: the SDK's RSA2 signature, byte for byte. */
 static void test_rsa_deterministic(void **state)
 {
@@ -467,12 +499,19 @@ static void test_jscan(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_hmac), cmocka_unit_test(test_sha256_hardware_matches_mbedtls),
-        cmocka_unit_test(test_base64),      cmocka_unit_test(test_hex_ct),
-        cmocka_unit_test(test_pem_loading), cmocka_unit_test(test_rsa_deterministic),
-        cmocka_unit_test(test_rsa_threads), cmocka_unit_test(test_gcm),
-        cmocka_unit_test(test_drbg),        cmocka_unit_test(test_jwt),
-        cmocka_unit_test(test_form),        cmocka_unit_test(test_jscan),
+        cmocka_unit_test(test_sha256_hmac),
+        cmocka_unit_test(test_sha256_hardware_matches_mbedtls),
+        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_hex_ct),
+        cmocka_unit_test(test_pem_loading),
+        cmocka_unit_test(test_secret_read_line),
+        cmocka_unit_test(test_rsa_deterministic),
+        cmocka_unit_test(test_rsa_threads),
+        cmocka_unit_test(test_gcm),
+        cmocka_unit_test(test_drbg),
+        cmocka_unit_test(test_jwt),
+        cmocka_unit_test(test_form),
+        cmocka_unit_test(test_jscan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
