@@ -393,6 +393,93 @@ static long post_charge(struct client *c, const char *key, const char *body)
     return code;
 }
 
+/* ---- daemons: started, waited for, stopped ---------------------------------- */
+
+/* Starts program prog (found on PATH) with argv, stdout and stderr to log;
+ * returns the pid. */
+static pid_t spawn_prog(const char *log, const char *prog, char *const argv[],
+                        const char *notify_socket)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (notify_socket)
+            setenv("NOTIFY_SOCKET", notify_socket, 1);
+        execvp(prog, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Starts `payterm ARGS...` with its output to log; returns the pid. */
+static pid_t spawn(const char *log, char *const argv[], const char *notify_socket)
+{
+    return spawn_prog(log, PT_BINARY, argv, notify_socket);
+}
+
+/* Starts `strace ... payterm ARGS...` counting fsync/fdatasync into out. */
+static pid_t spawn_traced(const char *log, const char *out, char *const args[])
+{
+    char *argv[24];
+    int k = 0;
+    argv[k++] = "strace";
+    argv[k++] = "-f";
+    argv[k++] = "-qq";
+    argv[k++] = "-e";
+    argv[k++] = "trace=fsync,fdatasync";
+    argv[k++] = "-o";
+    argv[k++] = (char *)out;
+    argv[k++] = PT_BINARY;
+    for (int i = 1; args[i] && k < 23; i++)
+        argv[k++] = args[i];
+    argv[k] = NULL;
+    return spawn_prog(log, "strace", argv, NULL);
+}
+
+static void stop(pid_t pid)
+{
+    int status;
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+}
+
+/* 0 once GET /healthz on port answers 200, -1 after 10 s. */
+static int wait_healthy(int port)
+{
+    struct client c;
+    client_init(&c, port, "/healthz");
+    int rc = -1;
+    for (int i = 0; i < 1000 && rc; i++) {
+        long code = 0;
+        if (curl_easy_perform(c.h) == CURLE_OK)
+            curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &code);
+        if (code == 200)
+            rc = 0;
+        else
+            usleep(10000);
+    }
+    curl_easy_cleanup(c.h);
+    return rc;
+}
+
+/* Starts payterm serve (under strace into trace when not NULL); exits
+ * unless it answers /healthz on port. */
+static pid_t start_serve(const char *log, char **argv, const char *trace, int port,
+                         const char *what)
+{
+    pid_t d = trace ? spawn_traced(log, trace, argv) : spawn(log, argv, NULL);
+    if (wait_healthy(port)) {
+        fprintf(stderr, "pt_bench: %s daemon did not start, see %s\n", what, log);
+        exit(1);
+    }
+    return d;
+}
+
 /*
  * The lean client: one keep-alive connection, each request written with one
  * write() and its response read to the end of its Content-Length.  It checks
@@ -474,7 +561,7 @@ static void cancel_range(int port, const char *prefix, int from, int to)
     curl_easy_cleanup(c.h);
 }
 
-static pid_t start_daemon(const char *dir, int port)
+static pid_t start_http_daemon(const char *dir, int port)
 {
     char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64];
     snprintf(data, sizeof data, "%s/http-data", dir);
@@ -503,29 +590,8 @@ static pid_t start_daemon(const char *dir, int port)
             "\"secret_key_file\":\"%s\"}}}\n",
             data, port, sk);
     fclose(f);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            close(fd);
-        }
-        execl(PT_BINARY, "payterm", "serve", "-c", cfg, (char *)NULL);
-        _exit(127);
-    }
-    /* Wait until it answers. */
-    struct client c;
-    client_init(&c, port, "/healthz");
-    for (int i = 0; i < 500; i++) {
-        long code = 0;
-        if (curl_easy_perform(c.h) == CURLE_OK)
-            curl_easy_getinfo(c.h, CURLINFO_RESPONSE_CODE, &code);
-        if (code == 200)
-            break;
-        usleep(10000);
-    }
-    curl_easy_cleanup(c.h);
-    return pid;
+    char *argv[] = {"payterm", "serve", "-c", cfg, NULL};
+    return start_serve(log, argv, NULL, port, "HTTP");
 }
 
 struct replay_arg {
@@ -628,7 +694,7 @@ static double tcp_round_trip_us(int n)
 static void http_new_round(const char *dir, struct result out[2])
 {
     int port = free_port();
-    pid_t pid = start_daemon(dir, port);
+    pid_t pid = start_http_daemon(dir, port);
     struct client c;
     client_init(&c, port, "/v1/charges");
     struct raw_client *rc = malloc(sizeof *rc);
@@ -748,7 +814,7 @@ static void bench_http(const char *dir)
                "300 bytes there and back between two threads on loopback TCP, same run");
 
     int port = free_port();
-    pid_t pid = start_daemon(dir, port);
+    pid_t pid = start_http_daemon(dir, port);
     struct client c;
     client_init(&c, port, "/v1/charges");
     /* Replay: the first request creates the charge, the rest replay it. */
@@ -783,25 +849,6 @@ static void bench_http(const char *dir)
 }
 
 /* ---- sync drain against the simulator, and the daemon's footprint ----------- */
-
-/* Starts `payterm ARGS...` with stderr to log; returns the pid. */
-static pid_t spawn(const char *log, char *const argv[], const char *notify_socket)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        if (notify_socket)
-            setenv("NOTIFY_SOCKET", notify_socket, 1);
-        execv(PT_BINARY, argv);
-        _exit(127);
-    }
-    return pid;
-}
 
 struct fetch {
     char *buf;
@@ -844,25 +891,6 @@ static long http(const char *url, const char *body, const char *ca, char **out)
     return code;
 }
 
-static void stop(pid_t pid)
-{
-    int status;
-    kill(pid, SIGTERM);
-    waitpid(pid, &status, 0);
-}
-
-static int wait_healthy(int port)
-{
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
-    for (int i = 0; i < 1000; i++) {
-        if (http(url, NULL, NULL, NULL) == 200)
-            return 0;
-        usleep(10000);
-    }
-    return -1;
-}
-
 /* Drains n charges queued offline through the simulator over TLS. */
 static void bench_drain(const char *dir, double floor_rate)
 {
@@ -902,11 +930,7 @@ static void bench_drain(const char *dir, double floor_rate)
     http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca, NULL);
     snprintf(log, sizeof log, "%s/drain-payterm.log", dir);
     char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
-    pid_t d = spawn(log, dargv, NULL);
-    if (wait_healthy(aport)) {
-        fprintf(stderr, "pt_bench: drain daemon did not start, see %s\n", log);
-        exit(1);
-    }
+    pid_t d = start_serve(log, dargv, NULL, aport, "drain");
     struct client c;
     client_init(&c, aport, "/v1/charges");
     char key[64], body[400];
@@ -1122,36 +1146,6 @@ static void print_and_write(const char *json_path)
 
 /* ---- the online charge: its commits and its latency ------------------------ */
 
-/* Starts `strace ... payterm ARGS...` counting fsync/fdatasync into out. */
-static pid_t spawn_traced(const char *log, const char *out, char *const args[])
-{
-    char *argv[24];
-    int k = 0;
-    argv[k++] = "strace";
-    argv[k++] = "-f";
-    argv[k++] = "-qq";
-    argv[k++] = "-e";
-    argv[k++] = "trace=fsync,fdatasync";
-    argv[k++] = "-o";
-    argv[k++] = (char *)out;
-    argv[k++] = PT_BINARY;
-    for (int i = 1; args[i] && k < 23; i++)
-        argv[k++] = args[i];
-    argv[k] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execvp("strace", argv);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* The daemon strace started (its one child), stopped with SIGTERM; then
  * strace itself ends with it. */
 static void stop_traced(pid_t strace_pid)
@@ -1282,11 +1276,7 @@ static void online_round(const char *dir, const struct online_env *e, const char
     fclose(f);
     snprintf(log, sizeof log, "%s/online-payterm-%s.log", dir, tag);
     char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", (char *)e->gwjson, NULL};
-    pid_t d = trace ? spawn_traced(log, trace, dargv) : spawn(log, dargv, NULL);
-    if (wait_healthy(aport)) {
-        fprintf(stderr, "pt_bench: online daemon did not start, see %s\n", log);
-        exit(1);
-    }
+    pid_t d = start_serve(log, dargv, trace, aport, "online");
     struct client c;
     client_init(&c, aport, "/v1/charges");
     char key[64], body[400];

@@ -25,26 +25,24 @@ slow_start()
     echo $! >>"$PT_TMP/pids"
 }
 
-# slow_wait_ready OUT - until slowclient has opened all its connections.
-slow_wait_ready()
+# slow_wait OUT PATTERN SECONDS WHAT - until OUT has a line matching PATTERN.
+slow_wait()
 {
-    local deadline=$(($(date +%s) + 30))
-    until grep -q '^ready' "$1" 2>/dev/null; do
+    local deadline=$(($(date +%s) + $3))
+    until grep -q "$2" "$1" 2>/dev/null; do
         [ -s "$1.err" ] && fail "slowclient: $(cat "$1.err")"
-        [ "$(date +%s)" -lt "$deadline" ] || fail "slowclient never opened its connections ($1)"
+        [ "$(date +%s)" -lt "$deadline" ] || fail "slowclient $4 ($1)"
         sleep 0.05
     done
 }
 
+# slow_wait_ready OUT - until slowclient has opened all its connections.
+slow_wait_ready() { slow_wait "$1" '^ready' 30 'never opened its connections'; }
+
 # slow_result OUT - waits for slowclient's result line; prints it.
 slow_result()
 {
-    local deadline=$(($(date +%s) + 60))
-    until grep -q '=' "$1" 2>/dev/null; do
-        [ -s "$1.err" ] && fail "slowclient: $(cat "$1.err")"
-        [ "$(date +%s)" -lt "$deadline" ] || fail "slowclient gave no result ($1)"
-        sleep 0.1
-    done
+    slow_wait "$1" '=' 60 'gave no result'
     grep '=' "$1"
 }
 
