@@ -107,7 +107,8 @@ int pt_order_id_valid(const char *s)
 
 static void storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
 {
-    pt_log_error("storage failure: %s (%s)", pt_strerror(rc), pt_store_errmsg(st));
+    pt_log_error("storage failure: %s (%s)", pt_strerror(rc),
+                 st ? pt_store_errmsg(st) : "the batch's commit");
     pt_reply_error(r, 503, "storage_unavailable",
                    "the charge could not be stored (%s); nothing was recorded, retry with the "
                    "same Idempotency-Key",
@@ -265,8 +266,14 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
         break;
     }
     if (g->in_txn) {
-        pt_store_rollback(st);
+        /* The answer may rest on what other requests of a batch wrote (a key
+         * they completed): it stands only once they are durable. */
         g->in_txn = 0;
+        if ((rc = pt_store_rollback(st)) != PT_OK) {
+            pt_reply_free(out);
+            memset(out, 0, sizeof *out);
+            storage_unavailable(out, st, rc);
+        }
     }
     return 0;
 }
@@ -979,8 +986,13 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
          * the probe every sync.interval_s brings it back; waking now would
          * only cost the other core a pass that finds nothing to do). */
         if (rc == PT_OK && out->status == 202 && in->online.wake &&
-            (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
-            in->online.wake(in->online.ctx);
+            (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway))) {
+            /* Not before the charge is durable: the sync would not see it. */
+            if (pt_store_commit_deferred(st))
+                out->wake_on_settle = 1;
+            else
+                in->online.wake(in->online.ctx);
+        }
     } else if (next == STEP_RELEASE) {
         guard_abandon(st, &g);
     }
@@ -990,6 +1002,19 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
     if (rc == PT_EAGAIN)
         return rc;
     return out->status == 503 && rc ? rc : PT_OK;
+}
+
+void pt_intake_settle(const struct pt_intake *in, int rc, struct pt_reply *out)
+{
+    if (rc != PT_OK) {
+        pt_reply_free(out);
+        memset(out, 0, sizeof *out);
+        storage_unavailable(out, NULL, rc);
+        return;
+    }
+    if (out->wake_on_settle && in->online.wake)
+        in->online.wake(in->online.ctx);
+    out->wake_on_settle = 0;
 }
 
 /* A completed or refused request under the nowait variant still answers

@@ -24,9 +24,10 @@ struct pt_reply {
     int status;
     char *body; /* malloc'd JSON; pt_reply_free */
     size_t len;
-    int replayed;      /* send Idempotency-Replayed: true */
-    int retry_after_s; /* > 0: send Retry-After */
-    char code[48];     /* error code, "" on success (for logs and metrics) */
+    int replayed;       /* send Idempotency-Replayed: true */
+    int retry_after_s;  /* > 0: send Retry-After */
+    char code[48];      /* error code, "" on success (for logs and metrics) */
+    int wake_on_settle; /* its commit was deferred: wake the sync in pt_intake_settle */
 };
 
 void pt_reply_free(struct pt_reply *r);
@@ -114,6 +115,16 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, con
 int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *st,
                                    const char *key_header, const char *body, size_t len,
                                    int64_t now, struct pt_reply *out);
+
+/*
+ * When st had its commit deferred (pt_store_defer_commit), the answer in
+ * *out stands only once the batch is settled: rc is the batch's result
+ * (pt_store_writer_flush).  On a failure *out becomes the 503
+ * storage_unavailable a commit that failed in place gives (the key is
+ * released: nothing of the request was kept); on success the background
+ * sync is woken if the answer queued work for it.
+ */
+void pt_intake_settle(const struct pt_intake *in, int rc, struct pt_reply *out);
 
 /* POST /v1/charges/{order_id}/cancel. */
 int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,

@@ -119,7 +119,10 @@
       " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
     X(COMMIT, "COMMIT")                                                                            \
-    X(ROLLBACK, "ROLLBACK")
+    X(ROLLBACK, "ROLLBACK")                                                                        \
+    X(SAVEPOINT, "SAVEPOINT request")                                                              \
+    X(RELEASE, "RELEASE request")                                                                  \
+    X(ROLLBACK_TO, "ROLLBACK TO request")
 
 enum {
 #define PT__STMT_ENUM(id, sql) S_##id,
@@ -136,12 +139,24 @@ static const char *const stmt_sql[S__COUNT] = {
 
 #define PT_FROM_MASKS (1u << PT_STATE__COUNT)
 
-struct pt_store {
+/* One SQLite connection with its prepared statements. */
+struct conn {
     sqlite3 *db;
     sqlite3_stmt *stmt[S__COUNT];
     /* Transition statements, one per set of allowed source states, built
      * from the mask so each reads "... AND (state = 'UNKNOWN' OR ...)". */
     sqlite3_stmt *transition[PT_FROM_MASKS];
+};
+
+struct pt_store {
+    struct conn own;
+    /* The connection statements run on: own, or - during a write
+     * transaction of a store attached to a writer - the writer's. */
+    struct conn *c;
+    struct pt_store_writer *writer; /* NULL: transactions on own */
+    int in_txn;
+    struct pt_store_commit *defer; /* the next commit only joins a batch */
+    int deferred;                  /* the last commit did that */
     void (*event_hook)(void *ctx);
     void *event_hook_ctx;
     /* The row of the key this connection inserted last: completing it
@@ -217,18 +232,18 @@ static int xlate(int rc)
 static sqlite3_stmt *stmt(struct pt_store *st, int id)
 {
     assert(id >= 0 && id < S__COUNT); /* one of the PT_STMTS table, by its S_ name */
-    sqlite3_stmt *s = st->stmt[id];
+    sqlite3_stmt *s = st->c->stmt[id];
     if (s) {
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
         return s;
     }
-    if (sqlite3_prepare_v3(st->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) !=
+    if (sqlite3_prepare_v3(st->c->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) !=
         SQLITE_OK) {
-        pt_log_error("store: cannot prepare statement %d: %s", id, sqlite3_errmsg(st->db));
+        pt_log_error("store: cannot prepare statement %d: %s", id, sqlite3_errmsg(st->c->db));
         return NULL;
     }
-    st->stmt[id] = s;
+    st->c->stmt[id] = s;
     return s;
 }
 
@@ -236,7 +251,7 @@ static sqlite3_stmt *stmt(struct pt_store *st, int id)
 static int run(struct pt_store *st, sqlite3_stmt *s)
 {
     int rc = sqlite3_step(s);
-    int err = (rc == SQLITE_DONE) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    int err = (rc == SQLITE_DONE) ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
     if (rc != SQLITE_DONE && err == PT_OK)
         err = PT_ESTORAGE;
     sqlite3_reset(s);
@@ -245,8 +260,8 @@ static int run(struct pt_store *st, sqlite3_stmt *s)
 
 static int exec(struct pt_store *st, const char *sql)
 {
-    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
-    return rc == SQLITE_OK ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    int rc = sqlite3_exec(st->c->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
 }
 
 static void bind_text(sqlite3_stmt *s, int i, const char *v)
@@ -269,7 +284,7 @@ static void copy_col(sqlite3_stmt *s, int i, char *dst, size_t cap)
 
 const char *pt_store_errmsg(struct pt_store *st)
 {
-    return st ? sqlite3_errmsg(st->db) : "no database";
+    return st ? sqlite3_errmsg(st->c->db) : "no database";
 }
 
 int pt_store_schema_latest(void)
@@ -290,14 +305,14 @@ int pt_store_pragma_int(struct pt_store *st, const char *name, int *value)
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA %s", name);
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
-        return xlate(sqlite3_extended_errcode(st->db));
+    if (sqlite3_prepare_v2(st->c->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return xlate(sqlite3_extended_errcode(st->c->db));
     int rc = sqlite3_step(s);
     int err = PT_OK;
     if (rc == SQLITE_ROW)
         *value = sqlite3_column_int(s, 0);
     else
-        err = xlate(sqlite3_extended_errcode(st->db));
+        err = xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_finalize(s);
     return err;
 }
@@ -322,7 +337,7 @@ int pt_store_migrate_to(struct pt_store *st, int version)
         if ((rc = exec(st, "BEGIN IMMEDIATE")) != PT_OK)
             return rc;
         if ((rc = exec(st, m->sql)) != PT_OK || (rc = exec(st, bump)) != PT_OK) {
-            pt_log_error("store: migration %s failed: %s", m->name, sqlite3_errmsg(st->db));
+            pt_log_error("store: migration %s failed: %s", m->name, sqlite3_errmsg(st->c->db));
             exec(st, "ROLLBACK");
             return rc;
         }
@@ -339,7 +354,7 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
 {
     char sql[256];
     int err;
-    sqlite3_busy_timeout(st->db, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000);
+    sqlite3_busy_timeout(st->c->db, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000);
     /* Small pages, chosen when the file is created (SQLite ignores this for
      * an existing database).  A new charge touches some eight b-tree pages
      * (key, charge, order id index, active index, audit, and the odd split),
@@ -353,12 +368,12 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
     /* journal_mode answers with the mode it ended up in; a read-only or
      * in-memory file may refuse WAL, which we must not silently accept. */
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK)
-        return xlate(sqlite3_extended_errcode(st->db));
+    if (sqlite3_prepare_v2(st->c->db, "PRAGMA journal_mode = WAL", -1, &s, NULL) != SQLITE_OK)
+        return xlate(sqlite3_extended_errcode(st->c->db));
     int rc = sqlite3_step(s);
     int wal =
         rc == SQLITE_ROW && sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
-    err = rc == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    err = rc == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_finalize(s);
     if (err)
         return err;
@@ -431,17 +446,17 @@ int pt_store_wipe_due(void)
     return atomic_load(&wipe_due);
 }
 
-int pt_store_checkpoint_truncate(struct pt_store *st)
+static int checkpoint_truncate(struct pt_store *st)
 {
     int was = atomic_exchange(&wipe_due, 0);
     int log = 0, done = 0;
-    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+    int rc = sqlite3_wal_checkpoint_v2(st->c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
     if (rc == SQLITE_OK)
         return PT_OK;
     /* A reader kept an old snapshot (SQLITE_BUSY): try again later. */
     if (was)
         atomic_store(&wipe_due, 1);
-    return rc == SQLITE_BUSY ? PT_EBUSY : xlate(sqlite3_extended_errcode(st->db));
+    return rc == SQLITE_BUSY ? PT_EBUSY : xlate(sqlite3_extended_errcode(st->c->db));
 }
 
 static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
@@ -496,8 +511,8 @@ static int schema_check(struct pt_store *st, char *errbuf, size_t errlen)
 {
     unsigned char found[SCHEMA_OBJECTS] = {0};
     sqlite3_stmt *s;
-    int rc =
-        sqlite3_prepare_v2(st->db, "SELECT type || ' ' || name FROM sqlite_master", -1, &s, NULL);
+    int rc = sqlite3_prepare_v2(st->c->db, "SELECT type || ' ' || name FROM sqlite_master", -1, &s,
+                                NULL);
     while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text(s, 0);
         for (size_t i = 0; t && i < SCHEMA_OBJECTS; i++)
@@ -508,8 +523,8 @@ static int schema_check(struct pt_store *st, char *errbuf, size_t errlen)
     if (rc != SQLITE_DONE) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot read the schema of database %s: %s", st->path,
-                     sqlite3_errmsg(st->db));
-        return xlate(sqlite3_extended_errcode(st->db));
+                     sqlite3_errmsg(st->c->db));
+        return xlate(sqlite3_extended_errcode(st->c->db));
     }
     size_t used = 0;
     rc = PT_OK;
@@ -536,6 +551,7 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
     struct pt_store *st = calloc(1, sizeof *st);
     if (!st)
         goto fail;
+    st->c = &st->own;
     snprintf(st->path, sizeof st->path, "%s", opt->path);
     /* keep: an existing file, opened at the version it has (SPEC 3: the
      * commands that only read or maintain never create or migrate). */
@@ -554,25 +570,25 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
     /* Our VFS writes each WAL commit with one system call (walvfs.c). */
     pthread_once(&sqlite_once, sqlite_setup);
     const char *vfs = walvfs_ok ? PT_WALVFS_NAME : NULL;
-    if (sqlite3_open_v2(opt->path, &st->db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
-        rc = st->db ? xlate(sqlite3_extended_errcode(st->db)) : PT_ENOMEM;
+    if (sqlite3_open_v2(opt->path, &st->c->db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
+        rc = st->c->db ? xlate(sqlite3_extended_errcode(st->c->db)) : PT_ENOMEM;
         if (errbuf)
             snprintf(errbuf, errlen, "cannot open database %s: %s", opt->path,
-                     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+                     st->c->db ? sqlite3_errmsg(st->c->db) : "out of memory");
         goto fail;
     }
-    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_extended_result_codes(st->c->db, 1);
     if (!opt->readonly && (rc = configure(st, opt)) != PT_OK) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot configure database %s (WAL, synchronous): %s",
-                     opt->path, sqlite3_errmsg(st->db));
+                     opt->path, sqlite3_errmsg(st->c->db));
         goto fail;
     }
     int version = 0;
     if ((rc = pt_store_schema_version(st, &version)) != PT_OK) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot read schema version of %s: %s", opt->path,
-                     sqlite3_errmsg(st->db));
+                     sqlite3_errmsg(st->c->db));
         goto fail;
     }
     if (version > pt_migrations_count) {
@@ -587,7 +603,7 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
     if (!keep && (rc = pt_store_migrate_to(st, pt_migrations_count)) != PT_OK) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot migrate database %s to schema version %d: %s",
-                     opt->path, pt_migrations_count, sqlite3_errmsg(st->db));
+                     opt->path, pt_migrations_count, sqlite3_errmsg(st->c->db));
         goto fail;
     }
     /* An older database opened as it is (keep) is checked once migrated. */
@@ -606,11 +622,12 @@ void pt_store_close(struct pt_store *st)
 {
     if (!st)
         return;
+    assert(!st->in_txn); /* a transaction left open would hold the writer's turn */
     for (int i = 0; i < S__COUNT; i++)
-        sqlite3_finalize(st->stmt[i]);
+        sqlite3_finalize(st->own.stmt[i]);
     for (unsigned i = 0; i < PT_FROM_MASKS; i++)
-        sqlite3_finalize(st->transition[i]);
-    sqlite3_close_v2(st->db);
+        sqlite3_finalize(st->own.transition[i]);
+    sqlite3_close_v2(st->own.db);
     free(st);
 }
 
@@ -620,42 +637,401 @@ void pt_store_set_event_hook(struct pt_store *st, void (*fn)(void *ctx), void *c
     st->event_hook_ctx = ctx;
 }
 
-int pt_store_begin(struct pt_store *st)
+/* ---- transactions: alone, or through the process's writer ---------------------- */
+
+/* After a commit that is durable: what its transaction did, made known. */
+static void committed(const struct pt_store_commit *m)
 {
+    if (m->erased)
+        atomic_store(&wipe_due, 1); /* only now are the erased bytes the ones to wipe */
+    /* A commit that wrote rows went through the WAL: the storage works. */
+    if (m->changed)
+        note_storage(PT_OK);
+    if (m->events && m->hook)
+        m->hook(m->hook_ctx);
+}
+
+/* What st's transaction did, for committed(). */
+static void describe(struct pt_store *st, struct pt_store_commit *m)
+{
+    m->events = st->events_in_txn;
+    m->erased = st->erased_in_txn;
+    m->changed = sqlite3_total_changes(st->c->db) != st->changes_at_begin;
+    m->hook = st->event_hook;
+    m->hook_ctx = st->event_hook_ctx;
     st->events_in_txn = 0;
-    st->changes_at_begin = sqlite3_total_changes(st->db);
+    st->erased_in_txn = 0;
+}
+
+static int alone_begin(struct pt_store *st)
+{
     sqlite3_stmt *s = stmt(st, S_BEGIN);
     return s ? run(st, s) : PT_ESTORAGE;
 }
 
-int pt_store_commit(struct pt_store *st)
+static int alone_commit(struct pt_store *st)
 {
     sqlite3_stmt *s = stmt(st, S_COMMIT);
     int rc = s ? run(st, s) : PT_ESTORAGE;
     /* A failed COMMIT (disk full, I/O error) may leave the transaction open;
      * roll it back so the connection is usable and nothing half is kept. */
-    if (rc != PT_OK && !sqlite3_get_autocommit(st->db))
-        pt_store_rollback(st);
-    if (rc == PT_OK && st->erased_in_txn)
-        atomic_store(&wipe_due, 1); /* only now are the erased bytes the ones to wipe */
-    /* A commit that wrote rows went through the WAL: the storage works. */
-    if (rc == PT_OK && sqlite3_total_changes(st->db) != st->changes_at_begin)
-        note_storage(PT_OK);
-    if (rc == PT_OK && st->events_in_txn && st->event_hook)
-        st->event_hook(st->event_hook_ctx);
+    if (rc != PT_OK && !sqlite3_get_autocommit(st->c->db) && (s = stmt(st, S_ROLLBACK)))
+        run(st, s);
+    struct pt_store_commit m = {0};
+    describe(st, &m);
+    if (rc == PT_OK)
+        committed(&m);
+    return rc;
+}
+
+static int alone_rollback(struct pt_store *st)
+{
+    if (sqlite3_get_autocommit(st->c->db))
+        return PT_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
+    sqlite3_stmt *s = stmt(st, S_ROLLBACK);
+    return s ? run(st, s) : PT_ESTORAGE;
+}
+
+/*
+ * The writer (see store.h and docs/writer.md).  One connection, `conn`, and
+ * a turn to use it that threads hand to each other under mu.  A batch is
+ * one SQLite transaction on it holding several requests, each in its own
+ * SAVEPOINT; a request that finished its part waits, in `members`, for the
+ * COMMIT that makes the batch durable.  That COMMIT is run by whoever holds
+ * the turn when nobody waits for it any more (or the batch is full), or by
+ * pt_store_writer_flush() for a deferred member.
+ */
+struct pt_store_writer {
+    struct pt_store *conn;
+    pthread_mutex_t mu;
+    pthread_cond_t turn_cv; /* the turn is free */
+    pthread_cond_t done_cv; /* a batch was settled */
+    int busy;               /* a thread has the turn */
+    int waiting;            /* threads waiting for the turn */
+    int open;               /* a batch transaction is open on conn */
+    int nmembers;
+    struct pt_store_commit *members; /* the open batch's finished requests */
+    uint64_t batches;                /* batches committed (durable or not) */
+};
+
+/* Requests in one batch at most: a bound on how long the first one waits. */
+#define BATCH_MAX 64
+
+static void take_turn(struct pt_store_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->waiting++;
+    while (w->busy)
+        pthread_cond_wait(&w->turn_cv, &w->mu);
+    w->waiting--;
+    w->busy = 1;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* With mu held: the turn goes to the next thread. */
+static void give_turn(struct pt_store_writer *w)
+{
+    w->busy = 0;
+    if (w->waiting)
+        pthread_cond_signal(&w->turn_cv);
+}
+
+/* With mu held: the batch's members, taken out of it. */
+static struct pt_store_commit *take_members(struct pt_store_writer *w)
+{
+    struct pt_store_commit *list = w->members;
+    if (w->nmembers)
+        w->batches++;
+    w->members = NULL;
+    w->nmembers = 0;
+    w->open = 0;
+    return list;
+}
+
+/* mu not held: every member of list learns the batch's result; the ones
+ * waiting for it wake up. */
+static void settle(struct pt_store_writer *w, struct pt_store_commit *list, int rc)
+{
+    /* The hooks (a long-poll's wake-up) run outside mu; a member stays
+     * valid until it is marked done. */
+    if (rc == PT_OK)
+        for (struct pt_store_commit *m = list; m; m = m->next)
+            committed(m);
+    pthread_mutex_lock(&w->mu);
+    for (struct pt_store_commit *m = list, *next; m; m = next) {
+        next = m->next;
+        m->rc = rc;
+        m->next = NULL;
+        m->done = 1;
+    }
+    pthread_cond_broadcast(&w->done_cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The turn held, mu not: commits the open batch (one sync for all of it)
+ * and settles its members; the turn is kept. */
+static void commit_batch(struct pt_store_writer *w)
+{
+    struct pt_store *c = w->conn;
+    int rc = PT_OK;
+    pthread_mutex_lock(&w->mu);
+    int n = w->nmembers;
+    pthread_mutex_unlock(&w->mu);
+    if (!sqlite3_get_autocommit(c->own.db)) {
+        sqlite3_stmt *s = stmt(c, S_COMMIT);
+        rc = s ? run(c, s) : PT_ESTORAGE;
+        if (rc != PT_OK && !sqlite3_get_autocommit(c->own.db) && (s = stmt(c, S_ROLLBACK)))
+            run(c, s);
+    } else if (n) {
+        /* SQLite rolled the whole transaction back under a statement that
+         * failed (a full disk, an I/O error): the members' work is gone. */
+        rc = PT_EIO;
+    }
+    pthread_mutex_lock(&w->mu);
+    struct pt_store_commit *list = take_members(w);
+    pthread_mutex_unlock(&w->mu);
+    settle(w, list, rc);
+}
+
+/*
+ * The end of a turn.  m: the request's finished part (NULL after a
+ * rollback); deferred: its answer may wait for pt_store_writer_flush().
+ * While other requests wait for the turn, it is handed on (they join the
+ * batch); when none does, or the batch is full, the batch is committed.
+ * Returns m's result (PT_OK at once for a deferred m not committed yet).
+ */
+static int end_turn(struct pt_store_writer *w, struct pt_store_commit *m, int deferred)
+{
+    pthread_mutex_lock(&w->mu);
+    if (m) {
+        m->done = 0;
+        m->next = w->members;
+        w->members = m;
+        w->nmembers++;
+    }
+    /* A deferred batch waits for its flush - unless nothing is in it: an
+     * empty transaction is ended at once (it holds SQLite's write lock). */
+    if (w->nmembers < BATCH_MAX && (w->waiting || (deferred && w->nmembers))) {
+        give_turn(w);
+        while (m && !deferred && !m->done)
+            pthread_cond_wait(&w->done_cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+        return m && !deferred ? m->rc : PT_OK;
+    }
+    pthread_mutex_unlock(&w->mu);
+    commit_batch(w); /* an empty one just ends the transaction */
+    pthread_mutex_lock(&w->mu);
+    give_turn(w);
+    pthread_mutex_unlock(&w->mu);
+    return m ? m->rc : PT_OK;
+}
+
+static int writer_begin(struct pt_store *st)
+{
+    struct pt_store_writer *w = st->writer;
+    take_turn(w);
+    struct pt_store *c = w->conn;
+    int rc = PT_OK;
+    sqlite3_stmt *s;
+    if (!w->open || sqlite3_get_autocommit(c->own.db)) {
+        if (w->open) { /* rolled back under an earlier request's failure */
+            pthread_mutex_lock(&w->mu);
+            struct pt_store_commit *lost = take_members(w);
+            pthread_mutex_unlock(&w->mu);
+            settle(w, lost, PT_EIO);
+        }
+        rc = (s = stmt(c, S_BEGIN)) ? run(c, s) : PT_ESTORAGE;
+        w->open = rc == PT_OK;
+    }
+    if (rc == PT_OK)
+        rc = (s = stmt(c, S_SAVEPOINT)) ? run(c, s) : PT_ESTORAGE;
+    if (rc) {
+        end_turn(w, NULL, 0);
+        return rc;
+    }
+    st->c = &c->own;
+    return PT_OK;
+}
+
+/* The request's savepoint undone; the batch goes on without it. */
+static void undo_request(struct pt_store *st)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_get_autocommit(st->c->db))
+        return; /* the whole batch is gone already */
+    if ((s = stmt(st, S_ROLLBACK_TO)))
+        run(st, s);
+    if ((s = stmt(st, S_RELEASE)))
+        run(st, s);
+}
+
+static int writer_commit(struct pt_store *st)
+{
+    struct pt_store_writer *w = st->writer;
+    struct pt_store_commit own = {0}, *m = st->defer ? st->defer : &own;
+    sqlite3_stmt *s = stmt(st, S_RELEASE);
+    int rc = sqlite3_get_autocommit(st->c->db) ? PT_EIO : s ? run(st, s) : PT_ESTORAGE;
+    describe(st, m);
+    st->c = &st->own;
+    if (rc) {
+        undo_request(st);
+        end_turn(w, NULL, 0);
+        return rc;
+    }
+    st->deferred = st->defer != NULL;
+    st->defer = NULL;
+    return end_turn(w, m, st->deferred);
+}
+
+/*
+ * A request rolled back still saw the batch's other requests (a key they
+ * completed, a charge they queued): an answer built on that must not leave
+ * before they are durable, so it waits for the batch as a member that
+ * changed nothing, and gets the batch's result.
+ */
+static int writer_rollback(struct pt_store *st)
+{
+    struct pt_store_writer *w = st->writer;
+    undo_request(st);
     st->events_in_txn = 0;
     st->erased_in_txn = 0;
+    st->c = &st->own;
+    pthread_mutex_lock(&w->mu);
+    int others = w->nmembers; /* stable: only the turn's holder adds one */
+    pthread_mutex_unlock(&w->mu);
+    if (!others)
+        return end_turn(w, NULL, st->defer != NULL);
+    struct pt_store_commit own = {0}, *m = st->defer ? st->defer : &own;
+    *m = (struct pt_store_commit){0};
+    st->deferred = st->defer != NULL;
+    st->defer = NULL;
+    return end_turn(w, m, st->deferred);
+}
+
+int pt_store_begin(struct pt_store *st)
+{
+    assert(!st->in_txn); /* transactions do not nest: the writer's turn would deadlock */
+    st->events_in_txn = 0;
+    st->erased_in_txn = 0;
+    st->deferred = 0;
+    int rc = st->writer ? writer_begin(st) : alone_begin(st);
+    st->changes_at_begin = sqlite3_total_changes(st->c->db);
+    st->in_txn = rc == PT_OK;
     return rc;
+}
+
+int pt_store_commit(struct pt_store *st)
+{
+    if (!st->in_txn)
+        return PT_ESTATE;
+    st->in_txn = 0;
+    return st->writer ? writer_commit(st) : alone_commit(st);
 }
 
 int pt_store_rollback(struct pt_store *st)
 {
-    st->events_in_txn = 0;
-    st->erased_in_txn = 0;
-    if (sqlite3_get_autocommit(st->db))
-        return PT_OK; /* SQLite already rolled back (e.g. after SQLITE_FULL) */
-    sqlite3_stmt *s = stmt(st, S_ROLLBACK);
-    return s ? run(st, s) : PT_ESTORAGE;
+    if (!st->in_txn)
+        return PT_OK;
+    st->in_txn = 0;
+    return st->writer ? writer_rollback(st) : alone_rollback(st);
+}
+
+int pt_store_checkpoint_truncate(struct pt_store *st)
+{
+    struct pt_store_writer *w = st->writer;
+    if (!w)
+        return checkpoint_truncate(st);
+    /* On the writer's connection, with its turn and no batch open: no
+     * writer of this process is there to wait for. */
+    take_turn(w);
+    if (w->open)
+        commit_batch(w);
+    int rc = checkpoint_truncate(w->conn);
+    pthread_mutex_lock(&w->mu);
+    give_turn(w);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int pt_store_writer_new(const struct pt_store_options *opt, struct pt_store_writer **out,
+                        char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    struct pt_store_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return PT_ENOMEM;
+    int rc = pt_store_open(opt, &w->conn, errbuf, errlen);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->turn_cv, NULL);
+    pthread_cond_init(&w->done_cv, NULL);
+    *out = w;
+    return PT_OK;
+}
+
+void pt_store_writer_destroy(struct pt_store_writer *w)
+{
+    if (!w)
+        return;
+    /* A deferred member nobody flushed is committed, not dropped. */
+    take_turn(w);
+    if (w->open)
+        commit_batch(w);
+    pt_store_close(w->conn);
+    pthread_cond_destroy(&w->done_cv);
+    pthread_cond_destroy(&w->turn_cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+void pt_store_attach(struct pt_store *st, struct pt_store_writer *w)
+{
+    assert(!st->in_txn); /* not in the middle of a transaction of its own */
+    st->writer = w;
+}
+
+void pt_store_defer_commit(struct pt_store *st, struct pt_store_commit *ticket)
+{
+    assert(!ticket || st->writer); /* only a batch can be waited for later */
+    st->defer = ticket;
+    if (ticket)
+        *ticket = (struct pt_store_commit){0};
+    st->deferred = 0;
+}
+
+int pt_store_commit_deferred(const struct pt_store *st)
+{
+    return st->deferred;
+}
+
+int pt_store_writer_flush(struct pt_store_writer *w, struct pt_store_commit *ticket)
+{
+    pthread_mutex_lock(&w->mu);
+    int done = ticket->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!done) {
+        take_turn(w);
+        pthread_mutex_lock(&w->mu);
+        done = ticket->done; /* settled while this thread waited for the turn */
+        pthread_mutex_unlock(&w->mu);
+        if (!done)
+            commit_batch(w);
+        pthread_mutex_lock(&w->mu);
+        give_turn(w);
+        pthread_mutex_unlock(&w->mu);
+    }
+    return ticket->rc;
+}
+
+uint64_t pt_store_writer_batches(struct pt_store_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t n = w->batches;
+    pthread_mutex_unlock(&w->mu);
+    return n;
 }
 
 int pt_store_backup(struct pt_store *st, const char *dest)
@@ -669,7 +1045,7 @@ int pt_store_backup(struct pt_store *st, const char *dest)
         rc = xlate(rc);
         goto out;
     }
-    sqlite3_backup *b = sqlite3_backup_init(to, "main", st->db, "main");
+    sqlite3_backup *b = sqlite3_backup_init(to, "main", st->c->db, "main");
     if (!b) {
         rc = xlate(sqlite3_extended_errcode(to));
         goto out;
@@ -781,7 +1157,7 @@ int pt_store_key_get(struct pt_store *st, const char *scope, const char *key,
         return PT_ENOTFOUND;
     }
     if (rc != SQLITE_ROW) {
-        rc = xlate(sqlite3_extended_errcode(st->db));
+        rc = xlate(sqlite3_extended_errcode(st->c->db));
         sqlite3_reset(s);
         return rc ? rc : PT_ESTORAGE;
     }
@@ -831,9 +1207,9 @@ int pt_store_key_insert(struct pt_store *st, const char *scope, const char *key,
         return rc;
     /* INSERT OR IGNORE + change count: the SQLite spelling of "take the lock
      * only if nobody holds this key". */
-    if (sqlite3_changes(st->db) != 1)
+    if (sqlite3_changes(st->c->db) != 1)
         return PT_EEXIST;
-    st->last_key_rowid = sqlite3_last_insert_rowid(st->db);
+    st->last_key_rowid = sqlite3_last_insert_rowid(st->c->db);
     return PT_OK;
 }
 
@@ -852,7 +1228,7 @@ int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_EEXIST;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_EEXIST;
 }
 
 int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
@@ -869,7 +1245,7 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
@@ -894,7 +1270,7 @@ int pt_store_key_complete(struct pt_store *st, const char *scope, const char *ke
         int rc = run(st, s);
         if (rc)
             return rc;
-        if (sqlite3_changes(st->db) == 1)
+        if (sqlite3_changes(st->c->db) == 1)
             return PT_OK;
     }
     return PT_ESTATE;
@@ -913,7 +1289,7 @@ int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,
@@ -936,7 +1312,7 @@ int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count)
     sqlite3_bind_int64(s, 1, now);
     int rc = run(st, s);
     if (count)
-        *count = rc ? 0 : sqlite3_changes(st->db);
+        *count = rc ? 0 : sqlite3_changes(st->c->db);
     return rc;
 }
 
@@ -964,9 +1340,9 @@ int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t now
     int rc = run(st, s);
     if (rc)
         return rc;
-    if (sqlite3_changes(st->db) != 1)
+    if (sqlite3_changes(st->c->db) != 1)
         return PT_EEXIST;
-    c->id = sqlite3_last_insert_rowid(st->db);
+    c->id = sqlite3_last_insert_rowid(st->c->db);
     c->created_at = c->updated_at = now;
     return PT_OK;
 }
@@ -1016,7 +1392,7 @@ int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_cha
         return PT_ENOTFOUND;
     }
     if (rc != SQLITE_ROW) {
-        rc = xlate(sqlite3_extended_errcode(st->db));
+        rc = xlate(sqlite3_extended_errcode(st->c->db));
         sqlite3_reset(s);
         return rc ? rc : PT_ESTORAGE;
     }
@@ -1068,9 +1444,9 @@ int pt_store_count(struct pt_store *st, const char *table, int64_t *count)
     char sql[64];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
-        return xlate(sqlite3_extended_errcode(st->db));
-    int rc = sqlite3_step(s) == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    if (sqlite3_prepare_v2(st->c->db, sql, -1, &s, NULL) != SQLITE_OK)
+        return xlate(sqlite3_extended_errcode(st->c->db));
+    int rc = sqlite3_step(s) == SQLITE_ROW ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
     if (rc == PT_OK)
         *count = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
@@ -1088,7 +1464,7 @@ int pt_store_charge_get_by_id(struct pt_store *st, int64_t id, struct pt_charge 
         read_charge(s, out);
         rc = PT_OK;
     } else {
-        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->db));
+        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->c->db));
     }
     sqlite3_reset(s);
     return rc;
@@ -1118,7 +1494,7 @@ static void bind_patch(sqlite3_stmt *s, int64_t id, const struct pt_charge_patch
 
 static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
 {
-    sqlite3_stmt *s = st->transition[mask];
+    sqlite3_stmt *s = st->c->transition[mask];
     if (s) {
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
@@ -1140,11 +1516,11 @@ static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
              " THEN NULL ELSE payment_code END"
              " WHERE id = ?1 AND (%s)",
              from);
-    if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
-        pt_log_error("store: cannot prepare transition: %s", sqlite3_errmsg(st->db));
+    if (sqlite3_prepare_v3(st->c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
+        pt_log_error("store: cannot prepare transition: %s", sqlite3_errmsg(st->c->db));
         return NULL;
     }
-    st->transition[mask] = s;
+    st->c->transition[mask] = s;
     return s;
 }
 
@@ -1162,7 +1538,7 @@ int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_ma
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
@@ -1175,7 +1551,7 @@ int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charg
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ENOTFOUND;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ENOTFOUND;
 }
 
 int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
@@ -1191,7 +1567,7 @@ int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, cons
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_ESTATE;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 /* Steps a statement that returns charges into rows[]. */
@@ -1210,7 +1586,8 @@ static int read_charges(struct pt_store *st, sqlite3_stmt *s, int max, struct pt
         }
         read_charge(s, &rows[(*n)++]);
     }
-    rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? PT_OK
+                                                 : xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_reset(s);
     return rc;
 }
@@ -1236,7 +1613,7 @@ static int scalar(struct pt_store *st, sqlite3_stmt *s, int64_t *out)
         *out = sqlite3_column_int64(s, 0);
         rc = PT_OK;
     } else {
-        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->db));
+        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->c->db));
     }
     sqlite3_reset(s);
     return rc;
@@ -1314,7 +1691,7 @@ int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *c
         *amount = sqlite3_column_int64(s, 1);
         rc = PT_OK;
     } else {
-        rc = xlate(sqlite3_extended_errcode(st->db));
+        rc = xlate(sqlite3_extended_errcode(st->c->db));
         if (rc == PT_OK)
             rc = PT_ESTORAGE;
     }
@@ -1335,7 +1712,7 @@ int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)
         if (name && pt_state_parse(name, &state) == PT_OK)
             out->by_state[state] = sqlite3_column_int64(s, 1);
     }
-    rc = rc == SQLITE_DONE ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    rc = rc == SQLITE_DONE ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_reset(s);
     if (rc)
         return rc;
@@ -1356,7 +1733,8 @@ int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)
             out->queue_oldest_created_at = oldest;
         out->ncur++;
     }
-    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK
+                                                 : xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_reset(s);
     return rc;
 }
@@ -1377,10 +1755,10 @@ int pt_store_event_insert(struct pt_store *st, const char *type, int64_t charge_
     int rc = run(st, s);
     if (rc)
         return rc;
-    if (sqlite3_changes(st->db) != 1)
+    if (sqlite3_changes(st->c->db) != 1)
         return PT_EEXIST; /* this charge already had this event: deliver once */
     if (seq)
-        *seq = sqlite3_last_insert_rowid(st->db);
+        *seq = sqlite3_last_insert_rowid(st->c->db);
     st->events_in_txn++;
     return PT_OK;
 }
@@ -1420,7 +1798,8 @@ int pt_store_events_list(struct pt_store *st, int64_t after, int max, struct pt_
         }
         (*n)++;
     }
-    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK
+                                                 : xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_reset(s);
     if (rc) {
         pt_event_rows_free(rows, *n);
@@ -1456,7 +1835,8 @@ int pt_store_audit_list(struct pt_store *st, int64_t charge_id, int max, struct 
         copy_col(s, 6, r->detail, sizeof r->detail);
         r->created_at = sqlite3_column_int64(s, 7);
     }
-    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK : xlate(sqlite3_extended_errcode(st->db));
+    rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK
+                                                 : xlate(sqlite3_extended_errcode(st->c->db));
     sqlite3_reset(s);
     return rc;
 }
@@ -1477,5 +1857,5 @@ int pt_store_notification_insert(struct pt_store *st, const char *gateway, const
     int rc = run(st, s);
     if (rc)
         return rc;
-    return sqlite3_changes(st->db) == 1 ? PT_OK : PT_EEXIST;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_EEXIST;
 }

@@ -7,7 +7,8 @@
  * shared by many lanes would implement this same header.
  *
  * One struct pt_store is one database connection and must be used by one
- * thread at a time; each thread of the daemon opens its own.  Write
+ * thread at a time; each thread of the daemon opens its own, and all of
+ * them write through the daemon's one writer (pt_store_attach).  Write
  * transactions are BEGIN IMMEDIATE, so two writers never deadlock on a lock
  * upgrade; readers never block writers (WAL).
  *
@@ -79,10 +80,77 @@ int pt_store_pragma_int(struct pt_store *st, const char *name, int *value);
  */
 void pt_store_set_event_hook(struct pt_store *st, void (*fn)(void *ctx), void *ctx);
 
-/* Write transaction: BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
+/*
+ * Write transaction: BEGIN IMMEDIATE / COMMIT / ROLLBACK on this store's
+ * own connection - or, for a store attached to a writer, on the writer's
+ * (below).  Transactions do not nest.  pt_store_commit() returns when the
+ * transaction is durable (or failed: then nothing of it is kept), unless
+ * the commit was deferred.
+ */
 int pt_store_begin(struct pt_store *st);
 int pt_store_commit(struct pt_store *st);
 int pt_store_rollback(struct pt_store *st);
+
+/*
+ * One writer per process, and group commit (docs/writer.md).
+ *
+ * A writer owns the process's one write connection.  A store attached to
+ * it runs every write transaction there: pt_store_begin() waits for the
+ * writer's turn (a condition variable: never SQLite's busy handler, which
+ * sleeps 1, 2, 5 ... 100 ms instead of being woken) and opens a SAVEPOINT
+ * in the batch transaction; reads outside a transaction stay on the
+ * store's own connection and run in parallel (WAL).  A request that
+ * commits leaves its work in the batch and waits; whoever finishes while
+ * nobody else waits for the turn (or when 64 requests are in) commits the
+ * batch - one sync for all of it - and every member returns that result.
+ * A request that fails rolls back to its own savepoint: the others keep
+ * theirs; pt_store_rollback() then still waits for the batch when it held
+ * other requests' work (this request may have read it) and returns its
+ * result.  Rows the batch's earlier requests wrote are seen by the later
+ * ones (one transaction), so the offline limits and unique ids hold across
+ * a batch exactly as across separate transactions.
+ *
+ * Stores of other processes (the CLI) still meet this one at SQLite's lock.
+ */
+struct pt_store_writer;
+
+/* One request's place in a batch.  Filled by the store; for a deferred
+ * commit it is the caller's and must live until the batch is settled. */
+struct pt_store_commit {
+    struct pt_store_commit *next;
+    int done; /* settled (read it through pt_store_writer_flush) */
+    int rc;   /* the batch's COMMIT: PT_OK when durable */
+    int events, erased, changed;
+    void (*hook)(void *ctx);
+    void *hook_ctx;
+};
+
+/* Opens the writer's connection (options as pt_store_open; the database
+ * must exist or is created and migrated).  Free with ..._destroy, after
+ * every attached store is closed or detached; an open batch is committed. */
+int pt_store_writer_new(const struct pt_store_options *opt, struct pt_store_writer **out,
+                        char *errbuf, size_t errlen);
+void pt_store_writer_destroy(struct pt_store_writer *w);
+
+/* From now on st's write transactions go through w (NULL: its own again). */
+void pt_store_attach(struct pt_store *st, struct pt_store_writer *w);
+
+/*
+ * For an event loop that must not wait for a sync: the next
+ * pt_store_commit() on st (attached) places the transaction in the open
+ * batch and returns PT_OK without waiting; *ticket tells when the batch is
+ * settled.  pt_store_commit_deferred() says whether the last commit did
+ * that (else it was durable on return, or no commit ran); NULL disarms.
+ * The answer built on a deferred commit must not leave before
+ * pt_store_writer_flush(w, ticket) - which commits the batch if nobody has
+ * yet - returns PT_OK.
+ */
+void pt_store_defer_commit(struct pt_store *st, struct pt_store_commit *ticket);
+int pt_store_commit_deferred(const struct pt_store *st);
+int pt_store_writer_flush(struct pt_store_writer *w, struct pt_store_commit *ticket);
+
+/* Batches committed so far (tests: requests shared one). */
+uint64_t pt_store_writer_batches(struct pt_store_writer *w);
 
 /* Online backup of the whole database into a new file at dest (created
  * 0600; an existing file is overwritten). */

@@ -12,12 +12,36 @@
 #include "store.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char dir[256], path[300];
 static struct pt_store *st;
+/* The suite runs twice: each store alone, then every store attached to one
+ * writer (group commit), as the daemon runs them. */
+static int with_writer;
+static struct pt_store_writer *writer;
+
+/* Opens st (and, in the second run, the writer it writes through). */
+static void open_st(const struct pt_store_options *o)
+{
+    char err[512];
+    assert_int_equal(pt_store_open(o, &st, err, sizeof err), PT_OK);
+    if (with_writer) {
+        assert_int_equal(pt_store_writer_new(o, &writer, err, sizeof err), PT_OK);
+        pt_store_attach(st, writer);
+    }
+}
+
+static void close_st(void)
+{
+    pt_store_close(st);
+    pt_store_writer_destroy(writer);
+    st = NULL;
+    writer = NULL;
+}
 static struct pt_config cfg;
 static struct pt_intake in;
 
@@ -57,6 +81,7 @@ static void fake_send(void *ctx, const struct pt_charge *c, struct pt_online_sen
         struct pt_store *other;
         struct pt_store_options o = {.path = path};
         assert_int_equal(pt_store_open(&o, &other, err, sizeof err), PT_OK);
+        pt_store_attach(other, writer);
         const char *body = "{\"order_id\":\"O-INUSE\",\"amount\":100,\"currency\":\"USD\","
                            "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
                            "\"payment_method\":\"pm_1\"}";
@@ -104,11 +129,10 @@ static int fake_settle(void *ctx, struct pt_store *s, struct pt_charge *c,
 static int setup(void **state)
 {
     (void)state;
-    char err[512];
     pt_test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/i.db", dir);
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    open_st(&o);
     pt_config_defaults(&cfg);
     cfg.gw[pt_gateway_index("stripe")].configured = 1;
     cfg.gw[pt_gateway_index("alipay")].configured = 1;
@@ -132,7 +156,7 @@ static int teardown(void **state)
 {
     (void)state;
     pt_test_disk_set(PT_TEST_DISK_OK); /* a failed case must not leave the disk failing */
-    pt_store_close(st);
+    close_st();
     pt_test_rmtree(dir);
     pt_reply_free(&reenter_reply);
     return 0;
@@ -158,6 +182,19 @@ static char *charge_body(const char *order, long amount, const char *extra)
 static void post(const char *key, const char *body, struct pt_reply *r)
 {
     pt_intake_create_charge(&in, st, key, body, body ? strlen(body) : 0, 1700000000000, r);
+}
+
+/* charge_body() for threads: a malloc'd copy the caller frees. */
+static const char *charge_body_r(const char *order)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "{\"order_id\":\"%s\",\"amount\":100,\"currency\":\"USD\",\"gateway\":"
+             "\"stripe\",\"method\":\"card_on_file\",\"payment_method\":\"pm_card_visa\"}",
+             order);
+    char *b = strdup(buf);
+    assert_non_null(b);
+    return b;
 }
 
 static const char *err_code(const struct pt_reply *r)
@@ -585,10 +622,9 @@ static void test_recovered_key_keeps_one_answer(void **state)
 static void test_disk_full_is_503_and_nothing_half_written(void **state)
 {
     (void)state;
-    pt_store_close(st);
-    char err[512];
+    close_st();
     struct pt_store_options o = {.path = path, .max_page_count = 30};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    open_st(&o);
     cfg.offline_limits[0].max_amount = 1000000;
     cfg.offline_limits[0].max_total = 1000000000;
     cfg.offline_max_count = 1000000;
@@ -618,9 +654,9 @@ static void test_disk_full_is_503_and_nothing_half_written(void **state)
     assert_false(pt_store_writable(st));
     /* Room made (the page limit raised): the same key goes through, and
      * /healthz is 200 again. */
-    pt_store_close(st);
+    close_st();
     o.max_page_count = 0;
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    open_st(&o);
     assert_true(pt_store_writable(st));
     post(key, charge_body(order, 100, extra), &r);
     assert_int_equal(r.status, 202);
@@ -984,6 +1020,288 @@ static void test_cancel_and_review_bodies_are_strict(void **state)
     assert_false(c.review);
 }
 
+/* ---- batches: several requests in one transaction (group commit) ------------- */
+
+enum { BATCH_LANES = 8 };
+
+/*
+ * Runs request i = (keys[i], bodies[i]) on a store of its own, every commit
+ * deferred as the HTTP event loop defers them, so all of them land in the
+ * writer's open batch; then flushes and settles each answer.  Returns the
+ * batches the writer committed meanwhile.
+ */
+static uint64_t post_batch(int n, const char *const keys[], char *const bodies[],
+                           struct pt_reply out[])
+{
+    assert_true(n <= BATCH_LANES);
+    struct pt_store *lane[BATCH_LANES];
+    struct pt_store_commit ticket[BATCH_LANES];
+    int deferred[BATCH_LANES];
+    uint64_t before = pt_store_writer_batches(writer);
+    for (int i = 0; i < n; i++) {
+        char err[256];
+        struct pt_store_options o = {.path = path};
+        assert_int_equal(pt_store_open(&o, &lane[i], err, sizeof err), PT_OK);
+        pt_store_attach(lane[i], writer);
+        pt_store_defer_commit(lane[i], &ticket[i]);
+        int rc = pt_intake_create_charge_nowait(&in, lane[i], keys[i], bodies[i], strlen(bodies[i]),
+                                                1700000000000, &out[i]);
+        assert_int_not_equal(rc, PT_EAGAIN);
+        deferred[i] = pt_store_commit_deferred(lane[i]);
+        pt_store_defer_commit(lane[i], NULL);
+    }
+    /* Nothing was committed yet: every answer still waits. */
+    assert_int_equal(pt_store_writer_batches(writer), before);
+    for (int i = 0; i < n; i++) {
+        if (deferred[i])
+            pt_intake_settle(&in, pt_store_writer_flush(writer, &ticket[i]), &out[i]);
+        pt_store_close(lane[i]);
+    }
+    return pt_store_writer_batches(writer) - before;
+}
+
+static char *dup_body(const char *order, long amount)
+{
+    char *b = strdup(charge_body(order, amount, NULL));
+    assert_non_null(b);
+    return b;
+}
+
+static void free_bodies(int n, char *bodies[], struct pt_reply r[])
+{
+    for (int i = 0; i < n; i++) {
+        free(bodies[i]);
+        pt_reply_free(&r[i]);
+    }
+}
+
+/* Successes and failures in one batch: each gets its own answer, exactly
+ * the successful ones are stored, in one commit. */
+static void test_batch_answers_each_request(void **state)
+{
+    (void)state;
+    cfg.offline_max_count = 100;
+    const char *keys[] = {"b-ok1", "b-big", "b-ok2", "b-dup-order", "b-bad", "b-ok3"};
+    char *bodies[] = {dup_body("O-B1", 100), dup_body("O-BIG", 6000),  dup_body("O-B2", 200),
+                      dup_body("O-B1", 999), strdup("{\"order_id\":"), dup_body("O-B3", 300)};
+    struct pt_reply r[6];
+    assert_int_equal(post_batch(6, keys, bodies, r), 1);
+    assert_int_equal(r[0].status, 202);
+    assert_int_equal(r[1].status, 503); /* above max_amount: refused, key released */
+    assert_string_equal(err_code(&r[1]), "offline_limit_exceeded");
+    assert_int_equal(r[2].status, 202);
+    assert_int_equal(r[3].status, 409); /* O-B1 exists (in this same batch) */
+    assert_int_equal(r[4].status, 400);
+    assert_int_equal(r[5].status, 202);
+    free_bodies(6, bodies, r);
+    assert_int_equal(count("charges"), 3);
+    /* Stored: the three charges' keys, the 409 and the 400 (answers are
+     * kept for their keys); not the released one. */
+    struct pt_key_row row;
+    assert_int_equal(pt_store_key_get(st, "POST /v1/charges", "b-big", &row), PT_ENOTFOUND);
+    assert_int_equal(count("idempotency_keys"), 5);
+    /* Replays answer what the batch answered. */
+    struct pt_reply again;
+    post("b-ok2", charge_body("O-B2", 200, NULL), &again);
+    assert_int_equal(again.status, 202);
+    assert_true(again.replayed);
+    pt_reply_free(&again);
+}
+
+/* The same key eight times in one batch: one charge, the others are told
+ * the first is still running; and the same order under eight keys. */
+static void test_batch_same_key_and_same_order_storms(void **state)
+{
+    (void)state;
+    cfg.offline_max_count = 100;
+    const char *keys[BATCH_LANES];
+    char *bodies[BATCH_LANES];
+    struct pt_reply r[BATCH_LANES];
+    for (int i = 0; i < BATCH_LANES; i++) {
+        keys[i] = "storm-key";
+        bodies[i] = dup_body("O-STORM", 100);
+    }
+    assert_int_equal(post_batch(BATCH_LANES, keys, bodies, r), 1);
+    assert_int_equal(r[0].status, 202);
+    assert_false(r[0].replayed);
+    /* The first completed its key inside the batch: the others replay its
+     * answer - once that batch is durable (post_batch flushes them). */
+    for (int i = 1; i < BATCH_LANES; i++) {
+        assert_int_equal(r[i].status, 202);
+        assert_true(r[i].replayed);
+        assert_string_equal(r[i].body, r[0].body);
+    }
+    free_bodies(BATCH_LANES, bodies, r);
+    assert_int_equal(count("charges"), 1);
+
+    static char names[BATCH_LANES][16];
+    for (int i = 0; i < BATCH_LANES; i++) {
+        snprintf(names[i], sizeof names[i], "order-key-%d", i);
+        keys[i] = names[i];
+        bodies[i] = dup_body("O-SAME", 100);
+    }
+    assert_int_equal(post_batch(BATCH_LANES, keys, bodies, r), 1);
+    assert_int_equal(r[0].status, 202);
+    /* The others: the same order with the same parameters - its charge. */
+    for (int i = 1; i < BATCH_LANES; i++) {
+        assert_int_equal(r[i].status, 200);
+        assert_string_equal(state_of(&r[i]), "INIT");
+    }
+    free_bodies(BATCH_LANES, bodies, r);
+    assert_int_equal(count("charges"), 2);
+}
+
+/* The offline limits are exact inside a batch: max_count 3 with one
+ * queued admits two of five; max_total 10000 admits 4000 + 4000 only. */
+static void test_batch_offline_limits_at_the_boundary(void **state)
+{
+    (void)state;
+    struct pt_reply one;
+    post("pre", charge_body("O-PRE", 100, NULL), &one);
+    assert_int_equal(one.status, 202);
+    pt_reply_free(&one);
+    const char *keys[] = {"l1", "l2", "l3", "l4", "l5"};
+    char *bodies[] = {dup_body("O-L1", 100), dup_body("O-L2", 100), dup_body("O-L3", 100),
+                      dup_body("O-L4", 100), dup_body("O-L5", 100)};
+    struct pt_reply r[5];
+    assert_int_equal(post_batch(5, keys, bodies, r), 1);
+    int ok = 0;
+    for (int i = 0; i < 5; i++) {
+        ok += r[i].status == 202;
+        if (r[i].status != 202) {
+            assert_int_equal(r[i].status, 503);
+            assert_non_null(strstr(r[i].body, "max_count"));
+        }
+    }
+    assert_int_equal(ok, 2);
+    assert_int_equal(r[0].status, 202);
+    assert_int_equal(r[1].status, 202);
+    free_bodies(5, bodies, r);
+    assert_int_equal(count("charges"), 3);
+
+    /* Amounts: the queue is canceled, then 4000 + 4000 + 4000 in a batch. */
+    for (int i = 0; i < 3; i++) {
+        const char *order = i == 0 ? "O-PRE" : i == 1 ? "O-L1" : "O-L2";
+        char ck[16];
+        snprintf(ck, sizeof ck, "cancel-%d", i);
+        pt_intake_cancel(&in, st, order, ck, "", 0, 1700000000000, &one);
+        assert_int_equal(one.status, 200);
+        pt_reply_free(&one);
+    }
+    const char *tkeys[] = {"t1", "t2", "t3"};
+    char *tbodies[] = {dup_body("O-T1", 4000), dup_body("O-T2", 4000), dup_body("O-T3", 4000)};
+    assert_int_equal(post_batch(3, tkeys, tbodies, r), 1);
+    assert_int_equal(r[0].status, 202);
+    assert_int_equal(r[1].status, 202);
+    assert_int_equal(r[2].status, 503);
+    assert_non_null(strstr(r[2].body, "max_total"));
+    free_bodies(3, tbodies, r);
+    int64_t n = 0, amount = 0;
+    assert_int_equal(pt_store_queue_figures(st, "USD", &n, &amount), PT_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(amount, 8000);
+}
+
+/* The batch's commit fails (the disk fills under it): every member is
+ * told 503 storage_unavailable and nothing of any of them is kept. */
+static void test_batch_commit_failure_fails_every_member(void **state)
+{
+    (void)state;
+    cfg.offline_max_count = 100;
+    /* f1 again last: a replay of an answer the batch holds. */
+    const char *keys[] = {"f1", "f2", "f3", "f1"};
+    char *bodies[] = {dup_body("O-F1", 100), dup_body("O-F2", 100), dup_body("O-F3", 100),
+                      dup_body("O-F1", 100)};
+    struct pt_reply r[4];
+    struct pt_store *lane[4];
+    struct pt_store_commit ticket[4];
+    for (int i = 0; i < 4; i++) {
+        char err[256];
+        struct pt_store_options o = {.path = path};
+        assert_int_equal(pt_store_open(&o, &lane[i], err, sizeof err), PT_OK);
+        pt_store_attach(lane[i], writer);
+        pt_store_defer_commit(lane[i], &ticket[i]);
+        pt_intake_create_charge_nowait(&in, lane[i], keys[i], bodies[i], strlen(bodies[i]),
+                                       1700000000000, &r[i]);
+        assert_int_equal(r[i].status, 202);
+        assert_true(pt_store_commit_deferred(lane[i]));
+    }
+    assert_true(r[3].replayed);
+    pt_test_disk_set(PT_TEST_DISK_FULL); /* the WAL append at COMMIT fails */
+    for (int i = 0; i < 4; i++) {
+        pt_intake_settle(&in, pt_store_writer_flush(writer, &ticket[i]), &r[i]);
+        assert_int_equal(r[i].status, 503);
+        assert_string_equal(err_code(&r[i]), "storage_unavailable");
+        pt_store_close(lane[i]);
+    }
+    pt_test_disk_set(PT_TEST_DISK_OK);
+    free_bodies(4, bodies, r);
+    assert_int_equal(count("charges"), 0);
+    assert_int_equal(count("idempotency_keys"), 0);
+    /* The same keys go through now. */
+    struct pt_reply again;
+    post("f2", charge_body("O-F2", 100, NULL), &again);
+    assert_int_equal(again.status, 202);
+    assert_false(again.replayed);
+    pt_reply_free(&again);
+}
+
+/* Threads committing at once share batches (the turn is handed on while
+ * others wait), and every one of them gets its own charge. */
+struct storm_arg {
+    int lane, n, ok;
+};
+
+static void *storm_main(void *p)
+{
+    struct storm_arg *a = p;
+    char err[256], key[32], order[32];
+    struct pt_store *s;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &s, err, sizeof err), PT_OK);
+    pt_store_attach(s, writer);
+    for (int i = 0; i < a->n; i++) {
+        struct pt_reply r;
+        snprintf(key, sizeof key, "th-%d-%d", a->lane, i);
+        snprintf(order, sizeof order, "O-TH-%d-%d", a->lane, i);
+        const char *body = charge_body_r(order);
+        pt_intake_create_charge(&in, s, key, body, strlen(body), 1700000000000, &r);
+        a->ok += r.status == 202;
+        pt_reply_free(&r);
+        free((void *)body);
+    }
+    pt_store_close(s);
+    return NULL;
+}
+
+static void test_threads_share_batches(void **state)
+{
+    (void)state;
+    cfg.offline_max_count = 100000;
+    cfg.offline_limits[0].max_total = 1000000000;
+    enum { THREADS = 6, EACH = 60 };
+    pthread_t th[THREADS];
+    struct storm_arg a[THREADS];
+    uint64_t before = pt_store_writer_batches(writer);
+    for (int i = 0; i < THREADS; i++) {
+        a[i] = (struct storm_arg){.lane = i, .n = EACH};
+        assert_int_equal(pthread_create(&th[i], NULL, storm_main, &a[i]), 0);
+    }
+    int ok = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ok += a[i].ok;
+    }
+    uint64_t batches = pt_store_writer_batches(writer) - before;
+    assert_int_equal(ok, THREADS * EACH);
+    assert_int_equal(count("charges"), THREADS * EACH);
+    assert_int_equal(count("charge_events"), THREADS * EACH);
+    /* Fewer commits than requests: they were grouped. */
+    assert_true(batches < (uint64_t)(THREADS * EACH));
+    print_message("      %d requests in %llu batches\n", THREADS * EACH,
+                  (unsigned long long)batches);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1013,5 +1331,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_and_review_bodies_are_strict, setup, teardown),
     };
     pt_test_disk_install(); /* before the first database is opened */
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("alone", tests, NULL, NULL);
+    with_writer = 1;
+    failed += cmocka_run_group_tests_name("through_the_writer", tests, NULL, NULL);
+    const struct CMUnitTest batches[] = {
+        cmocka_unit_test_setup_teardown(test_batch_answers_each_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_same_key_and_same_order_storms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_offline_limits_at_the_boundary, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_commit_failure_fails_every_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_threads_share_batches, setup, teardown),
+    };
+    failed += cmocka_run_group_tests_name("batches", batches, NULL, NULL);
+    return failed;
 }
