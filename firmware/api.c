@@ -1461,7 +1461,7 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     int listeners = opt->cfg->notify_listen[0] ? 2 : 1;
     unsigned max_conns = conn_limit(listeners);
     int rc = pt_pool_new(opt->db_path, opt->cfg->synchronous_normal, POOL_SIZE, pt_api_feed_wake,
-                         api, &api->pool);
+                         api, opt->writer, &api->pool);
     if (rc)
         goto fail;
     rc = PT_ENOMEM;

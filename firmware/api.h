@@ -40,6 +40,7 @@ struct pt_api_hooks {
 struct pt_api_options {
     const struct pt_config *cfg;
     const char *db_path;
+    struct pt_store_writer *writer; /* every write of the API goes through it */
     struct pt_intake intake;
     struct pt_api_hooks hooks;
     const char *token;   /* bearer token, NULL = none */

@@ -46,6 +46,9 @@ struct pt_daemon {
     struct pt_config cfg;
     char db_path[PT_CFG_PATH_MAX + 16];
     struct pt_store *st;
+    /* The one write connection: every store of the daemon writes through it
+     * (group commit, docs/writer.md). */
+    struct pt_store_writer *writer;
     struct pt_api *api;
     char token[256];
     struct pt_gw_config gw[PT_GW_MAX];
@@ -415,6 +418,9 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
                                   .synchronous_normal = d->cfg.synchronous_normal};
     if ((rc = pt_store_open(&so, &d->st, err, errlen)) != PT_OK)
         goto fail;
+    if ((rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
+        goto fail;
+    pt_store_attach(d->st, d->writer);
 
     /* A random token for this run: a lock held by another token belongs to
      * a process that is gone, and can be recovered at once. */
@@ -430,6 +436,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     struct pt_api_options ao = {
         .cfg = &d->cfg,
         .db_path = d->db_path,
+        .writer = d->writer,
         .intake = {.cfg = &d->cfg,
                    .idem = {.ttl_ms = d->cfg.idem_ttl_s * 1000,
                             .lock_timeout_ms = d->cfg.idem_lock_timeout_s * 1000,
@@ -443,7 +450,8 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     if ((rc = pt_api_start(&ao, &d->api, err, errlen)) != PT_OK)
         goto fail;
     struct pt_syncer *y = NULL;
-    rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, stack, pt_api_feed_wake, d->api, &y);
+    rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, d->writer, stack, pt_api_feed_wake, d->api,
+                         &y);
     pthread_mutex_lock(&d->mu);
     d->syncer = y;
     pthread_mutex_unlock(&d->mu);
@@ -482,6 +490,7 @@ void pt_daemon_stop(struct pt_daemon *d)
         if (d->gw[i].name[0])
             pt_gw_config_free(&d->gw[i]);
     pt_store_close(d->st);
+    pt_store_writer_destroy(d->writer);
     pt_zeroize(d->token, sizeof d->token);
     pthread_mutex_destroy(&d->mu);
     if (d->lock_fd >= 0)

@@ -21,10 +21,11 @@ struct pt_pool {
     struct pt_store *free_list[POOL_MAX];
     void (*hook)(void *);
     void *hook_ctx;
+    struct pt_store_writer *writer;
 };
 
 int pt_pool_new(const char *path, int synchronous_normal, int size, void (*hook)(void *),
-                void *hook_ctx, struct pt_pool **out)
+                void *hook_ctx, struct pt_store_writer *writer, struct pt_pool **out)
 {
     struct pt_pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -36,6 +37,7 @@ int pt_pool_new(const char *path, int synchronous_normal, int size, void (*hook)
     p->size = size < 1 ? 1 : size > POOL_MAX ? POOL_MAX : size;
     p->hook = hook;
     p->hook_ctx = hook_ctx;
+    p->writer = writer;
     *out = p;
     return PT_OK;
 }
@@ -69,6 +71,8 @@ struct pt_store *pt_pool_get(struct pt_pool *p)
     }
     if (p->hook)
         pt_store_set_event_hook(st, p->hook, p->hook_ctx);
+    if (p->writer)
+        pt_store_attach(st, p->writer);
     return st;
 }
 

@@ -132,8 +132,8 @@ static void *run(void *p)
 }
 
 int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
-                    size_t stack_bytes, void (*event_hook)(void *), void *hook_ctx,
-                    struct pt_syncer **out)
+                    struct pt_store_writer *writer, size_t stack_bytes, void (*event_hook)(void *),
+                    void *hook_ctx, struct pt_syncer **out)
 {
     struct pt_syncer *y = calloc(1, sizeof *y);
     if (!y)
@@ -150,6 +150,7 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
     }
     if (event_hook)
         pt_store_set_event_hook(y->st, event_hook, hook_ctx);
+    pt_store_attach(y->st, writer);
     pthread_mutex_init(&y->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -15,10 +15,10 @@
 struct pt_syncer;
 
 /* Starts the thread, with a stack of stack_bytes (0 = the libc default), and
- * its own connection to db_path. */
+ * its own connection to db_path, writing through writer. */
 int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
-                    size_t stack_bytes, void (*event_hook)(void *), void *hook_ctx,
-                    struct pt_syncer **out);
+                    struct pt_store_writer *writer, size_t stack_bytes, void (*event_hook)(void *),
+                    void *hook_ctx, struct pt_syncer **out);
 
 /* Asks for a pass now (thread-safe, cheap). */
 void pt_syncer_wake(void *syncer);
