@@ -54,8 +54,11 @@
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -105,13 +108,24 @@ typedef enum MHD_Result MHD_RESULT;
 
 struct pt_api;
 
-/* One listening daemon and the workers that run its handlers. */
+struct request;
+
+/* One listening daemon, the thread that runs its event loop, and the
+ * workers that run its handlers. */
 struct listener {
     struct pt_api *api;
     struct MHD_Daemon *d;
     struct pt_workers *workers;
     int notify_only; /* notify_listen: only the notification routes */
     MHD_socket lfd;  /* after quiesce: closed only after MHD_stop_daemon() */
+    pthread_t loop;
+    int loop_started;
+    int wake_fd; /* eventfd: the loop has a quiesce or a quit to do */
+    /* Under api->mu: asked of the loop, and done by it. */
+    int quiesce_asked, quiesced, quit;
+    /* The loop's own: quick requests answered on a deferred commit, to be
+     * sent when their batch is durable (settle_batch). */
+    struct request *settling, **settling_tail;
 };
 
 /* One TCP connection (libmicrohttpd's socket context), from accept to close. */
@@ -186,13 +200,22 @@ struct request {
     int polling;
     int64_t poll_deadline_ms;
     struct request *wnext;
+    /* A quick write answered on a deferred commit: its place in the batch,
+     * its answer, and its link in ln->settling. */
+    struct pt_store_commit commit;
+    struct pt_reply reply;
+    struct request *snext;
 };
+
+static void loop_wake(struct listener *ln);
 
 /* Set by park() in the worker running a request: do not resume it. */
 static _Thread_local int tl_parked;
 /* On the polling thread (a quick request, see quick_route()); a handler that
  * finds it must wait after all sets tl_deferred and answers nothing. */
 static _Thread_local int tl_inline, tl_deferred;
+/* Set by a quick handler whose answer waits for its batch (rq->reply). */
+static _Thread_local int tl_settling;
 
 static int64_t mono_us(void)
 {
@@ -705,7 +728,15 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     int rc = PT_OK;
     if (order_id)
         op(&api->opt.intake, st, order_id, key, rq->body, rq->len, now, &rep);
-    else if (tl_inline)
+    else if (tl_inline && api->opt.writer) {
+        /* The commit joins the writer's batch; the event loop commits it
+         * once it has read every request that is in (settle_batch). */
+        pt_store_defer_commit(st, &rq->commit);
+        rc =
+            pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
+        tl_settling = rc != PT_EAGAIN && pt_store_commit_deferred(st);
+        pt_store_defer_commit(st, NULL);
+    } else if (tl_inline)
         rc =
             pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
     else
@@ -713,6 +744,10 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     pt_pool_put(api->pool, st);
     if (rc == PT_EAGAIN) { /* it goes to the gateway: a worker's job */
         tl_deferred = 1;
+        return MHD_YES;
+    }
+    if (tl_settling) {
+        rq->reply = rep;
         return MHD_YES;
     }
     return send_reply(conn, rq, &rep);
@@ -893,8 +928,11 @@ static void serve(struct pt_job *job)
     if (tl_parked)
         return; /* a long-poll waits; rq is no longer ours to touch */
     struct MHD_Connection *conn = rq->conn;
+    struct listener *ln = rq->ln;
     /* After the resume the polling thread may answer and free rq at once. */
     MHD_resume_connection(conn);
+    /* libmicrohttpd's channel does not wake an external epoll loop. */
+    loop_wake(ln);
     pthread_mutex_lock(&api->mu);
     if (--api->suspended == 0)
         pthread_cond_broadcast(&api->idle_cv);
@@ -927,6 +965,55 @@ static int quick_route(const char *url, const char *method)
     return 0;
 }
 
+/*
+ * Group commit on the event loop (docs/writer.md).  A quick write's
+ * transaction is left in the writer's open batch and its connection
+ * suspended; once libmicrohttpd has run every connection that had
+ * something to read (MHD_run returns), the loop commits the batch - one
+ * sync for all the requests that came in meanwhile - and only then sends
+ * their answers.  One client pays no more than before (no thread switch);
+ * eight share one sync.
+ */
+static MHD_RESULT settle_later(struct listener *ln, struct MHD_Connection *conn, struct request *rq)
+{
+    struct pt_api *api = ln->api;
+    pthread_mutex_lock(&api->mu);
+    api->suspended++;
+    pthread_mutex_unlock(&api->mu);
+    rq->conn = conn;
+    rq->dispatched = 1; /* after the resume: flush() sends rq->resp */
+    rq->snext = NULL;
+    *ln->settling_tail = rq;
+    ln->settling_tail = &rq->snext;
+    MHD_suspend_connection(conn);
+    return MHD_YES;
+}
+
+/* Makes the batch durable and sends the answers that waited for it; 0
+ * when none did. */
+static int settle_batch(struct listener *ln)
+{
+    struct pt_api *api = ln->api;
+    struct request *rq = ln->settling;
+    if (!rq)
+        return 0;
+    ln->settling = NULL;
+    ln->settling_tail = &ln->settling;
+    while (rq) {
+        struct request *next = rq->snext;
+        int rc = pt_store_writer_flush(api->opt.writer, &rq->commit);
+        pt_intake_settle(&api->opt.intake, rc, &rq->reply);
+        send_reply(rq->conn, rq, &rq->reply);
+        MHD_resume_connection(rq->conn);
+        pthread_mutex_lock(&api->mu);
+        if (--api->suspended == 0)
+            pthread_cond_broadcast(&api->idle_cv);
+        pthread_mutex_unlock(&api->mu);
+        rq = next;
+    }
+    return 1;
+}
+
 /* The whole request is in: answer a quick one here; otherwise suspend the
  * connection and hand it to a worker, so that the polling thread goes on
  * serving the others. */
@@ -939,9 +1026,13 @@ static MHD_RESULT dispatch(struct listener *ln, struct MHD_Connection *conn, str
         rq->cs->deadline_ms = 0; /* received: no more deadline */
         pthread_mutex_unlock(&api->mu);
         tl_inline = 1;
-        tl_deferred = 0;
+        tl_deferred = tl_settling = 0;
         MHD_RESULT r = route(api, conn, rq, url, method);
         tl_inline = 0;
+        if (tl_settling) {
+            tl_settling = 0;
+            return settle_later(ln, conn, rq);
+        }
         if (!tl_deferred)
             return rq->resp ? flush(conn, rq) : r;
         tl_deferred = 0;
@@ -1392,6 +1483,72 @@ static unsigned conn_limit(int listeners)
     return n;
 }
 
+static void loop_wake(struct listener *ln)
+{
+    uint64_t one = 1;
+    if (write(ln->wake_fd, &one, sizeof one) < 0) {
+        /* EAGAIN: the counter is full, so the loop is awake anyway. */
+    }
+}
+
+/*
+ * A listener's thread: libmicrohttpd in external-polling mode over its
+ * epoll set, and between two of its rounds the commit of what the quick
+ * requests of that round left in the writer's batch (settle_batch).  The
+ * stop's requests (quiesce, quit) come through wake_fd, so that only this
+ * thread ever calls into its daemon; workers resume connections through
+ * libmicrohttpd's own channel, which wakes its epoll set.
+ */
+static void *loop_main(void *p)
+{
+    struct listener *ln = p;
+    struct pt_api *api = ln->api;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(ln->d, MHD_DAEMON_INFO_EPOLL_FD);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 0};
+    if (ep < 0 || !di || epoll_ctl(ep, EPOLL_CTL_ADD, di->epoll_fd, &ev) != 0 ||
+        (ev.data.u32 = 1, epoll_ctl(ep, EPOLL_CTL_ADD, ln->wake_fd, &ev)) != 0) {
+        /* Nothing can be served: say so where it shows, and stop serving. */
+        pt_log_error("http: cannot wait for the listener's events: %s", strerror(errno));
+        abort();
+    }
+    for (;;) {
+        MHD_UNSIGNED_LONG_LONG to = 0;
+        int timeout = -1; /* nothing timed: sleep until something happens */
+        if (MHD_get_timeout(ln->d, &to) == MHD_YES)
+            timeout = to > INT_MAX ? INT_MAX : (int)to;
+        struct epoll_event got[2];
+        int n = epoll_wait(ep, got, 2, timeout);
+        for (int i = 0; i < n; i++) {
+            uint64_t v;
+            if (got[i].data.u32 == 1 && read(ln->wake_fd, &v, sizeof v) < 0) {
+                /* EAGAIN: read already */
+            }
+        }
+        pthread_mutex_lock(&api->mu);
+        int quiesce = ln->quiesce_asked && !ln->quiesced, quit = ln->quit;
+        pthread_mutex_unlock(&api->mu);
+        if (quit)
+            break;
+        if (quiesce) {
+            ln->lfd = MHD_quiesce_daemon(ln->d);
+            if (ln->lfd != MHD_INVALID_SOCKET)
+                shutdown(ln->lfd, SHUT_RDWR);
+            pthread_mutex_lock(&api->mu);
+            ln->quiesced = 1;
+            pthread_cond_broadcast(&api->idle_cv);
+            pthread_mutex_unlock(&api->mu);
+        }
+        /* Resumed here, the connections are sent their answers by the next
+         * round, which may read new requests for the next batch. */
+        do
+            MHD_run(ln->d);
+        while (settle_batch(ln));
+    }
+    close(ep);
+    return NULL;
+}
+
 /* Starts one listener on "HOST:PORT". */
 static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, int workers,
                      char *err, size_t errlen)
@@ -1418,25 +1575,32 @@ static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, 
         snprintf(err, errlen, "cannot start the HTTP worker threads for %s", addr);
         return PT_ENOMEM;
     }
-    /* One polling thread, epoll where libmicrohttpd has it; suspending and
-     * resuming needs (and MHD_quiesce_daemon() uses) its inter-thread
-     * channel. */
-    unsigned flags =
-        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    /* One polling thread of ours (loop_main) over libmicrohttpd's epoll;
+     * suspending and resuming needs its inter-thread channel. */
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     ln->d = MHD_start_daemon(flags, 0, on_accept, ln, on_request, ln, MHD_OPTION_EXTERNAL_LOGGER,
                              mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                              MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
-                             (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_THREAD_STACK_SIZE,
-                             small_stack(ln->api), MHD_OPTION_NOTIFY_CONNECTION, on_connection, ln,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, ln,
+                             (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                             ln, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ln,
                              MHD_OPTION_URI_LOG_CALLBACK, on_uri, ln, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!ln->d) {
         snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host?)",
                  addr);
         return PT_EIO;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, small_stack(ln->api));
+    ln->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ln->loop_started = ln->wake_fd >= 0 && pthread_create(&ln->loop, &attr, loop_main, ln) == 0;
+    pthread_attr_destroy(&attr);
+    if (!ln->loop_started) {
+        snprintf(err, errlen, "cannot start the HTTP thread for %s", addr);
+        return PT_ENOMEM;
     }
     return PT_OK;
 }
@@ -1448,8 +1612,11 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
         return PT_ENOMEM;
     api->opt = *opt;
     api->opt.intake.cfg = opt->cfg;
-    api->main = (struct listener){.api = api, .lfd = MHD_INVALID_SOCKET};
-    api->notify = (struct listener){.api = api, .notify_only = 1, .lfd = MHD_INVALID_SOCKET};
+    api->main = (struct listener){.api = api, .lfd = MHD_INVALID_SOCKET, .wake_fd = -1};
+    api->notify =
+        (struct listener){.api = api, .notify_only = 1, .lfd = MHD_INVALID_SOCKET, .wake_fd = -1};
+    api->main.settling_tail = &api->main.settling;
+    api->notify.settling_tail = &api->notify.settling;
     api->timer_next_ms = INT64_MAX;
     pthread_mutex_init(&api->mu, NULL);
     pthread_condattr_t ca;
@@ -1491,9 +1658,17 @@ fail:
  * socket is shut down) while the connections already open go on. */
 static void quiesce(struct listener *ln)
 {
-    ln->lfd = ln->d ? MHD_quiesce_daemon(ln->d) : MHD_INVALID_SOCKET;
-    if (ln->lfd != MHD_INVALID_SOCKET)
-        shutdown(ln->lfd, SHUT_RDWR);
+    if (!ln->loop_started)
+        return;
+    struct pt_api *api = ln->api;
+    pthread_mutex_lock(&api->mu);
+    ln->quiesce_asked = 1;
+    pthread_mutex_unlock(&api->mu);
+    loop_wake(ln);
+    pthread_mutex_lock(&api->mu);
+    while (!ln->quiesced)
+        pthread_cond_wait(&api->idle_cv, &api->mu);
+    pthread_mutex_unlock(&api->mu);
 }
 
 /* Waits until no request is between its headers and its response's end
@@ -1519,6 +1694,15 @@ static void drain(struct pt_api *api)
 
 static void listener_stop(struct listener *ln)
 {
+    if (ln->loop_started) {
+        pthread_mutex_lock(&ln->api->mu);
+        ln->quit = 1;
+        pthread_mutex_unlock(&ln->api->mu);
+        loop_wake(ln);
+        pthread_join(ln->loop, NULL);
+    }
+    if (ln->wake_fd >= 0)
+        close(ln->wake_fd);
     if (ln->d)
         MHD_stop_daemon(ln->d);
     if (ln->lfd != MHD_INVALID_SOCKET)
