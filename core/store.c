@@ -91,8 +91,8 @@
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?3 AND " ACTIVE                 \
                    " AND next_attempt_at <= ?1 ORDER BY id LIMIT ?2")                              \
     X(CHARGES_NEXT_DUE, "SELECT min(next_attempt_at) FROM charges WHERE id >= ?1 AND " ACTIVE)     \
-    X(ACTIVE_FIRST, "SELECT id FROM charges WHERE id >= ?1 AND " ACTIVE " ORDER BY id LIMIT 1")    \
-    X(CHARGES_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM charges")                             \
+    X(ACTIVE_FIRST, "SELECT coalesce((SELECT id FROM charges WHERE id >= ?1 AND " ACTIVE           \
+                    " ORDER BY id LIMIT 1), (SELECT coalesce(max(id), 0) + 1 FROM charges))")      \
     X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0),"                                             \
                      " coalesce(sum(CASE WHEN currency = ?1 THEN total END), 0)"                   \
                      " FROM offline_queue")                                                        \
@@ -1634,13 +1634,11 @@ static int active_floor(struct pt_store *st, int64_t *floor)
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, st->active_floor);
+    /* Nothing in progress: the next charge is the floor.  Both halves are
+     * read in one statement: read in two, a charge committed between them
+     * fell below the floor and was never looked at again. */
     int64_t first = 0;
     int rc = scalar(st, s, &first);
-    if (rc == PT_ENOTFOUND) { /* nothing in progress: the next charge is the floor */
-        if (!(s = stmt(st, S_CHARGES_NEXT_ID)))
-            return PT_ESTORAGE;
-        rc = scalar(st, s, &first);
-    }
     if (rc)
         return rc;
     if (first > st->active_floor)

@@ -11,6 +11,7 @@
 #include "json.h"
 #include "store.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -645,6 +646,83 @@ static void test_offline_queue_figures_follow_the_charges(void **state)
     sqlite3_close(db);
 }
 
+/*
+ * The work list's floor, computed while another connection commits new
+ * charges: a walk that found nothing in progress and then read the next
+ * id in a second statement (a later snapshot) put the floor above a charge
+ * committed in between, and that charge was never sent.  Here one thread
+ * commits new charges while this one keeps walking and finishing what it
+ * finds; in the end every charge must have been found.
+ */
+struct inserter {
+    int n, done;
+};
+
+static void *insert_main(void *p)
+{
+    struct inserter *a = p;
+    char err[256];
+    struct pt_store *w;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &w, err, sizeof err), PT_OK);
+    for (int i = 0; i < a->n; i++) {
+        struct pt_charge c = {0};
+        snprintf(c.order_id, sizeof c.order_id, "R-%d", i);
+        strcpy(c.gateway, "stripe");
+        strcpy(c.method, "card_on_file");
+        strcpy(c.currency, "USD");
+        strcpy(c.payment_method, "pm_card_visa");
+        c.amount = 100;
+        assert_int_equal(pt_store_begin(w), PT_OK);
+        assert_int_equal(pt_charge_create(w, &c, "api", 1000), PT_OK);
+        assert_int_equal(pt_store_commit(w), PT_OK);
+    }
+    pt_store_close(w);
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_work_list_floor_under_concurrent_inserts(void **state)
+{
+    (void)state;
+    /* A file in synchronous=NORMAL: many commits, quickly. */
+    pt_store_close(st);
+    char err[256];
+    struct pt_store_options o = {.path = path, .synchronous_normal = 1};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    struct inserter a = {.n = 4000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, insert_main, &a), 0);
+    static struct pt_charge rows[16];
+    int finished = 0, last_pass = 0;
+    while (!last_pass) {
+        last_pass = __atomic_load_n(&a.done, __ATOMIC_ACQUIRE);
+        int64_t cursor = 0, next = 0;
+        for (;;) {
+            int n = 0;
+            assert_int_equal(pt_store_charges_due(st, 1LL << 50, cursor, 16, rows, &n), PT_OK);
+            if (n == 0)
+                break;
+            assert_int_equal(pt_store_begin(st), PT_OK);
+            for (int i = 0; i < n; i++) {
+                cursor = rows[i].id;
+                assert_int_equal(pt_charge_transition(st, &rows[i], PT_STATE_CANCELED, NULL, "walk",
+                                                      "test", NULL, 2000),
+                                 PT_OK);
+                finished++;
+            }
+            assert_int_equal(pt_store_commit(st), PT_OK);
+        }
+        /* The end of a pass reads the floor too (the next due time). */
+        assert_int_equal(pt_store_charges_next_due(st, &next), PT_OK);
+    }
+    pthread_join(th, NULL);
+    int64_t left = 0;
+    assert_int_equal(pt_store_count(st, "charges", &left), PT_OK);
+    if (finished != a.n)
+        fail_msg("%d of %d charges were found by the work list", finished, a.n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +736,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_event_seq_increases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_charge_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_work_list_finds_every_active_charge, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_work_list_floor_under_concurrent_inserts, setup,
+                                        teardown),
         cmocka_unit_test(test_rfc3339_matches_libc),
         cmocka_unit_test(test_charge_json_text_equals_cjson),
         cmocka_unit_test(test_params_text_is_canonical),
