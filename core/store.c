@@ -97,6 +97,8 @@
                      " coalesce(sum(CASE WHEN currency = ?1 THEN total END), 0)"                   \
                      " FROM offline_queue")                                                        \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
+    X(STATS_ACTIVE,                                                                                \
+      "SELECT state, count(*) FROM charges WHERE id >= ?1 AND " ACTIVE " GROUP BY state")          \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
     X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \
                    " WHERE id >= ?1 AND state = 'INIT' GROUP BY currency ORDER BY currency")       \
@@ -1697,13 +1699,18 @@ int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *c
     return rc;
 }
 
-int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)
+int pt_store_stats(struct pt_store *st, int final_states, struct pt_store_stats *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *s = stmt(st, S_STATS_STATE);
+    int64_t floor;
+    int rc = active_floor(st, &floor);
+    if (rc != PT_OK)
+        return rc;
+    sqlite3_stmt *s = stmt(st, final_states ? S_STATS_STATE : S_STATS_ACTIVE);
     if (!s)
         return PT_ESTORAGE;
-    int rc;
+    if (!final_states)
+        sqlite3_bind_int64(s, 1, floor);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         enum pt_state state;
         const char *name = (const char *)sqlite3_column_text(s, 0);
@@ -1716,9 +1723,6 @@ int pt_store_stats(struct pt_store *st, struct pt_store_stats *out)
         return rc;
     if (!(s = stmt(st, S_STATS_REVIEW)) || (rc = scalar(st, s, &out->review)))
         return s ? rc : PT_ESTORAGE;
-    int64_t floor;
-    if ((rc = active_floor(st, &floor)) != PT_OK)
-        return rc;
     if (!(s = stmt(st, S_STATS_QUEUE)))
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, floor);

@@ -344,8 +344,14 @@ struct pt_store_stats {
     } queue[PT_STATS_MAX_CURRENCIES];
 };
 
-/* Counts for /v1/status and /metrics. */
-int pt_store_stats(struct pt_store *st, struct pt_store_stats *out);
+/*
+ * Counts for /v1/status and /metrics.  Without final_states, by_state
+ * counts only the states in progress (the final ones are 0): read from the
+ * active floor, so it costs the charges in progress, not the table - a
+ * status page polled during a drain must not scan 100 000 rows each time.
+ * With final_states, every state is counted (a scan of all charges).
+ */
+int pt_store_stats(struct pt_store *st, int final_states, struct pt_store_stats *out);
 
 /* ---- fulfilment events ---------------------------------------------------- */
 

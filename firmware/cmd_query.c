@@ -41,7 +41,7 @@ int pt_cmd_status(int argc, char **argv)
         return PT_EXIT_FAIL;
     struct pt_store_stats s;
     int version = 0;
-    int rc = pt_store_stats(st, &s);
+    int rc = pt_store_stats(st, 1, &s);
     if (!rc)
         rc = pt_store_schema_version(st, &version);
     pt_store_close(st);

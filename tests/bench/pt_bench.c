@@ -1164,10 +1164,6 @@ static void bench_drain(const char *dir, double floor_rate)
              "requests); "
              "budget p99 <= 10000 us",
              n, (t1 - t0) / 1e6, la.n);
-    if (getenv("PT_BENCH_DEBUG"))
-        fprintf(stderr, "during drain: p90 %.0f p95 %.0f p98 %.0f p99 %.0f p999 %.0f max %.0f\n",
-                pct(lat, la.n, 0.9), pct(lat, la.n, 0.95), pct(lat, la.n, 0.98),
-                pct(lat, la.n, 0.99), pct(lat, la.n, 0.999), pct(lat, la.n, 1.0));
     add_result("http_new_charge_during_drain", "us", pct(lat, la.n, 0.5), pct(lat, la.n, 0.99),
                la.n / ((t1 - t0) / 1e6), 0, 0, note);
     if (la.bad || left)
