@@ -386,7 +386,9 @@ static int configure(struct pt_store *st, const struct pt_store_options *opt)
     snprintf(sql, sizeof sql,
              "PRAGMA synchronous = %s; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
              " PRAGMA secure_delete = ON;",
-             opt->synchronous_normal ? "NORMAL" : "FULL");
+             opt->synchronous_off      ? "OFF"
+             : opt->synchronous_normal ? "NORMAL"
+                                       : "FULL");
     if ((err = exec(st, sql)) != PT_OK)
         return err;
     if (opt->max_page_count > 0) {

@@ -34,6 +34,7 @@ struct pt_store;
 struct pt_store_options {
     const char *path;       /* database file; created if missing */
     int synchronous_normal; /* 0 = synchronous=FULL (default), 1 = NORMAL */
+    int synchronous_off;    /* benchmarks only: no sync at all (what the CPU costs) */
     int busy_timeout_ms;    /* 0 = default (5000) */
     int max_page_count;     /* 0 = unlimited; tests use it to fake a full disk */
     int readonly;           /* open an existing file read-only, without migrating */

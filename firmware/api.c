@@ -11,9 +11,12 @@
  * byte now and then must not lock the others out.  So no connection owns a
  * thread:
  *
- * - Each listener has one libmicrohttpd polling thread (epoll where the
- *   library has it) that reads requests and writes responses for all of its
- *   connections; it only ever does things that cannot block.
+ * - Each listener has one polling thread of its own (loop_main) that runs
+ *   libmicrohttpd's epoll set in external-polling mode: it reads requests
+ *   and writes responses for all of its connections, answers the quick
+ *   ones itself, and between two rounds commits the writer's batch those
+ *   left (group commit, settle_batch; docs/writer.md).  Apart from that one
+ *   commit it only does things that do not wait.
  * - A request whose head and body have arrived is suspended and handed to a
  *   small pool of worker threads per listener (the handlers may wait for
  *   the database or for a gateway, up to sync.request_timeout_ms); the
