@@ -781,7 +781,14 @@ static void commit_batch(struct pt_store_writer *w)
     pthread_mutex_lock(&w->mu);
     int n = w->nmembers;
     pthread_mutex_unlock(&w->mu);
-    if (!sqlite3_get_autocommit(c->own.db)) {
+    if (!sqlite3_get_autocommit(c->own.db) && !n) {
+        /* Nobody's work is in it (requests that rolled back, or only read):
+         * a COMMIT would still write the pages their savepoints touched and
+         * sync them. */
+        sqlite3_stmt *s = stmt(c, S_ROLLBACK);
+        if (s)
+            run(c, s);
+    } else if (!sqlite3_get_autocommit(c->own.db)) {
         sqlite3_stmt *s = stmt(c, S_COMMIT);
         rc = s ? run(c, s) : PT_ESTORAGE;
         if (rc != PT_OK && !sqlite3_get_autocommit(c->own.db) && (s = stmt(c, S_ROLLBACK)))
