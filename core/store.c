@@ -715,7 +715,9 @@ struct pt_store_writer {
     int open;               /* a batch transaction is open on conn */
     int nmembers;
     struct pt_store_commit *members; /* the open batch's finished requests */
-    uint64_t batches;                /* batches committed (durable or not) */
+    int lost_rc;         /* the open batch was lost under this error (the turn's holder sets it) */
+    int busy_timeout_ms; /* the connection's, against other processes */
+    uint64_t batches;    /* batches committed (durable or not) */
 };
 
 /* Requests in one batch at most: a bound on how long the first one waits. */
@@ -796,8 +798,9 @@ static void commit_batch(struct pt_store_writer *w)
     } else if (n) {
         /* SQLite rolled the whole transaction back under a statement that
          * failed (a full disk, an I/O error): the members' work is gone. */
-        rc = PT_EIO;
+        rc = w->lost_rc ? w->lost_rc : PT_EIO;
     }
+    w->lost_rc = 0;
     pthread_mutex_lock(&w->mu);
     struct pt_store_commit *list = take_members(w);
     pthread_mutex_unlock(&w->mu);
@@ -849,8 +852,11 @@ static int writer_begin(struct pt_store *st)
             pthread_mutex_lock(&w->mu);
             struct pt_store_commit *lost = take_members(w);
             pthread_mutex_unlock(&w->mu);
-            settle(w, lost, PT_EIO);
+            settle(w, lost, w->lost_rc ? w->lost_rc : PT_EIO);
+            w->lost_rc = 0;
         }
+        if (!sqlite3_get_autocommit(c->own.db) && (s = stmt(c, S_ROLLBACK)))
+            run(c, s); /* a ROLLBACK that failed after a failed COMMIT */
         rc = (s = stmt(c, S_BEGIN)) ? run(c, s) : PT_ESTORAGE;
         w->open = rc == PT_OK;
     }
@@ -864,16 +870,30 @@ static int writer_begin(struct pt_store *st)
     return PT_OK;
 }
 
-/* The request's savepoint undone; the batch goes on without it. */
+/*
+ * The request's savepoint undone; the batch goes on without it.  When
+ * SQLite already rolled the whole transaction back under the request's
+ * failing statement, or undoing the savepoint fails (its rows would stay
+ * and be committed with the others), the batch is lost: what failed is
+ * kept for its members.
+ */
 static void undo_request(struct pt_store *st)
 {
+    struct pt_store_writer *w = st->writer;
+    sqlite3 *db = st->c->db;
     sqlite3_stmt *s;
-    if (sqlite3_get_autocommit(st->c->db))
-        return; /* the whole batch is gone already */
-    if ((s = stmt(st, S_ROLLBACK_TO)))
-        run(st, s);
-    if ((s = stmt(st, S_RELEASE)))
-        run(st, s);
+    int rc = PT_OK;
+    if (!sqlite3_get_autocommit(db)) {
+        rc = (s = stmt(st, S_ROLLBACK_TO)) ? run(st, s) : PT_ESTORAGE;
+        if (rc == PT_OK)
+            rc = (s = stmt(st, S_RELEASE)) ? run(st, s) : PT_ESTORAGE;
+        if (rc != PT_OK && !sqlite3_get_autocommit(db) && (s = stmt(st, S_ROLLBACK)))
+            run(st, s);
+    } else {
+        rc = xlate(sqlite3_extended_errcode(db)); /* the statement that failed */
+    }
+    if (rc != PT_OK && !w->lost_rc)
+        w->lost_rc = rc == PT_OK ? PT_EIO : rc;
 }
 
 static int writer_commit(struct pt_store *st)
@@ -922,6 +942,8 @@ static int writer_rollback(struct pt_store *st)
 int pt_store_begin(struct pt_store *st)
 {
     assert(!st->in_txn); /* transactions do not nest: the writer's turn would deadlock */
+    if (st->in_txn)
+        return PT_ESTATE; /* (NDEBUG builds) the open transaction stays as it was */
     st->events_in_txn = 0;
     st->erased_in_txn = 0;
     st->deferred = 0;
@@ -933,18 +955,19 @@ int pt_store_begin(struct pt_store *st)
 
 int pt_store_commit(struct pt_store *st)
 {
-    if (!st->in_txn)
-        return PT_ESTATE;
+    if (!st->in_txn && st->writer)
+        return PT_ESTATE; /* no turn held: nothing of ours to commit */
     st->in_txn = 0;
     return st->writer ? writer_commit(st) : alone_commit(st);
 }
 
 int pt_store_rollback(struct pt_store *st)
 {
-    if (!st->in_txn)
-        return PT_OK;
+    int was = st->in_txn;
     st->in_txn = 0;
-    return st->writer ? writer_rollback(st) : alone_rollback(st);
+    if (!st->writer)
+        return alone_rollback(st); /* as before the writer: whatever is open */
+    return was ? writer_rollback(st) : PT_OK;
 }
 
 int pt_store_checkpoint_truncate(struct pt_store *st)
@@ -957,7 +980,11 @@ int pt_store_checkpoint_truncate(struct pt_store *st)
     take_turn(w);
     if (w->open)
         commit_batch(w);
+    /* Readers with an old snapshot are not waited for with the turn held
+     * (every writer would wait too): PT_EBUSY, and it stays due. */
+    sqlite3_busy_timeout(w->conn->own.db, 0);
     int rc = checkpoint_truncate(w->conn);
+    sqlite3_busy_timeout(w->conn->own.db, w->busy_timeout_ms);
     pthread_mutex_lock(&w->mu);
     give_turn(w);
     pthread_mutex_unlock(&w->mu);
@@ -976,6 +1003,7 @@ int pt_store_writer_new(const struct pt_store_options *opt, struct pt_store_writ
         free(w);
         return rc;
     }
+    w->busy_timeout_ms = opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->turn_cv, NULL);
     pthread_cond_init(&w->done_cv, NULL);

@@ -1054,8 +1054,11 @@ static int take_notification(struct pt_sync *s, struct pt_store *st, const char 
         pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
                                      pt_outcome_name(n->status), why ? "foreign" : "received", now);
     if (rc == PT_EEXIST) {
-        /* At-least-once delivery: acknowledged again, applied once. */
-        pt_store_rollback(st);
+        /* At-least-once delivery: acknowledged again, applied once - once
+         * the first delivery's row is durable (it may be in the writer's
+         * batch still; if that batch fails, this one is not acknowledged). */
+        if ((rc = pt_store_rollback(st)) != PT_OK)
+            return rc;
         count_notify(route, PT_MN_DUPLICATE);
         *outcome = "duplicate";
         return PT_OK;

@@ -729,26 +729,31 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     struct pt_reply rep;
     int64_t now = pt_host_now_ms();
     int rc = PT_OK;
+    /* On the event loop, the commit joins the writer's batch; the loop
+     * commits it once it has read every request that is in (settle_batch). */
+    int defer = tl_inline && api->opt.writer;
+    if (defer)
+        pt_store_defer_commit(st, &rq->commit);
     if (order_id)
         op(&api->opt.intake, st, order_id, key, rq->body, rq->len, now, &rep);
-    else if (tl_inline && api->opt.writer) {
-        /* The commit joins the writer's batch; the event loop commits it
-         * once it has read every request that is in (settle_batch). */
-        pt_store_defer_commit(st, &rq->commit);
-        rc =
-            pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
-        tl_settling = rc != PT_EAGAIN && pt_store_commit_deferred(st);
-        pt_store_defer_commit(st, NULL);
-    } else if (tl_inline)
+    else if (tl_inline)
         rc =
             pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
     else
         pt_intake_create_charge(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
+    int deferred = defer && pt_store_commit_deferred(st);
+    if (defer)
+        pt_store_defer_commit(st, NULL);
     pt_pool_put(api->pool, st);
     if (rc == PT_EAGAIN) { /* it goes to the gateway: a worker's job */
+        /* Its rollback may have joined the batch (it read other requests'
+         * rows): that place is settled now, not left open for nobody. */
+        if (deferred)
+            pt_store_writer_flush(api->opt.writer, &rq->commit);
         tl_deferred = 1;
         return MHD_YES;
     }
+    tl_settling = deferred;
     if (tl_settling) {
         rq->reply = rep;
         return MHD_YES;
@@ -1502,8 +1507,9 @@ static void loop_wake(struct listener *ln)
  * epoll set, and between two of its rounds the commit of what the quick
  * requests of that round left in the writer's batch (settle_batch).  The
  * stop's requests (quiesce, quit) come through wake_fd, so that only this
- * thread ever calls into its daemon; workers resume connections through
- * libmicrohttpd's own channel, which wakes its epoll set.
+ * thread ever calls into its daemon.  A connection resumed from a worker
+ * did not wake this loop through libmicrohttpd 0.9.75's own channel (the
+ * request hung until the next event), so the worker writes wake_fd too.
  */
 static void *loop_main(void *p)
 {
@@ -1518,10 +1524,13 @@ static void *loop_main(void *p)
         pt_log_error("http: cannot wait for the listener's events: %s", strerror(errno));
         abort();
     }
+    int again = 0; /* answers were just resumed: the next round sends them */
     for (;;) {
         MHD_UNSIGNED_LONG_LONG to = 0;
         int timeout = -1; /* nothing timed: sleep until something happens */
-        if (MHD_get_timeout(ln->d, &to) == MHD_YES)
+        if (again)
+            timeout = 0;
+        else if (MHD_get_timeout(ln->d, &to) == MHD_YES)
             timeout = to > INT_MAX ? INT_MAX : (int)to;
         struct epoll_event got[2];
         int n = epoll_wait(ep, got, 2, timeout);
@@ -1545,11 +1554,11 @@ static void *loop_main(void *p)
             pthread_cond_broadcast(&api->idle_cv);
             pthread_mutex_unlock(&api->mu);
         }
-        /* Resumed here, the connections are sent their answers by the next
-         * round, which may read new requests for the next batch. */
-        do
-            MHD_run(ln->d);
-        while (settle_batch(ln));
+        MHD_run(ln->d);
+        /* Connections resumed here are sent their answers by the next round
+         * (which may read new requests for the next batch); it runs at once,
+         * after a look at the stop's requests. */
+        again = settle_batch(ln);
     }
     close(ep);
     return NULL;

@@ -672,8 +672,7 @@ static void *insert_main(void *p)
     struct pt_store *w;
     struct pt_store_options o = {.path = path};
     assert_int_equal(pt_store_open(&o, &w, err, sizeof err), PT_OK);
-    /* At most 3 s: under an emulator (the cross builds' tests) fewer
-     * charges, the same check. */
+    /* At most 3 s, whatever the machine (a slow board runs fewer). */
     double end = seconds_now() + 3.0;
     for (int i = 0; i < a->n && seconds_now() < end; i++, a->made++) {
         struct pt_charge c = {0};
@@ -695,6 +694,12 @@ static void *insert_main(void *p)
 static void test_work_list_floor_under_concurrent_inserts(void **state)
 {
     (void)state;
+    if (getenv("PT_TEST_EMULATED")) {
+        /* qemu-user of the cross builds' test runs does not start a thread
+         * here (a five-line pthread_create program hangs in it); this runs
+         * natively, under ASan and in CI. */
+        skip();
+    }
     /* A file in synchronous=NORMAL: many commits, quickly. */
     pt_store_close(st);
     char err[256];
