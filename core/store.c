@@ -742,6 +742,13 @@ static void give_turn(struct pt_store_writer *w)
         pthread_cond_signal(&w->turn_cv);
 }
 
+static void release_turn(struct pt_store_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    give_turn(w);
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* With mu held: the batch's members, taken out of it. */
 static struct pt_store_commit *take_members(struct pt_store_writer *w)
 {
@@ -834,9 +841,7 @@ static int end_turn(struct pt_store_writer *w, struct pt_store_commit *m, int de
     }
     pthread_mutex_unlock(&w->mu);
     commit_batch(w); /* an empty one just ends the transaction */
-    pthread_mutex_lock(&w->mu);
-    give_turn(w);
-    pthread_mutex_unlock(&w->mu);
+    release_turn(w);
     return m ? m->rc : PT_OK;
 }
 
@@ -848,13 +853,8 @@ static int writer_begin(struct pt_store *st)
     int rc = PT_OK;
     sqlite3_stmt *s;
     if (!w->open || sqlite3_get_autocommit(c->own.db)) {
-        if (w->open) { /* rolled back under an earlier request's failure */
-            pthread_mutex_lock(&w->mu);
-            struct pt_store_commit *lost = take_members(w);
-            pthread_mutex_unlock(&w->mu);
-            settle(w, lost, w->lost_rc ? w->lost_rc : PT_EIO);
-            w->lost_rc = 0;
-        }
+        if (w->open)         /* rolled back under an earlier request's failure */
+            commit_batch(w); /* (tells its members) */
         if (!sqlite3_get_autocommit(c->own.db) && (s = stmt(c, S_ROLLBACK)))
             run(c, s); /* a ROLLBACK that failed after a failed COMMIT */
         rc = (s = stmt(c, S_BEGIN)) ? run(c, s) : PT_ESTORAGE;
@@ -893,25 +893,40 @@ static void undo_request(struct pt_store *st)
         rc = xlate(sqlite3_extended_errcode(db)); /* the statement that failed */
     }
     if (rc != PT_OK && !w->lost_rc)
-        w->lost_rc = rc == PT_OK ? PT_EIO : rc;
+        w->lost_rc = rc;
+}
+
+/*
+ * Ends st's turn as a member of the batch: with the caller's ticket when
+ * the commit is deferred, else with one here that end_turn() waits on.
+ * work: the request's rows are kept (a commit), or it only read the batch
+ * (a rollback that must not answer before it).
+ */
+static int end_as_member(struct pt_store *st, int work)
+{
+    struct pt_store_commit own = {0}, *m = st->defer ? st->defer : &own;
+    if (work)
+        describe(st, m);
+    else
+        *m = (struct pt_store_commit){0};
+    st->c = &st->own;
+    st->deferred = st->defer != NULL;
+    st->defer = NULL;
+    return end_turn(st->writer, m, st->deferred);
 }
 
 static int writer_commit(struct pt_store *st)
 {
-    struct pt_store_writer *w = st->writer;
-    struct pt_store_commit own = {0}, *m = st->defer ? st->defer : &own;
     sqlite3_stmt *s = stmt(st, S_RELEASE);
     int rc = sqlite3_get_autocommit(st->c->db) ? PT_EIO : s ? run(st, s) : PT_ESTORAGE;
-    describe(st, m);
+    if (rc == PT_OK)
+        return end_as_member(st, 1);
+    undo_request(st);
+    st->events_in_txn = 0;
+    st->erased_in_txn = 0;
     st->c = &st->own;
-    if (rc) {
-        undo_request(st);
-        end_turn(w, NULL, 0);
-        return rc;
-    }
-    st->deferred = st->defer != NULL;
-    st->defer = NULL;
-    return end_turn(w, m, st->deferred);
+    end_turn(st->writer, NULL, 0);
+    return rc;
 }
 
 /*
@@ -930,13 +945,7 @@ static int writer_rollback(struct pt_store *st)
     pthread_mutex_lock(&w->mu);
     int others = w->nmembers; /* stable: only the turn's holder adds one */
     pthread_mutex_unlock(&w->mu);
-    if (!others)
-        return end_turn(w, NULL, st->defer != NULL);
-    struct pt_store_commit own = {0}, *m = st->defer ? st->defer : &own;
-    *m = (struct pt_store_commit){0};
-    st->deferred = st->defer != NULL;
-    st->defer = NULL;
-    return end_turn(w, m, st->deferred);
+    return others ? end_as_member(st, 0) : end_turn(w, NULL, st->defer != NULL);
 }
 
 int pt_store_begin(struct pt_store *st)
@@ -985,9 +994,7 @@ int pt_store_checkpoint_truncate(struct pt_store *st)
     sqlite3_busy_timeout(w->conn->own.db, 0);
     int rc = checkpoint_truncate(w->conn);
     sqlite3_busy_timeout(w->conn->own.db, w->busy_timeout_ms);
-    pthread_mutex_lock(&w->mu);
-    give_turn(w);
-    pthread_mutex_unlock(&w->mu);
+    release_turn(w);
     return rc;
 }
 
@@ -1058,9 +1065,7 @@ int pt_store_writer_flush(struct pt_store_writer *w, struct pt_store_commit *tic
         pthread_mutex_unlock(&w->mu);
         if (!done)
             commit_batch(w);
-        pthread_mutex_lock(&w->mu);
-        give_turn(w);
-        pthread_mutex_unlock(&w->mu);
+        release_turn(w);
     }
     return ticket->rc;
 }

@@ -84,16 +84,15 @@ struct floor_db {
 /* sync_off: synchronous=OFF, for the CPU-only row. */
 static void floor_open_sync(struct floor_db *f, const char *dir, int sync_off)
 {
-    char path[PATH_MAX + 64];
+    char path[PATH_MAX + 64], sql[160];
     snprintf(path, sizeof path, "%s/floor%s.db", dir, sync_off ? "-cpu" : "");
     unlink(path);
+    snprintf(sql, sizeof sql,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;"
+             "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
+             sync_off ? "OFF" : "FULL");
     if (sqlite3_open(path, &f->db) != SQLITE_OK ||
-        sqlite3_exec(f->db,
-                     sync_off ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
-                                "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL);"
-                              : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                                "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
-                     NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(f->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
         fprintf(stderr, "pt_bench: floor db: %s\n", sqlite3_errmsg(f->db));
         exit(1);
     }

@@ -60,15 +60,23 @@ static int teardown(void **state)
 
 static int counter;
 
-static void new_charge(struct pt_charge *c)
+/* A Stripe card charge of amount for order (not stored). */
+static void card_charge(struct pt_charge *c, const char *order, int64_t amount)
 {
     memset(c, 0, sizeof *c);
-    snprintf(c->order_id, sizeof c->order_id, "T-%d", ++counter);
+    snprintf(c->order_id, sizeof c->order_id, "%s", order);
     strcpy(c->gateway, "stripe");
     strcpy(c->method, "card_on_file");
     strcpy(c->currency, "USD");
     strcpy(c->payment_method, "pm_card_visa");
-    c->amount = 1200;
+    c->amount = amount;
+}
+
+static void new_charge(struct pt_charge *c)
+{
+    char order[32];
+    snprintf(order, sizeof order, "T-%d", ++counter);
+    card_charge(c, order, 1200);
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(pt_charge_create(st, c, "api", 1000), PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
@@ -675,13 +683,10 @@ static void *insert_main(void *p)
     /* At most 3 s, whatever the machine (a slow board runs fewer). */
     double end = seconds_now() + 3.0;
     for (int i = 0; i < a->n && seconds_now() < end; i++, a->made++) {
-        struct pt_charge c = {0};
-        snprintf(c.order_id, sizeof c.order_id, "R-%d", i);
-        strcpy(c.gateway, "stripe");
-        strcpy(c.method, "card_on_file");
-        strcpy(c.currency, "USD");
-        strcpy(c.payment_method, "pm_card_visa");
-        c.amount = 100;
+        struct pt_charge c;
+        char order[32];
+        snprintf(order, sizeof order, "R-%d", i);
+        card_charge(&c, order, 100);
         assert_int_equal(pt_store_begin(w), PT_OK);
         assert_int_equal(pt_charge_create(w, &c, "api", 1000), PT_OK);
         assert_int_equal(pt_store_commit(w), PT_OK);
@@ -694,12 +699,7 @@ static void *insert_main(void *p)
 static void test_work_list_floor_under_concurrent_inserts(void **state)
 {
     (void)state;
-    if (getenv("PT_TEST_EMULATED")) {
-        /* qemu-user of the cross builds' test runs does not start a thread
-         * here (a five-line pthread_create program hangs in it); this runs
-         * natively, under ASan and in CI. */
-        skip();
-    }
+    pt_test_skip_without_threads();
     /* A file in synchronous=NORMAL: many commits, quickly. */
     pt_store_close(st);
     char err[256];

@@ -35,6 +35,18 @@ static void open_st(const struct pt_store_options *o)
     }
 }
 
+/* A store of its own (another connection, as another thread has), writing
+ * through the writer (its own transactions in the first run). */
+static struct pt_store *open_lane(void)
+{
+    char err[256];
+    struct pt_store *s;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &s, err, sizeof err), PT_OK);
+    pt_store_attach(s, writer);
+    return s;
+}
+
 static void close_st(void)
 {
     pt_store_close(st);
@@ -77,11 +89,7 @@ static void fake_send(void *ctx, const struct pt_charge *c, struct pt_online_sen
     memset(out, 0, sizeof *out);
     if (reenter_key) {
         /* A client retry arriving on another connection mid-flight. */
-        char err[256];
-        struct pt_store *other;
-        struct pt_store_options o = {.path = path};
-        assert_int_equal(pt_store_open(&o, &other, err, sizeof err), PT_OK);
-        pt_store_attach(other, writer);
+        struct pt_store *other = open_lane();
         const char *body = "{\"order_id\":\"O-INUSE\",\"amount\":100,\"currency\":\"USD\","
                            "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
                            "\"payment_method\":\"pm_1\"}";
@@ -1039,10 +1047,7 @@ static uint64_t post_batch(int n, const char *const keys[], char *const bodies[]
     int deferred[BATCH_LANES];
     uint64_t before = pt_store_writer_batches(writer);
     for (int i = 0; i < n; i++) {
-        char err[256];
-        struct pt_store_options o = {.path = path};
-        assert_int_equal(pt_store_open(&o, &lane[i], err, sizeof err), PT_OK);
-        pt_store_attach(lane[i], writer);
+        lane[i] = open_lane();
         pt_store_defer_commit(lane[i], &ticket[i]);
         int rc = pt_intake_create_charge_nowait(&in, lane[i], keys[i], bodies[i], strlen(bodies[i]),
                                                 1700000000000, &out[i]);
@@ -1108,8 +1113,8 @@ static void test_batch_answers_each_request(void **state)
     pt_reply_free(&again);
 }
 
-/* The same key eight times in one batch: one charge, the others are told
- * the first is still running; and the same order under eight keys. */
+/* The same key eight times in one batch: one charge, the others replay its
+ * answer; and the same order under eight keys: one charge. */
 static void test_batch_same_key_and_same_order_storms(void **state)
 {
     (void)state;
@@ -1216,10 +1221,7 @@ static void test_batch_commit_failure_fails_every_member(void **state)
     struct pt_store *lane[4];
     struct pt_store_commit ticket[4];
     for (int i = 0; i < 4; i++) {
-        char err[256];
-        struct pt_store_options o = {.path = path};
-        assert_int_equal(pt_store_open(&o, &lane[i], err, sizeof err), PT_OK);
-        pt_store_attach(lane[i], writer);
+        lane[i] = open_lane();
         pt_store_defer_commit(lane[i], &ticket[i]);
         pt_intake_create_charge_nowait(&in, lane[i], keys[i], bodies[i], strlen(bodies[i]),
                                        1700000000000, &r[i]);
@@ -1256,14 +1258,11 @@ static void test_batch_request_handed_to_a_worker(void **state)
     (void)state;
     cfg.offline_max_count = 100;
     enable_online();
-    char err[256];
     struct pt_store *lane[2];
     struct pt_store_commit ticket[2];
     struct pt_reply r[2];
-    struct pt_store_options o = {.path = path};
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(pt_store_open(&o, &lane[i], err, sizeof err), PT_OK);
-        pt_store_attach(lane[i], writer);
+        lane[i] = open_lane();
         pt_store_defer_commit(lane[i], &ticket[i]);
     }
     const char *queued = charge_body_r("O-Q1");
@@ -1305,11 +1304,8 @@ struct storm_arg {
 static void *storm_main(void *p)
 {
     struct storm_arg *a = p;
-    char err[256], key[32], order[32];
-    struct pt_store *s;
-    struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &s, err, sizeof err), PT_OK);
-    pt_store_attach(s, writer);
+    char key[32], order[32];
+    struct pt_store *s = open_lane();
     for (int i = 0; i < a->n; i++) {
         struct pt_reply r;
         snprintf(key, sizeof key, "th-%d-%d", a->lane, i);
@@ -1327,12 +1323,7 @@ static void *storm_main(void *p)
 static void test_threads_share_batches(void **state)
 {
     (void)state;
-    if (getenv("PT_TEST_EMULATED")) {
-        /* qemu-user of the cross builds' test runs does not start a thread
-         * here (a five-line pthread_create program hangs in it); this runs
-         * natively, under ASan and in CI. */
-        skip();
-    }
+    pt_test_skip_without_threads();
     cfg.offline_max_count = 100000;
     cfg.offline_limits[0].max_total = 1000000000;
     enum { THREADS = 6, EACH = 60 };

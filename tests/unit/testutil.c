@@ -288,3 +288,9 @@ int pt_test_utf8_clean(const char *s, size_t n)
     }
     return 1;
 }
+
+void pt_test_skip_without_threads(void)
+{
+    if (getenv("PT_TEST_EMULATED"))
+        skip();
+}

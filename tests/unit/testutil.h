@@ -78,6 +78,11 @@ void pt_test_disk_install(void);
 /* What the disk does from now on (for every connection of the process). */
 void pt_test_disk_set(enum pt_test_disk mode);
 
+/* Skips the calling test under the cross builds' qemu-user, which does not
+ * start a thread here (a five-line pthread_create program hangs in it); the
+ * threaded tests run natively, under ASan and in CI. */
+void pt_test_skip_without_threads(void);
+
 /* 1 when n bytes of s are well-formed UTF-8 (RFC 3629: no overlong forms,
  * surrogates or code points past U+10FFFF); written here independently of
  * core/json.c, so the tests do not trust the code they test. */
