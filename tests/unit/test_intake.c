@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char dir[256], path[300];
 static struct pt_store *st;
@@ -1295,6 +1296,36 @@ static void test_batch_request_handed_to_a_worker(void **state)
     free((void *)queued);
 }
 
+/* A batch nobody's work is in - a request that took its key and then
+ * rolled back (here: it needs the gateway, so not the event loop's) -
+ * ends without writing the WAL: a COMMIT of it wrote the pages its
+ * savepoint had touched, and synced them. */
+static void test_rolled_back_batch_writes_nothing(void **state)
+{
+    (void)state;
+    enable_online();
+    char wal[320];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct pt_reply r;
+    post("warm", charge_body("O-WARM", 100, NULL), &r); /* the WAL exists */
+    pt_reply_free(&r);
+    struct stat before, after;
+    assert_int_equal(stat(wal, &before), 0);
+    struct pt_store *lane = open_lane();
+    struct pt_store_commit ticket;
+    pt_store_defer_commit(lane, &ticket);
+    const char *body = charge_body("O-ONLINE", 100, NULL);
+    assert_int_equal(
+        pt_intake_create_charge_nowait(&in, lane, "online", body, strlen(body), 1700000000000, &r),
+        PT_EAGAIN);
+    assert_false(pt_store_commit_deferred(lane)); /* alone in its batch */
+    pt_store_defer_commit(lane, NULL);
+    pt_store_close(lane);
+    assert_int_equal(stat(wal, &after), 0);
+    assert_int_equal(after.st_size, before.st_size);
+    assert_int_equal(count("idempotency_keys"), 1);
+}
+
 /* Threads committing at once share batches (the turn is handed on while
  * others wait), and every one of them gets its own charge. */
 struct storm_arg {
@@ -1388,6 +1419,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_commit_failure_fails_every_member, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_batch_request_handed_to_a_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rolled_back_batch_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_share_batches, setup, teardown),
     };
     failed += cmocka_run_group_tests_name("batches", batches, NULL, NULL);
