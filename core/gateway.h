@@ -38,6 +38,7 @@
 
 #include "charge.h"
 #include "platform.h"
+#include "refund.h"
 
 struct pt_pk;     /* an RSA key (crypto.h) */
 struct pt_gw_cli; /* sign/verify command options (gateways/gwcli.h) */
@@ -187,9 +188,24 @@ struct pt_notification {
     int merchant_ok;
     enum pt_outcome status; /* SUCCESS, DECLINED, CANCELED or PENDING */
     int relevant;           /* 0: valid but nothing to apply (e.g. other event type) */
+    /* 1 for a refund notification (WeChat REFUND.SUCCESS/ABNORMAL/CLOSED,
+     * Stripe charge.refunded/refund.updated/refund.failed): status is the
+     * refund's (SUCCESS, DECLINED or PENDING), order_id and trade_no the
+     * charge's, amount the refund's, and these two bind it to the refund
+     * (out_refund_no / metadata[refund_id] and the gateway's refund number).
+     * A Stripe charge.refunded event carries several refunds: it is one
+     * notification per refund, parse_notify reports the first one whose
+     * metadata names a refund_id (the rest are confirmed by query). */
+    int refund;
+    char refund_id[PT_REFUND_ID_MAX];
+    char refund_no[PT_SHORT_MAX];
 };
 
 enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL };
+
+/* Refund calls (SPEC 5a, 8 "Refunds"): send the refund with its refund_id as
+ * the gateway's refund key, or ask the gateway what became of it. */
+enum pt_gw_refund_op { PT_GW_REFUND = 0, PT_GW_REFUND_QUERY };
 
 /* One payment method a gateway offers. */
 struct pt_gw_method {
@@ -259,6 +275,28 @@ struct pt_gateway {
      */
     int (*parse_notify)(const struct pt_gw_config *cfg, const struct pt_http_response *msg,
                         const struct pt_gw_env *env, struct pt_notification *out);
+
+    /*
+     * Refunds (SPEC 5a).  build_refund builds the signed request for op on
+     * refund r of charge c (c is the SUCCESS charge: its order id, amount,
+     * currency and gateway_trade_no).  parse_refund classifies the answer
+     * into out: SUCCESS = the money went back (Alipay: fund_change=Y or the
+     * query shows the refund; WeChat SUCCESS); PENDING = accepted, finished
+     * asynchronously (WeChat PROCESSING); DECLINED = refused for good (code
+     * and message say why: over-refund, trade not refundable; WeChat
+     * ABNORMAL/CLOSED); NOT_FOUND = a query found no refund under this
+     * refund_id (it was never executed: the same refund_id may be sent
+     * again); AMBIGUOUS otherwise.  out->trade_no is the gateway's refund
+     * number when it gave one; out->amount the refunded amount it reported.
+     * The same return conventions as build and parse.  Both NULL for a
+     * gateway without refunds.
+     */
+    int (*build_refund)(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                        const struct pt_charge *c, const struct pt_refund *r,
+                        const struct pt_gw_env *env, struct pt_http_request *out);
+    int (*parse_refund)(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                        const struct pt_charge *c, const struct pt_refund *r,
+                        const struct pt_http_response *resp, struct pt_gw_result *out);
 
     /* Its section of the configuration (SPEC section 10): the URL used when
      * none is configured, the keys it takes, the default barcode_timeout_s. */
