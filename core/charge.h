@@ -61,6 +61,8 @@ struct pt_charge {
     int review;
     char review_reason[PT_MESSAGE_MAX];
     int64_t created_at, updated_at; /* ms */
+    int64_t amount_refunded;        /* sum of its SUCCESS refunds */
+    int refunds;                    /* how many refunds it has (any state) */
 };
 
 /* "INIT", "PROCESSING", ...; NULL for an out-of-range value. */

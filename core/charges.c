@@ -97,6 +97,10 @@ char *pt_charge_json_text(const struct pt_charge *c)
         jw_opt_string(&w, ak, c->action_url);
     pt_jw_raw(&w, ",\"attempts\":");
     pt_jw_int(&w, c->attempts);
+    pt_jw_raw(&w, ",\"amount_refunded\":");
+    pt_jw_int(&w, (long long)c->amount_refunded);
+    pt_jw_raw(&w, ",\"refunds\":");
+    pt_jw_int(&w, c->refunds);
     pt_jw_raw(&w, ",\"offline\":");
     pt_jw_string(&w, pt_offline_mode_name(c->offline));
     if (c->subject[0]) {

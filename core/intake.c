@@ -14,6 +14,7 @@
  */
 #include "intake.h"
 #include "charges.h"
+#include "refunds.h"
 #include "crypto.h"
 #include "err.h"
 #include "gateway.h"
@@ -1275,4 +1276,330 @@ int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const cha
     if ((rc = payment_link_reply(&c, out)))
         pt_reply_error(out, 503, "storage_unavailable", "out of memory");
     return rc;
+}
+
+/* ---- POST /v1/charges/{order_id}/refunds (SPEC 5a) ----------------------------- */
+
+static const char *const refund_fields[] = {"refund_id", "amount",   "reason",
+                                            "offline",   "metadata", NULL};
+
+void pt_reply_refund(struct pt_reply *r, int status, const struct pt_refund *rf)
+{
+    r->status = status;
+    r->code[0] = '\0';
+    set_body(r, pt_refund_json_text(rf));
+}
+
+int pt_intake_refund_status_for(const struct pt_refund *r)
+{
+    return r->state == PT_STATE_SUCCESS ? 201 : r->state == PT_STATE_FAILED ? 402 : 202;
+}
+
+/*
+ * Validates a refund body into r (amount 0 = "everything not yet refunded",
+ * decided once the charge is read).  Returns 1 when valid; otherwise msg
+ * names every field that is wrong.
+ */
+static int validate_refund(const cJSON *body, const struct pt_json_member *amount,
+                           struct pt_refund *r, char *msg, size_t cap)
+{
+    msg[0] = '\0';
+    if (!cJSON_IsObject(body)) {
+        problem(msg, cap, "body", "must be a JSON object");
+        return 0;
+    }
+    for (const cJSON *m = body->child; m; m = m->next) {
+        int known = 0;
+        for (const char *const *f = refund_fields; *f; f++)
+            known |= strcmp(m->string, *f) == 0;
+        if (!known)
+            problem(msg, cap, m->string,
+                    "unknown field (allowed: refund_id, amount, reason, offline, metadata)");
+    }
+    const cJSON *v;
+    if (!string_field(body, "refund_id", &v))
+        problem(msg, cap, "refund_id", "required: 1-64 characters of A-Z a-z 0-9 _ . -, unique");
+    else if (!cJSON_IsString(v) || !pt_order_id_valid(v->valuestring))
+        problem(msg, cap, "refund_id", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
+    else
+        snprintf(r->refund_id, sizeof r->refund_id, "%s", v->valuestring);
+    if (string_field(body, "amount", &v) &&
+        (!cJSON_IsNumber(v) || !amount->text ||
+         pt_json_plain_int(amount->text, amount->len, 1, INT64_MAX, &r->amount) != PT_OK))
+        problem(msg, cap, "amount",
+                "must be a plain JSON integer (no leading zeros, fraction or exponent) of at "
+                "least 1, in the charge currency's minor unit; leave it out to refund everything "
+                "not yet refunded");
+    if (string_field(body, "reason", &v)) {
+        if (!cJSON_IsString(v) || !text_ok(v->valuestring, 256))
+            problem(msg, cap, "reason", "must be 1-256 bytes of text without control characters");
+        else
+            snprintf(r->reason, sizeof r->reason, "%s", v->valuestring);
+    }
+    r->offline = PT_OFFLINE_PREFER;
+    if (string_field(body, "offline", &v) &&
+        (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &r->offline) != PT_OK))
+        problem(msg, cap, "offline", "must be prefer_online, require_online or force_offline");
+    if (string_field(body, "metadata", &v)) {
+        int ok = cJSON_IsObject(v), count = 0;
+        for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
+            ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 &&
+                 cJSON_IsString(m) && strlen(m->valuestring) <= 500;
+        char *text = ok ? pt_json_canonical(v) : NULL;
+        if (!text || strlen(text) >= sizeof r->metadata)
+            problem(msg, cap, "metadata",
+                    "must be an object of at most 20 string values (keys 1-40, values up to "
+                    "500 characters)");
+        else
+            snprintf(r->metadata, sizeof r->metadata, "%s", text);
+        free(text);
+    }
+    return msg[0] == '\0';
+}
+
+/* A refund_id that exists: the same refund asked again (200) or a
+ * conflict.  "The same" = the same charge and parameters; an amount left
+ * out matches the amount the refund was created with. */
+static int existing_refund(struct pt_refund *have, struct pt_refund *want, struct pt_reply *out)
+{
+    if (strcmp(have->order_id, want->order_id) != 0) {
+        pt_reply_error(out, 409, "refund_id_conflict",
+                       "refund_id '%s' belongs to a refund of order %s, not %s; a refund_id is "
+                       "used once",
+                       have->refund_id, have->order_id, want->order_id);
+        return PT_OK;
+    }
+    if (!want->amount)
+        want->amount = have->amount;
+    char *a = pt_refund_params_text(have), *b = pt_refund_params_text(want);
+    int same = a && b && strcmp(a, b) == 0, rc = a && b ? PT_OK : PT_ENOMEM;
+    free(a);
+    free(b);
+    if (rc)
+        return rc;
+    if (same)
+        pt_reply_refund(out, 200, have);
+    else
+        pt_reply_error(out, 409, "refund_id_conflict",
+                       "refund_id '%s' already exists with different parameters (amount %lld); "
+                       "a refund_id is used once",
+                       have->refund_id, (long long)have->amount);
+    return PT_OK;
+}
+
+/* The online refund, as the online charge: INIT and PROCESSING committed
+ * with the key linked to the refund before any byte leaves, then the
+ * outcome.  Returns with the second transaction open (g->in_txn). */
+static int refund_online(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                         struct pt_charge *c, struct pt_refund *r, int64_t now,
+                         struct pt_reply *out, enum step *next)
+{
+    *next = STEP_RELEASE;
+    int rc;
+    r->next_attempt_at = now;
+    if ((rc = pt_refund_create(st, r, "api", now)) ||
+        (rc = in->online.refund_claim(in->online.ctx, st, r, now)) ||
+        (rc = pt_store_key_set_order(st, g->scope, g->key, &g->lock, r->refund_id)) ||
+        (rc = pt_store_commit(st)))
+        return rc;
+    g->in_txn = 0;
+    *next = STEP_DONE;
+    struct pt_online_send sent;
+    in->online.refund_send(in->online.ctx, c, r, &sent);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    g->in_txn = 1;
+    if ((rc = in->online.refund_settle(in->online.ctx, st, c, r, &sent)))
+        return rc;
+    if (r->state == PT_STATE_INIT && r->offline == PT_OFFLINE_REQUIRE_ONLINE) {
+        /* Provably never sent and it may not wait: failed before anything
+         * left the device, so the background sync never surprises anyone. */
+        rc = pt_refund_transition(st, r, PT_STATE_FAILED, NULL, "not_sent_offline_refused", "api",
+                                  "gateway unreachable and the refund may not be queued", now);
+        if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
+            return rc;
+        if ((rc = pt_idem_release(st, &g->lock, g->scope, g->key)) == PT_OK &&
+            (rc = pt_store_commit(st)) == PT_OK) {
+            g->in_txn = 0;
+            pt_reply_error(out, 503, "offline_not_allowed",
+                           "the %s gateway could not be reached and refund %s may not wait in "
+                           "the offline queue (offline: require_online); nothing was sent and "
+                           "the refund failed: refund again with a new refund_id",
+                           c->gateway, r->refund_id);
+            out->retry_after_s = RETRY_OFFLINE_S;
+        } else if (rc == PT_ESTATE && (rc = pt_store_commit(st)) == PT_OK) {
+            g->in_txn = 0;
+            rc = answer_as_the_key(st, g, out);
+        }
+        return rc;
+    }
+    pt_reply_refund(out, pt_intake_refund_status_for(r), r);
+    *next = STEP_COMPLETE;
+    return PT_OK;
+}
+
+/* Everything the refund's charge decides: 404, 409s, the default amount.
+ * Returns 1 when *out is the answer. */
+static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct pt_refund *r,
+                          struct pt_reply *out, int *rc)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    *rc = PT_OK;
+    /* The refund_id is the gateway's refund key: it must be one the gateway
+     * takes (WeChat's out_refund_no has no '.', like its out_trade_no). */
+    if (gw && gw->order_id_forbidden && strpbrk(r->refund_id, gw->order_id_forbidden)) {
+        pt_reply_error(out, 400, "invalid_request",
+                       "refund_id: the %s gateway does not accept '%s' in its refund key", gw->name,
+                       gw->order_id_forbidden);
+        return 1;
+    }
+    if (c->state != PT_STATE_SUCCESS) {
+        pt_reply_error(out, 409, "charge_not_refundable",
+                       "charge %s is %s: only a SUCCESS charge can be refunded%s", c->order_id,
+                       pt_state_name(c->state),
+                       pt_state_is_final(c->state) ? "" : " (wait for its outcome, or cancel it)");
+        return 1;
+    }
+    if (!gw || !gw->build_refund) {
+        pt_reply_error(out, 409, "charge_not_refundable",
+                       "charge %s was paid through %s, for which payterm does not send refunds "
+                       "yet (see the README); refund it in the gateway's merchant portal",
+                       c->order_id, c->gateway);
+        return 1;
+    }
+    int64_t left = 0;
+    if ((*rc = pt_store_refund_left(st, c->id, &left)))
+        return 1;
+    if (!r->amount)
+        r->amount = left;
+    if (left <= 0 || r->amount > left) {
+        pt_reply_error(out, 409, "refund_exceeds_charge",
+                       "charge %s (%lld %s) has %lld %s left to refund; this refund asks for %lld",
+                       c->order_id, (long long)c->amount, c->currency, (long long)left, c->currency,
+                       (long long)r->amount);
+        return 1;
+    }
+    return 0;
+}
+
+int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                     const char *key_header, const char *body, size_t len, int64_t now,
+                     struct pt_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    char path[128], msg[1024];
+    snprintf(path, sizeof path, "/v1/charges/%s/refunds", order_id);
+    struct guard g;
+    struct pt_idem_result res;
+    if (!guard_enter(in, st, path, key_header, body, len, 0, now, &g, out, &res))
+        return out->status == 503 ? PT_ESTORAGE : PT_OK;
+    struct pt_charge c;
+    struct pt_refund r, have;
+    memset(&r, 0, sizeof r);
+    memset(&c, 0, sizeof c);
+    enum step next = STEP_COMPLETE;
+    int rc = PT_OK;
+    if (res.status == PT_IDEM_RECOVERED && res.order_id[0]) {
+        /* A lock taken over from a request that died: its refund says how
+         * far it got. */
+        rc = pt_store_refund_get(st, res.order_id, &have);
+        if (rc == PT_OK) {
+            pt_reply_refund(out, pt_intake_refund_status_for(&have), &have);
+            goto complete;
+        }
+        if (rc != PT_ENOTFOUND)
+            goto storage;
+        rc = PT_OK;
+    }
+    if (g.refused[0]) {
+        pt_reply_error(out, 400, "invalid_request", "%s", g.refused);
+        goto complete;
+    }
+    if (!g.json) {
+        pt_reply_error(out, 400, "invalid_request",
+                       "body: required, a JSON object with refund_id (and amount, reason, "
+                       "offline, metadata)");
+        goto complete;
+    }
+    if (!validate_refund(g.json, &g.amount, &r, msg, sizeof msg)) {
+        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+        goto complete;
+    }
+    if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
+        rc = PT_OK;
+        goto out;
+    }
+    if (rc)
+        goto storage;
+    snprintf(r.order_id, sizeof r.order_id, "%s", c.order_id);
+    snprintf(r.gateway, sizeof r.gateway, "%s", c.gateway);
+    snprintf(r.currency, sizeof r.currency, "%s", c.currency);
+    r.charge_id = c.id;
+    rc = pt_store_refund_get(st, r.refund_id, &have);
+    if (rc == PT_OK) {
+        if ((rc = existing_refund(&have, &r, out)))
+            goto storage;
+        goto complete;
+    }
+    if (rc != PT_ENOTFOUND)
+        goto storage;
+    if (refund_refused(st, &c, &r, out, &rc)) {
+        if (rc)
+            goto storage;
+        goto complete;
+    }
+    int online = r.offline != PT_OFFLINE_FORCE && in->online.refund_claim &&
+                 (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
+    if (online && r.offline == PT_OFFLINE_REQUIRE_ONLINE && in->online.probe &&
+        !in->online.probe(in->online.ctx, c.gateway))
+        online = 0;
+    if (online) {
+        rc = refund_online(in, st, &g, &c, &r, now, out, &next);
+        if (rc)
+            goto storage;
+        if (next != STEP_COMPLETE)
+            goto out;
+    } else if (r.offline == PT_OFFLINE_REQUIRE_ONLINE) {
+        pt_reply_error(out, 503, "offline_not_allowed",
+                       "the %s gateway cannot be reached now and this refund may not wait in the "
+                       "offline queue (offline: require_online); nothing was recorded, retry "
+                       "with the same Idempotency-Key",
+                       c.gateway);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        guard_abandon(st, &g);
+        goto out;
+    } else {
+        r.next_attempt_at = now;
+        if ((rc = pt_refund_create(st, &r, "api", now)))
+            goto storage;
+        pt_log_info("refund %s of %s queued offline (%lld %s)", r.refund_id, r.order_id,
+                    (long long)r.amount, r.currency);
+        pt_reply_refund(out, 202, &r);
+    }
+complete:
+    rc = guard_complete(st, &g, out, now);
+    if (rc == PT_OK && out->status == 202 && in->online.wake &&
+        (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
+        in->online.wake(in->online.ctx);
+    goto out;
+storage:
+    guard_abandon(st, &g);
+    if (rc == PT_ERANGE || rc == PT_ESTATE) {
+        /* The data layer refused what the checks above let through: it
+         * cannot happen with one writer, and must not turn into a 503 that
+         * a retry would repeat forever. */
+        pt_reply_free(out);
+        memset(out, 0, sizeof *out);
+        pt_reply_error(out, 409,
+                       rc == PT_ERANGE ? "refund_exceeds_charge" : "charge_not_refundable",
+                       "refund %s of charge %s refused by the store", r.refund_id, order_id);
+        rc = PT_OK;
+        goto out;
+    }
+    storage_unavailable(out, st, rc);
+out:
+    wake_to_wipe(in);
+    pt_idem_result_free(&res);
+    guard_free(&g);
+    return out->status == 503 && rc ? rc : PT_OK;
 }

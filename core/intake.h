@@ -87,6 +87,18 @@ struct pt_online_ops {
      * one), or a storage error.
      */
     int (*payment_link)(void *ctx, struct pt_store *st, struct pt_charge *c);
+    /*
+     * The online refund in the same three steps (SPEC 5a): refund_claim
+     * moves the fresh INIT refund *r to PROCESSING inside the caller's
+     * transaction; refund_send sends it (outside any transaction);
+     * refund_settle applies the verdict inside the next one (*r re-read;
+     * INIT again when provably not sent).  c is its SUCCESS charge.
+     */
+    int (*refund_claim)(void *ctx, struct pt_store *st, struct pt_refund *r, int64_t now);
+    void (*refund_send)(void *ctx, const struct pt_charge *c, const struct pt_refund *r,
+                        struct pt_online_send *out);
+    int (*refund_settle)(void *ctx, struct pt_store *st, const struct pt_charge *c,
+                         struct pt_refund *r, const struct pt_online_send *sent);
     /* A charge now waits for the background sync (queued, UNKNOWN, PENDING):
      * look at the work list again. */
     void (*wake)(void *ctx);
@@ -153,5 +165,18 @@ int pt_intake_status_for(const struct pt_charge *c);
 
 /* True when s is a valid order id: 1-64 chars of [A-Za-z0-9_.-]. */
 int pt_order_id_valid(const char *s);
+
+/*
+ * POST /v1/charges/{order_id}/refunds (SPEC 5a): every outcome of the
+ * table there, stored and replayed under the key rules of section 5.
+ * Always fills out; returns PT_OK or the storage error behind a 503.
+ */
+int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                     const char *key_header, const char *body, size_t len, int64_t now,
+                     struct pt_reply *out);
+/* The refund object as the answer. */
+void pt_reply_refund(struct pt_reply *r, int status, const struct pt_refund *rf);
+/* 201 SUCCESS, 402 FAILED, 202 otherwise. */
+int pt_intake_refund_status_for(const struct pt_refund *r);
 
 #endif

@@ -29,7 +29,27 @@
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
-    " review_reason, created_at, updated_at"
+    " review_reason, created_at, updated_at, amount_refunded, refunds"
+
+/* The columns read_refund() expects, in its order (r = refunds, c = its
+ * charge). */
+#define REFUND_COLS                                                                                \
+    "r.id, r.charge_id, r.refund_id, c.order_id, c.gateway, r.amount, c.currency, r.state,"        \
+    " r.offline_mode, r.reason, r.metadata, r.gateway_refund_no, r.attempts,"                      \
+    " r.next_attempt_at, r.first_sent_at, r.error_code, r.error_message, r.review,"                \
+    " r.review_reason, r.created_at, r.updated_at FROM refunds r JOIN charges c"                   \
+    " ON c.id = r.charge_id"
+
+/* A refund's patch: the charge's PATCH_SET with gateway_refund_no for the
+ * trade number (?4, the action URL, unused). */
+#define REFUND_PATCH_SET                                                                           \
+    "updated_at = ?2, gateway_refund_no = coalesce(?3, gateway_refund_no),"                        \
+    " error_code = CASE WHEN ?5 IS NULL THEN error_code WHEN ?5 = '' THEN NULL ELSE ?5 END,"       \
+    " error_message = CASE WHEN ?6 IS NULL THEN error_message WHEN ?6 = '' THEN NULL ELSE ?6 END," \
+    " attempts = attempts + ?7,"                                                                   \
+    " next_attempt_at = CASE WHEN ?8 < 0 THEN next_attempt_at ELSE ?8 END,"                        \
+    " first_sent_at = CASE WHEN ?9 < 0 OR first_sent_at IS NOT NULL THEN first_sent_at"            \
+    " ELSE ?9 END"
 
 /* Non-final states.  (An OR chain, not IN: see sql/001_init.sql.)  Queries
  * over them start at the connection's active floor (see active_floor()). */
@@ -119,6 +139,33 @@
       "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"    \
       " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
       " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
+    X(REFUND_INSERT,                                                                               \
+      "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode, reason, metadata,"  \
+      " next_attempt_at, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)") \
+    X(REFUND_GET, "SELECT " REFUND_COLS " WHERE r.refund_id = ?1")                                 \
+    X(REFUND_GET_BY_ID, "SELECT " REFUND_COLS " WHERE r.id = ?1")                                  \
+    X(REFUNDS_LIST, "SELECT " REFUND_COLS " WHERE r.id > ?1 ORDER BY r.id LIMIT ?2")               \
+    X(REFUNDS_LIST_STATE, "SELECT " REFUND_COLS " WHERE r.state = ?3 AND r.id > ?1"                \
+                          " ORDER BY r.id LIMIT ?2")                                               \
+    X(REFUNDS_OF_CHARGE, "SELECT " REFUND_COLS " WHERE r.charge_id = ?3 AND r.id > ?1"             \
+                         " ORDER BY r.id LIMIT ?2")                                                \
+    X(REFUNDS_DUE, "SELECT " REFUND_COLS " WHERE r.id > ?3 AND (r.state = 'INIT'"                  \
+                   " OR r.state = 'PROCESSING' OR r.state = 'PENDING' OR r.state = 'UNKNOWN')"     \
+                   " AND r.next_attempt_at <= ?1 ORDER BY r.id LIMIT ?2")                          \
+    X(REFUNDS_NEXT_DUE, "SELECT min(next_attempt_at) FROM refunds WHERE " ACTIVE)                  \
+    X(REFUND_LEFT, "SELECT amount - coalesce((SELECT sum(amount) FROM refunds"                     \
+                   " WHERE charge_id = ?1 AND state <> 'FAILED'), 0) FROM charges WHERE id = ?1")  \
+    X(REFUND_PATCH, "UPDATE refunds SET " REFUND_PATCH_SET " WHERE id = ?1")                       \
+    X(REFUND_SET_REVIEW, "UPDATE refunds SET review = ?2, review_reason = ?3, updated_at = ?4"     \
+                         " WHERE id = ?1 AND review <> ?2")                                        \
+    X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
+    X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
+    X(AUDIT_INSERT_REFUND,                                                                         \
+      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"    \
+      " detail, created_at, refund_id) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1"              \
+      " FROM charge_events WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")                \
+    X(EVENT_INSERT_REFUND, "INSERT OR IGNORE INTO events (type, charge_id, order_id, payload,"     \
+                           " created_at, refund_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
     X(COMMIT, "COMMIT")                                                                            \
     X(ROLLBACK, "ROLLBACK")                                                                        \
@@ -148,6 +195,7 @@ struct conn {
     /* Transition statements, one per set of allowed source states, built
      * from the mask so each reads "... AND (state = 'UNKNOWN' OR ...)". */
     sqlite3_stmt *transition[PT_FROM_MASKS];
+    sqlite3_stmt *refund_transition[PT_FROM_MASKS]; /* the same for refunds */
 };
 
 struct pt_store {
@@ -507,6 +555,15 @@ static const char *const schema_objects[] = {
     "table events",
     "index events_once_per_charge",
     "table offline_queue",
+    "table refunds",
+    "index sqlite_autoindex_refunds_1",
+    "index refunds_by_charge",
+    "index refunds_active",
+    "trigger refunds_never_exceed",
+    "trigger refunds_final",
+    "trigger refunds_count",
+    "trigger refunds_refunded",
+    "index events_once_per_refund",
 };
 #define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
 
@@ -629,8 +686,10 @@ void pt_store_close(struct pt_store *st)
     assert(!st->in_txn); /* a transaction left open would hold the writer's turn */
     for (int i = 0; i < S__COUNT; i++)
         sqlite3_finalize(st->own.stmt[i]);
-    for (unsigned i = 0; i < PT_FROM_MASKS; i++)
+    for (unsigned i = 0; i < PT_FROM_MASKS; i++) {
         sqlite3_finalize(st->own.transition[i]);
+        sqlite3_finalize(st->own.refund_transition[i]);
+    }
     sqlite3_close_v2(st->own.db);
     free(st);
 }
@@ -1422,6 +1481,8 @@ static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
     copy_col(s, 21, c->review_reason, sizeof c->review_reason);
     c->created_at = sqlite3_column_int64(s, 22);
     c->updated_at = sqlite3_column_int64(s, 23);
+    c->amount_refunded = sqlite3_column_int64(s, 24);
+    c->refunds = sqlite3_column_int(s, 25);
 }
 
 int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out)
@@ -1902,4 +1963,300 @@ int pt_store_notification_insert(struct pt_store *st, const char *gateway, const
     if (rc)
         return rc;
     return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_EEXIST;
+}
+
+/* ---- refunds (SPEC section 5a) --------------------------------------------- */
+
+static void read_refund(sqlite3_stmt *s, struct pt_refund *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(s, 0);
+    r->charge_id = sqlite3_column_int64(s, 1);
+    copy_col(s, 2, r->refund_id, sizeof r->refund_id);
+    copy_col(s, 3, r->order_id, sizeof r->order_id);
+    copy_col(s, 4, r->gateway, sizeof r->gateway);
+    r->amount = sqlite3_column_int64(s, 5);
+    copy_col(s, 6, r->currency, sizeof r->currency);
+    const char *state = (const char *)sqlite3_column_text(s, 7);
+    if (!state || pt_state_parse(state, &r->state) != PT_OK)
+        r->state = PT_STATE_UNKNOWN; /* CHECK constraint makes this unreachable */
+    const char *mode = (const char *)sqlite3_column_text(s, 8);
+    if (!mode || pt_offline_mode_parse(mode, &r->offline) != PT_OK)
+        r->offline = PT_OFFLINE_PREFER;
+    copy_col(s, 9, r->reason, sizeof r->reason);
+    copy_col(s, 10, r->metadata, sizeof r->metadata);
+    copy_col(s, 11, r->gateway_refund_no, sizeof r->gateway_refund_no);
+    r->attempts = sqlite3_column_int(s, 12);
+    r->next_attempt_at = sqlite3_column_int64(s, 13);
+    r->first_sent_at = sqlite3_column_int64(s, 14);
+    copy_col(s, 15, r->error_code, sizeof r->error_code);
+    copy_col(s, 16, r->error_message, sizeof r->error_message);
+    r->review = sqlite3_column_int(s, 17);
+    copy_col(s, 18, r->review_reason, sizeof r->review_reason);
+    r->created_at = sqlite3_column_int64(s, 19);
+    r->updated_at = sqlite3_column_int64(s, 20);
+}
+
+int pt_store_refund_insert(struct pt_store *st, struct pt_refund *r, int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_INSERT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, r->refund_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, r->charge_id);
+    sqlite3_bind_int64(s, 3, r->amount);
+    sqlite3_bind_text(s, 4, pt_state_name(r->state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, pt_offline_mode_name(r->offline), -1, SQLITE_STATIC);
+    bind_text(s, 6, r->reason);
+    bind_text(s, 7, r->metadata);
+    sqlite3_bind_int64(s, 8, r->next_attempt_at);
+    sqlite3_bind_int64(s, 9, now);
+    int rc = sqlite3_step(s);
+    int ext = sqlite3_extended_errcode(st->c->db);
+    const char *msg = sqlite3_errmsg(st->c->db);
+    if (rc == SQLITE_DONE)
+        rc = PT_OK;
+    else if (ext == SQLITE_CONSTRAINT_TRIGGER && strstr(msg, "refund_exceeds_charge"))
+        rc = PT_ERANGE; /* the data layer's "never more than the charge" */
+    else if (ext == SQLITE_CONSTRAINT_TRIGGER && strstr(msg, "charge_not_refundable"))
+        rc = PT_ESTATE;
+    else
+        rc = xlate(ext);
+    sqlite3_reset(s);
+    if (rc)
+        return rc;
+    r->id = sqlite3_last_insert_rowid(st->c->db);
+    r->created_at = r->updated_at = now;
+    return PT_OK;
+}
+
+/* Steps a statement that returns at most one refund. */
+static int one_refund(struct pt_store *st, sqlite3_stmt *s, struct pt_refund *out)
+{
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        read_refund(s, out);
+        rc = PT_OK;
+    } else {
+        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->c->db));
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_refund_get(struct pt_store *st, const char *refund_id, struct pt_refund *out)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_GET);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, refund_id, -1, SQLITE_STATIC);
+    return one_refund(st, s, out);
+}
+
+int pt_store_refund_get_by_id(struct pt_store *st, int64_t id, struct pt_refund *out)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_GET_BY_ID);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, id);
+    return one_refund(st, s, out);
+}
+
+static int read_refunds(struct pt_store *st, sqlite3_stmt *s, int max, struct pt_refund *rows,
+                        int *n, int *more)
+{
+    int rc;
+    *n = 0;
+    if (more)
+        *more = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == max) {
+            if (more)
+                *more = 1;
+            break;
+        }
+        read_refund(s, &rows[(*n)++]);
+    }
+    rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? PT_OK
+                                                 : xlate(sqlite3_extended_errcode(st->c->db));
+    sqlite3_reset(s);
+    return rc;
+}
+
+int pt_store_refunds_list(struct pt_store *st, int64_t charge_id, int state, int64_t after_id,
+                          int max, struct pt_refund *rows, int *n, int *more)
+{
+    int id = charge_id > 0 ? S_REFUNDS_OF_CHARGE
+             : state >= 0  ? S_REFUNDS_LIST_STATE
+                           : S_REFUNDS_LIST;
+    sqlite3_stmt *s = stmt(st, id);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, after_id);
+    sqlite3_bind_int(s, 2, max + 1);
+    if (charge_id > 0)
+        sqlite3_bind_int64(s, 3, charge_id);
+    else if (state >= 0)
+        sqlite3_bind_text(s, 3, pt_state_name((enum pt_state)state), -1, SQLITE_STATIC);
+    return read_refunds(st, s, max, rows, n, more);
+}
+
+int pt_store_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_refund *rows, int *n)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUNDS_DUE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int(s, 2, max);
+    sqlite3_bind_int64(s, 3, after_id);
+    return read_refunds(st, s, max, rows, n, NULL);
+}
+
+int pt_store_refunds_next_due(struct pt_store *st, int64_t *when)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUNDS_NEXT_DUE);
+    return s ? scalar(st, s, when) : PT_ESTORAGE; /* 0 when there is none */
+}
+
+int pt_store_refund_left(struct pt_store *st, int64_t charge_id, int64_t *left)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_LEFT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, charge_id);
+    return scalar(st, s, left);
+}
+
+static sqlite3_stmt *refund_transition_stmt(struct pt_store *st, unsigned mask)
+{
+    sqlite3_stmt *s = st->c->refund_transition[mask];
+    if (s) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        return s;
+    }
+    char sql[1024], from[256] = "";
+    size_t o = 0;
+    for (int i = 0; i < PT_STATE__COUNT; i++)
+        if (mask & (1u << i))
+            o += (size_t)snprintf(from + o, sizeof from - o, "%sstate = '%s'", o ? " OR " : "",
+                                  pt_state_name((enum pt_state)i));
+    snprintf(sql, sizeof sql,
+             "UPDATE refunds SET state = ?10, " REFUND_PATCH_SET " WHERE id = ?1 AND (%s)", from);
+    if (sqlite3_prepare_v3(st->c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
+        pt_log_error("store: cannot prepare refund transition: %s", sqlite3_errmsg(st->c->db));
+        return NULL;
+    }
+    st->c->refund_transition[mask] = s;
+    return s;
+}
+
+int pt_store_refund_transition(struct pt_store *st, int64_t id, unsigned from_mask,
+                               enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
+{
+    from_mask &= PT_FROM_MASKS - 1;
+    if (!from_mask || !pt_refund_state_valid(to))
+        return PT_EINVAL;
+    sqlite3_stmt *s = refund_transition_stmt(st, from_mask);
+    if (!s)
+        return PT_ESTORAGE;
+    bind_patch(s, id, patch, now);
+    sqlite3_bind_text(s, 10, pt_state_name(to), -1, SQLITE_STATIC);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+int pt_store_refund_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
+                          int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_PATCH);
+    if (!s)
+        return PT_ESTORAGE;
+    bind_patch(s, id, patch, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ENOTFOUND;
+}
+
+int pt_store_refund_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
+                               int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_SET_REVIEW);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, review ? 1 : 0);
+    bind_text(s, 3, reason);
+    sqlite3_bind_int64(s, 4, now);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+int pt_store_refund_audit(struct pt_store *st, const struct pt_refund *r, const char *from,
+                          const char *to, const char *cause, const char *actor, int refused,
+                          const char *detail, int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_AUDIT_INSERT_REFUND);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, r->charge_id);
+    bind_text(s, 2, from);
+    bind_text(s, 3, to);
+    sqlite3_bind_text(s, 4, cause, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, actor, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 6, refused ? 1 : 0);
+    bind_text(s, 7, detail);
+    sqlite3_bind_int64(s, 8, now);
+    sqlite3_bind_text(s, 9, r->refund_id, -1, SQLITE_STATIC);
+    return run(st, s);
+}
+
+int pt_store_refund_event_insert(struct pt_store *st, const char *type, const struct pt_refund *r,
+                                 const char *payload, int64_t now, int64_t *seq)
+{
+    sqlite3_stmt *s = stmt(st, S_EVENT_INSERT_REFUND);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, type, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, r->charge_id);
+    sqlite3_bind_text(s, 3, r->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, payload, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now);
+    sqlite3_bind_int64(s, 6, r->id);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    if (sqlite3_changes(st->c->db) != 1)
+        return PT_EEXIST; /* this refund already had its final event */
+    if (seq)
+        *seq = sqlite3_last_insert_rowid(st->c->db);
+    st->events_in_txn++;
+    return PT_OK;
+}
+
+int pt_store_refund_stats(struct pt_store *st, struct pt_refund_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s = stmt(st, S_REFUND_STATS);
+    if (!s)
+        return PT_ESTORAGE;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        enum pt_state state;
+        const char *name = (const char *)sqlite3_column_text(s, 0);
+        if (name && pt_state_parse(name, &state) == PT_OK)
+            out->by_state[state] = sqlite3_column_int64(s, 1);
+    }
+    rc = rc == SQLITE_DONE ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
+    sqlite3_reset(s);
+    if (rc)
+        return rc;
+    s = stmt(st, S_REFUND_STATS_REVIEW);
+    return s ? scalar(st, s, &out->review) : PT_ESTORAGE;
 }

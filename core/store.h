@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "charge.h"
+#include "refund.h"
 
 struct pt_store;
 
@@ -418,5 +419,52 @@ int pt_store_notification_insert(struct pt_store *st, const char *gateway, const
 /* Number of rows in a table the store knows ("charges", "charge_events",
  * "idempotency_keys", "events", "notifications"); for tests and status. */
 int pt_store_count(struct pt_store *st, const char *table, int64_t *count);
+
+/* ---- refunds (SPEC section 5a) --------------------------------------------- */
+
+/*
+ * Inserts r (its state as given, normally INIT) for charge r->charge_id.
+ * The data layer refuses what the intake checks first: PT_EEXIST when the
+ * refund_id exists, PT_ERANGE when the refunds of the charge that are not
+ * FAILED would exceed its amount, PT_ESTATE when the charge is not SUCCESS.
+ */
+int pt_store_refund_insert(struct pt_store *st, struct pt_refund *r, int64_t now);
+/* By refund_id / by row id: PT_OK, PT_ENOTFOUND. */
+int pt_store_refund_get(struct pt_store *st, const char *refund_id, struct pt_refund *out);
+int pt_store_refund_get_by_id(struct pt_store *st, int64_t id, struct pt_refund *out);
+/* Refunds with id > after_id in id order: of one charge (charge_id > 0), or
+ * all of them optionally in one state (state < 0 = any). */
+int pt_store_refunds_list(struct pt_store *st, int64_t charge_id, int state, int64_t after_id,
+                          int max, struct pt_refund *rows, int *n, int *more);
+/* Non-final refunds due at now, id order from after_id. */
+int pt_store_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                         struct pt_refund *rows, int *n);
+/* Earliest next_attempt_at of a non-final refund; 0 when there is none. */
+int pt_store_refunds_next_due(struct pt_store *st, int64_t *when);
+/* What may still be refunded of a charge: its amount minus its refunds that
+ * are not FAILED.  PT_ENOTFOUND for an unknown charge. */
+int pt_store_refund_left(struct pt_store *st, int64_t charge_id, int64_t *left);
+/* The conditional UPDATE of a refund (as pt_store_charge_transition; the
+ * patch's gateway_trade_no is the gateway's refund number). */
+int pt_store_refund_transition(struct pt_store *st, int64_t id, unsigned from_mask,
+                               enum pt_state to, const struct pt_charge_patch *patch, int64_t now);
+int pt_store_refund_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
+                          int64_t now);
+int pt_store_refund_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
+                               int64_t now);
+/* An audit row in the refund's charge's trail, naming the refund. */
+int pt_store_refund_audit(struct pt_store *st, const struct pt_refund *r, const char *from,
+                          const char *to, const char *cause, const char *actor, int refused,
+                          const char *detail, int64_t now);
+/* refund.succeeded / refund.failed; PT_EEXIST when the refund has its
+ * event already (one per refund). */
+int pt_store_refund_event_insert(struct pt_store *st, const char *type, const struct pt_refund *r,
+                                 const char *payload, int64_t now, int64_t *seq);
+
+struct pt_refund_stats {
+    int64_t by_state[PT_STATE__COUNT]; /* non-final states only */
+    int64_t review;
+};
+int pt_store_refund_stats(struct pt_store *st, struct pt_refund_stats *out);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include "sync.h"
 #include "charges.h"
+#include "refunds.h"
 #include "crypto.h"
 #include "err.h"
 #include "log.h"
@@ -647,6 +648,15 @@ static int recover_processing(struct pt_sync *s, struct pt_store *st, struct pt_
     return finish(st, rc);
 }
 
+static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
+                         struct pt_drain_stats *stats);
+static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                       const struct pt_refund *r, struct pt_gw_result *res);
+static int refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                        enum pt_gw_refund_op op, const struct pt_gw_result *res, int64_t now);
+static int refund_raise_review(struct pt_store *st, struct pt_refund *r, const char *reason,
+                               int64_t now);
+
 /* ---- public entry points ---------------------------------------------------------------- */
 
 int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
@@ -675,6 +685,9 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
                                   .settle = pt_sync_settle,
                                   .cancel_now = pt_sync_cancel_now,
                                   .payment_link = pt_sync_payment_link,
+                                  .refund_claim = pt_sync_refund_claim,
+                                  .refund_send = pt_sync_refund_send,
+                                  .refund_settle = pt_sync_refund_settle,
                                   .wake = pt_sync_wake,
                                   .ctx = s};
 }
@@ -836,7 +849,14 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     }
     free(batch);
     if (rc == PT_OK)
+        rc = drain_refunds(s, st, skip, stats);
+    int64_t refunds_due = 0;
+    if (rc == PT_OK)
         rc = pt_store_charges_next_due(st, &stats->next_due);
+    if (rc == PT_OK)
+        rc = pt_store_refunds_next_due(st, &refunds_due);
+    if (rc == PT_OK && refunds_due > 0 && (!stats->next_due || refunds_due < stats->next_due))
+        stats->next_due = refunds_due;
     return rc;
 }
 
@@ -1024,6 +1044,104 @@ static int apply_bound(struct pt_store *st, struct pt_charge *c, const struct pt
 }
 
 /*
+ * A verified refund notification (SPEC 5a): bound to the refund by its
+ * refund_id, the gateway, the merchant, the order and - once known - the
+ * gateway's refund number; one that cannot be bound by that number is only
+ * a hint: the gateway is asked about the refund and its answer applied.
+ * De-duplicated like payment notifications.
+ */
+static int take_refund_notification(struct pt_sync *s, struct pt_store *st, const char *route,
+                                    const struct pt_notification *n, const char **outcome)
+{
+    char actor[32];
+    snprintf(actor, sizeof actor, "notify:%s", route);
+    struct pt_refund r;
+    int rc = pt_store_refund_get(st, n->refund_id, &r);
+    if (rc != PT_OK && rc != PT_ENOTFOUND)
+        return rc;
+    const char *why = NULL;
+    if (rc == PT_ENOTFOUND)
+        why = "unknown_refund";
+    else if (strcmp(r.gateway, route) != 0)
+        why = "other_gateway";
+    else if (!n->merchant_ok)
+        why = "other_merchant";
+    else if (n->order_id[0] && strcmp(n->order_id, r.order_id) != 0)
+        why = "other_order";
+    else if (r.gateway_refund_no[0] && n->refund_no[0] &&
+             strcmp(r.gateway_refund_no, n->refund_no) != 0)
+        why = "other_refund";
+    int by_number = !why && r.gateway_refund_no[0] && n->refund_no[0];
+    struct pt_gw_result q = {0};
+    struct pt_charge c;
+    if (!why && !by_number && !pt_state_is_final(r.state)) {
+        if ((rc = pt_store_charge_get_by_id(st, r.charge_id, &c)))
+            return rc;
+        int sent = refund_call(s, PT_GW_REFUND_QUERY, &c, &r, &q);
+        if (sent != PT_OK || q.outcome == PT_OUTCOME_AMBIGUOUS) {
+            count_notify(route, PT_MN_FOREIGN);
+            *outcome = "unconfirmed";
+            return PT_EBUSY; /* delivered again later; the sync engine queries too */
+        }
+    }
+    int64_t now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc =
+        pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
+                                     pt_outcome_name(n->status), why ? "foreign" : "received", now);
+    if (rc == PT_EEXIST) {
+        if ((rc = pt_store_rollback(st)) != PT_OK)
+            return rc;
+        count_notify(route, PT_MN_DUPLICATE);
+        *outcome = "duplicate";
+        return PT_OK;
+    }
+    if (rc == PT_OK && !why)
+        rc = pt_store_refund_get_by_id(st, r.id, &r); /* as it is now, under the write lock */
+    if (rc) {
+        pt_store_rollback(st);
+        return rc;
+    }
+    if (why) {
+        count_notify(route, PT_MN_FOREIGN);
+        *outcome = "foreign";
+        pt_log_warn("refund notification %s/%s for refund %s not bound: %s", route, n->dedup_id,
+                    n->refund_id, why);
+        if (strcmp(why, "unknown_refund") != 0 && strcmp(why, "other_gateway") != 0)
+            rc = pt_store_refund_audit(st, &r, pt_state_name(r.state), pt_state_name(r.state),
+                                       "notification_foreign", actor, 1, why, now);
+        return finish(st, rc);
+    }
+    *outcome = "applied";
+    count_notify(route, PT_MN_APPLIED);
+    if (pt_state_is_final(r.state)) {
+        *outcome = "ignored";
+    } else if (!by_number) {
+        rc = refund_apply(s, st, &r, PT_GW_REFUND_QUERY, &q, now);
+    } else if (n->amount > 0 && n->amount != r.amount) {
+        char reason[PT_MESSAGE_MAX];
+        snprintf(reason, sizeof reason, "amount_mismatch: notified %lld, refund %lld",
+                 (long long)n->amount, (long long)r.amount);
+        *outcome = "review";
+        rc = refund_raise_review(st, &r, reason, now);
+    } else if (n->status == PT_OUTCOME_SUCCESS || n->status == PT_OUTCOME_DECLINED) {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        if (n->status == PT_OUTCOME_DECLINED) {
+            p.error_code = "refund_failed";
+            p.error_message = "the gateway reported the refund failed";
+        }
+        rc = pt_refund_transition(
+            st, &r, n->status == PT_OUTCOME_SUCCESS ? PT_STATE_SUCCESS : PT_STATE_FAILED, &p,
+            n->status == PT_OUTCOME_SUCCESS ? "gateway_refunded" : "gateway_declined", actor,
+            n->dedup_id, now);
+    } else {
+        *outcome = "ignored";
+    }
+    return finish(st, rc);
+}
+
+/*
  * Binds, de-duplicates and applies one verified notification.  Returns
  * PT_OK with *outcome set, or a storage error (then nothing was applied).
  */
@@ -1124,7 +1242,8 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
         return PT_OK;
     }
     const char *outcome = "";
-    rc = take_notification(s, st, gateway, &n, &outcome);
+    rc = n.refund ? take_refund_notification(s, st, gateway, &n, &outcome)
+                  : take_notification(s, st, gateway, &n, &outcome);
     wake_to_wipe(s);
     if (rc == PT_EBUSY) {
         /* Not provably ours until the gateway answers a query: asked to
@@ -1146,4 +1265,336 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
     pt_log_info("notification %s/%s order=%s: %s", gateway, n.dedup_id, n.order_id, outcome);
     notify_reply(out, gw, 1, content_type);
     return PT_OK;
+}
+
+/* ---- refunds (SPEC 5a, 7) ------------------------------------------------------------ */
+
+static const char *refund_op_name(enum pt_gw_refund_op op)
+{
+    return op == PT_GW_REFUND ? "refund" : "refund query";
+}
+
+/* As call(), for refund r of charge c. */
+static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                       const struct pt_refund *r, struct pt_gw_result *res)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
+    const struct pt_transport *t = s->opt.platform->transport;
+    memset(res, 0, sizeof *res);
+    if (!gw || !cfg || !t)
+        return PT_ECONFIG;
+    if (!gw->build_refund || !gw->parse_refund)
+        return PT_EUNSUPPORTED;
+    char n[33];
+    nonce(s, n);
+    struct pt_gw_env env = {.now_ms = now_ms(s), .nonce = n};
+    struct pt_http_request req = {0};
+    int rc = gw->build_refund(cfg, op, c, r, &env, &req);
+    if (rc)
+        return rc;
+    struct pt_http_response resp = {0};
+    rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
+    pt_http_request_free(&req);
+    if (rc == PT_OK) {
+        set_reach(s, c->gateway, 1);
+        gw->parse_refund(cfg, op, c, r, &resp, res);
+        pt_log_debug("%s %s refund=%s: HTTP %d -> %s %s", c->gateway, refund_op_name(op),
+                     r->refund_id, resp.status, pt_outcome_name(res->outcome), res->code);
+    } else if (rc == PT_ENOTSENT) {
+        set_reach(s, c->gateway, 0);
+    }
+    pt_http_response_free(&resp);
+    return rc;
+}
+
+static int refund_raise_review(struct pt_store *st, struct pt_refund *r, const char *reason,
+                               int64_t now)
+{
+    if (r->review)
+        return PT_OK;
+    int rc = pt_refund_review(st, r, 1, reason, "sync", now);
+    return rc == PT_EEXIST ? PT_OK : rc;
+}
+
+/* Moves r according to an adapter outcome.  Inside a transaction. */
+static int refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                        enum pt_gw_refund_op op, const struct pt_gw_result *res, int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    if (res->trade_no[0])
+        p.gateway_trade_no = res->trade_no;
+    char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
+    snprintf(detail, sizeof detail, "%s%s%s", res->code,
+             res->code[0] && res->message[0] ? ": " : "", res->message);
+    int rc = PT_OK;
+    switch (res->outcome) {
+    case PT_OUTCOME_SUCCESS:
+        count_sync(r->gateway, PT_MS_SUCCESS);
+        if (res->amount > 0 && res->amount != r->amount) {
+            /* The money went back, but not the amount asked for: it is
+             * SUCCESS (the gateway said so) and an operator looks at it. */
+            char reason[PT_MESSAGE_MAX];
+            snprintf(reason, sizeof reason, "amount_mismatch: gateway refunded %lld, asked %lld",
+                     (long long)res->amount, (long long)r->amount);
+            if ((rc = refund_raise_review(st, r, reason, now)))
+                break;
+        }
+        rc = pt_refund_transition(st, r, PT_STATE_SUCCESS, &p, "gateway_refunded", "sync", detail,
+                                  now);
+        break;
+    case PT_OUTCOME_DECLINED:
+    case PT_OUTCOME_CANCELED:
+        count_sync(r->gateway, PT_MS_DECLINED);
+        p.error_code = res->code[0] ? res->code : "declined";
+        p.error_message = res->message[0] ? res->message : "refused by the gateway";
+        if (r->state == PT_STATE_INIT) /* (cannot happen: INIT is never sent) */
+            break;
+        rc = pt_refund_transition(st, r, PT_STATE_FAILED, &p, "gateway_declined", "sync", detail,
+                                  now);
+        if (rc == PT_OK && res->review)
+            rc = refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review", now);
+        break;
+    case PT_OUTCOME_PENDING:
+        count_sync(r->gateway, PT_MS_PENDING);
+        p.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
+        rc = pt_refund_transition(st, r, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
+                                  now);
+        if (rc == PT_EEXIST)
+            rc = pt_store_refund_patch(st, r->id, &p, now);
+        break;
+    case PT_OUTCOME_NOT_FOUND:
+    case PT_OUTCOME_AMBIGUOUS:
+        count_sync(r->gateway,
+                   res->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND : PT_MS_AMBIGUOUS);
+        if (op == PT_GW_REFUND)
+            p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
+        p.next_attempt_at = now + backoff_ms(s, r->attempts + p.attempts_add);
+        if (r->state == PT_STATE_PROCESSING)
+            rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
+                                      detail, now);
+        else
+            rc = pt_store_refund_patch(st, r->id, &p, now);
+        if (rc == PT_OK)
+            rc = pt_store_refund_get_by_id(st, r->id, r);
+        if (rc == PT_OK && res->review)
+            rc = refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review", now);
+        break;
+    }
+    return rc;
+}
+
+/* What became of a refund request (inside a transaction). */
+static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int resend,
+                         int sent, const struct pt_gw_result *res, int64_t now)
+{
+    struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
+    int rc;
+    if (sent == PT_ENOTSENT) {
+        count_sync(r->gateway, PT_MS_NOT_SENT);
+        q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
+        rc = pt_refund_transition(st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
+                                  "sync", "gateway unreachable", now);
+    } else if (sent == PT_ENOANSWER) {
+        count_sync(r->gateway, PT_MS_AMBIGUOUS);
+        q.attempts_add = 1;
+        q.next_attempt_at = now + backoff_ms(s, r->attempts + 1);
+        rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
+                                  "sent, no answer (timeout or connection lost)", now);
+    } else if (sent == PT_OK) {
+        rc = refund_apply(s, st, r, PT_GW_REFUND, res, now);
+    } else {
+        pt_log_error("refund %s: cannot build the %s refund request: %s", r->refund_id, r->gateway,
+                     pt_strerror(sent));
+        q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+        q.error_code = "gateway_config";
+        q.error_message = "the gateway refund request could not be built; check the configuration";
+        rc = pt_refund_transition(st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
+                                  "sync", pt_strerror(sent), now);
+        if (rc == PT_OK)
+            rc = refund_raise_review(st, r, "gateway_config", now);
+    }
+    return rc;
+}
+
+/* Sends refund r (INIT, or UNKNOWN for a resend with the same refund_id):
+ * PROCESSING committed first, the outcome after.  *r is re-read. */
+static int send_refund(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                       struct pt_refund *r)
+{
+    int64_t now = now_ms(s);
+    int resend = r->state != PT_STATE_INIT;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = processing_patch(s, now, 1);
+    rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
+                              NULL, now);
+    if (rc)
+        return finish(st, rc);
+    if ((rc = pt_store_commit(st)))
+        return rc;
+    struct pt_gw_result res;
+    int sent = refund_call(s, PT_GW_REFUND, c, r, &res);
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = finish(st, refund_settle(s, st, r, resend, sent, &res, now));
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc;
+}
+
+static int refund_check_limits(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                               int64_t now)
+{
+    if (r->review || pt_state_is_final(r->state))
+        return PT_OK;
+    const char *reason = NULL;
+    if (r->attempts >= s->opt.cfg->sync_max_attempts)
+        reason = "max_attempts";
+    else if (r->first_sent_at &&
+             now - r->first_sent_at >= s->opt.cfg->sync_resolve_timeout_s * 1000)
+        reason = "resolve_timeout";
+    if (!reason)
+        return PT_OK;
+    int rc = pt_store_begin(st);
+    return rc ? rc : finish(st, refund_raise_review(st, r, reason, now));
+}
+
+/* UNKNOWN or PENDING: ask the gateway by refund_id, never send a new one. */
+static int resolve_refund(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r)
+{
+    struct pt_gw_result res;
+    int sent = refund_call(s, PT_GW_REFUND_QUERY, c, r, &res);
+    int64_t now = now_ms(s);
+    int rc;
+    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && r->state == PT_STATE_UNKNOWN) {
+        /* The gateway has no refund under this refund_id.  Once the first
+         * request cannot arrive any more, it never will: the same refund_id
+         * is sent again (the gateway's own refund key: never two refunds). */
+        count_sync(r->gateway, PT_MS_NOT_FOUND);
+        int64_t grace = 3 * s->opt.cfg->sync_request_timeout_ms;
+        if (r->first_sent_at && now - r->first_sent_at >= grace &&
+            r->attempts < s->opt.cfg->sync_max_attempts) {
+            pt_log_info("refund %s: gateway has no record, resending with the same refund id",
+                        r->refund_id);
+            rc = send_refund(s, st, c, r);
+            return rc ? rc : refund_check_limits(s, st, r, now_ms(s));
+        }
+    }
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND) {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now + backoff_ms(s, r->attempts + 1);
+        rc = pt_store_refund_patch(st, r->id, &p, now);
+    } else if (sent == PT_OK) {
+        rc = refund_apply(s, st, r, PT_GW_REFUND_QUERY, &res, now);
+    } else {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = sent == PT_ENOTSENT ? now + s->opt.cfg->sync_interval_s * 1000
+                                                : now + backoff_ms(s, r->attempts);
+        count_sync(r->gateway, sent == PT_ENOTSENT ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+        rc = pt_store_refund_patch(st, r->id, &p, now);
+    }
+    rc = finish(st, rc);
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+}
+
+/* A PROCESSING refund that is due: its send was interrupted. */
+static int recover_refund(struct pt_sync *s, struct pt_store *st, struct pt_refund *r)
+{
+    int64_t now = now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now;
+    p.attempts_add = 1;
+    rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "interrupted_send", "sync",
+                              "the send was interrupted (restart or timeout)", now);
+    return finish(st, rc);
+}
+
+/* One pass over the due refunds, after the charges. */
+static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
+                         struct pt_drain_stats *stats)
+{
+    struct pt_refund *batch = malloc(sizeof *batch * DRAIN_BATCH);
+    if (!batch)
+        return PT_ENOMEM;
+    int rc = PT_OK, down[PT_GW_MAX];
+    memcpy(down, skip, sizeof down);
+    int64_t cursor = 0;
+    for (;;) {
+        int n = 0;
+        if ((rc = pt_store_refunds_due(st, now_ms(s), cursor, DRAIN_BATCH, batch, &n)) || n == 0)
+            break;
+        for (int i = 0; i < n && rc == PT_OK; i++) {
+            struct pt_refund *r = &batch[i];
+            int g = gw_index(r->gateway);
+            cursor = r->id;
+            if (g < 0 || down[g])
+                continue;
+            struct pt_charge c;
+            if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &c)))
+                break;
+            stats->examined++;
+            switch (r->state) {
+            case PT_STATE_INIT:
+                rc = send_refund(s, st, &c, r);
+                if (rc == PT_OK && r->state == PT_STATE_INIT)
+                    stats->not_sent++;
+                else if (rc == PT_OK)
+                    stats->sent++;
+                break;
+            case PT_STATE_PROCESSING:
+                rc = recover_refund(s, st, r);
+                cursor = r->id - 1; /* now UNKNOWN and due: resolved in this pass */
+                break;
+            case PT_STATE_UNKNOWN:
+            case PT_STATE_PENDING:
+                rc = resolve_refund(s, st, &c, r);
+                stats->queries++;
+                break;
+            default:
+                break;
+            }
+            if (!pt_sync_reachable(s, r->gateway))
+                down[g] = 1;
+        }
+        if (rc)
+            break;
+    }
+    free(batch);
+    return rc;
+}
+
+int pt_sync_refund_claim(void *p, struct pt_store *st, struct pt_refund *r, int64_t now)
+{
+    struct pt_charge_patch pp = processing_patch(p, now, 1);
+    return pt_refund_transition(st, r, PT_STATE_PROCESSING, &pp, "send", "sync", NULL, now);
+}
+
+void pt_sync_refund_send(void *p, const struct pt_charge *c, const struct pt_refund *r,
+                         struct pt_online_send *out)
+{
+    out->verdict = refund_call(p, PT_GW_REFUND, c, r, &out->res);
+}
+
+int pt_sync_refund_settle(void *p, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, const struct pt_online_send *sent)
+{
+    struct pt_sync *s = p;
+    (void)c;
+    int rc = refund_settle(s, st, r, 0, sent->verdict, &sent->res, now_ms(s));
+    if (rc == PT_EEXIST || rc == PT_ESTATE)
+        rc = PT_OK;
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc;
 }

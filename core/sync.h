@@ -76,6 +76,13 @@ int pt_sync_payment_link(void *s, struct pt_store *st, struct pt_charge *c);
 /* Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway. */
 int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c);
 
+/* The online refund's steps (struct pt_online_ops, intake.h). */
+int pt_sync_refund_claim(void *s, struct pt_store *st, struct pt_refund *r, int64_t now);
+void pt_sync_refund_send(void *s, const struct pt_charge *c, const struct pt_refund *r,
+                         struct pt_online_send *out);
+int pt_sync_refund_settle(void *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, const struct pt_online_send *sent);
+
 struct pt_drain_stats {
     int examined;
     int sent; /* pay requests that left (or may have left) the device */

@@ -40,6 +40,7 @@
 #include "api.h"
 #include "buf.h"
 #include "charges.h"
+#include "refunds.h"
 #include "connlimit.h"
 #include "crypto.h"
 #include "err.h"
@@ -445,6 +446,82 @@ static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn, 
     return send_json_text(conn, rq, 200, pt_jw_finish(&w));
 }
 
+/* GET /v1/refunds/{refund_id} */
+static MHD_RESULT get_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *refund_id)
+{
+    struct pt_store *st = pt_pool_get(api->pool);
+    struct pt_refund r;
+    int rc = st ? pt_store_refund_get(st, refund_id, &r) : PT_EIO;
+    pt_pool_put(api->pool, st);
+    if (rc == PT_ENOTFOUND) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "no refund with refund_id '%s'", refund_id);
+        return send_error(conn, rq, 404, "not_found", msg);
+    }
+    if (rc)
+        return storage_error(conn, rq, rc);
+    return send_json_text(conn, rq, 200, pt_refund_json_text(&r));
+}
+
+/* GET /v1/refunds?state=&limit=&after= and GET /v1/charges/{order_id}/refunds:
+ * the same paging as the charges (after = the last refund's id). */
+static MHD_RESULT list_refunds(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *order_id)
+{
+    char msg[160];
+    int64_t limit, after;
+    int state = -1;
+    const char *sv = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "state");
+    if (sv) {
+        enum pt_state s;
+        if (order_id || pt_state_parse(sv, &s) != PT_OK || !pt_refund_state_valid(s))
+            return send_error(conn, rq, 400, "invalid_request",
+                              order_id ? "query parameter 'state' is for GET /v1/refunds"
+                                       : "query parameter 'state' must be INIT, PROCESSING, "
+                                         "PENDING, UNKNOWN, SUCCESS or FAILED");
+        state = (int)s;
+    }
+    if (!query_int(conn, "limit", 50, 1, LIST_MAX, &limit, msg, sizeof msg) ||
+        !query_int(conn, "after", 0, 0, INT64_MAX, &after, msg, sizeof msg))
+        return send_error(conn, rq, 400, "invalid_request", msg);
+    struct pt_refund *rows = malloc(sizeof *rows * (size_t)limit);
+    if (!rows)
+        return send_error(conn, rq, 500, "internal_error", "out of memory");
+    struct pt_store *st = pt_pool_get(api->pool);
+    int n = 0, more = 0, rc = st ? PT_OK : PT_EIO;
+    struct pt_charge c = {0};
+    if (rc == PT_OK && order_id)
+        rc = pt_store_charge_get(st, order_id, &c);
+    if (rc == PT_OK)
+        rc = pt_store_refunds_list(st, order_id ? c.id : 0, state, after, (int)limit, rows, &n,
+                                   &more);
+    pt_pool_put(api->pool, st);
+    if (rc) {
+        free(rows);
+        if (rc == PT_ENOTFOUND) {
+            snprintf(msg, sizeof msg, "no charge with order_id '%s'", order_id);
+            return send_error(conn, rq, 404, "not_found", msg);
+        }
+        return storage_error(conn, rq, rc);
+    }
+    struct pt_jw w = {.max = (size_t)LIST_MAX * 16 * 1024};
+    pt_jw_raw(&w, "{\"data\":[");
+    for (int i = 0; i < n; i++) {
+        char *t = pt_refund_json_text(&rows[i]);
+        if (i)
+            pt_jw_raw(&w, ",");
+        if (t)
+            pt_jw_raw(&w, t);
+        else
+            w.failed = 1;
+        free(t);
+    }
+    pt_jw_raw(&w, more ? "],\"has_more\":true}" : "],\"has_more\":false}");
+    free(rows);
+    return send_json_text(conn, rq, 200, pt_jw_finish(&w));
+}
+
 static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                                const char *order_id)
 {
@@ -560,9 +637,19 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn, s
         cJSON_AddStringToObject(e, "order_id", rows[i].order_id);
         pt_rfc3339(rows[i].created_at, t);
         cJSON_AddStringToObject(e, "created_at", t);
-        cJSON *charge = cJSON_Parse(rows[i].payload);
-        if (charge)
-            cJSON_AddItemToObject(e, "charge", charge);
+        cJSON *payload = cJSON_Parse(rows[i].payload);
+        if (payload && strncmp(rows[i].type, "refund.", 7) == 0) {
+            /* {"refund":{...},"charge":{...}} (refunds.c) */
+            cJSON *rf = cJSON_DetachItemFromObjectCaseSensitive(payload, "refund");
+            cJSON *ch = cJSON_DetachItemFromObjectCaseSensitive(payload, "charge");
+            if (rf)
+                cJSON_AddItemToObject(e, "refund", rf);
+            if (ch)
+                cJSON_AddItemToObject(e, "charge", ch);
+            cJSON_Delete(payload);
+        } else if (payload) {
+            cJSON_AddItemToObject(e, "charge", payload);
+        }
         cJSON_AddItemToArray(data, e);
         next = rows[i].seq;
     }
@@ -575,8 +662,11 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn, s
 static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
+    struct pt_refund_stats rs;
     struct pt_store *st = pt_pool_get(api->pool);
     int rc = st ? pt_store_stats(st, 0, &s) : PT_EIO;
+    if (rc == PT_OK)
+        rc = pt_store_refund_stats(st, &rs);
     pt_pool_put(api->pool, st);
     if (rc)
         return storage_error(conn, rq, rc);
@@ -599,6 +689,12 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
     cJSON_AddNumberToObject(o, "unknown", (double)s.by_state[PT_STATE_UNKNOWN]);
     cJSON_AddNumberToObject(o, "processing", (double)s.by_state[PT_STATE_PROCESSING]);
     cJSON_AddNumberToObject(o, "review", (double)s.review);
+    cJSON *rf = cJSON_AddObjectToObject(o, "refunds");
+    cJSON_AddNumberToObject(rf, "queued", (double)rs.by_state[PT_STATE_INIT]);
+    cJSON_AddNumberToObject(rf, "pending", (double)rs.by_state[PT_STATE_PENDING]);
+    cJSON_AddNumberToObject(rf, "unknown", (double)rs.by_state[PT_STATE_UNKNOWN]);
+    cJSON_AddNumberToObject(rf, "processing", (double)rs.by_state[PT_STATE_PROCESSING]);
+    cJSON_AddNumberToObject(rf, "review", (double)rs.review);
     cJSON_AddStringToObject(o, "version", PT_VERSION);
     return send_json(conn, rq, 200, o);
 }
@@ -620,8 +716,11 @@ static MHD_RESULT healthz(struct pt_api *api, struct MHD_Connection *conn, struc
 static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
+    struct pt_refund_stats rs;
     struct pt_store *st = pt_pool_get(api->pool);
     int rc = st ? pt_store_stats(st, 1, &s) : PT_EIO;
+    if (rc == PT_OK)
+        rc = pt_store_refund_stats(st, &rs);
     pt_pool_put(api->pool, st);
     if (rc)
         return storage_error(conn, rq, rc);
@@ -636,6 +735,16 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
             "# HELP payterm_charges_review Charges waiting for an operator.\n"
             "# TYPE payterm_charges_review gauge\npayterm_charges_review %lld\n",
             (long long)s.review);
+    tprintf(&t, "# HELP payterm_refunds Refunds in progress by state.\n"
+                "# TYPE payterm_refunds gauge\n");
+    for (int i = 0; i < PT_STATE__COUNT; i++)
+        if (pt_refund_state_valid((enum pt_state)i) && !pt_state_is_final((enum pt_state)i))
+            tprintf(&t, "payterm_refunds{state=\"%s\"} %lld\n", pt_state_name((enum pt_state)i),
+                    (long long)rs.by_state[i]);
+    tprintf(&t,
+            "# HELP payterm_refunds_review Refunds waiting for an operator.\n"
+            "# TYPE payterm_refunds_review gauge\npayterm_refunds_review %lld\n",
+            (long long)rs.review);
     tprintf(&t,
             "# HELP payterm_queue_depth Charges queued offline (INIT).\n"
             "# TYPE payterm_queue_depth gauge\npayterm_queue_depth %lld\n",
@@ -908,6 +1017,20 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
         if (strcmp(slash, "/review") == 0)
             return post ? guarded(api, conn, rq, order, pt_intake_review)
                         : not_allowed(conn, rq, "POST");
+        if (strcmp(slash, "/refunds") == 0) {
+            if (post)
+                return guarded(api, conn, rq, order, pt_intake_refund);
+            return get ? list_refunds(api, conn, rq, order) : not_allowed(conn, rq, "GET, POST");
+        }
+    }
+    if (strcmp(url, "/v1/refunds") == 0)
+        return get ? list_refunds(api, conn, rq, NULL) : not_allowed(conn, rq, "GET");
+    if (strncmp(url, "/v1/refunds/", 12) == 0) {
+        const char *id = url + 12;
+        if (!pt_order_id_valid(id))
+            return send_error(conn, rq, 404, "not_found",
+                              "no such refund (refund ids are 1-64 of A-Z a-z 0-9 _ . -)");
+        return get ? get_refund(api, conn, rq, id) : not_allowed(conn, rq, "GET");
     }
     return send_error(conn, rq, 404, "not_found", "no such path");
 }

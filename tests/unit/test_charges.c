@@ -468,6 +468,8 @@ static cJSON *ref_charge_json(const struct pt_charge *c)
     if (ak)
         ref_opt_string(o, ak, c->action_url);
     cJSON_AddNumberToObject(o, "attempts", c->attempts);
+    cJSON_AddNumberToObject(o, "amount_refunded", (double)c->amount_refunded);
+    cJSON_AddNumberToObject(o, "refunds", c->refunds);
     cJSON_AddStringToObject(o, "offline", pt_offline_mode_name(c->offline));
     if (c->subject[0])
         cJSON_AddStringToObject(o, "subject", c->subject);
@@ -521,6 +523,8 @@ static void test_charge_json_text_equals_cjson(void **state)
                 c.state = (enum pt_state)s;
                 c.offline = (enum pt_offline_mode)(n % 3);
                 c.attempts = n % 4;
+                c.amount_refunded = (n % 5) * 100;
+                c.refunds = n % 3;
                 c.review = n % 2;
                 snprintf(c.review_reason, sizeof c.review_reason, "%s", text[(t + 1) % 5]);
                 snprintf(c.subject, sizeof c.subject, "%s", text[t]);
