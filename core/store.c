@@ -127,8 +127,8 @@
     X(EVENTS_LIST, "SELECT seq, type, order_id, payload, created_at FROM events WHERE seq > ?1"    \
                    " ORDER BY seq LIMIT ?2")                                                       \
     X(EVENTS_LAST, "SELECT coalesce(max(seq), 0) FROM events")                                     \
-    X(AUDIT_LIST, "SELECT seq, from_state, to_state, cause, actor, refused, detail, created_at"    \
-                  " FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")                \
+    X(AUDIT_LIST, "SELECT seq, from_state, to_state, cause, actor, refused, detail, created_at,"   \
+                  " refund_id FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")      \
     X(NOTIFICATION_INSERT, "INSERT OR IGNORE INTO notifications (gateway, dedup_id, order_id,"     \
                            " status, outcome, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")       \
     X(AUDIT_INSERT_FIRST,                                                                          \
@@ -1939,6 +1939,7 @@ int pt_store_audit_list(struct pt_store *st, int64_t charge_id, int max, struct 
         r->refused = sqlite3_column_int(s, 5);
         copy_col(s, 6, r->detail, sizeof r->detail);
         r->created_at = sqlite3_column_int64(s, 7);
+        copy_col(s, 8, r->refund_id, sizeof r->refund_id);
     }
     rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? PT_OK
                                                  : xlate(sqlite3_extended_errcode(st->c->db));

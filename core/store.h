@@ -400,6 +400,7 @@ struct pt_audit_row {
     int refused;
     char detail[512];
     int64_t created_at;
+    char refund_id[PT_REFUND_ID_MAX]; /* "" for the charge's own rows */
 };
 
 /* A charge's audit trail in order, up to max rows. */

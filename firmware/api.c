@@ -558,6 +558,8 @@ static MHD_RESULT charge_audit(struct pt_api *api, struct MHD_Connection *conn, 
         cJSON_AddStringToObject(e, "cause", rows[i].cause);
         cJSON_AddStringToObject(e, "actor", rows[i].actor);
         cJSON_AddBoolToObject(e, "refused", rows[i].refused);
+        if (rows[i].refund_id[0])
+            cJSON_AddStringToObject(e, "refund_id", rows[i].refund_id);
         if (rows[i].detail[0])
             cJSON_AddStringToObject(e, "detail", rows[i].detail);
         else

@@ -375,6 +375,16 @@ const struct pt_gateway pt_gateway_2c2p = {
     .build = c2p_build,
     .parse = c2p_parse,
     .parse_notify = c2p_parse_notify,
+    /* No refund calls (build_refund, parse_refund NULL): 2C2P's documented
+     * refund for PGW 4.x is the Payment Maintenance API (POST
+     * .../PaymentAction/2.0/action, an XML PaymentProcessRequest with
+     * processType R, status by RS), a JWE (RSA-OAEP + A256GCM, 2C2P's public
+     * key) inside a JWS (PS256, the merchant's RSA key).  payterm holds only
+     * the HS256 merchant secret for 2C2P (and crypto.h has neither OAEP nor
+     * PSS), and the documented sample request carries no merchant refund
+     * reference that could serve as the refund's idempotency key: a resend
+     * after a timeout could refund twice.  docs/2c2p-refunds.md says what was
+     * read and what could not be confirmed. */
     /* PGW v4.3 voids an authorised card transaction (payment maintenance),
      * but has no call that withdraws an issued payment token: the page
      * stays payable until the token expires. */

@@ -7,7 +7,9 @@
  * version (and notify_url on pay/precreate), the business fields as the JSON
  * biz_content, and `sign` over the sorted parameters.  Responses are verified
  * with the Alipay public key over the raw `..._response` object text, then
- * classified by code/sub_code/trade_status.
+ * classified by code/sub_code/trade_status.  Refunds (SPEC 5a) are
+ * alipay.trade.refund and alipay.trade.fastpay.refund.query, built, signed
+ * and verified the same way (see "refunds" below).
  */
 #include "gateways/alipay.h"
 #include "buf.h"
@@ -17,6 +19,7 @@
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "money.h"
+#include "refund.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -231,24 +234,24 @@ static int check_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const s
     return PT_OK;
 }
 
-static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
-                        const struct pt_gw_env *env, struct pt_http_request *out)
+/*
+ * The signed gateway.do request for one call: the common parameters (and
+ * notify_url when with_notify and one is configured), biz (the business
+ * fields' JSON) and the RSA2 `sign` over all of them.  Shared by the charge
+ * and the refund calls, so every call is signed the one way the SDK does.
+ */
+static int signed_request(const struct pt_gw_config *cfg, const char *method, int with_notify,
+                          const char *biz, const struct pt_gw_env *env, struct pt_http_request *out)
 {
     struct pt_form f;
     struct pt_buf body;
     char ts[20];
-    int rc = check_build(cfg, op, c);
-    if (rc != PT_OK)
-        return rc;
-    char *biz = biz_content(cfg, op, c, &rc);
-    if (!biz)
-        return rc;
     pt_form_init(&f);
     pt_buf_init(&body, ALIPAY_MAX_TEXT * 2);
     pt_alipay_timestamp(env ? env->now_ms : 0, ts);
-    rc = pt_form_add(&f, "app_id", cfg->app_id);
+    int rc = pt_form_add(&f, "app_id", cfg->app_id);
     if (rc == PT_OK)
-        rc = pt_form_add(&f, "method", pt_alipay_method_name(op, c->method));
+        rc = pt_form_add(&f, "method", method);
     if (rc == PT_OK)
         rc = pt_form_add(&f, "charset", "utf-8");
     if (rc == PT_OK)
@@ -257,7 +260,7 @@ static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
         rc = pt_form_add(&f, "timestamp", ts);
     if (rc == PT_OK)
         rc = pt_form_add(&f, "version", "1.0");
-    if (rc == PT_OK && op == PT_GW_PAY && cfg->notify_url[0])
+    if (rc == PT_OK && with_notify && cfg->notify_url[0])
         rc = pt_form_add(&f, "notify_url", cfg->notify_url);
     if (rc == PT_OK)
         rc = pt_form_add(&f, "biz_content", biz);
@@ -279,9 +282,22 @@ static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     if (rc != PT_OK)
         pt_http_request_free(out);
 out:
-    free(biz);
     pt_form_free(&f);
     pt_buf_free(&body, 0);
+    return rc;
+}
+
+static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_gw_env *env, struct pt_http_request *out)
+{
+    int rc = check_build(cfg, op, c);
+    if (rc != PT_OK)
+        return rc;
+    char *biz = biz_content(cfg, op, c, &rc);
+    if (!biz)
+        return rc;
+    rc = signed_request(cfg, pt_alipay_method_name(op, c->method), op == PT_GW_PAY, biz, env, out);
+    free(biz);
     return rc;
 }
 
@@ -431,6 +447,346 @@ static int alipay_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     return PT_OK;
 }
 
+/* ---- refunds ---------------------------------------------------------------
+ *
+ * alipay.trade.refund and alipay.trade.fastpay.refund.query (SPEC 5a, 8),
+ * signed and verified exactly like the charge calls.  What the answers mean
+ * is taken from the official SDK's models (alipay/alipay-sdk-java-all,
+ * v2/src/main/java/com/alipay/api/{domain,response}/AlipayTrade*Refund*):
+ *  - out_request_no is the refund's key under the trade: "支付宝会保证同样的
+ *    退款请求号多次请求只会退一次" (one refund per number, however often it
+ *    is sent), so payterm's refund_id goes there and a resend is safe.
+ *  - The refund answer's fund_change ("本次退款是否发生了资金变化") says
+ *    whether THIS call moved money; a number Alipay already refunded is
+ *    answered with code 10000 and fund_change N (as integrators report it),
+ *    so N proves nothing either way: only a query does.
+ *  - refund_fee is "该笔交易累计已经退款成功的金额", the trade's cumulative
+ *    refunded total, not this refund's amount: it is only checked (at least
+ *    this refund, at most the charge), never reported as the amount.
+ *  - The query answers refund_status REFUND_SUCCESS when the refund was
+ *    executed; without it "退款请求未收到或者退款失败" (never received, or
+ *    failed).  Alipay advises querying 10 s or more after the refund: an
+ *    earlier query can miss a refund that then succeeds, which is why
+ *    NOT_FOUND only ever leads to a resend under the same out_request_no.
+ */
+
+const char *pt_alipay_refund_method_name(int op)
+{
+    switch (op) {
+    case PT_GW_REFUND:
+        return "alipay.trade.refund";
+    case PT_GW_REFUND_QUERY:
+        return "alipay.trade.fastpay.refund.query";
+    }
+    return "";
+}
+
+static int check_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                        const struct pt_charge *c, const struct pt_refund *r)
+{
+    if (op != PT_GW_REFUND && op != PT_GW_REFUND_QUERY)
+        return PT_EINVAL;
+    if (!cfg->private_key || !cfg->app_id[0] || !cfg->endpoint[0] || !c->order_id[0] ||
+        !r->refund_id[0])
+        return PT_EINVAL;
+    /* A refund is in its charge's currency (refund.h); anything else is a
+     * caller's bug that must not reach Alipay as a different amount. */
+    if (!pt_money_currency_valid(c->currency) || strcmp(r->currency, c->currency) != 0)
+        return PT_EINVAL;
+    if (op == PT_GW_REFUND && r->amount > c->amount)
+        return PT_EINVAL; /* Alipay would refuse it; never send it */
+    return PT_OK;
+}
+
+/* The biz_content of a refund call, keys in the order of the SDK vectors. */
+static char *refund_biz(enum pt_gw_refund_op op, const struct pt_charge *c,
+                        const struct pt_refund *r, int *rc)
+{
+    struct pt_buf b;
+    char amount[PT_MONEY_DECIMAL_MAX];
+    if (op == PT_GW_REFUND) {
+        *rc = pt_money_to_decimal(r->amount, r->currency, PT_MONEY_FIXED, amount, sizeof amount);
+        if (*rc != PT_OK)
+            return NULL;
+    }
+    pt_buf_init(&b, ALIPAY_MAX_TEXT);
+    pt_buf_puts(&b, "{\"out_trade_no\":");
+    pt_buf_json_string(&b, c->order_id);
+    if (op == PT_GW_REFUND) {
+        pt_buf_puts(&b, ",\"refund_amount\":");
+        pt_buf_json_string(&b, amount);
+        /* refund_currency ("订单退款币种信息", AlipayTradeRefundModel: CNY and
+         * the cross-border currencies) is named for a charge that was not in
+         * CNY, as trans_currency was on its pay call: without it the amount
+         * would be read in the trade's default currency.  No document found
+         * says it is mandatory; domestic (CNY) requests stay exactly as the
+         * SDK vectors have them. */
+        if (strcmp(r->currency, "CNY") != 0) {
+            pt_buf_puts(&b, ",\"refund_currency\":");
+            pt_buf_json_string(&b, r->currency);
+        }
+        pt_buf_puts(&b, ",\"out_request_no\":");
+        pt_buf_json_string(&b, r->refund_id);
+        if (r->reason[0]) {
+            pt_buf_puts(&b, ",\"refund_reason\":");
+            pt_buf_json_string(&b, r->reason);
+        }
+    } else {
+        pt_buf_puts(&b, ",\"out_request_no\":");
+        pt_buf_json_string(&b, r->refund_id);
+        /* gmt_refund_pay only comes back when asked for (the query model). */
+        pt_buf_puts(&b, ",\"query_options\":[\"gmt_refund_pay\"]");
+    }
+    pt_buf_putc(&b, '}');
+    char *s = pt_buf_take(&b, NULL);
+    *rc = s ? PT_OK : PT_ENOMEM;
+    return s;
+}
+
+static int alipay_build_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                               const struct pt_charge *c, const struct pt_refund *r,
+                               const struct pt_gw_env *env, struct pt_http_request *out)
+{
+    int rc = check_refund(cfg, op, c, r);
+    if (rc != PT_OK)
+        return rc;
+    char *biz = refund_biz(op, c, r, &rc);
+    if (!biz)
+        return rc;
+    /* No notify_url: alipay.trade.refund answers synchronously. */
+    rc = signed_request(cfg, pt_alipay_refund_method_name(op), 0, biz, env, out);
+    free(biz);
+    return rc;
+}
+
+/* 1 when the answer names field and it differs from want (absent: 0). */
+static int differs(const cJSON *o, const char *field, const char *want)
+{
+    const char *v = pt__jstr(o, field);
+    return v && strcmp(v, want) != 0;
+}
+
+/* The identity checks every refund answer passes before it is believed: it
+ * is about this charge's trade.  0 when it is, else out is AMBIGUOUS. */
+static int same_trade(const cJSON *o, const struct pt_charge *c, int need_out_trade_no,
+                      struct pt_gw_result *out)
+{
+    if ((need_out_trade_no && !pt__jstr(o, "out_trade_no")) ||
+        differs(o, "out_trade_no", c->order_id)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "out_trade_no_mismatch",
+                   "Alipay answered about another order");
+        return -1;
+    }
+    if (c->gateway_trade_no[0] && differs(o, "trade_no", c->gateway_trade_no)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "trade_no_mismatch",
+                   "Alipay answered about another trade");
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * A 40004 refusal of alipay.trade.refund.  The error table of the
+ * alipay.trade.refund document (as its entries and advice are quoted by
+ * public integrations; the page itself was not reachable from here) lists
+ * (sub_code: what to do):
+ *  ACQ.SYSTEM_ERROR 系统错误 - call again with the same parameters: the
+ *      refund may or may not have been made, so AMBIGUOUS (a query decides);
+ *  ACQ.DISCORDANT_REPEAT_REQUEST 不一致的请求 - "检查该退款号是否已退过款":
+ *      the number was already used with other parameters, and what that
+ *      earlier request did is unknown: AMBIGUOUS, and an operator looks;
+ *  ACQ.INVALID_PARAMETER, ACQ.SELLER_BALANCE_NOT_ENOUGH (top up, then refund
+ *      again), ACQ.REFUND_AMT_NOT_EQUAL_TOTAL (over the trade's amount),
+ *      ACQ.REASON_TRADE_BEEN_FREEZEN, ACQ.TRADE_NOT_EXIST,
+ *      ACQ.TRADE_HAS_FINISHED, ACQ.TRADE_STATUS_ERROR,
+ *      ACQ.REASON_TRADE_REFUND_FEE_ERR, ACQ.TRADE_NOT_ALLOW_REFUND - Alipay
+ *      refused this refund and moved nothing: DECLINED with its sub_code.
+ *      SELLER_BALANCE_NOT_ENOUGH is retryable only after a human tops the
+ *      account up; the refund fails, and a new one can be made then.
+ * A 40004 without sub_code cannot be told apart from a system error.
+ */
+static void refund_refusal(const cJSON *o, struct pt_gw_result *out)
+{
+    const char *sub = pt__jstr(o, "sub_code"), *msg = pt__jstr(o, "sub_msg");
+    if (!msg)
+        msg = pt__jstr(o, "msg");
+    if (!sub || !*sub) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "40004", msg);
+    } else if (strcmp(sub, "ACQ.SYSTEM_ERROR") == 0 || strcmp(sub, "AQC.SYSTEM_ERROR") == 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, sub, msg); /* AQC.: a spelling Alipay's docs use */
+    } else if (strcmp(sub, "ACQ.DISCORDANT_REPEAT_REQUEST") == 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, sub, msg);
+        out->review = 1;
+    } else {
+        pt__result(out, PT_OUTCOME_DECLINED, sub, msg);
+    }
+}
+
+/* Gateway-level refusals (the common public codes): the call was turned down
+ * before any business processing - 20001 authorisation, 40001 missing
+ * argument, 40002 invalid argument (our signature included), 40003
+ * conditions not met, 40006 no permission. */
+static int rejected_code(const char *code)
+{
+    static const char *const codes[] = {"20001", "40001", "40002", "40003", "40006", NULL};
+    for (int i = 0; codes[i]; i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void classify_refund(const char *raw, size_t rawlen, const cJSON *o,
+                            const struct pt_charge *c, const struct pt_refund *r,
+                            struct pt_gw_result *out)
+{
+    static const char *const fee_path[] = {"refund_fee", NULL};
+    const char *code = pt__jstr(o, "code"), *sub = pt__jstr(o, "sub_code");
+    if (strcmp(code, "20000") == 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, pt__jstr(o, "sub_msg"));
+        return;
+    }
+    if (strcmp(code, "40004") == 0) {
+        refund_refusal(o, out);
+        return;
+    }
+    if (strcmp(code, "10000") != 0) {
+        const char *msg = pt__jstr(o, "sub_msg") ? pt__jstr(o, "sub_msg") : pt__jstr(o, "msg");
+        pt__result(out, rejected_code(code) ? PT_OUTCOME_DECLINED : PT_OUTCOME_AMBIGUOUS,
+                   rejected_code(code) && sub ? sub : code, msg);
+        return;
+    }
+    if (same_trade(o, c, 1, out) != 0)
+        return;
+    const char *cur = pt__jstr(o, "refund_currency");
+    char upper[4];
+    if (cur && (pt__currency_upper(cur, upper) != PT_OK || strcmp(upper, r->currency) != 0)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "currency_mismatch",
+                   "Alipay refunded in another currency than the refund's");
+        return;
+    }
+    /* Alipay gives a refund no number of its own: its trade_no names it. */
+    pt__copy(out->trade_no, sizeof out->trade_no, pt__jstr(o, "trade_no"));
+    const char *fc = pt__jstr(o, "fund_change");
+    if (!fc) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "missing_fund_change",
+                   "refund answer without fund_change");
+        return;
+    }
+    if (strcmp(fc, "Y") != 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS,
+                   strcmp(fc, "N") == 0 ? "fund_change_N" : "fund_change",
+                   "Alipay did not say this call moved money: a query decides");
+        return;
+    }
+    int64_t total = 0;
+    int rc = pt_jscan_amount(raw, rawlen, fee_path, r->currency, &total);
+    if (rc != PT_OK && rc != PT_ENOTFOUND) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
+                   "Alipay reported a refund_fee payterm cannot read exactly");
+        return;
+    }
+    if (rc == PT_OK && (total < r->amount || total > c->amount)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "refund_fee_mismatch",
+                   "the trade's refunded total contradicts this refund");
+        return;
+    }
+    pt__result(out, PT_OUTCOME_SUCCESS, code, pt__jstr(o, "msg"));
+}
+
+static void classify_refund_query(const char *raw, size_t rawlen, const cJSON *o,
+                                  const struct pt_charge *c, const struct pt_refund *r,
+                                  struct pt_gw_result *out)
+{
+    static const char *const amount_path[] = {"refund_amount", NULL};
+    const char *code = pt__jstr(o, "code"), *sub = pt__jstr(o, "sub_code");
+    if (strcmp(code, "10000") != 0) {
+        /* No trade, so no refund of it: the refund was never executed.  Any
+         * other failure of the query says nothing about the refund. */
+        const char *msg = pt__jstr(o, "sub_msg") ? pt__jstr(o, "sub_msg") : pt__jstr(o, "msg");
+        if (sub && strcmp(sub, "ACQ.TRADE_NOT_EXIST") == 0)
+            pt__result(out, PT_OUTCOME_NOT_FOUND, sub, msg);
+        else
+            pt__result(out, PT_OUTCOME_AMBIGUOUS, strcmp(code, "20000") != 0 && sub ? sub : code,
+                       msg);
+        return;
+    }
+    if (same_trade(o, c, 0, out) != 0)
+        return;
+    if (differs(o, "out_request_no", r->refund_id)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "out_request_no_mismatch",
+                   "Alipay answered about another refund");
+        return;
+    }
+    const char *st = pt__jstr(o, "refund_status");
+    if (!st) {
+        pt__result(out, PT_OUTCOME_NOT_FOUND, "no_refund",
+                   "Alipay has no executed refund under this out_request_no");
+        return;
+    }
+    if (strcmp(st, "REFUND_SUCCESS") != 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, st, "unexpected refund_status");
+        return;
+    }
+    if (!pt__jstr(o, "out_request_no")) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "out_request_no_mismatch",
+                   "a refund answer that does not name the refund");
+        return;
+    }
+    /* refund_amount is "本次退款请求，对应的退款金额": this refund's own. */
+    int64_t amount = 0;
+    int rc = pt_jscan_amount(raw, rawlen, amount_path, r->currency, &amount);
+    if (rc != PT_OK && rc != PT_ENOTFOUND) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
+                   "Alipay reported a refund_amount payterm cannot read exactly");
+        return;
+    }
+    if (rc != PT_OK || amount != r->amount) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "refund_amount_mismatch",
+                   "Alipay's refund is not of this refund's amount");
+        return;
+    }
+    pt__result(out, PT_OUTCOME_SUCCESS, st, pt__jstr(o, "msg"));
+    pt__copy(out->trade_no, sizeof out->trade_no, pt__jstr(o, "trade_no"));
+    out->amount = amount;
+    pt__copy(out->currency, sizeof out->currency, r->currency);
+}
+
+static int alipay_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                               const struct pt_charge *c, const struct pt_refund *r,
+                               const struct pt_http_response *resp, struct pt_gw_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (op != PT_GW_REFUND && op != PT_GW_REFUND_QUERY) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "unsupported_operation", NULL);
+        return PT_OK;
+    }
+    if (resp->status != 200 || !resp->body) {
+        char code[16];
+        snprintf(code, sizeof code, "http_%d", resp->status);
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "unexpected HTTP status from Alipay");
+        return PT_OK;
+    }
+    const char *raw;
+    size_t rawlen;
+    int rc = pt_alipay_verify_response(cfg->peer_key, resp->body, resp->body_len,
+                                       pt_alipay_refund_method_name(op), &raw, &rawlen);
+    if (rc != PT_OK) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
+                   rc == PT_ESIG ? "Alipay response signature does not verify"
+                                 : "Alipay response is not the expected JSON");
+        return PT_OK;
+    }
+    cJSON *o = cJSON_ParseWithLength(raw, rawlen);
+    if (!cJSON_IsObject(o) || !pt__jstr(o, "code"))
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response without code");
+    else if (op == PT_GW_REFUND)
+        classify_refund(raw, rawlen, o, c, r, out);
+    else
+        classify_refund_query(raw, rawlen, o, c, r, out);
+    cJSON_Delete(o);
+    return PT_OK;
+}
+
 /* ---- notifications ------------------------------------------------------- */
 
 static int notify_status(const char *st, struct pt_notification *n)
@@ -561,6 +917,8 @@ const struct pt_gateway pt_gateway_alipay = {
     .build = alipay_build,
     .parse = alipay_parse,
     .parse_notify = alipay_parse_notify,
+    .build_refund = alipay_build_refund,
+    .parse_refund = alipay_parse_refund,
     /* Alipay retries a notification until it reads exactly `success`. */
     .notify_ok_type = "text/plain",
     .notify_ok_body = "success",

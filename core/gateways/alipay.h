@@ -67,6 +67,10 @@ void pt_alipay_timestamp(int64_t now_ms, char out[20]);
 /* The OpenAPI method name for an operation on a charge method ("barcode"/"qr"). */
 const char *pt_alipay_method_name(int op, const char *charge_method);
 
+/* The OpenAPI method name of a refund call (enum pt_gw_refund_op):
+ * alipay.trade.refund, alipay.trade.fastpay.refund.query; "" otherwise. */
+const char *pt_alipay_refund_method_name(int op);
+
 struct pt_gateway;
 /* The adapter's table (listed in registry.c). */
 extern const struct pt_gateway pt_gateway_alipay;

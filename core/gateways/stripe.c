@@ -7,6 +7,9 @@
  * POST /v1/payment_intents/{id}/cancel; Bearer auth with the secret key.
  * Stripe answers are not signed (TLS is the only protection), so the outcome
  * comes from the HTTP status, the error type and the PaymentIntent status.
+ * Refunds (SPEC 5a): POST /v1/refunds (Idempotency-Key = refund_id) and
+ * GET /v1/refunds?payment_intent=, and the refund.updated, refund.failed and
+ * charge.refunded webhooks (see "refunds" and "webhooks" below).
  */
 #include "gateways/stripe.h"
 #include "buf.h"
@@ -17,6 +20,7 @@
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "money.h"
+#include "refund.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -24,6 +28,8 @@
 #include <string.h>
 
 #define STRIPE_MAX_TEXT (64 * 1024)
+/* "Bearer " and the secret key. */
+#define STRIPE_AUTH_MAX 300
 
 /* ---- webhook signatures -------------------------------------------------- */
 
@@ -200,22 +206,26 @@ static int stripe_route(enum pt_gw_op op, const struct pt_charge *c, const char 
     return PT_OK;
 }
 
-static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
-                        const struct pt_gw_env *env, struct pt_http_request *out)
+/* The secret key is usable in a header: set, and without a line break. */
+static int secret_ok(const struct pt_gw_config *cfg)
 {
-    const char *method = NULL;
-    char path[512], auth[300];
-    char *body = NULL;
-    size_t blen = 0;
-    (void)env;
-    if (!cfg->secret_len || cfg->secret_len >= sizeof auth - 8 || !cfg->endpoint[0] ||
-        !pt__id_safe(c->order_id) || memchr(cfg->secret, '\n', cfg->secret_len) ||
-        memchr(cfg->secret, '\r', cfg->secret_len))
-        return PT_EINVAL;
-    int rc = stripe_route(op, c, &method, path, sizeof path, &body, &blen);
-    if (rc != PT_OK)
-        return rc;
-    rc = pt__request_start(out, method, cfg->endpoint, path);
+    return cfg->secret_len && cfg->secret_len < STRIPE_AUTH_MAX - 8 && cfg->endpoint[0] &&
+           !memchr(cfg->secret, '\n', cfg->secret_len) &&
+           !memchr(cfg->secret, '\r', cfg->secret_len);
+}
+
+/*
+ * A request to the Stripe API: method, endpoint + path, body (taken over,
+ * may be NULL), Bearer auth, the form Content-Type on a POST and, when
+ * idem_key is not NULL, the Idempotency-Key header.  Shared by the charge
+ * and the refund calls.
+ */
+static int stripe_request(const struct pt_gw_config *cfg, const char *method, const char *path,
+                          char *body, size_t blen, const char *idem_key,
+                          struct pt_http_request *out)
+{
+    char auth[STRIPE_AUTH_MAX];
+    int rc = pt__request_start(out, method, cfg->endpoint, path);
     if (rc != PT_OK) {
         free(body);
         return rc;
@@ -226,13 +236,29 @@ static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     pt_zeroize(auth, sizeof auth);
     if (rc == PT_OK && strcmp(method, "POST") == 0)
         rc = pt_http_request_add_header(out, "Content-Type", "application/x-www-form-urlencoded");
-    /* The order id is the idempotency key: a resend inside Stripe's 24 h
-     * window replays the first answer instead of charging again. */
-    if (rc == PT_OK && op == PT_GW_PAY)
-        rc = pt_http_request_add_header(out, "Idempotency-Key", c->order_id);
+    if (rc == PT_OK && idem_key)
+        rc = pt_http_request_add_header(out, "Idempotency-Key", idem_key);
     if (rc != PT_OK)
         pt_http_request_free(out);
     return rc;
+}
+
+static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_gw_env *env, struct pt_http_request *out)
+{
+    const char *method = NULL;
+    char path[512];
+    char *body = NULL;
+    size_t blen = 0;
+    (void)env;
+    if (!secret_ok(cfg) || !pt__id_safe(c->order_id))
+        return PT_EINVAL;
+    int rc = stripe_route(op, c, &method, path, sizeof path, &body, &blen);
+    if (rc != PT_OK)
+        return rc;
+    /* The order id is the idempotency key: a resend inside Stripe's 24 h
+     * window replays the first answer instead of charging again. */
+    return stripe_request(cfg, method, path, body, blen, op == PT_GW_PAY ? c->order_id : NULL, out);
 }
 
 /* ---- parse ---------------------------------------------------------------- */
@@ -348,6 +374,222 @@ static int stripe_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     return PT_OK;
 }
 
+/* ---- refunds ---------------------------------------------------------------
+ *
+ * POST /v1/refunds with payment_intent, amount and metadata[refund_id] /
+ * [order_id] (/ [reason]), Idempotency-Key = refund_id; the query lists the
+ * PaymentIntent's refunds and picks the one whose metadata names the
+ * refund_id (SPEC 5a, 8).  From the stripe SDK (stripe@23, see
+ * tests/vectors/gen/gen_refund_alipay_stripe.js): it keys every POST itself
+ * (stripe-node-retry-<uuid>) unless told a key, so only an explicit key
+ * makes a resend the same refund; a Refund's status is pending,
+ * requires_action, succeeded, failed or canceled, failure_reason says why it
+ * failed; Stripe's own `reason` only takes duplicate, fraudulent or
+ * requested_by_customer, so the free text goes in metadata[reason].
+ * Stripe's idempotency layer replays the saved answer of a key for 24 h,
+ * "including 500 errors" (docs.stripe.com/idempotency), which is why an
+ * unknown outcome is settled by the list query, not by sending again.
+ */
+
+static char *refund_body(const struct pt_charge *c, const struct pt_refund *r, size_t *len)
+{
+    struct pt_buf b;
+    char amount[24];
+    snprintf(amount, sizeof amount, "%lld", (long long)r->amount);
+    pt_buf_init(&b, STRIPE_MAX_TEXT);
+    form_pair(&b, "payment_intent", c->gateway_trade_no);
+    form_pair(&b, "amount", amount);
+    form_pair(&b, "metadata[refund_id]", r->refund_id);
+    form_pair(&b, "metadata[order_id]", c->order_id);
+    if (r->reason[0])
+        form_pair(&b, "metadata[reason]", r->reason);
+    return pt_buf_take(&b, len);
+}
+
+static int stripe_build_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                               const struct pt_charge *c, const struct pt_refund *r,
+                               const struct pt_gw_env *env, struct pt_http_request *out)
+{
+    char path[256];
+    (void)env;
+    /* The PaymentIntent id goes into the path or the form, the refund_id
+     * into a header: both must be plain ids. */
+    if (!secret_ok(cfg) || !pt__id_safe(c->order_id) || !pt__id_safe(c->gateway_trade_no) ||
+        !pt__id_safe(r->refund_id) || strcmp(r->currency, c->currency) != 0)
+        return PT_EINVAL;
+    if (op == PT_GW_REFUND_QUERY) {
+        int n = snprintf(path, sizeof path, "/v1/refunds?payment_intent=%s&limit=100",
+                         c->gateway_trade_no);
+        if (n < 0 || (size_t)n >= sizeof path)
+            return PT_EINVAL;
+        return stripe_request(cfg, "GET", path, NULL, 0, NULL, out);
+    }
+    if (op != PT_GW_REFUND || r->amount <= 0 || r->amount > c->amount)
+        return PT_EINVAL;
+    size_t blen = 0;
+    char *body = refund_body(c, r, &blen);
+    if (!body)
+        return PT_ENOMEM;
+    /* The refund_id is the idempotency key: a resend inside the 24 h window
+     * replays the first answer instead of refunding twice. */
+    return stripe_request(cfg, "POST", "/v1/refunds", body, blen, r->refund_id, out);
+}
+
+/* Classifies one Refund object (raw text re, relen bytes) as the answer
+ * about refund r of charge c: it must be that refund, of that amount. */
+static void classify_refund(const char *re, size_t relen, const struct pt_charge *c,
+                            const struct pt_refund *r, struct pt_gw_result *out)
+{
+    static const char *const amount_path[] = {"amount", NULL};
+    cJSON *o = cJSON_ParseWithLength(re, relen);
+    const char *id = pt__jstr(o, "id"), *st = pt__jstr(o, "status");
+    const char *rid = pt__jstr(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "refund_id");
+    const char *pi = pt__jstr(o, "payment_intent");
+    int64_t amount = 0;
+    char cur[4];
+    if (!id || !*id || strlen(id) >= sizeof out->trade_no || !st) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "not a Refund object");
+    } else if (!rid || strcmp(rid, r->refund_id) != 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "refund_id_mismatch",
+                   "the Refund does not carry this refund_id");
+    } else if (!pi || strcmp(pi, c->gateway_trade_no) != 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "payment_intent_mismatch",
+                   "the Refund is of another PaymentIntent");
+    } else if (pt_jscan_int(re, relen, amount_path, &amount) != PT_OK ||
+               pt__currency_upper(pt__jstr(o, "currency"), cur) != PT_OK) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
+                   "Stripe reported an amount payterm cannot read exactly");
+    } else if (amount != r->amount) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "amount_mismatch",
+                   "the Refund is not of this refund's amount");
+    } else if (strcmp(cur, r->currency) != 0) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "currency_mismatch",
+                   "the Refund is not in this refund's currency");
+    } else {
+        enum pt_outcome oc = PT_OUTCOME_AMBIGUOUS;
+        const char *msg = "unexpected Refund status";
+        if (strcmp(st, "succeeded") == 0) {
+            oc = PT_OUTCOME_SUCCESS;
+            msg = NULL;
+        } else if (strcmp(st, "pending") == 0 || strcmp(st, "requires_action") == 0) {
+            oc = PT_OUTCOME_PENDING;
+            msg = pt__jstr(o, "pending_reason");
+        } else if (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0) {
+            oc = PT_OUTCOME_DECLINED;
+            msg = pt__jstr(o, "failure_reason");
+        }
+        pt__result(out, oc, st, msg);
+        pt__copy(out->trade_no, sizeof out->trade_no, id);
+        if (oc != PT_OUTCOME_AMBIGUOUS) {
+            out->amount = amount;
+            memcpy(out->currency, cur, sizeof cur);
+        }
+    }
+    cJSON_Delete(o);
+}
+
+/* At most this many refunds are looked at in a list answer (limit=100). */
+#define STRIPE_MAX_LIST 100
+
+/* The list answer of GET /v1/refunds?payment_intent=: the refund whose
+ * metadata names r's refund_id. */
+static void classify_refund_list(const char *body, size_t len, const struct pt_charge *c,
+                                 const struct pt_refund *r, struct pt_gw_result *out)
+{
+    static const char *const data_path[] = {"data", NULL};
+    const char *data, *el, *pick = NULL;
+    size_t dlen, ellen, picklen = 0, i, found = 0;
+    if (pt_jscan_path(body, len, data_path, &data, &dlen) != PT_OK || data[0] != '[') {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "list without data");
+        return;
+    }
+    for (i = 0; i < STRIPE_MAX_LIST && pt_jscan_index(data, dlen, i, &el, &ellen) == PT_OK; i++) {
+        cJSON *o = cJSON_ParseWithLength(el, ellen);
+        const char *rid = pt__jstr(cJSON_GetObjectItemCaseSensitive(o, "metadata"), "refund_id");
+        if (rid && strcmp(rid, r->refund_id) == 0 && found++ == 0) {
+            pick = el;
+            picklen = ellen;
+        }
+        cJSON_Delete(o);
+    }
+    cJSON *l = cJSON_ParseWithLength(body, len);
+    int more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l, "has_more")) ||
+               (i == STRIPE_MAX_LIST && pt_jscan_index(data, dlen, i, &el, &ellen) == PT_OK);
+    cJSON_Delete(l);
+    if (found > 1) {
+        /* One refund_id, two refunds: the very thing the key exists to stop. */
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "duplicate_refund",
+                   "two Stripe refunds carry this refund_id");
+        out->review = 1;
+    } else if (found == 1) {
+        classify_refund(pick, picklen, c, r, out);
+    } else if (more) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "refund_list_truncated",
+                   "the PaymentIntent has more refunds than one page");
+    } else {
+        pt__result(out, PT_OUTCOME_NOT_FOUND, "no_refund",
+                   "no Stripe refund carries this refund_id");
+    }
+}
+
+/*
+ * An error answer to a refund call.  Stripe refuses a refund it will not
+ * make with 400 invalid_request_error: over the unrefunded amount ("Refund
+ * amount ($X) is greater than unrefunded amount on charge ($Y)", sent with
+ * param amount and, depending on the path, no code or amount_too_large),
+ * charge_already_refunded, resource_missing...; nothing was refunded, so it
+ * is DECLINED.  idempotency_error is the key reused on "a request that does
+ * not match the first request's API endpoint and parameters": payterm's
+ * parameters for a refund_id never change, so another request holds this key
+ * (a charge whose order id is the same string, within 24 h) and this one was
+ * not executed - DECLINED, and an operator looks (review).  409
+ * idempotency_key_in_use (the first request with the key is still running),
+ * 429 and everything else: AMBIGUOUS.  A failed query says nothing about the
+ * refund: never a decline.
+ */
+static void classify_refund_error(enum pt_gw_refund_op op, int status, const cJSON *e,
+                                  struct pt_gw_result *out)
+{
+    const char *type = pt__jstr(e, "type"), *code = pt__jstr(e, "code");
+    const char *msg = pt__jstr(e, "message");
+    const char *what = code ? code : type ? type : "http_error";
+    if (type && strcmp(type, "idempotency_error") == 0) {
+        pt__result(out, op == PT_GW_REFUND ? PT_OUTCOME_DECLINED : PT_OUTCOME_AMBIGUOUS,
+                   "idempotency_error", msg);
+        out->review = 1;
+    } else if (status == 409 || (code && strcmp(code, "idempotency_key_in_use") == 0)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code ? code : "idempotency_key_in_use", msg);
+    } else if (op == PT_GW_REFUND && status >= 400 && status <= 404) {
+        pt__result(out, PT_OUTCOME_DECLINED, what, msg);
+    } else {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, what, msg);
+    }
+}
+
+static int stripe_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                               const struct pt_charge *c, const struct pt_refund *r,
+                               const struct pt_http_response *resp, struct pt_gw_result *out)
+{
+    (void)cfg;
+    memset(out, 0, sizeof *out);
+    cJSON *o = resp->body_len ? cJSON_ParseWithLength(resp->body, resp->body_len) : NULL;
+    if (op != PT_GW_REFUND && op != PT_GW_REFUND_QUERY) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "unsupported_operation", NULL);
+    } else if (resp->status >= 500 || !cJSON_IsObject(o)) {
+        char code[16];
+        snprintf(code, sizeof code, "http_%d", resp->status);
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "no usable answer from Stripe");
+    } else if (resp->status != 200) {
+        classify_refund_error(op, resp->status, cJSON_GetObjectItemCaseSensitive(o, "error"), out);
+    } else if (op == PT_GW_REFUND_QUERY) {
+        classify_refund_list(resp->body, resp->body_len, c, r, out);
+    } else {
+        classify_refund(resp->body, resp->body_len, c, r, out);
+    }
+    cJSON_Delete(o);
+    return PT_OK;
+}
+
 /* ---- webhooks ------------------------------------------------------------- */
 
 static int event_status(const char *type, struct pt_notification *n)
@@ -364,6 +606,123 @@ static int event_status(const char *type, struct pt_notification *n)
     return n->relevant;
 }
 
+static int is_refund_event(const char *type)
+{
+    return strcmp(type, "refund.updated") == 0 || strcmp(type, "refund.failed") == 0 ||
+           strcmp(type, "charge.refunded") == 0;
+}
+
+/* The refund's string field, or the charge's when the refund has none; both
+ * present and different is a contradiction (PT_EPARSE). */
+static int pick_field(const char *of_refund, const char *of_charge, const char **out)
+{
+    if (of_refund && of_charge && strcmp(of_refund, of_charge) != 0)
+        return PT_EPARSE;
+    *out = of_refund ? of_refund : of_charge;
+    return PT_OK;
+}
+
+/*
+ * Fills n from one Refund object (raw text re, relen bytes); order and pi are
+ * its charge's metadata.order_id and payment_intent when it came inside a
+ * charge (charge.refunded), else NULL.  A refund payterm did not make (no
+ * metadata.refund_id or order_id) or in a status it does not know is valid
+ * but relevant 0.
+ */
+static int fill_refund(const char *re, size_t relen, const char *type, const char *order,
+                       const char *pi, struct pt_notification *n)
+{
+    static const char *const amount_path[] = {"amount", NULL};
+    int rc = PT_EPARSE;
+    cJSON *o = cJSON_ParseWithLength(re, relen);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    const char *rid = pt__jstr(md, "refund_id"), *id = pt__jstr(o, "id");
+    const char *st = pt__jstr(o, "status");
+    if (!cJSON_IsObject(o) || pick_field(pt__jstr(md, "order_id"), order, &order) != PT_OK ||
+        pick_field(pt__jstr(o, "payment_intent"), pi, &pi) != PT_OK)
+        goto out;
+    n->relevant = 0;
+    rc = PT_OK;
+    if (!rid || !*rid || !order || !*order || !st)
+        goto out; /* not a refund payterm asked for */
+    if (strcmp(st, "succeeded") == 0)
+        n->status = PT_OUTCOME_SUCCESS;
+    else if (strcmp(st, "pending") == 0 || strcmp(st, "requires_action") == 0)
+        n->status = PT_OUTCOME_PENDING;
+    else if (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0)
+        n->status = PT_OUTCOME_DECLINED;
+    else
+        goto out; /* a status this adapter does not know: the query settles it */
+    rc = PT_EPARSE;
+    /* refund.failed about a refund that did not fail reads two ways. */
+    if (strcmp(type, "refund.failed") == 0 && n->status != PT_OUTCOME_DECLINED)
+        goto out;
+    if (!id || !*id || strlen(id) >= sizeof n->refund_no || strlen(rid) >= sizeof n->refund_id ||
+        strlen(order) >= sizeof n->order_id || (pi && strlen(pi) >= sizeof n->trade_no) ||
+        pt_jscan_int(re, relen, amount_path, &n->amount) != PT_OK ||
+        pt__currency_upper(pt__jstr(o, "currency"), n->currency) != PT_OK)
+        goto out;
+    pt__copy(n->refund_id, sizeof n->refund_id, rid);
+    pt__copy(n->refund_no, sizeof n->refund_no, id);
+    pt__copy(n->order_id, sizeof n->order_id, order);
+    pt__copy(n->trade_no, sizeof n->trade_no, pi);
+    n->refund = 1;
+    n->relevant = 1;
+    n->merchant_ok = 1; /* the webhook secret is the merchant check */
+    rc = PT_OK;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* At most this many refunds of a charge.refunded event are looked at (Stripe
+ * embeds the first page of ten). */
+#define STRIPE_MAX_EMBEDDED 100
+
+/*
+ * refund.updated / refund.failed carry the Refund as data.object;
+ * charge.refunded the Charge, whose refunds.data (when the API version still
+ * embeds it: since 2022-11-15 it does not) lists its refunds.  That event is
+ * about the first refund whose metadata names a refund_id (gateway.h); a
+ * charge without such a refund is relevant 0 and its refunds are confirmed by
+ * query.
+ */
+static int fill_refund_event(const char *body, size_t len, const char *type,
+                             struct pt_notification *n)
+{
+    static const char *const obj_path[] = {"data", "object", NULL};
+    static const char *const list_path[] = {"refunds", "data", NULL};
+    const char *obj, *list, *el;
+    size_t objlen, listlen, ellen;
+    if (pt_jscan_path(body, len, obj_path, &obj, &objlen) != PT_OK || obj[0] != '{')
+        return PT_EPARSE;
+    if (strcmp(type, "charge.refunded") != 0)
+        return fill_refund(obj, objlen, type, NULL, NULL, n);
+    int rc = pt_jscan_path(obj, objlen, list_path, &list, &listlen);
+    if (rc == PT_ENOTFOUND) {
+        n->relevant = 0;
+        return PT_OK;
+    }
+    if (rc != PT_OK || list[0] != '[')
+        return PT_EPARSE;
+    for (size_t i = 0;
+         i < STRIPE_MAX_EMBEDDED && pt_jscan_index(list, listlen, i, &el, &ellen) == PT_OK; i++) {
+        cJSON *re = cJSON_ParseWithLength(el, ellen);
+        const char *rid = pt__jstr(cJSON_GetObjectItemCaseSensitive(re, "metadata"), "refund_id");
+        int ours = rid && *rid;
+        cJSON_Delete(re);
+        if (!ours)
+            continue;
+        cJSON *ch = cJSON_ParseWithLength(obj, objlen);
+        const char *order = pt__jstr(cJSON_GetObjectItemCaseSensitive(ch, "metadata"), "order_id");
+        rc = fill_refund(el, ellen, type, order, pt__jstr(ch, "payment_intent"), n);
+        cJSON_Delete(ch);
+        return rc;
+    }
+    n->relevant = 0;
+    return PT_OK;
+}
+
 static int fill_event(const char *body, size_t len, struct pt_notification *n)
 {
     static const char *const obj_path[] = {"data", "object", NULL};
@@ -377,6 +736,10 @@ static int fill_event(const char *body, size_t len, struct pt_notification *n)
         goto out;
     pt__copy(n->gateway, sizeof n->gateway, "stripe");
     pt__copy(n->dedup_id, sizeof n->dedup_id, id);
+    if (is_refund_event(type)) {
+        rc = fill_refund_event(body, len, type, n);
+        goto out;
+    }
     if (!event_status(type, n)) {
         rc = PT_OK;
         goto out;
@@ -475,6 +838,8 @@ const struct pt_gateway pt_gateway_stripe = {
     .build = stripe_build,
     .parse = stripe_parse,
     .parse_notify = stripe_parse_notify,
+    .build_refund = stripe_build_refund,
+    .parse_refund = stripe_parse_refund,
     .notify_ok_type = "application/json",
     .notify_ok_body = "{\"received\":true}",
     .notify_fail_type = "application/json",

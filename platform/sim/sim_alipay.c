@@ -27,6 +27,20 @@
  *                   ACQ.TRADE_NOT_EXIST for an unknown out_trade_no.
  *   trade.cancel    closes an unpaid trade (action "close") or reverses a paid
  *                   one (action "refund"; the capture stays counted).
+ *   trade.refund    refunds a paid trade, fully or in parts, keyed by
+ *                   out_request_no (unique per trade; absent = out_trade_no,
+ *                   which then asks for the whole amount).  The same
+ *                   out_request_no again is the same refund: 10000 with
+ *                   fund_change "N" (no money moved by this call; Alipay
+ *                   answers a repeat so, and the client confirms by query),
+ *                   with another amount ACQ.DISCORDANT_REPEAT_REQUEST; more
+ *                   than is left ACQ.REFUND_AMT_NOT_EQUAL_TOTAL ("退款金额超
+ *                   限"), an unpaid trade ACQ.TRADE_STATUS_ERROR.  refund_fee
+ *                   is the trade's refunded total.  Refunds are synchronous.
+ *                   A fully refunded trade is TRADE_CLOSED to trade.query.
+ *   trade.fastpay.refund.query  the refund by out_request_no: 10000 with
+ *                   refund_status REFUND_SUCCESS, or 10000 without
+ *                   refund_status when there is no such refund.
  * Notifications (trade_status_sync) go to the request's notify_url only, as
  * Alipay does, signed over all fields but sign and sign_type.
  */
@@ -118,8 +132,13 @@ static void fail(struct pt_sim *s, struct sim_resp *rs, const char *method, cons
 
 /* ---- the trade as Alipay shows it ------------------------------------------------- */
 
-static const char *trade_status(const struct sim_trade *t)
+/* lk held: a paid trade refunded in full is closed, as Alipay shows it. */
+static const char *trade_status(struct pt_sim *s, const struct sim_trade *t)
 {
+    int64_t refunded = 0;
+    if (strcmp(t->status, "captured") == 0 &&
+        pt__sim_refund_totals(s, t->id, NULL, &refunded, NULL) == PT_OK && refunded >= t->amount)
+        return "TRADE_CLOSED";
     if (strcmp(t->status, "captured") == 0)
         return "TRADE_SUCCESS";
     if (strcmp(t->status, "pending") == 0)
@@ -449,6 +468,7 @@ static void query(struct sim_call *c, const char *method, const cJSON *biz, stru
     }
     pt__sim_lock(s);
     int rc = find(s, biz, t);
+    const char *status = rc == PT_OK ? trade_status(s, t) : NULL;
     pt__sim_unlock(s);
     if (rc == PT_EINVAL) {
         fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
@@ -457,7 +477,7 @@ static void query(struct sim_call *c, const char *method, const cJSON *biz, stru
         fail(s, rs, method, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
     } else {
         cJSON *o = trade_fields(t, "10000", "Success");
-        cJSON_AddStringToObject(o, "trade_status", trade_status(t));
+        cJSON_AddStringToObject(o, "trade_status", status);
         if (t->paid_at) {
             char when[20];
             pt__sim_time_cn(t->paid_at, when);
@@ -465,7 +485,7 @@ static void query(struct sim_call *c, const char *method, const cJSON *biz, stru
             cJSON_AddStringToObject(o, "send_pay_date", when);
         }
         respond(s, rs, method, o);
-        pt__sim_note(rs, "%s %s", t->order_id, trade_status(t));
+        pt__sim_note(rs, "%s %s", t->order_id, status);
     }
     free(t);
 }
@@ -518,6 +538,168 @@ static void cancel(struct sim_call *c, const char *method, const cJSON *biz, str
     free(t);
 }
 
+/* ---- refunds ------------------------------------------------------------------ */
+
+/* The refund key of biz: out_request_no, or out_trade_no when absent (Alipay's
+ * rule for a one-off full refund).  NULL when neither is usable. */
+static const char *request_no(const cJSON *biz)
+{
+    const char *no = pt__sim_json_str(biz, "out_request_no");
+    if (!cJSON_GetObjectItemCaseSensitive(biz, "out_request_no"))
+        no = pt__sim_json_str(biz, "out_trade_no");
+    return no && *no && strlen(no) <= 64 ? no : NULL;
+}
+
+static void refund(struct sim_call *c, const char *method, const cJSON *biz, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    const char *amount = pt__sim_json_str(biz, "refund_amount");
+    const char *key = request_no(biz);
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(biz, "refund_reason");
+    int whole = !cJSON_GetObjectItemCaseSensitive(biz, "out_request_no");
+    if (!amount || !key) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "参数无效 (refund_amount 须为金额字符串, out_request_no 至多 64 位)");
+        return;
+    }
+    if (reason && (!cJSON_IsString(reason) || strlen(reason->valuestring) > 256)) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "refund_reason 不合法");
+        return;
+    }
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    struct sim_refund *r = calloc(1, sizeof *r);
+    if (!t || !r) {
+        fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
+        goto out;
+    }
+    int64_t minor = 0, left = 0, refunded = 0;
+    enum sim_refund_rc rrc = SIM_REFUND_ERROR;
+    pt__sim_lock(s);
+    int rc = find(s, biz, t);
+    /* Amounts are in the trade's currency (trans_currency for cross-border). */
+    int bad_amount =
+        rc == PT_OK &&
+        (pt_money_from_decimal(amount, strlen(amount), t->currency, &minor) != PT_OK || minor <= 0);
+    if (rc == PT_OK && !bad_amount && whole && minor != t->amount) {
+        rrc = SIM_REFUND_EXCEEDS; /* no out_request_no: the whole trade or nothing */
+    } else if (rc == PT_OK && !bad_amount) {
+        r->gw = SIM_GW_ALIPAY;
+        snprintf(r->scope, sizeof r->scope, "%s", t->order_id);
+        snprintf(r->refund_key, sizeof r->refund_key, "%s", key);
+        /* Alipay has no refund number of its own: the trade's stands for it. */
+        snprintf(r->refund_no, sizeof r->refund_no, "%s", t->trade_no);
+        r->amount = minor;
+        snprintf(r->status, sizeof r->status, "succeeded");
+        char basis[64];
+        snprintf(basis, sizeof basis, "%lld", (long long)minor);
+        pt__sim_sha256_hex(basis, strlen(basis), r->params_hash);
+        cJSON *x = cJSON_CreateObject();
+        if (cJSON_IsString(reason))
+            cJSON_AddStringToObject(x, "refund_reason", reason->valuestring);
+        char *xt = cJSON_PrintUnformatted(x);
+        cJSON_Delete(x);
+        snprintf(r->extra, sizeof r->extra, "%s", xt ? xt : "{}");
+        free(xt);
+        rrc = pt__sim_refund_take(s, t, r, &left);
+        if (pt__sim_refund_totals(s, t->id, NULL, &refunded, NULL) != PT_OK)
+            rrc = SIM_REFUND_ERROR;
+    }
+    pt__sim_unlock(s);
+    if (rc == PT_EINVAL) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "out_trade_no 与 trade_no 不能同时为空");
+    } else if (rc != PT_OK) {
+        fail(s, rs, method, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
+    } else if (bad_amount) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "refund_amount 格式错误");
+    } else if (rrc == SIM_REFUND_NOT_PAID) {
+        fail(s, rs, method, "40004", "ACQ.TRADE_STATUS_ERROR", "交易状态非法");
+    } else if (rrc == SIM_REFUND_EXCEEDS) {
+        fail(s, rs, method, "40004", "ACQ.REFUND_AMT_NOT_EQUAL_TOTAL",
+             whole ? "撤销或退款金额与订单金额不一致" : "退款金额超限");
+    } else if (rrc == SIM_REFUND_CONFLICT) {
+        fail(s, rs, method, "40004", "ACQ.DISCORDANT_REPEAT_REQUEST", "不一致的请求");
+    } else if (rrc == SIM_REFUND_ERROR) {
+        fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误，请使用相同的参数再次调用");
+    } else {
+        char fee[PT_MONEY_DECIMAL_MAX], when[20];
+        if (pt_money_to_decimal(refunded, t->currency, PT_MONEY_FIXED, fee, sizeof fee))
+            snprintf(fee, sizeof fee, "0.00");
+        pt__sim_time_cn(r->succeeded_at, when);
+        cJSON *o = result("10000", "Success", NULL, NULL);
+        cJSON_AddStringToObject(o, "buyer_logon_id", "159****5620");
+        cJSON_AddStringToObject(o, "buyer_user_id", "2088102177846875");
+        /* "Y" only for the call that moved the money. */
+        cJSON_AddStringToObject(o, "fund_change", rrc == SIM_REFUND_NEW ? "Y" : "N");
+        cJSON_AddStringToObject(o, "gmt_refund_pay", when);
+        cJSON_AddStringToObject(o, "out_trade_no", t->order_id);
+        cJSON_AddStringToObject(o, "refund_fee", fee);
+        cJSON_AddStringToObject(o, "trade_no", t->trade_no);
+        respond(s, rs, method, o);
+        pt__sim_note(rs, "%s refund %s %s%s", t->order_id, key, amount,
+                     rrc == SIM_REFUND_NEW ? "" : " (repeat)");
+    }
+out:
+    free(r);
+    free(t);
+}
+
+static void refund_query(struct sim_call *c, const char *method, const cJSON *biz,
+                         struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    const char *key = request_no(biz);
+    if (!key) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "out_request_no 不合法");
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    struct sim_refund *r = calloc(1, sizeof *r);
+    if (!t || !r) {
+        fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
+        goto out;
+    }
+    pt__sim_lock(s);
+    int rc = find(s, biz, t), rrc = PT_ENOTFOUND;
+    if (rc == PT_OK)
+        rrc = pt__sim_refund_get(s, SIM_GW_ALIPAY, t->order_id, key, r);
+    pt__sim_unlock(s);
+    if (rc == PT_EINVAL) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "out_trade_no 与 trade_no 不能同时为空");
+    } else if (rc != PT_OK) {
+        fail(s, rs, method, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
+    } else if (rrc != PT_OK && rrc != PT_ENOTFOUND) {
+        fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
+    } else {
+        /* No such refund: success without refund_status - Alipay's way of
+         * saying "not refunded". */
+        cJSON *o = result("10000", "Success", NULL, NULL);
+        if (rrc == PT_OK) {
+            char amount[PT_MONEY_DECIMAL_MAX], total[PT_MONEY_DECIMAL_MAX];
+            if (pt_money_to_decimal(r->amount, t->currency, PT_MONEY_FIXED, amount, sizeof amount))
+                snprintf(amount, sizeof amount, "0.00");
+            amount_str(t, total);
+            cJSON_AddStringToObject(o, "out_request_no", r->refund_key);
+            cJSON_AddStringToObject(o, "out_trade_no", t->order_id);
+            cJSON_AddStringToObject(o, "refund_amount", amount);
+            cJSON_AddStringToObject(o, "refund_status", "REFUND_SUCCESS");
+            cJSON_AddStringToObject(o, "total_amount", total);
+            cJSON_AddStringToObject(o, "trade_no", t->trade_no);
+        }
+        respond(s, rs, method, o);
+        pt__sim_note(rs, "%s refund %s %s", t->order_id, key,
+                     rrc == PT_OK ? "REFUND_SUCCESS" : "none");
+    }
+out:
+    free(r);
+    free(t);
+}
+
 static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
@@ -533,8 +715,13 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         goto out;
     }
     const char *method = pt_form_get(&f, "method");
-    static const char *const methods[] = {"alipay.trade.pay", "alipay.trade.precreate",
-                                          "alipay.trade.query", "alipay.trade.cancel", NULL};
+    static const char *const methods[] = {"alipay.trade.pay",
+                                          "alipay.trade.precreate",
+                                          "alipay.trade.query",
+                                          "alipay.trade.cancel",
+                                          "alipay.trade.refund",
+                                          "alipay.trade.fastpay.refund.query",
+                                          NULL};
     int known = 0;
     for (const char *const *m = methods; method && *m; m++)
         known |= strcmp(method, *m) == 0;
@@ -585,6 +772,10 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         query(c, method, biz, rs);
     else if (strcmp(method, "alipay.trade.cancel") == 0)
         cancel(c, method, biz, rs);
+    else if (strcmp(method, "alipay.trade.refund") == 0)
+        refund(c, method, biz, rs);
+    else if (strcmp(method, "alipay.trade.fastpay.refund.query") == 0)
+        refund_query(c, method, biz, rs);
     else
         pay(c, method, &f, biz, rs);
 out:

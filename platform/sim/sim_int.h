@@ -6,9 +6,13 @@
  *              keep-alive, routing, faults, the /_sim control endpoints
  * sim_files.c  DIR: CA, server certificate, gateway and merchant keys,
  *              secrets, gateways.json
- * sim_ledger.c the SQLite ledger (trades, Stripe keys, notification outbox)
+ * sim_ledger.c the SQLite ledger (trades, refunds, Stripe keys, notification
+ *              outbox)
+ * sim_refund.c the refund rules every gateway shares: one refund per key,
+ *              never more than is left
  * sim_notify.c the scheduler thread: the simulated customer paying QR and
- *              redirect orders, and notification delivery with retries
+ *              redirect orders, asynchronous refunds completing, and
+ *              notification delivery with retries
  * sim_util.c   HTTP message helpers, URL decoding, ids, clocks
  * sim_<gw>.c   one file per gateway's wire protocol, one table each
  *
@@ -185,6 +189,42 @@ struct sim_trade {
     int64_t created_at, updated_at, paid_at;
 };
 
+/*
+ * A refund as the ledger keeps it.  (gw, scope, refund_key) is unique: the
+ * key is the client's refund key (Alipay out_request_no, unique per trade,
+ * so scope is the trade's order id; WeChat out_refund_no, unique per
+ * merchant, scope ""), or for Stripe the refund's own re_ id, because Stripe
+ * deduplicates by Idempotency-Key only (two keys make two refunds, which the
+ * ledger must show).
+ */
+struct sim_refund {
+    int64_t id;
+    int gw;
+    char scope[65];
+    char refund_key[257];
+    char refund_no[65]; /* the gateway's refund number */
+    int64_t trade_id;
+    char order_id[65];
+    char trade_no[65];
+    int64_t amount; /* minor units, > 0 */
+    char currency[4];
+    char status[12]; /* processing | succeeded */
+    char params_hash[65];
+    char extra[SIM_EXTRA_MAX]; /* gateway-specific JSON object text */
+    int64_t settle_at;         /* ms; when a processing refund succeeds; 0 = not scheduled */
+    int64_t created_at, updated_at, succeeded_at;
+};
+
+/* What pt__sim_refund_take() decided. */
+enum sim_refund_rc {
+    SIM_REFUND_NEW = 0,  /* executed now */
+    SIM_REFUND_REPLAY,   /* the key's refund, with the same parameters: *r is it */
+    SIM_REFUND_CONFLICT, /* the key's refund, other parameters or another trade: *r is it */
+    SIM_REFUND_NOT_PAID, /* the trade has not been paid (or was reversed) */
+    SIM_REFUND_EXCEEDS,  /* more than is left (*left) */
+    SIM_REFUND_ERROR,    /* ledger error */
+};
+
 /* A notification in the outbox. */
 struct sim_note {
     int64_t id;
@@ -225,6 +265,10 @@ struct sim_gateway {
     int (*note_ok)(int status, const char *body, size_t len);
     /* The answer of http_500_after_commit. */
     void (*error_500)(struct pt_sim *s, struct sim_resp *rs);
+    /* A processing refund r completes (lk held, r->settle_at due): the
+     * gateway marks it succeeded and notifies.  NULL: the gateway's refunds
+     * are synchronous and never processing. */
+    void (*refund_settle)(struct pt_sim *s, struct sim_refund *r);
 };
 
 extern const struct sim_gateway pt__sim_alipay, pt__sim_wechat, pt__sim_stripe, pt__sim_2c2p;
@@ -263,6 +307,21 @@ int pt__sim_trade_each(struct pt_sim *s, int gw, const char *order_id, int limit
 /* The pending trade whose customer pays next; PT_ENOTFOUND when none. */
 int pt__sim_trade_next_pay(struct pt_sim *s, struct sim_trade *t);
 cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id);
+/* The refund (gw, scope, key); PT_ENOTFOUND when none. */
+int pt__sim_refund_get(struct pt_sim *s, int gw, const char *scope, const char *key,
+                       struct sim_refund *r);
+int pt__sim_refund_insert(struct pt_sim *s, struct sim_refund *r);
+int pt__sim_refund_update(struct pt_sim *s, const struct sim_refund *r);
+/* Sums of the refunds of trade_id: every refund (what is no longer
+ * refundable) and the succeeded ones (what went back); either may be NULL. */
+int pt__sim_refund_totals(struct pt_sim *s, int64_t trade_id, int64_t *taken, int64_t *succeeded,
+                          int *count);
+/* Calls cb for the refunds of trade_id, newest first, until cb returns
+ * non-zero. */
+int pt__sim_refund_each(struct pt_sim *s, int64_t trade_id,
+                        int (*cb)(void *ctx, const struct sim_refund *r), void *ctx);
+/* The processing refund that completes next; PT_ENOTFOUND when none. */
+int pt__sim_refund_next_settle(struct pt_sim *s, struct sim_refund *r);
 int pt__sim_idem_get(struct pt_sim *s, const char *key, struct sim_idem *r);
 int pt__sim_idem_put(struct pt_sim *s, const struct sim_idem *r);
 int pt__sim_idem_delete(struct pt_sim *s, const char *key);
@@ -272,6 +331,20 @@ int pt__sim_note_update(struct pt_sim *s, const struct sim_note *n);
 cJSON *pt__sim_notes_json(struct pt_sim *s);
 void pt__sim_idem_free(struct sim_idem *r);
 void pt__sim_note_free(struct sim_note *n);
+
+/* ---- sim_refund.c (caller holds lk) ---- */
+/*
+ * The refund rules all gateways share.  r names the refund asked for (gw,
+ * scope, refund_key, amount, params_hash; refund_no, status, settle_at and
+ * extra as it is to be recorded when new); t is the trade it refunds.  An
+ * existing refund under the key is never executed again: REPLAY when its
+ * params_hash and trade match, CONFLICT otherwise (*r is then the existing
+ * refund).  Otherwise the trade must be captured (NOT_PAID) and the amount
+ * at most what the refunds not failed leave (EXCEEDS, *left says how much);
+ * then the refund is recorded (NEW).  left may be NULL.
+ */
+enum sim_refund_rc pt__sim_refund_take(struct pt_sim *s, const struct sim_trade *t,
+                                       struct sim_refund *r, int64_t *left);
 
 /* ---- sim_notify.c ---- */
 int pt__sim_scheduler_start(struct pt_sim *s);

@@ -3,9 +3,10 @@
  *
  * The simulator plays four payment gateways, so it keeps what they keep:
  * trades with their status and how many times money moved (the number the
- * tests assert on), Stripe's idempotency records, and the notifications still
- * to be delivered.  It is a separate little database from payterm's own (the
- * simulator is a different program part: "only the store speaks SQL" is about
+ * tests assert on), the refunds of those trades (how much went back, in how
+ * many refunds: the other number the tests assert on), Stripe's idempotency
+ * records, and the notifications still to be delivered.  It is a separate little database from
+ * payterm's own (the simulator is a different program part: "only the store speaks SQL" is about
  * payterm's database), opened in WAL mode with synchronous=OFF: it must
  * survive a restart (or a SIGKILL) of the simulator, which data handed to the
  * kernel does, not a power cut of the desktop, which would need an fsync per
@@ -51,6 +52,30 @@ static const char schema[] =
     "  WHERE gateway <> 'stripe';"
     "CREATE INDEX IF NOT EXISTS trades_by_order ON trades(gateway, order_id, id);"
     "CREATE INDEX IF NOT EXISTS trades_pay ON trades(pay_at) WHERE pay_at > 0;"
+    /* One row per refund executed: UNIQUE is what makes "never two
+     * executions for one refund key" a property of the ledger itself. */
+    "CREATE TABLE IF NOT EXISTS refunds("
+    "  id INTEGER PRIMARY KEY,"
+    "  gateway TEXT NOT NULL,"
+    "  scope TEXT NOT NULL,"
+    "  refund_key TEXT NOT NULL,"
+    "  refund_no TEXT NOT NULL,"
+    "  trade_id INTEGER NOT NULL REFERENCES trades(id),"
+    "  order_id TEXT NOT NULL,"
+    "  trade_no TEXT NOT NULL,"
+    "  amount INTEGER NOT NULL CHECK(amount > 0),"
+    "  currency TEXT NOT NULL,"
+    "  status TEXT NOT NULL CHECK(status = 'processing' OR status = 'succeeded'),"
+    "  params_hash TEXT NOT NULL,"
+    "  extra TEXT NOT NULL DEFAULT '{}',"
+    "  settle_at INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL,"
+    "  succeeded_at INTEGER NOT NULL DEFAULT 0,"
+    "  UNIQUE(gateway, scope, refund_key));"
+    "CREATE INDEX IF NOT EXISTS refunds_trade ON refunds(trade_id, id);"
+    "CREATE INDEX IF NOT EXISTS refunds_order ON refunds(gateway, order_id);"
+    "CREATE INDEX IF NOT EXISTS refunds_settle ON refunds(settle_at) WHERE settle_at > 0;"
     "CREATE TABLE IF NOT EXISTS stripe_keys("
     "  key TEXT PRIMARY KEY,"
     "  request_hash TEXT NOT NULL,"
@@ -337,7 +362,11 @@ cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
            "   t2.order_id=t.order_id ORDER BY id DESC LIMIT 1) END,"
            " SUM(captures), COUNT(*), MIN(created_at), MAX(updated_at),"
            " (SELECT trade_no FROM trades t2 WHERE t2.gateway=t.gateway AND"
-           "   t2.order_id=t.order_id ORDER BY id DESC LIMIT 1)"
+           "   t2.order_id=t.order_id ORDER BY id DESC LIMIT 1),"
+           " (SELECT COALESCE(SUM(CASE WHEN r.status='succeeded' THEN r.amount END), 0)"
+           "   FROM refunds r WHERE r.gateway=t.gateway AND r.order_id=t.order_id),"
+           " (SELECT COUNT(*) FROM refunds r WHERE r.gateway=t.gateway AND"
+           "   r.order_id=t.order_id)"
            " FROM trades t WHERE (?1 IS NULL OR gateway=?1) AND (?2 IS NULL OR order_id=?2)"
            " GROUP BY gateway, order_id ORDER BY MIN(id)");
     if (!st)
@@ -360,6 +389,11 @@ cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
         cJSON_AddStringToObject(o, "currency", (const char *)sqlite3_column_text(st, 3));
         cJSON_AddStringToObject(o, "status", (const char *)sqlite3_column_text(st, 4));
         cJSON_AddNumberToObject(o, "captures", (double)sqlite3_column_int64(st, 5));
+        /* Money returned (succeeded refunds; a WeChat refund still
+         * processing has not returned any yet) and refunds executed (every
+         * one accepted, processing included: each is one execution). */
+        cJSON_AddNumberToObject(o, "refunded", (double)sqlite3_column_int64(st, 10));
+        cJSON_AddNumberToObject(o, "refunds", (double)sqlite3_column_int64(st, 11));
         cJSON_AddNumberToObject(o, "trades", (double)sqlite3_column_int64(st, 6));
         cJSON_AddStringToObject(o, "trade_no", (const char *)sqlite3_column_text(st, 9));
         cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 7));
@@ -367,6 +401,174 @@ cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
     }
     done(s, st);
     return root;
+}
+
+/* ---- refunds ------------------------------------------------------------ */
+
+#define REFUND_COLS                                                                                \
+    "id, gateway, scope, refund_key, refund_no, trade_id, order_id, trade_no, amount, currency, "  \
+    "status, params_hash, extra, settle_at, created_at, updated_at, succeeded_at"
+
+static void row_to_refund(sqlite3_stmt *st, struct sim_refund *r)
+{
+    char gw[16];
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(st, 0);
+    text(st, 1, gw, sizeof gw);
+    r->gw = pt__sim_gw_parse(gw);
+    text(st, 2, r->scope, sizeof r->scope);
+    text(st, 3, r->refund_key, sizeof r->refund_key);
+    text(st, 4, r->refund_no, sizeof r->refund_no);
+    r->trade_id = sqlite3_column_int64(st, 5);
+    text(st, 6, r->order_id, sizeof r->order_id);
+    text(st, 7, r->trade_no, sizeof r->trade_no);
+    r->amount = sqlite3_column_int64(st, 8);
+    text(st, 9, r->currency, sizeof r->currency);
+    text(st, 10, r->status, sizeof r->status);
+    text(st, 11, r->params_hash, sizeof r->params_hash);
+    text(st, 12, r->extra, sizeof r->extra);
+    r->settle_at = sqlite3_column_int64(st, 13);
+    r->created_at = sqlite3_column_int64(st, 14);
+    r->updated_at = sqlite3_column_int64(st, 15);
+    r->succeeded_at = sqlite3_column_int64(st, 16);
+}
+
+static int one_refund(struct pt_sim *s, sqlite3_stmt *st, struct sim_refund *r)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_to_refund(st, r);
+        rc = PT_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = PT_ENOTFOUND;
+    } else {
+        rc = db_err(s, "read refund");
+    }
+    done(s, st);
+    return rc;
+}
+
+int pt__sim_refund_get(struct pt_sim *s, int gw, const char *scope, const char *key,
+                       struct sim_refund *r)
+{
+    sqlite3_stmt *st = prep(s, "SELECT " REFUND_COLS " FROM refunds WHERE gateway=? AND scope=? "
+                               "AND refund_key=?");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, scope, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
+    return one_refund(s, st, r);
+}
+
+int pt__sim_refund_insert(struct pt_sim *s, struct sim_refund *r)
+{
+    sqlite3_stmt *st =
+        prep(s, "INSERT INTO refunds(gateway, scope, refund_key, refund_no, trade_id, order_id, "
+                "trade_no, amount, currency, status, params_hash, extra, settle_at, created_at, "
+                "updated_at, succeeded_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(st, 1, pt__sim_gw_name(r->gw), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->refund_key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->refund_no, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, r->trade_id);
+    sqlite3_bind_text(st, 6, r->order_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, r->trade_no, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, r->amount);
+    sqlite3_bind_text(st, 9, r->currency, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 10, r->status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 11, r->params_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, r->extra[0] ? r->extra : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 13, r->settle_at);
+    sqlite3_bind_int64(st, 14, r->created_at);
+    sqlite3_bind_int64(st, 15, r->updated_at);
+    sqlite3_bind_int64(st, 16, r->succeeded_at);
+    int rc = sqlite3_step(st);
+    done(s, st);
+    if (rc == SQLITE_CONSTRAINT)
+        return PT_EEXIST;
+    if (rc != SQLITE_DONE)
+        return db_err(s, "insert refund");
+    r->id = sqlite3_last_insert_rowid(s->db);
+    return PT_OK;
+}
+
+int pt__sim_refund_update(struct pt_sim *s, const struct sim_refund *r)
+{
+    sqlite3_stmt *st = prep(s, "UPDATE refunds SET status=?, extra=?, settle_at=?, updated_at=?, "
+                               "succeeded_at=? WHERE id=?");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(st, 1, r->status, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->extra[0] ? r->extra : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, r->settle_at);
+    sqlite3_bind_int64(st, 4, r->updated_at);
+    sqlite3_bind_int64(st, 5, r->succeeded_at);
+    sqlite3_bind_int64(st, 6, r->id);
+    int rc = sqlite3_step(st);
+    done(s, st);
+    return rc == SQLITE_DONE ? PT_OK : db_err(s, "update refund");
+}
+
+int pt__sim_refund_totals(struct pt_sim *s, int64_t trade_id, int64_t *taken, int64_t *succeeded,
+                          int *count)
+{
+    sqlite3_stmt *st =
+        prep(s, "SELECT COALESCE(SUM(amount), 0),"
+                " COALESCE(SUM(CASE WHEN status='succeeded' THEN amount END), 0), COUNT(*)"
+                " FROM refunds WHERE trade_id=?");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(st, 1, trade_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        if (taken)
+            *taken = sqlite3_column_int64(st, 0);
+        if (succeeded)
+            *succeeded = sqlite3_column_int64(st, 1);
+        if (count)
+            *count = sqlite3_column_int(st, 2);
+        rc = PT_OK;
+    } else {
+        rc = db_err(s, "sum refunds");
+    }
+    done(s, st);
+    return rc;
+}
+
+int pt__sim_refund_each(struct pt_sim *s, int64_t trade_id,
+                        int (*cb)(void *ctx, const struct sim_refund *r), void *ctx)
+{
+    sqlite3_stmt *st =
+        prep(s, "SELECT " REFUND_COLS " FROM refunds WHERE trade_id=? ORDER BY id DESC");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(st, 1, trade_id);
+    struct sim_refund *r = malloc(sizeof *r);
+    if (!r) {
+        done(s, st);
+        return PT_ENOMEM;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        row_to_refund(st, r);
+        if (cb(ctx, r))
+            break;
+    }
+    free(r);
+    done(s, st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? PT_OK : db_err(s, "list refunds");
+}
+
+int pt__sim_refund_next_settle(struct pt_sim *s, struct sim_refund *r)
+{
+    sqlite3_stmt *st = prep(s, "SELECT " REFUND_COLS " FROM refunds WHERE settle_at > 0 AND "
+                               "status='processing' ORDER BY settle_at LIMIT 1");
+    if (!st)
+        return PT_ESTORAGE;
+    return one_refund(s, st, r);
 }
 
 /* ---- Stripe idempotency keys ------------------------------------------- */

@@ -3,14 +3,17 @@
  * and notification delivery.
  *
  * One thread sleeps on a condition variable until the next thing is due:
- * either a pending QR/redirect trade whose customer now pays (each gateway's
- * autopay decides what happens by the amount rules), or a notification in the
- * outbox.  Delivery is an HTTP(S) POST with libcurl; a notification counts as
- * delivered only when the receiver gives the gateway's exact success reply
- * (Alipay reads the body `success`, WeChat wants 200/204, Stripe any 2xx,
- * 2C2P 200), otherwise it is retried with a doubling delay (capped at 60 s,
- * at most SIM_NOTE_MAX_ATTEMPTS attempts).  The outbox lives in sim.db, so
- * pending notifications survive a restart of the simulator.
+ * a pending QR/redirect trade whose customer now pays (each gateway's
+ * autopay decides what happens by the amount rules), a refund the gateway
+ * processes asynchronously (WeChat answers PROCESSING and completes the
+ * refund after the pay delay: the gateway's refund_settle), or a
+ * notification in the outbox.  Delivery is an HTTP(S) POST with libcurl; a
+ * notification counts as delivered only when the receiver gives the
+ * gateway's exact success reply (Alipay reads the body `success`, WeChat
+ * wants 200/204, Stripe any 2xx, 2C2P 200), otherwise it is retried with a
+ * doubling delay (capped at 60 s, at most SIM_NOTE_MAX_ATTEMPTS attempts).
+ * The outbox lives in sim.db, so pending notifications survive a restart of
+ * the simulator.
  *
  * Deliberate at-least-once behaviour: most notifications are queued twice
  * (the copy a little later), and every one gets a random extra delay, so
@@ -138,7 +141,8 @@ static void *scheduler_main(void *arg)
     struct pt_sim *s = arg;
     CURL *h = curl_easy_init();
     struct sim_trade *t = malloc(sizeof *t);
-    if (!h || !t) {
+    struct sim_refund *r = malloc(sizeof *r);
+    if (!h || !t || !r) {
         pt_log_error("sim: notifier cannot start: out of memory");
         goto done;
     }
@@ -157,6 +161,28 @@ static void *scheduler_main(void *arg)
             if (t->pay_at == was) { /* never loop on a trade autopay left alone */
                 t->pay_at = 0;
                 pt__sim_trade_update(s, t);
+            }
+            pt__sim_db_commit(s);
+        }
+        /* The refunds whose processing is over. */
+        int64_t settled = 0;
+        while (pt__sim_refund_next_settle(s, r) == PT_OK && r->id != settled) {
+            settled = r->id; /* a ledger that cannot record it must not spin us */
+            if (r->settle_at > now) {
+                if (r->settle_at < next)
+                    next = r->settle_at;
+                break;
+            }
+            const struct sim_gateway *g = pt__sim_gateway(r->gw);
+            pt__sim_db_begin(s);
+            if (g && g->refund_settle)
+                g->refund_settle(s, r);
+            if (r->settle_at != 0 || strcmp(r->status, "processing") == 0) {
+                /* Never loop on a refund: whatever the gateway did, it is over. */
+                snprintf(r->status, sizeof r->status, "succeeded");
+                r->settle_at = 0;
+                r->updated_at = r->succeeded_at = pt__sim_now_ms();
+                pt__sim_refund_update(s, r);
             }
             pt__sim_db_commit(s);
         }
@@ -184,6 +210,7 @@ static void *scheduler_main(void *arg)
     }
     pthread_mutex_unlock(&s->lk);
 done:
+    free(r);
     free(t);
     if (h)
         curl_easy_cleanup(h);

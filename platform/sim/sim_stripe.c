@@ -5,6 +5,9 @@
  *   GET  /v1/payment_intents/search?query=   search, metadata['order_id']:'...'
  *   GET  /v1/payment_intents/{id}            retrieve
  *   POST /v1/payment_intents/{id}/cancel     cancel
+ *   POST /v1/refunds                         refund a PaymentIntent (payment_intent=)
+ *   GET  /v1/refunds?payment_intent=&limit=  its refunds, newest first
+ *   GET  /v1/refunds/{id}                    retrieve a refund
  *
  * Authentication is the secret key as a Bearer token (or HTTP Basic user, as
  * curl -u sends it); a wrong key is 401.  Idempotency follows Stripe's
@@ -21,6 +24,15 @@
  * stays requires_action (pending), anything else succeeds at once.  Webhooks
  * go to <notify-base>/webhooks/stripe signed with the whsec secret
  * (Stripe-Signature, re-signed at every delivery attempt).
+ *
+ * Refunds follow the same idempotency rules (the Idempotency-Key is Stripe's
+ * only refund deduplication: metadata[refund_id] is a label, and two keys
+ * make two refunds, which the ledger counts).  A card refund succeeds at
+ * once.  Above what is left: 400 amount_too_large ("Refund amount ($x) is
+ * greater than unrefunded amount on charge ($y)"), or charge_already_refunded
+ * when nothing is left; a PaymentIntent that has not succeeded: 400.  No
+ * refund webhooks are sent (payterm confirms Stripe refunds by the answer or
+ * by listing the intent's refunds).
  */
 #include "sim_int.h"
 
@@ -748,6 +760,319 @@ static void retrieve(struct pt_sim *s, const char *id, struct sim_resp *rs)
     free(t);
 }
 
+/* ---- refunds --------------------------------------------------------------------- */
+
+static cJSON *refund_json(const struct sim_refund *r)
+{
+    cJSON *x = cJSON_Parse(r->extra);
+    cJSON *o = cJSON_CreateObject();
+    char cur[4];
+    const char *v;
+    lower3(r->currency, cur);
+    cJSON_AddStringToObject(o, "id", r->refund_no);
+    cJSON_AddStringToObject(o, "object", "refund");
+    cJSON_AddNumberToObject(o, "amount", (double)r->amount);
+    if ((v = pt__sim_json_str(x, "balance_transaction")))
+        cJSON_AddStringToObject(o, "balance_transaction", v);
+    else
+        cJSON_AddNullToObject(o, "balance_transaction");
+    if ((v = pt__sim_json_str(x, "charge")))
+        cJSON_AddStringToObject(o, "charge", v);
+    else
+        cJSON_AddNullToObject(o, "charge");
+    cJSON_AddNumberToObject(o, "created", (double)(r->created_at / 1000));
+    cJSON_AddStringToObject(o, "currency", cur);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(x, "metadata");
+    cJSON_AddItemToObject(o, "metadata", md ? cJSON_Duplicate(md, 1) : cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "payment_intent", r->trade_no);
+    if ((v = pt__sim_json_str(x, "reason")))
+        cJSON_AddStringToObject(o, "reason", v);
+    else
+        cJSON_AddNullToObject(o, "reason");
+    cJSON_AddNullToObject(o, "receipt_number");
+    cJSON_AddNullToObject(o, "source_transfer_reversal");
+    cJSON_AddStringToObject(o, "status",
+                            strcmp(r->status, "succeeded") == 0 ? "succeeded" : "pending");
+    cJSON_AddNullToObject(o, "transfer_reversal");
+    cJSON_Delete(x);
+    return o;
+}
+
+/* "$12.00" for USD (as Stripe's messages write it), "12.00 EUR" otherwise. */
+static void money_text(int64_t minor, const char *cur, char *out, size_t outlen)
+{
+    char d[PT_MONEY_DECIMAL_MAX];
+    if (pt_money_to_decimal(minor, cur, PT_MONEY_FIXED, d, sizeof d) != PT_OK)
+        snprintf(d, sizeof d, "%lld", (long long)minor);
+    if (strcmp(cur, "USD") == 0)
+        snprintf(out, outlen, "$%s", d);
+    else
+        snprintf(out, outlen, "%s %s", d, cur);
+}
+
+static int known_refund_param(const char *k)
+{
+    static const char *const known[] = {
+        "payment_intent",     "amount", "reason", "refund_application_fee", "reverse_transfer",
+        "instructions_email", NULL};
+    for (const char *const *p = known; *p; p++)
+        if (strcmp(k, *p) == 0)
+            return 1;
+    return strncmp(k, "metadata[", 9) == 0 || strncmp(k, "expand[", 7) == 0;
+}
+
+/* metadata[k]=v pairs into md; Stripe's limits: 50 keys, key 40 characters,
+ * value 500.  Returns 0, or -1 with msg set. */
+static int read_metadata(const struct pt_form *f, cJSON *md, char *msg, size_t msglen)
+{
+    int n = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const char *k = f->pairs[i].key;
+        size_t kl = strlen(k);
+        if (strncmp(k, "metadata[", 9) != 0)
+            continue;
+        if (kl < 11 || k[kl - 1] != ']' || kl - 10 > 40 || memchr(k + 9, '[', kl - 10) ||
+            strlen(f->pairs[i].value) > 500 || ++n > 50) {
+            snprintf(msg, msglen,
+                     "Invalid metadata: %.60s (at most 50 keys, keys of 1 to 40 characters, "
+                     "values of at most 500)",
+                     k);
+            return -1;
+        }
+        char name[48];
+        snprintf(name, sizeof name, "%.*s", (int)(kl - 10), k + 9);
+        cJSON_AddStringToObject(md, name, f->pairs[i].value);
+    }
+    return 0;
+}
+
+static void create_refund(struct sim_call *c, const struct sim_req *rq, const struct pt_form *f,
+                          const char *key, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char msg[300];
+    (void)rq;
+    for (size_t i = 0; i < f->n; i++) {
+        if (!known_refund_param(f->pairs[i].key)) {
+            snprintf(msg, sizeof msg, "Received unknown parameter: %.100s", f->pairs[i].key);
+            stripe_error(rs, 400, "invalid_request_error", "parameter_unknown", msg,
+                         f->pairs[i].key);
+            return;
+        }
+    }
+    const char *pi = pt_form_get(f, "payment_intent"), *amount = pt_form_get(f, "amount");
+    const char *reason = pt_form_get(f, "reason");
+    if (!pi || !*pi || strlen(pi) > 64) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_missing",
+                     "Missing required param: payment_intent. (The simulator refunds "
+                     "PaymentIntents; it has no Charges API.)",
+                     "payment_intent");
+        return;
+    }
+    char *end = NULL;
+    long long amt = amount ? strtoll(amount, &end, 10) : 0;
+    if (amount &&
+        (!*amount || *end || amount[0] == '-' || amount[0] == '+' || amt <= 0 || amt > 99999999)) {
+        snprintf(msg, sizeof msg, "Invalid integer: %.40s", amount);
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer", msg, "amount");
+        return;
+    }
+    if (reason && strcmp(reason, "duplicate") != 0 && strcmp(reason, "fraudulent") != 0 &&
+        strcmp(reason, "requested_by_customer") != 0) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string",
+                     "Invalid reason: must be one of duplicate, fraudulent, or "
+                     "requested_by_customer",
+                     "reason");
+        return;
+    }
+    cJSON *x = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(x, "metadata");
+    struct sim_trade *t = calloc(1, sizeof *t);
+    struct sim_refund *r = calloc(1, sizeof *r);
+    if (!x || !md || !t || !r) {
+        error_500(s, rs);
+        goto out;
+    }
+    if (read_metadata(f, md, msg, sizeof msg) != 0) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string", msg, "metadata");
+        goto out;
+    }
+    if (reason)
+        cJSON_AddStringToObject(x, "reason", reason);
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        goto out;
+    }
+    r->gw = SIM_GW_STRIPE;
+    memcpy(r->refund_no, "re_", 3);
+    pt__sim_random_alnum(s, r->refund_no + 3, 24);
+    /* Stripe has no refund key of its own beyond the Idempotency-Key: each
+     * executed request is a refund of its own. */
+    snprintf(r->refund_key, sizeof r->refund_key, "%s", r->refund_no);
+    snprintf(r->status, sizeof r->status, "succeeded");
+    char txn[32] = "txn_";
+    pt__sim_random_alnum(s, txn + 4, 24);
+    cJSON_AddStringToObject(x, "balance_transaction", txn);
+    if (key)
+        cJSON_AddStringToObject(x, "idempotency_key", key);
+
+    enum sim_refund_rc rrc = SIM_REFUND_ERROR;
+    int64_t left = 0;
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_by_no(s, SIM_GW_STRIPE, pi, t);
+    if (rc == PT_OK) {
+        cJSON *tx = cJSON_Parse(t->extra);
+        const char *ch = pt__sim_json_str(tx, "latest_charge");
+        if (ch)
+            cJSON_AddStringToObject(x, "charge", ch);
+        cJSON_Delete(tx);
+        char *xt = cJSON_PrintUnformatted(x);
+        snprintf(r->extra, sizeof r->extra, "%s", xt ? xt : "{}");
+        free(xt);
+        int64_t taken = 0;
+        if (pt__sim_refund_totals(s, t->id, &taken, NULL, NULL) == PT_OK)
+            r->amount = amount ? amt : t->amount - taken; /* default: all that is left */
+        pt__sim_sha256_hex(r->refund_no, strlen(r->refund_no), r->params_hash);
+        rrc = pt__sim_refund_take(s, t, r, &left);
+    }
+    pt__sim_unlock(s);
+    if (rc == PT_ENOTFOUND) {
+        snprintf(msg, sizeof msg, "No such payment_intent: '%.64s'", pi);
+        stripe_error(rs, 404, "invalid_request_error", "resource_missing", msg, "payment_intent");
+    } else if (rc != PT_OK || rrc == SIM_REFUND_ERROR || rrc == SIM_REFUND_REPLAY ||
+               rrc == SIM_REFUND_CONFLICT) {
+        error_500(s, rs); /* a fresh re_ id cannot collide; anything else is the ledger's */
+    } else if (rrc == SIM_REFUND_NOT_PAID) {
+        snprintf(msg, sizeof msg,
+                 "This PaymentIntent (%.64s) does not have a successful charge to refund.", pi);
+        stripe_error(rs, 400, "invalid_request_error", NULL, msg, "payment_intent");
+    } else if (rrc == SIM_REFUND_EXCEEDS && left == 0) {
+        const char *ch = pt__sim_json_str(x, "charge");
+        snprintf(msg, sizeof msg, "Charge %.64s has already been refunded.", ch ? ch : pi);
+        stripe_error(rs, 400, "invalid_request_error", "charge_already_refunded", msg, NULL);
+    } else if (rrc == SIM_REFUND_EXCEEDS) {
+        char want[48], have[48];
+        money_text(r->amount, t->currency, want, sizeof want);
+        money_text(left, t->currency, have, sizeof have);
+        snprintf(msg, sizeof msg,
+                 "Refund amount (%s) is greater than unrefunded amount on charge (%s)", want, have);
+        stripe_error(rs, 400, "invalid_request_error", "amount_too_large", msg, "amount");
+    } else {
+        pt__sim_resp_json(rs, 200, refund_json(r));
+    }
+    pt__sim_note(rs, "refund %s %lld", pi, (long long)r->amount);
+out:
+    cJSON_Delete(x);
+    free(r);
+    free(t);
+}
+
+struct refund_list {
+    cJSON *data;
+    int limit, n, more;
+};
+
+static int list_cb(void *ctx, const struct sim_refund *r)
+{
+    struct refund_list *l = ctx;
+    if (l->n >= l->limit) {
+        l->more = 1;
+        return 1;
+    }
+    cJSON_AddItemToArray(l->data, refund_json(r));
+    l->n++;
+    return 0;
+}
+
+static void list_refunds(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_form f;
+    struct refund_list l = {.limit = 10};
+    char msg[200];
+    pt_form_init(&f);
+    if (pt_form_parse(rq->query, strlen(rq->query), &f) != PT_OK) {
+        stripe_error(rs, 400, "invalid_request_error", NULL, "Invalid query string.", NULL);
+        goto out;
+    }
+    for (size_t i = 0; i < f.n; i++) {
+        const char *k = f.pairs[i].key;
+        if (strcmp(k, "payment_intent") != 0 && strcmp(k, "limit") != 0 &&
+            strncmp(k, "expand[", 7) != 0) {
+            snprintf(msg, sizeof msg, "Received unknown parameter: %.100s", k);
+            stripe_error(rs, 400, "invalid_request_error", "parameter_unknown", msg, k);
+            goto out;
+        }
+    }
+    const char *pi = pt_form_get(&f, "payment_intent"), *lim = pt_form_get(&f, "limit");
+    if (lim) {
+        char *end;
+        long v = strtol(lim, &end, 10);
+        if (!*lim || *end || v < 1 || v > 100) {
+            stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer",
+                         "limit must be between 1 and 100.", "limit");
+            goto out;
+        }
+        l.limit = (int)v;
+    }
+    if (!pi || !*pi) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_missing",
+                     "The simulator lists refunds by payment_intent only.", "payment_intent");
+        goto out;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    cJSON *o = cJSON_CreateObject();
+    if (!t || !o) {
+        free(t);
+        cJSON_Delete(o);
+        error_500(s, rs);
+        goto out;
+    }
+    cJSON_AddStringToObject(o, "object", "list");
+    l.data = cJSON_AddArrayToObject(o, "data");
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_by_no(s, SIM_GW_STRIPE, pi, t);
+    if (rc == PT_OK)
+        rc = pt__sim_refund_each(s, t->id, list_cb, &l);
+    pt__sim_unlock(s);
+    free(t);
+    if (rc == PT_ENOTFOUND) {
+        cJSON_Delete(o);
+        snprintf(msg, sizeof msg, "No such payment_intent: '%.64s'", pi);
+        stripe_error(rs, 404, "invalid_request_error", "resource_missing", msg, "payment_intent");
+        goto out;
+    }
+    if (rc != PT_OK) {
+        cJSON_Delete(o);
+        error_500(s, rs);
+        goto out;
+    }
+    cJSON_AddBoolToObject(o, "has_more", l.more);
+    cJSON_AddStringToObject(o, "url", "/v1/refunds");
+    pt__sim_resp_json(rs, 200, o);
+    pt__sim_note(rs, "refunds of %s -> %d", pi, l.n);
+out:
+    pt_form_free(&f);
+}
+
+static void retrieve_refund(struct pt_sim *s, const char *id, struct sim_resp *rs)
+{
+    struct sim_refund *r = calloc(1, sizeof *r);
+    char msg[160];
+    if (!r) {
+        error_500(s, rs);
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_refund_get(s, SIM_GW_STRIPE, "", id, r);
+    pt__sim_unlock(s);
+    if (rc == PT_OK) {
+        pt__sim_resp_json(rs, 200, refund_json(r));
+    } else {
+        snprintf(msg, sizeof msg, "No such refund: '%.80s'", id);
+        stripe_error(rs, 404, "invalid_request_error", "resource_missing", msg, "id");
+    }
+    free(r);
+}
+
 static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
@@ -774,6 +1099,27 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         pt_form_free(&f);
         return;
     }
+    /* POST /v1/refunds, GET /v1/refunds, GET /v1/refunds/{id} */
+    if (strcmp(rq->path, "/v1/refunds") == 0 && post) {
+        struct pt_form f;
+        pt_form_init(&f);
+        if (pt_form_parse(rq->body, rq->body_len, &f) != PT_OK)
+            stripe_error(rs, 400, "invalid_request_error", NULL,
+                         "Invalid request body: not application/x-www-form-urlencoded.", NULL);
+        else
+            with_idempotency(c, rq, &f, rs, create_refund);
+        pt_form_free(&f);
+        return;
+    }
+    if (strcmp(rq->path, "/v1/refunds") == 0 && get) {
+        list_refunds(s, rq, rs);
+        return;
+    }
+    if (strncmp(rq->path, "/v1/refunds/", 12) == 0 && get && rq->path[12] &&
+        !strchr(rq->path + 12, '/') && strlen(rq->path + 12) < 64) {
+        retrieve_refund(s, rq->path + 12, rs);
+        return;
+    }
     /* GET /v1/payment_intents/search, GET /v1/payment_intents/{id} */
     if (rest && get && strcmp(rest, "/search") == 0) {
         search(s, rq, rs);
@@ -785,7 +1131,8 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
     }
     char msg[300];
     snprintf(msg, sizeof msg,
-             "Unrecognized request URL (%s: %.200s). The simulator serves PaymentIntents only.",
+             "Unrecognized request URL (%s: %.200s). The simulator serves PaymentIntents and "
+             "Refunds only.",
              rq->method, rq->path);
     stripe_error(rs, 404, "invalid_request_error", NULL, msg, NULL);
 }

@@ -4,6 +4,8 @@
  *   POST /v3/pay/transactions/native                         create, returns code_url
  *   GET  /v3/pay/transactions/out-trade-no/{no}?mchid=...    query
  *   POST /v3/pay/transactions/out-trade-no/{no}/close        close (204)
+ *   POST /v3/refund/domestic/refunds                         refund
+ *   GET  /v3/refund/domestic/refunds/{out_refund_no}         refund query
  *
  * Every request must carry `Authorization: WECHATPAY2-SHA256-RSA2048 ...`
  * signed with the merchant key over METHOD\nURL\ntimestamp\nnonce\nbody\n,
@@ -18,6 +20,17 @@
  * the pay delay (...51: PAYERROR, ...52: never), and a paid order is notified
  * (TRANSACTION.SUCCESS, resource encrypted with AES-256-GCM under the APIv3
  * key) to the notify_url of the order, at least twice.
+ *
+ * Refunds are keyed by out_refund_no (unique per merchant: "同一退款单号多次请
+ * 求只退一笔"): a repeat is answered with the refund as it now is, the same
+ * out_refund_no with another amount or order is 400 INVALID_REQUEST, and so
+ * is a refund above what is left (WeChat's code for a request that breaks a
+ * business rule; NOT_ENOUGH is the merchant's balance, which never runs out
+ * here) or an amount.total other than the order's.  An unknown or unpaid
+ * order is 404 RESOURCE_NOT_EXISTS.  A refund is answered PROCESSING; after
+ * the pay delay it becomes SUCCESS and REFUND.SUCCESS is notified (to the
+ * refund's notify_url, else the merchant's default), at least twice.  A paid
+ * order with refunds shows trade_state REFUND ("转入退款").
  */
 #include "sim_int.h"
 
@@ -34,6 +47,7 @@
 
 #define SKEW_S 300
 #define PATH_PREFIX "/v3/pay/transactions/out-trade-no/"
+#define REFUNDS_PATH "/v3/refund/domestic/refunds"
 
 /* Signs rs with the platform key (the answer's Wechatpay-* headers). */
 static void sign_response(struct pt_sim *s, struct sim_resp *rs)
@@ -345,12 +359,22 @@ static void query(struct sim_call *c, const struct sim_req *rq, const char *otn,
         return;
     }
     pt__sim_lock(s);
-    int rc = pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t);
+    int rc = pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t), refunds = 0;
+    if (rc == PT_OK && pt__sim_refund_totals(s, t->id, NULL, NULL, &refunds) != PT_OK)
+        refunds = 0;
     pt__sim_unlock(s);
     if (rc == PT_OK) {
-        const char *desc;
-        pt__sim_resp_json(rs, 200, transaction(s, t));
-        pt__sim_note(rs, "%s %s", otn, trade_state(t, &desc));
+        const char *desc, *state = trade_state(t, &desc);
+        cJSON *tx = transaction(s, t);
+        if (refunds > 0 && strcmp(state, "SUCCESS") == 0) {
+            /* A paid order with a refund is "转入退款" to the order query. */
+            state = "REFUND";
+            cJSON_ReplaceItemInObjectCaseSensitive(tx, "trade_state", cJSON_CreateString(state));
+            cJSON_ReplaceItemInObjectCaseSensitive(tx, "trade_state_desc",
+                                                   cJSON_CreateString("转入退款"));
+        }
+        pt__sim_resp_json(rs, 200, tx);
+        pt__sim_note(rs, "%s %s", otn, state);
     } else {
         error(rs, 404, "ORDER_NOT_EXIST", "订单不存在");
     }
@@ -401,6 +425,308 @@ static void close_order(struct sim_call *c, const struct sim_req *rq, const char
     free(t);
 }
 
+/* ---- refunds ------------------------------------------------------------------- */
+
+/* out_refund_no: 1-64 of digits, letters and _-|*@ (WeChat's documented set). */
+static int out_refund_no_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("_-|*@", s[i]))
+            return 0;
+    return 1;
+}
+
+/* Characters (UTF-8 code points) of s: WeChat bounds text in characters. */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+static int64_t extra_int(const cJSON *x, const char *name)
+{
+    int64_t v = 0;
+    return pt__sim_json_int(x, name, &v) == 0 ? v : 0;
+}
+
+/* The refund object of GET /v3/refund/domestic/refunds/{no} and of the
+ * refund answer. */
+static cJSON *refund_json(const struct sim_refund *r)
+{
+    cJSON *x = cJSON_Parse(r->extra);
+    int64_t total = extra_int(x, "total");
+    int ok = strcmp(r->status, "succeeded") == 0;
+    char when[32];
+    cJSON *o = cJSON_CreateObject();
+    cJSON *amt = cJSON_AddObjectToObject(o, "amount");
+    cJSON_AddStringToObject(amt, "currency", r->currency);
+    cJSON_AddNumberToObject(amt, "discount_refund", 0);
+    cJSON_AddArrayToObject(amt, "from");
+    cJSON_AddNumberToObject(amt, "payer_refund", (double)r->amount);
+    cJSON_AddNumberToObject(amt, "payer_total", (double)total);
+    cJSON_AddNumberToObject(amt, "refund", (double)r->amount);
+    cJSON_AddNumberToObject(amt, "settlement_refund", (double)r->amount);
+    cJSON_AddNumberToObject(amt, "settlement_total", (double)total);
+    cJSON_AddNumberToObject(amt, "total", (double)total);
+    cJSON_AddStringToObject(o, "channel", "ORIGINAL");
+    pt__sim_time_rfc3339_cn(r->created_at, when);
+    cJSON_AddStringToObject(o, "create_time", when);
+    cJSON_AddStringToObject(o, "funds_account", "AVAILABLE");
+    cJSON_AddStringToObject(o, "out_refund_no", r->refund_key);
+    cJSON_AddStringToObject(o, "out_trade_no", r->order_id);
+    cJSON_AddArrayToObject(o, "promotion_detail");
+    cJSON_AddStringToObject(o, "refund_id", r->refund_no);
+    cJSON_AddStringToObject(o, "status", ok ? "SUCCESS" : "PROCESSING");
+    if (ok) {
+        pt__sim_time_rfc3339_cn(r->succeeded_at, when);
+        cJSON_AddStringToObject(o, "success_time", when);
+    }
+    cJSON_AddStringToObject(o, "transaction_id", r->trade_no);
+    cJSON_AddStringToObject(o, "user_received_account", "支付用户零钱");
+    cJSON_Delete(x);
+    return o;
+}
+
+/* Queues REFUND.SUCCESS for r (lk held).  A refund notification carries
+ * mchid but no appid (SPEC 5a: payterm binds it by mchid, out_refund_no and
+ * refund_id). */
+static void refund_notify(struct pt_sim *s, const struct sim_refund *r)
+{
+    cJSON *x = cJSON_Parse(r->extra);
+    const char *url = pt__sim_json_str(x, "notify_url");
+    int64_t total = extra_int(x, "total");
+    char nonce[16], id[48], when[32], paid[32], *ct = NULL;
+    pt__sim_time_rfc3339_cn(r->succeeded_at, paid);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "mchid", s->k.wechat_mchid);
+    cJSON_AddStringToObject(p, "out_trade_no", r->order_id);
+    cJSON_AddStringToObject(p, "transaction_id", r->trade_no);
+    cJSON_AddStringToObject(p, "out_refund_no", r->refund_key);
+    cJSON_AddStringToObject(p, "refund_id", r->refund_no);
+    cJSON_AddStringToObject(p, "refund_status", "SUCCESS");
+    cJSON_AddStringToObject(p, "success_time", paid);
+    cJSON_AddStringToObject(p, "user_received_account", "支付用户零钱");
+    cJSON *a = cJSON_AddObjectToObject(p, "amount");
+    cJSON_AddNumberToObject(a, "total", (double)total);
+    cJSON_AddNumberToObject(a, "refund", (double)r->amount);
+    cJSON_AddNumberToObject(a, "payer_total", (double)total);
+    cJSON_AddNumberToObject(a, "payer_refund", (double)r->amount);
+    char *plain = cJSON_PrintUnformatted(p);
+    cJSON_Delete(p);
+    pt__sim_random_alnum(s, nonce, 12);
+    if (!plain || pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, "refund", plain,
+                                    strlen(plain), &ct) != PT_OK)
+        goto out;
+    snprintf(id, sizeof id, "EV-");
+    pt__sim_random_digits(s, id + 3, 20);
+    pt__sim_time_rfc3339_cn(pt__sim_now_ms(), when);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", id);
+    cJSON_AddStringToObject(e, "create_time", when);
+    cJSON_AddStringToObject(e, "resource_type", "encrypt-resource");
+    cJSON_AddStringToObject(e, "event_type", "REFUND.SUCCESS");
+    cJSON_AddStringToObject(e, "summary", "退款成功");
+    cJSON *res = cJSON_AddObjectToObject(e, "resource");
+    cJSON_AddStringToObject(res, "original_type", "refund");
+    cJSON_AddStringToObject(res, "algorithm", "AEAD_AES_256_GCM");
+    cJSON_AddStringToObject(res, "ciphertext", ct);
+    cJSON_AddStringToObject(res, "associated_data", "refund");
+    cJSON_AddStringToObject(res, "nonce", nonce);
+    char *body = cJSON_PrintUnformatted(e);
+    cJSON_Delete(e);
+    if (body)
+        pt__sim_notify(s, SIM_GW_WECHAT, r->order_id, "REFUND.SUCCESS", url, "application/json",
+                       body, strlen(body), 0, 1);
+    free(body);
+out:
+    if (plain)
+        pt_zeroize(plain, strlen(plain));
+    free(plain);
+    free(ct);
+    cJSON_Delete(x);
+}
+
+static void refund_settle(struct pt_sim *s, struct sim_refund *r)
+{
+    snprintf(r->status, sizeof r->status, "succeeded");
+    r->settle_at = 0;
+    r->updated_at = r->succeeded_at = pt__sim_now_ms();
+    if (pt__sim_refund_update(s, r) == PT_OK)
+        refund_notify(s, r);
+}
+
+/* True when a member of the refund request is given twice (a body that can
+ * be read two ways is refused) or has the wrong JSON type. */
+static int refund_body_malformed(const struct sim_req *rq, const cJSON *j)
+{
+    static const char *const strings[] = {"out_trade_no",
+                                          "transaction_id",
+                                          "out_refund_no",
+                                          "reason",
+                                          "notify_url",
+                                          "funds_account",
+                                          NULL};
+    static const char *const currency_path[] = {"amount", "currency", NULL};
+    const char *v;
+    size_t vl;
+    for (const char *const *n = strings; *n; n++) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, *n);
+        if (pt_jscan_member(rq->body, rq->body_len, *n, &v, &vl) == PT_EPARSE ||
+            (m && !cJSON_IsString(m)))
+            return 1;
+    }
+    return pt_jscan_member(rq->body, rq->body_len, "amount", &v, &vl) == PT_EPARSE ||
+           !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "amount")) ||
+           pt_jscan_path(rq->body, rq->body_len, currency_path, &v, &vl) == PT_EPARSE;
+}
+
+static void refund_create(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    static const char *const refund_path[] = {"amount", "refund", NULL};
+    static const char *const total_path[] = {"amount", "total", NULL};
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *otn = pt__sim_json_str(j, "out_trade_no");
+    const char *tid = pt__sim_json_str(j, "transaction_id");
+    const char *key = pt__sim_json_str(j, "out_refund_no");
+    const char *reason = pt__sim_json_str(j, "reason");
+    const char *url = pt__sim_json_str(j, "notify_url");
+    const char *funds = pt__sim_json_str(j, "funds_account");
+    const char *cur = pt__sim_json_str(cJSON_GetObjectItemCaseSensitive(j, "amount"), "currency");
+    int64_t amount = 0, total = 0;
+    struct sim_trade *t = NULL;
+    struct sim_refund *r = NULL;
+    if (!cJSON_IsObject(j)) {
+        error(rs, 400, "PARAM_ERROR", "请求体不是合法的 JSON");
+        goto out;
+    }
+    if (refund_body_malformed(rq, j) || (!otn && !tid) || !key || !cur ||
+        pt_jscan_int(rq->body, rq->body_len, refund_path, &amount) != PT_OK ||
+        pt_jscan_int(rq->body, rq->body_len, total_path, &total) != PT_OK || amount <= 0 ||
+        total <= 0) {
+        error(rs, 400, "PARAM_ERROR",
+              "缺少参数或格式错误 (out_trade_no 或 transaction_id, out_refund_no, amount.refund, "
+              "amount.total, amount.currency)");
+        goto out;
+    }
+    if (!out_refund_no_valid(key)) {
+        error(rs, 400, "PARAM_ERROR", "out_refund_no 须为 1-64 位数字、大小写字母或 _-|*@");
+        goto out;
+    }
+    if ((otn && !out_trade_no_valid(otn)) || (tid && (!*tid || strlen(tid) > 32))) {
+        error(rs, 400, "PARAM_ERROR", "out_trade_no / transaction_id 格式错误");
+        goto out;
+    }
+    if ((reason && utf8_chars(reason) > 80) ||
+        (url && (strlen(url) > 256 || strchr(url, '?') ||
+                 (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0))) ||
+        (funds && strcmp(funds, "AVAILABLE") != 0)) {
+        error(rs, 400, "PARAM_ERROR",
+              "reason 至多 80 个字符, notify_url 须为不带参数的 URL, funds_account 仅支持 "
+              "AVAILABLE");
+        goto out;
+    }
+    if (strcmp(cur, "CNY") != 0) {
+        error(rs, 400, "PARAM_ERROR", "境内商户仅支持人民币 (amount.currency: CNY)");
+        goto out;
+    }
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        goto out;
+    }
+    t = calloc(1, sizeof *t);
+    r = calloc(1, sizeof *r);
+    if (!t || !r) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+        goto out;
+    }
+    r->gw = SIM_GW_WECHAT;
+    snprintf(r->refund_key, sizeof r->refund_key, "%s", key);
+    memcpy(r->refund_no, "50", 2);
+    pt__sim_random_digits(s, r->refund_no + 2, 27);
+    r->amount = amount;
+    snprintf(r->status, sizeof r->status, "processing");
+    r->settle_at = pt__sim_now_ms() + s->pay_delay_ms;
+    char basis[64];
+    snprintf(basis, sizeof basis, "%lld|%lld", (long long)amount, (long long)total);
+    pt__sim_sha256_hex(basis, strlen(basis), r->params_hash);
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddNumberToObject(x, "total", (double)total);
+    if (url)
+        cJSON_AddStringToObject(x, "notify_url", url);
+    if (reason)
+        cJSON_AddStringToObject(x, "reason", reason);
+    char *xt = cJSON_PrintUnformatted(x);
+    cJSON_Delete(x);
+    snprintf(r->extra, sizeof r->extra, "%s", xt ? xt : "{}");
+    free(xt);
+
+    enum sim_refund_rc rrc = SIM_REFUND_ERROR;
+    int64_t left = 0;
+    pt__sim_lock(s);
+    int rc = otn ? pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t)
+                 : pt__sim_trade_by_no(s, SIM_GW_WECHAT, tid, t);
+    int unpaid = rc == PT_OK && strcmp(t->status, "captured") != 0;
+    int wrong_total = rc == PT_OK && !unpaid && total != t->amount;
+    if (rc == PT_OK && !unpaid && !wrong_total)
+        rrc = pt__sim_refund_take(s, t, r, &left);
+    pt__sim_unlock(s);
+    if (rc == PT_ENOTFOUND || unpaid) {
+        error(rs, 404, "RESOURCE_NOT_EXISTS", "订单不存在或未支付，未支付的订单不能发起退款");
+    } else if (wrong_total) {
+        error(rs, 400, "INVALID_REQUEST", "订单金额与实际支付金额不一致 (amount.total)");
+    } else if (rc != PT_OK || rrc == SIM_REFUND_ERROR) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误，请不要更换商户退款单号，使用相同参数再次调用");
+    } else if (rrc == SIM_REFUND_CONFLICT) {
+        error(rs, 400, "INVALID_REQUEST", "订单金额或退款金额与之前请求不一致，请核实后再试");
+    } else if (rrc == SIM_REFUND_EXCEEDS) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "申请退款金额超过订单可退金额 (可退 %lld 分)", (long long)left);
+        error(rs, 400, "INVALID_REQUEST", msg);
+    } else if (rrc == SIM_REFUND_NOT_PAID) {
+        error(rs, 404, "RESOURCE_NOT_EXISTS", "订单不存在或未支付，未支付的订单不能发起退款");
+    } else {
+        pt__sim_resp_json(rs, 200, refund_json(r));
+        pt__sim_note(rs, "%s refund %s %lld%s", r->order_id, key, (long long)amount,
+                     rrc == SIM_REFUND_NEW ? "" : " (repeat)");
+    }
+out:
+    free(r);
+    free(t);
+    cJSON_Delete(j);
+}
+
+static void refund_query(struct sim_call *c, const char *key, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    if (!out_refund_no_valid(key)) {
+        error(rs, 400, "PARAM_ERROR", "out_refund_no 格式错误");
+        return;
+    }
+    struct sim_refund *r = calloc(1, sizeof *r);
+    if (!r) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_refund_get(s, SIM_GW_WECHAT, "", key, r);
+    pt__sim_unlock(s);
+    if (rc == PT_OK) {
+        pt__sim_resp_json(rs, 200, refund_json(r));
+        pt__sim_note(rs, "refund %s %s", key, r->status);
+    } else if (rc == PT_ENOTFOUND) {
+        error(rs, 404, "RESOURCE_NOT_EXISTS", "退款单不存在");
+    } else {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+    }
+    free(r);
+}
+
 static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
@@ -416,6 +742,12 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
     } else if (strcmp(rq->method, "POST") == 0 &&
                path_trade_no(rq->path, "/close", otn, sizeof otn) == 0) {
         close_order(c, rq, otn, rs);
+    } else if (strcmp(rq->method, "POST") == 0 && strcmp(rq->path, REFUNDS_PATH) == 0) {
+        refund_create(c, rq, rs);
+    } else if (strcmp(rq->method, "GET") == 0 &&
+               strncmp(rq->path, REFUNDS_PATH "/", sizeof REFUNDS_PATH) == 0 &&
+               !strchr(rq->path + sizeof REFUNDS_PATH, '/')) {
+        refund_query(c, rq->path + sizeof REFUNDS_PATH, rs);
     } else {
         error(rs, 404, "NOT_FOUND", "请求的资源不存在 (the simulator serves Native payments)");
     }
@@ -481,4 +813,5 @@ const struct sim_gateway pt__sim_wechat = {
     .note_headers = note_headers,
     .note_ok = note_ok,
     .error_500 = error_500,
+    .refund_settle = refund_settle,
 };

@@ -15,7 +15,7 @@ case_get_charge()
     expect_no_header Idempotency-Replayed
     expect_same_bytes "$(pt_saved g1)" "$PT_BODY_FILE" "GET /v1/charges/g-1"
     expect_json 'keys | sort | join(",")' \
-        amount,attempts,created_at,currency,error,gateway,gateway_trade_no,id,method,offline,order_id,review,review_reason,state,subject,updated_at
+        amount,amount_refunded,attempts,created_at,currency,error,gateway,gateway_trade_no,id,method,offline,order_id,refunds,review,review_reason,state,subject,updated_at
     pt_get /v1/charges/g-none
     expect_error 404 not_found
     expect_contains g-none "$(pt_message)"
@@ -92,8 +92,10 @@ case_status()
 {
     pt_get /v1/status
     expect_status 200
-    expect_json 'keys | sort | join(",")' online,pending,processing,queue,review,unknown,version
+    expect_json 'keys | sort | join(",")' online,pending,processing,queue,refunds,review,unknown,version
     expect_json '.online' false
+    # SPEC 5a: refunds in progress.
+    expect_json '.refunds | keys | sort | join(",")' pending,processing,queued,review,unknown
     expect_json '"\(.queue.count) \(.queue.by_currency | tojson) \(.pending) \(.unknown) \(.review)"' \
         '5 {"USD":{"count":5,"amount":500}} 0 0 0'
     expect_json '.queue.oldest_age_s | (type == "number" and . >= 0)' true
@@ -127,7 +129,7 @@ case_metrics()
     for name in payterm_charges payterm_queue_depth payterm_queue_oldest_age_seconds \
         payterm_sync_attempts_total payterm_notifications_total \
         payterm_http_request_duration_seconds payterm_idempotency_total \
-        payterm_http_responses_total; do
+        payterm_http_responses_total payterm_refunds payterm_refunds_review; do
         grep -qE "^# TYPE $name (gauge|counter|histogram)\$" <<<"$text" ||
             fail "/metrics has no '# TYPE $name' line"
         grep -qE "^${name}(_bucket|_sum|_count)?(\{| )" <<<"$text" ||
