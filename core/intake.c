@@ -1089,9 +1089,14 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
         break;
     case PT_STATE_SUCCESS:
     case PT_STATE_FAILED:
-        pt_reply_error(out, 409, "charge_not_cancelable",
-                       "charge %s is %s and cannot be canceled%s", order_id, pt_state_name(c.state),
-                       c.state == PT_STATE_SUCCESS ? " (refunds are a separate feature)" : "");
+        if (c.state == PT_STATE_SUCCESS)
+            pt_reply_error(out, 409, "charge_not_cancelable",
+                           "charge %s is SUCCESS and cannot be canceled: the money moved; refund "
+                           "it with POST /v1/charges/%s/refunds",
+                           order_id, order_id);
+        else
+            pt_reply_error(out, 409, "charge_not_cancelable",
+                           "charge %s is FAILED and cannot be canceled", order_id);
         break;
     default:
         if (pt_gateway_find(c.gateway) && pt_gateway_find(c.gateway)->no_cancel) {
