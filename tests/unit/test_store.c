@@ -173,6 +173,69 @@ static void test_migrate_from_each_version(void **state)
     }
 }
 
+/* 006 rebuilds the events table (its type CHECK takes the refund events):
+ * every event keeps its seq and payload, and seq never goes back, even
+ * past events that are no longer there (AUTOINCREMENT's high-water mark). */
+static void test_refund_migration_keeps_the_feed(void **state)
+{
+    (void)state;
+    char path[300], err[512], v[256];
+    db_path(path, sizeof path, "feed5.db");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    for (int i = 0; i < 5; i++) {
+        char bump[64];
+        assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+        snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
+        assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
+    }
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
+                     " offline_mode, created_at, updated_at) VALUES ('OLD-1', 'stripe',"
+                     " 'card_on_file', 500, 'USD', 'SUCCESS', 'prefer_online', 1, 1);"
+                     "INSERT INTO events (type, charge_id, order_id, payload, created_at) VALUES"
+                     " ('charge.review', 1, 'OLD-1', '{\"a\":1}', 1),"
+                     " ('charge.succeeded', 1, 'OLD-1', '{\"a\":2}', 2),"
+                     " ('charge.review', 1, 'OLD-1', '{\"a\":3}', 3);"
+                     "DELETE FROM events WHERE seq = 3;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    struct pt_event_row rows[4];
+    int n = 0;
+    assert_int_equal(pt_store_events_list(st, 0, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(rows[0].seq, 1);
+    assert_string_equal(rows[1].type, "charge.succeeded");
+    assert_string_equal(rows[1].payload, "{\"a\":2}");
+    pt_event_rows_free(rows, n);
+    /* Still once per charge and type after the rebuild. */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    int64_t seq = 0;
+    assert_int_equal(pt_store_event_insert(st, "charge.succeeded", 1, "OLD-1", "{}", 4, &seq),
+                     PT_EEXIST);
+    assert_int_equal(pt_store_event_insert(st, "charge.review", 1, "OLD-1", "{}", 4, &seq), PT_OK);
+    /* Not 3: that number was handed out once.  (Not necessarily 4 either:
+     * SQLite's AUTOINCREMENT counts the refused INSERT OR IGNORE too.) */
+    assert_true(seq > 3);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    /* The charge gained its refund columns, zero. */
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "OLD-1", &c), PT_OK);
+    assert_int_equal(c.amount_refunded, 0);
+    assert_int_equal(c.refunds, 0);
+    pt_store_close(st);
+    raw_query(path, "SELECT group_concat(name) FROM sqlite_master WHERE name LIKE 'events%'", v,
+              sizeof v);
+    assert_non_null(strstr(v, "events_once_per_refund"));
+    assert_null(strstr(v, "events_new"));
+}
+
 static void test_too_new_refused(void **state)
 {
     (void)state;
@@ -411,6 +474,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_synchronous_full_by_default, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_from_each_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_2_counts_the_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refund_migration_keeps_the_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
