@@ -1,16 +1,21 @@
 /*
- * cli.c - helpers shared by the subcommands (config options, errors).
+ * cli.c - helpers shared by the subcommands (config options, errors, the
+ * database, the running daemon's API).
  */
 #include "cli.h"
+#include "crypto.h"
 #include "err.h"
 #include "store.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <sys/stat.h>
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define DEFAULT_CONFIG "/etc/payterm/payterm.json"
@@ -179,4 +184,137 @@ int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv, struc
         }
     }
     return 0;
+}
+
+/* ---- the running daemon's API ---------------------------------------------------- */
+
+/* An API answer is a charge, a refund or an error: far below this. */
+#define ANSWER_MAX (1024 * 1024)
+
+static size_t on_body(char *p, size_t s, size_t n, void *u)
+{
+    struct pt_cli_answer *a = u;
+    size_t add = s * n;
+    if (a->len + add > ANSWER_MAX)
+        return 0; /* curl ends the transfer with CURLE_WRITE_ERROR */
+    char *b = realloc(a->body, a->len + add + 1);
+    if (!b)
+        return 0;
+    memcpy(b + a->len, p, add);
+    a->body = b;
+    a->len += add;
+    a->body[a->len] = '\0';
+    return add;
+}
+
+static size_t on_header(char *p, size_t s, size_t n, void *u)
+{
+    struct pt_cli_answer *a = u;
+    size_t len = s * n;
+    if (len >= 12 && strncasecmp(p, "Retry-After:", 12) == 0)
+        a->retry_after_s = atoi(p + 12);
+    else if (len >= 26 && strncasecmp(p, "Idempotency-Replayed: true", 26) == 0)
+        a->replayed = 1;
+    return len;
+}
+
+/* "Authorization: Bearer <token>" from api_token_file, or "" when there is
+ * none.  The caller wipes it. */
+static int bearer(const char *cmd, const struct pt_config *cfg, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (!cfg->api_token_file[0])
+        return 0;
+    char tok[256] = "";
+    size_t n = 0;
+    int rc = pt_secret_read_line(cfg->api_token_file, tok, sizeof tok, &n);
+    if (rc == PT_ETOOBIG)
+        pt_cli_error(cmd, "api_token_file %s: longer than %zu characters", cfg->api_token_file,
+                     sizeof tok - 1);
+    else if (rc != PT_OK)
+        pt_cli_error(cmd, "api_token_file %s: cannot read: %s", cfg->api_token_file,
+                     strerror(errno));
+    if (rc == PT_OK)
+        snprintf(out, cap, "Authorization: Bearer %s", tok);
+    pt_zeroize(tok, sizeof tok);
+    return rc == PT_OK ? 0 : -1;
+}
+
+int pt_cli_api(const char *cmd, const struct pt_config *cfg, const char *path, const char *key,
+               const char *body, long timeout_ms, struct pt_cli_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    char url[512], auth[300], kh[300];
+    snprintf(url, sizeof url, "http://%s%s", cfg->listen, path);
+    if (bearer(cmd, cfg, auth, sizeof auth))
+        return PT_CLI_API_ERROR;
+    CURL *h = curl_easy_init();
+    if (!h) {
+        pt_cli_error(cmd, "cannot initialise libcurl");
+        pt_zeroize(auth, sizeof auth);
+        return PT_CLI_API_ERROR;
+    }
+    /* curl_slist_append copies the string: that copy holds the token too
+     * and is wiped below before it is freed. */
+    struct curl_slist *hdr = NULL;
+    if (body && body[0])
+        hdr = curl_slist_append(hdr, "Content-Type: application/json");
+    if (auth[0])
+        hdr = curl_slist_append(hdr, auth);
+    if (key) {
+        snprintf(kh, sizeof kh, "Idempotency-Key: %s", key);
+        hdr = curl_slist_append(hdr, kh);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    CURLcode cc = curl_easy_perform(h);
+    long sent = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
+    curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
+    for (struct curl_slist *l = hdr; l; l = l->next)
+        pt_zeroize(l->data, strlen(l->data));
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    pt_zeroize(auth, sizeof auth);
+    if (cc == CURLE_OK && a->status > 0) {
+        if (!a->body)
+            a->body = calloc(1, 1);
+        if (a->body)
+            return PT_CLI_API_ANSWER;
+        pt_cli_error(cmd, "out of memory");
+        return PT_CLI_API_ERROR;
+    }
+    free(a->body);
+    a->body = NULL;
+    a->len = 0;
+    /* Nothing reached the daemon when not one byte of the request was
+     * written (connection refused, or never made); after that, it may have
+     * been taken without its answer arriving, and only the caller knows
+     * whether a retry is safe. */
+    if (sent == 0) {
+        pt_cli_error(cmd, "the daemon does not answer at %s (%s): is payterm serve running?",
+                     cfg->listen, curl_easy_strerror(cc));
+        return PT_CLI_API_NOT_SENT;
+    }
+    pt_cli_error(cmd, "no answer from the daemon at %s within %ld ms (%s)", cfg->listen, timeout_ms,
+                 curl_easy_strerror(cc));
+    return PT_CLI_API_NO_ANSWER;
+}
+
+void pt_cli_answer_free(struct pt_cli_answer *a)
+{
+    if (!a)
+        return;
+    free(a->body);
+    a->body = NULL;
+    a->len = 0;
 }

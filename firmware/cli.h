@@ -80,6 +80,35 @@ enum pt_cli_db { PT_CLI_DB_READ, PT_CLI_DB_MAINTAIN, PT_CLI_DB_COPY };
 int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_cli_db mode,
                          struct pt_store **st);
 
+/* An answer of the running daemon's API (pt_cli_api). */
+struct pt_cli_answer {
+    long status; /* HTTP status */
+    char *body;  /* malloc'd, NUL-terminated ("" when empty); pt_cli_answer_free */
+    size_t len;
+    int retry_after_s; /* its Retry-After header, 0 when none */
+    int replayed;      /* it carried Idempotency-Replayed: true */
+};
+
+/* What pt_cli_api came to. */
+enum {
+    PT_CLI_API_ANSWER = 0,    /* an HTTP answer, of any status, is in *a */
+    PT_CLI_API_NOT_SENT = 1,  /* nobody answers at `listen`: nothing was sent */
+    PT_CLI_API_NO_ANSWER = 2, /* sent, but no (whole) answer came back in time */
+    PT_CLI_API_ERROR = -1     /* nothing sent: api_token_file unreadable, no memory */
+};
+
+/*
+ * Calls the running daemon's local API at cfg->listen, with the bearer
+ * token of cfg->api_token_file when one is configured: GET path when body
+ * is NULL, else POST body (JSON).  key, unless NULL, is sent as the
+ * Idempotency-Key.  Every outcome but PT_CLI_API_ANSWER is printed as
+ * "payterm <cmd>: ..." naming the address; on PT_CLI_API_ANSWER the caller
+ * frees a->body with pt_cli_answer_free (which accepts a zeroed answer).
+ */
+int pt_cli_api(const char *cmd, const struct pt_config *cfg, const char *path, const char *key,
+               const char *body, long timeout_ms, struct pt_cli_answer *a);
+void pt_cli_answer_free(struct pt_cli_answer *a);
+
 /* The commands; argv[0] is the command name. */
 int pt_cmd_init(int argc, char **argv);
 int pt_cmd_version(int argc, char **argv);
@@ -89,6 +118,9 @@ int pt_cmd_serve(int argc, char **argv);
 int pt_cmd_status(int argc, char **argv);
 int pt_cmd_charges(int argc, char **argv);
 int pt_cmd_sync(int argc, char **argv);
+/* cmd_refund.c: refund through the daemon (SPEC 5a), refunds from the database */
+int pt_cmd_refund(int argc, char **argv);
+int pt_cmd_refunds(int argc, char **argv);
 int pt_cmd_sim(int argc, char **argv);
 int pt_cmd_demo(int argc, char **argv);
 /* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */

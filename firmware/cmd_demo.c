@@ -7,9 +7,11 @@
  * offline, retries with the same keys, the network back and the queue
  * drained, a gateway that took the money but lost the answer, customers
  * paying QR codes with the gateways notifying (deliberate duplicates
- * included).  It then compares the daemon's charges and fulfilment feed with
- * the simulator's ledger and exits 0 only if every order was captured
- * exactly once and every fulfilment event was delivered once.
+ * included), and refunds: in parts, one too many, one queued while the
+ * network is cut, one whose answer is lost.  It then compares the daemon's
+ * charges, refunds and fulfilment feed with the simulator's ledger and
+ * exits 0 only if every order was captured exactly once, every refund
+ * executed exactly once and every fulfilment event was delivered once.
  *
  * The kiosk side speaks plain HTTP to the API with libcurl, exactly as a POS
  * application would; nothing here reaches into the daemon's internals.
@@ -44,9 +46,11 @@ static const char help[] =
     "usage: payterm demo [--dir DIR]\n\n"
     "Plays a kiosk session against the built-in gateway simulator: online charges on\n"
     "Alipay, WeChat Pay, Stripe and 2C2P, the network cut, charges queued offline,\n"
-    "client retries, the network back, the queue drained, duplicate notifications.\n"
+    "client retries, the network back, the queue drained, duplicate notifications,\n"
+    "refunds (partial, one too many, queued offline, an answer lost).\n"
     "Prints a summary; exits 0 only if every order was captured exactly once at the\n"
-    "simulator and every fulfilment event was delivered once.\n\n"
+    "simulator, every refund executed there exactly once and every fulfilment event\n"
+    "was delivered once.\n\n"
     "  --dir DIR   state directory (default ./payterm-demo), emptied first\n\n"
     "The demo writes its own configuration (DIR/payterm.json): -c/--config FILE is\n"
     "accepted and ignored.\n";
@@ -156,6 +160,8 @@ static const char *str(const cJSON *o, const char *name)
 static struct {
     char order[32];
     int want_captured; /* 1 captured, 0 declined */
+    int want_refunds;  /* refund ids payterm accepted for the order */
+    long want_refunded;
 } expected[MAX_ORDERS];
 static int nexpected;
 
@@ -163,6 +169,16 @@ static void expect(const char *order, int captured)
 {
     snprintf(expected[nexpected].order, sizeof expected[0].order, "%s", order);
     expected[nexpected++].want_captured = captured;
+}
+
+/* One more refund of `amount` accepted for an order expect()ed before. */
+static void expect_refund(const char *order, long amount)
+{
+    for (int i = 0; i < nexpected; i++)
+        if (strcmp(expected[i].order, order) == 0) {
+            expected[i].want_refunds++;
+            expected[i].want_refunded += amount;
+        }
 }
 
 static void say(const char *fmt, ...)
@@ -212,6 +228,49 @@ static void charge(struct demo *d, const char *key, const char *order, const cha
     free(a.body);
 }
 
+/* POST /v1/charges/{order}/refunds and print one line like charge(): the
+ * refund id, status, state and what it refunds; or the error code, with
+ * the daemon's whole message on the next line (it says what is left). */
+static void refund(struct demo *d, const char *key, const char *order, const char *refund_id,
+                   long amount)
+{
+    char url[160], body[256], amt[32] = "";
+    snprintf(url, sizeof url, "%s/v1/charges/%s/refunds", d->api, order);
+    if (amount > 0)
+        snprintf(amt, sizeof amt, ",\"amount\":%ld", amount);
+    snprintf(body, sizeof body, "{\"refund_id\":\"%s\"%s,\"reason\":\"returned\"}", refund_id, amt);
+    struct answer a;
+    request(d, url, key, body, &a);
+    cJSON *o = a.body ? cJSON_Parse(a.body) : NULL;
+    const cJSON *err = cJSON_GetObjectItem(o, "error");
+    if (cJSON_IsObject(err) && !cJSON_GetObjectItem(o, "state")) {
+        printf("   %-10s %3ld  %s\n", refund_id, a.status, str(err, "code"));
+        printf("   %-10s      \"%s\"\n", "", str(err, "message"));
+    } else {
+        printf("   %-10s %3ld  %-22s %.0f %s of %s%s\n", refund_id, a.status, str(o, "state"),
+               num(o, "amount"), str(o, "currency"), order, a.replayed ? "  (replayed)" : "");
+    }
+    fflush(stdout);
+    d->replays += a.replayed;
+    cJSON_Delete(o);
+    free(a.body);
+}
+
+/* Polls a refund until it is final or the time is up; its state. */
+static void wait_refund(struct demo *d, const char *refund_id, int seconds, char *state, size_t cap)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/refunds/%s", refund_id);
+    for (int i = 0; i < seconds * 10; i++) {
+        cJSON *r = get_json(d, d->api, path);
+        snprintf(state, cap, "%s", str(r, "state"));
+        cJSON_Delete(r);
+        if (strcmp(state, "SUCCESS") == 0 || strcmp(state, "FAILED") == 0)
+            return;
+        usleep(100 * 1000);
+    }
+}
+
 /* Polls the status until pred() says done or the time is up. */
 static int wait_status(struct demo *d, int seconds, int (*pred)(const cJSON *status))
 {
@@ -244,6 +303,51 @@ static int all_final(const cJSON *s)
 #define CARD                                                                                       \
     "\"amount\":%d,\"currency\":\"USD\",\"gateway\":\"stripe\",\"method\":\"card_on_file\","       \
     "\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_demo\""
+
+/* Act 8.  Stripe and Alipay refund synchronously, so each refund's end is
+ * seen within the act (WeChat answers PROCESSING and notifies later; 2C2P
+ * refunds are refused by design, SPEC 5a). */
+static void refunds(struct demo *d)
+{
+    char state[32];
+    say("8. Refunds: in parts, one too many, offline, an answer lost");
+    printf("   %-10s %3s  %-22s %s\n", "refund", "HTTP", "state", "detail");
+    refund(d, "k-r1", "DEMO-S1", "R-S1-1", 500);
+    expect_refund("DEMO-S1", 500);
+    refund(d, "k-r2", "DEMO-S1", "R-S1-2", 400);
+    expect_refund("DEMO-S1", 400);
+    refund(d, "k-r1", "DEMO-S1", "R-S1-1", 500);
+    note("(the same request again: the stored answer, not a second refund)");
+    refund(d, "k-r3", "DEMO-S1", "R-S1-3", 500);
+    note("(checked in the transaction that would insert it: never more than was paid)");
+
+    note("the network to Alipay goes down:");
+    post_quiet(d, d->sim, "/_sim/faults",
+               "{\"gateway\":\"alipay\",\"mode\":\"refuse_connect\",\"count\":100000}");
+    refund(d, "k-r4", "DEMO-O2", "R-O2-1", 0);
+    expect_refund("DEMO-O2", 3100);
+    note("(no amount: everything not yet refunded; Alipay cannot be reached, so it is queued)");
+    cJSON *s = get_json(d, d->api, "/v1/status");
+    char *t = cJSON_PrintUnformatted(cJSON_GetObjectItem(s, "refunds"));
+    note("refunds: %s", t ? t : "?");
+    free(t);
+    cJSON_Delete(s);
+    post_quiet(d, d->sim, "/_sim/faults", "{\"mode\":\"none\"}");
+    post_quiet(d, d->api, "/v1/sync", "");
+    wait_refund(d, "R-O2-1", 30, state, sizeof state);
+    note("the network is back: R-O2-1 is now %s", state);
+
+    note("Stripe takes the next refund, but its answer is lost (drop_after_commit):");
+    post_quiet(d, d->sim, "/_sim/faults",
+               "{\"gateway\":\"stripe\",\"mode\":\"drop_after_commit\",\"count\":1}");
+    refund(d, "k-r5", "DEMO-O1", "R-O1-1", 1500);
+    expect_refund("DEMO-O1", 1500);
+    note("(UNKNOWN: payterm lists the intent's refunds and finds metadata[refund_id]");
+    note(" instead of refunding again)");
+    refund(d, "k-r5", "DEMO-O1", "R-O1-1", 1500);
+    wait_refund(d, "R-O1-1", 30, state, sizeof state);
+    note("R-O1-1 is now %s", state);
+}
 
 static void session(struct demo *d)
 {
@@ -350,6 +454,7 @@ static void session(struct demo *d)
         d->failures++;
     }
     sleep(3); /* the simulator's deliberate late duplicates */
+    refunds(d);
 }
 
 /* Sums a counter family from /metrics by its result label. */
@@ -368,6 +473,38 @@ static long metric_sum(struct demo *d, const char *result)
     return sum;
 }
 
+/* The number of an order's refund.succeeded events in the feed. */
+static int refund_events(const cJSON *events, const char *order)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(events, "data"))
+    {
+        n += strcmp(str(e, "order_id"), order) == 0 &&
+             strcmp(str(e, "type"), "refund.succeeded") == 0;
+    }
+    return n;
+}
+
+/* The refunds payterm accepted for an order (every one it stores: a
+ * refused one is never stored), and how many of them are SUCCESS. */
+static int accepted_refunds(struct demo *d, const char *order, int *succeeded)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/charges/%.64s/refunds?limit=100", order);
+    cJSON *list = get_json(d, d->api, path);
+    const cJSON *e;
+    int n = 0;
+    *succeeded = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(list, "data"))
+    {
+        n++;
+        *succeeded += strcmp(str(e, "state"), "SUCCESS") == 0;
+    }
+    cJSON_Delete(list);
+    return n;
+}
+
 static int verdict(struct demo *d)
 {
     say("Summary");
@@ -375,19 +512,23 @@ static int verdict(struct demo *d)
     cJSON *charges = get_json(d, d->api, "/v1/charges?limit=100");
     cJSON *events = get_json(d, d->api, "/v1/events?limit=100");
     int ok = ledger && charges && events && d->failures == 0;
-    printf("   %-9s %-7s %-9s %-10s %-8s %-6s %s\n", "order", "gateway", "local", "simulator",
-           "captures", "events", "verdict");
+    printf("   %-9s %-7s %-9s %-10s %-8s %-10s %-6s %s\n", "order", "gateway", "local", "simulator",
+           "captures", "refunded", "events", "verdict");
+    int refunds_accepted = 0, refunds_executed = 0;
     for (int i = 0; i < nexpected; i++) {
         const char *o = expected[i].order;
         const cJSON *ch = NULL, *e;
         cJSON_ArrayForEach(
             e, cJSON_GetObjectItem(charges, "data")) if (strcmp(str(e, "order_id"), o) == 0) ch = e;
-        int captures = 0;
+        int captures = 0, sim_refunds = 0;
+        long sim_refunded = 0;
         const char *simstate = "-";
         cJSON_ArrayForEach(
             e, cJSON_GetObjectItem(ledger, "data")) if (strcmp(str(e, "order_id"), o) == 0)
         {
             captures += (int)num(e, "captures");
+            sim_refunds += (int)num(e, "refunds");
+            sim_refunded += (long)num(e, "refunded");
             simstate = str(e, "status");
         }
         int evs = 0;
@@ -402,31 +543,49 @@ static int verdict(struct demo *d)
         int good = expected[i].want_captured
                        ? captures == 1 && strcmp(local, "SUCCESS") == 0 && evs == 1
                        : captures == 0 && strcmp(local, "FAILED") == 0 && evs == 1;
+        /* Every refund payterm accepted was executed exactly once at the
+         * simulator, is SUCCESS here with its one event, and both sides
+         * agree on the money. */
+        int succeeded = 0, accepted = accepted_refunds(d, o, &succeeded);
+        good &= accepted == expected[i].want_refunds && succeeded == accepted &&
+                sim_refunds == accepted && sim_refunded == (long)num(ch, "amount_refunded") &&
+                sim_refunded == expected[i].want_refunded && refund_events(events, o) == accepted;
+        refunds_accepted += accepted;
+        refunds_executed += sim_refunds;
         ok &= good;
-        printf("   %-9s %-7s %-9s %-10s %-8d %-6d %s\n", o, ch ? str(ch, "gateway") : "-", local,
-               simstate, captures, evs, good ? "ok" : "FAIL");
+        char refunded[24] = "-";
+        if (sim_refunds || accepted)
+            snprintf(refunded, sizeof refunded, "%ld (%d)", sim_refunded, sim_refunds);
+        printf("   %-9s %-7s %-9s %-10s %-8d %-10s %-6d %s\n", o, ch ? str(ch, "gateway") : "-",
+               local, simstate, captures, refunded, evs, good ? "ok" : "FAIL");
     }
-    /* Nothing may have been captured twice, for any order. */
+    /* Nothing may have been captured twice or refunded behind payterm's
+     * back, for any order. */
     int accepted = cJSON_GetArraySize(cJSON_GetObjectItem(charges, "data"));
-    int captured = 0, twice = 0;
+    int captured = 0, twice = 0, sim_refunds_all = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(ledger, "data"))
     {
         captured += num(e, "captures") == 1;
         twice += num(e, "captures") > 1;
+        sim_refunds_all += (int)num(e, "refunds");
     }
-    ok &= twice == 0;
+    ok &= twice == 0 && sim_refunds_all == refunds_executed;
     long dups = metric_sum(d, "duplicate");
+    printf("   (refunded: minor units returned at the simulator, and how many refunds it "
+           "executed)\n");
     printf("\n   charges accepted: %d, captured at the simulator: %d, captured twice: %d\n",
            accepted, captured, twice);
+    printf("   refunds accepted: %d, executed at the simulator: %d (on any order: %d)\n",
+           refunds_accepted, refunds_executed, sim_refunds_all);
     printf("   duplicates prevented: %ld (%d replayed requests, %ld duplicate notifications)\n",
            d->replays + dups, d->replays, dups);
     cJSON_Delete(ledger);
     cJSON_Delete(charges);
     cJSON_Delete(events);
     if (ok)
-        printf("\nEvery order was captured exactly once; every fulfilment event was delivered "
-               "once.\n");
+        printf("\nEvery order was captured exactly once, every refund executed exactly once; "
+               "every fulfilment event was delivered once.\n");
     else
         printf("\nFAILED: see above and the log in %s/payterm.log\n", d->dir);
     return ok;

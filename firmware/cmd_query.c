@@ -8,7 +8,6 @@
  */
 #include "charges.h"
 #include "cli.h"
-#include "crypto.h"
 #include "err.h"
 #include "host.h"
 #include "linux.h"
@@ -16,8 +15,6 @@
 #include "store.h"
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,13 +150,6 @@ int pt_cmd_charges(int argc, char **argv)
     return PT_EXIT_OK;
 }
 
-static size_t discard(char *p, size_t s, size_t n, void *u)
-{
-    (void)p;
-    (void)u;
-    return s * n;
-}
-
 int pt_cmd_sync(int argc, char **argv)
 {
     static const char help[] =
@@ -173,41 +163,11 @@ int pt_cmd_sync(int argc, char **argv)
     struct pt_config cfg;
     if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
-    char url[256], auth[300] = "";
-    snprintf(url, sizeof url, "http://%s/v1/sync", cfg.listen);
-    if (cfg.api_token_file[0]) {
-        char tok[256] = "";
-        size_t n = 0;
-        int rc = pt_secret_read_line(cfg.api_token_file, tok, sizeof tok, &n);
-        if (rc == PT_ETOOBIG)
-            pt_cli_error("sync", "api_token_file %s: longer than %zu characters",
-                         cfg.api_token_file, sizeof tok - 1);
-        else if (rc != PT_OK)
-            pt_cli_error("sync", "api_token_file %s: cannot read: %s", cfg.api_token_file,
-                         strerror(errno));
-        if (rc != PT_OK)
-            return PT_EXIT_FAIL;
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", tok);
-        pt_zeroize(tok, sizeof tok);
-    }
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdr = auth[0] ? curl_slist_append(NULL, auth) : NULL;
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
-    CURLcode cc = curl_easy_perform(h);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(h);
-    pt_zeroize(auth, sizeof auth);
-    if (cc != CURLE_OK) {
-        pt_cli_error("sync", "the daemon does not answer at %s (%s): is payterm serve running?",
-                     cfg.listen, curl_easy_strerror(cc));
+    struct pt_cli_answer a;
+    if (pt_cli_api("sync", &cfg, "/v1/sync", NULL, "", 5000, &a) != PT_CLI_API_ANSWER)
         return PT_EXIT_FAIL;
-    }
+    long code = a.status;
+    pt_cli_answer_free(&a);
     if (code != 202) {
         pt_cli_error("sync", "the daemon answered HTTP %ld", code);
         return PT_EXIT_FAIL;

@@ -21,6 +21,8 @@ static const struct command commands[] = {
     {"status", pt_cmd_status, "print the queue and charge counts (reads the database)"},
     {"charges", pt_cmd_charges, "list charges, optionally by state"},
     {"sync", pt_cmd_sync, "ask the running daemon to start a sync pass now"},
+    {"refund", pt_cmd_refund, "refund a paid charge, fully or in part (through the daemon)"},
+    {"refunds", pt_cmd_refunds, "list refunds, optionally by state or order"},
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
