@@ -15,6 +15,8 @@
 #include "charges.h"
 #include "err.h"
 #include "idem.h"
+#include "log.h"
+#include "refunds.h"
 #include "store.h"
 
 #include <curl/curl.h>
@@ -180,6 +182,107 @@ static void guarded_new_charge(struct pt_store *st, long i)
         die("commit", rc);
 }
 
+/* ---- payterm: guarded new refund --------------------------------------------- */
+
+/* The refund row's charges: SUCCESS charges RPOOL-<n> of ten items, each
+ * refunded one item at a time, so the never-exceed sum runs over a few rows
+ * as on a real lane and the tenth refund leaves exactly nothing. */
+enum { REFUNDS_PER_CHARGE = 10, REFUND_AMOUNT = 8888 };
+
+/* Creates the SUCCESS charges refunds first .. first + count - 1 need, the
+ * way a sale gets there (INIT, PROCESSING, SUCCESS, audited, with its
+ * charge.succeeded event), a few hundred per transaction: warm-up, untimed. */
+static void refund_pool(struct pt_store *st, long first, long count)
+{
+    long from = first / REFUNDS_PER_CHARGE, to = (first + count - 1) / REFUNDS_PER_CHARGE + 1;
+    int64_t now = 1700000000000;
+    int rc = PT_OK;
+    /* Thousands of "charge ... -> SUCCESS" lines would say nothing. */
+    enum pt_log_level level = pt_log_get_level();
+    pt_log_set_level(PT_LOG_WARN);
+    for (long i = from; i < to && !rc; i++) {
+        if ((i - from) % 250 == 0 && (rc = pt_store_begin(st)))
+            break;
+        struct pt_charge c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.order_id, sizeof c.order_id, "RPOOL-%08ld", i);
+        strcpy(c.gateway, "alipay");
+        strcpy(c.method, "barcode");
+        strcpy(c.currency, "CNY");
+        strcpy(c.payment_code, "287634438256643941");
+        strcpy(c.subject, "Ten large lattes");
+        c.amount = (int64_t)REFUNDS_PER_CHARGE * REFUND_AMOUNT;
+        if ((rc = pt_charge_create(st, &c, "api", now)) ||
+            (rc = pt_charge_transition(st, &c, PT_STATE_PROCESSING, NULL, "send", "sync", NULL,
+                                       now)) ||
+            (rc = pt_charge_transition(st, &c, PT_STATE_SUCCESS, NULL, "gateway_paid", "sync", NULL,
+                                       now)))
+            break;
+        if ((i - from) % 250 == 249 || i + 1 == to)
+            rc = pt_store_commit(st);
+    }
+    pt_log_set_level(level);
+    if (rc)
+        die("refund pool", rc);
+}
+
+/* What POST /v1/charges/{order_id}/refunds does on the offline path: take
+ * the key, read the charge, check that the refund_id is new and what is left
+ * to refund, insert the refund INIT and its audit row (the never-exceed
+ * trigger runs), store the response (the refund object, as the API sends
+ * it), one durable commit.  Refund i is item i % 10 of pool charge i / 10. */
+static void guarded_new_refund(struct pt_store *st, long i)
+{
+    char key[48], path[96], scope[112], body[200];
+    struct pt_charge c;
+    struct pt_refund r, have;
+    memset(&r, 0, sizeof r);
+    snprintf(key, sizeof key, "bench-refund-key-%ld", i);
+    snprintf(path, sizeof path, "/v1/charges/RPOOL-%08ld/refunds", i / REFUNDS_PER_CHARGE);
+    snprintf(scope, sizeof scope, "POST %s", path);
+    snprintf(r.refund_id, sizeof r.refund_id, "BENCH-R-%08ld", i);
+    snprintf(body, sizeof body, "{\"amount\":%d,\"reason\":\"returned item\",\"refund_id\":\"%s\"}",
+             REFUND_AMOUNT, r.refund_id);
+    unsigned char hash[32];
+    pt_idem_fingerprint("POST", path, body, hash);
+    struct pt_idem_result res;
+    int64_t now = 1700000000000 + i, left = 0;
+    int rc;
+    if ((rc = pt_store_begin(st)))
+        die("begin", rc);
+    if ((rc = pt_idem_acquire(st, &idem_opt, scope, key, hash, now, &res)) ||
+        res.status != PT_IDEM_NEW)
+        die("refund acquire", rc ? rc : PT_EEXIST);
+    char order_id[PT_ORDER_ID_MAX];
+    snprintf(order_id, sizeof order_id, "RPOOL-%08ld", i / REFUNDS_PER_CHARGE);
+    if ((rc = pt_store_charge_get(st, order_id, &c)))
+        die("charge get", rc);
+    if ((rc = pt_store_refund_get(st, r.refund_id, &have)) != PT_ENOTFOUND)
+        die("refund_id lookup", rc ? rc : PT_EEXIST);
+    if ((rc = pt_store_refund_left(st, c.id, &left)))
+        die("refund left", rc);
+    if (c.state != PT_STATE_SUCCESS || left < REFUND_AMOUNT)
+        die("refund pool charge", PT_ERANGE);
+    r.charge_id = c.id;
+    snprintf(r.order_id, sizeof r.order_id, "%s", c.order_id);
+    snprintf(r.gateway, sizeof r.gateway, "%s", c.gateway);
+    snprintf(r.currency, sizeof r.currency, "%s", c.currency);
+    r.amount = REFUND_AMOUNT;
+    r.offline = PT_OFFLINE_PREFER;
+    strcpy(r.reason, "returned item");
+    r.next_attempt_at = now;
+    if ((rc = pt_refund_create(st, &r, "api", now)))
+        die("refund create", rc);
+    char *text = pt_refund_json_text(&r);
+    if (!text)
+        die("refund json", PT_ENOMEM);
+    if ((rc = pt_idem_complete(st, &res.lock, scope, key, 202, text, strlen(text), now)))
+        die("refund complete", rc);
+    free(text);
+    if ((rc = pt_store_commit(st)))
+        die("commit", rc);
+}
+
 static void add_result(const char *name, const char *unit, double p50, double p99, double rate,
                        double floor, double ratio, const char *note)
 {
@@ -195,10 +298,11 @@ static void add_result(const char *name, const char *unit, double p50, double p9
 }
 
 /* One round: a fresh payterm database and a fresh floor database, warmed
- * up, then guarded new charges against floor commits in ABBA blocks.
- * Leaves the store open in *out (the replay benchmark reads it). */
+ * up, then guarded new charges and guarded new refunds (into the same
+ * store, as on a lane) against floor commits in ABBA blocks.  Leaves the
+ * store open in *out (the replay benchmark reads it). */
 static void storage_round(const char *dir, int sync_off, struct pt_store **out, long *charges,
-                          struct result *floor_r, struct result *guard_r)
+                          struct result *floor_r, struct result *guard_r, struct result *refund_r)
 {
     char path[PATH_MAX + 64], err[512];
     snprintf(path, sizeof path, "%s/bench%s.db", dir, sync_off ? "-cpu" : "");
@@ -215,8 +319,13 @@ static void storage_round(const char *dir, int sync_off, struct pt_store **out, 
     floor_open_sync(&f, dir, sync_off);
 
     int n = quick ? 400 : sync_off ? 20000 : 3000;
-    double *tf = malloc(sizeof(double) * (size_t)n), *tg = malloc(sizeof(double) * (size_t)n);
-    long id = 0;
+    const int warm = 300;
+    double *tf = malloc(sizeof(double) * (size_t)n), *tg = malloc(sizeof(double) * (size_t)n),
+           *tr = malloc(sizeof(double) * (size_t)n);
+    long id = 0, rid = 0;
+    /* The SUCCESS charges every refund of the round needs, first: bulk
+     * transactions, not part of any measurement. */
+    refund_pool(st, 0, warm + n);
     /* Warm up until both WAL files have wrapped once (the default automatic
      * checkpoint is at 1000 pages).  Before that, each commit appends to the
      * WAL and its fdatasync must also journal the file's new size; after it,
@@ -224,27 +333,34 @@ static void storage_round(const char *dir, int sync_off, struct pt_store **out, 
      * a minute is always in the second regime, so both are measured there. */
     for (int i = 0; i < 1100; i++)
         floor_commit(&f);
-    for (int i = 0; i < 300; i++)
+    for (int i = 0; i < warm; i++) {
         guarded_new_charge(st, id++);
-    /* Alternate blocks of floor commits and guarded charges in ABBA order,
-     * so whatever the machine is doing weighs on both alike.  (Alternating
-     * single operations couples them instead: on ext4 one file's fsync
-     * commits the journal for both.) */
-    double sum_f = 0, sum_g = 0;
+        guarded_new_refund(st, rid++);
+    }
+    /* Blocks of floor commits (F), guarded charges (C) and guarded refunds
+     * (R) in the order F C R R C F, so whatever the machine is doing weighs
+     * on all three alike.  (Alternating single operations couples them
+     * instead: on ext4 one file's fsync commits the journal for both.) */
+    static const char turns[] = "FCRRCF";
+    double sum_f = 0, sum_g = 0, sum_r = 0;
     const int block = 50;
-    int nf = 0, ng = 0;
-    for (int b = 0; nf < n || ng < n; b++) {
-        int floor_turn = (b % 4 == 0 || b % 4 == 3);
+    int nf = 0, ng = 0, nr = 0;
+    for (int b = 0; nf < n || ng < n || nr < n; b++) {
+        char arm = turns[b % 6];
         for (int i = 0; i < block; i++) {
             double t0 = now_us();
-            if (floor_turn && nf < n) {
+            if (arm == 'F' && nf < n) {
                 floor_commit(&f);
                 tf[nf] = now_us() - t0;
                 sum_f += tf[nf++];
-            } else if (!floor_turn && ng < n) {
+            } else if (arm == 'C' && ng < n) {
                 guarded_new_charge(st, id++);
                 tg[ng] = now_us() - t0;
                 sum_g += tg[ng++];
+            } else if (arm == 'R' && nr < n) {
+                guarded_new_refund(st, rid++);
+                tr[nr] = now_us() - t0;
+                sum_r += tr[nr++];
             }
         }
     }
@@ -257,8 +373,24 @@ static void storage_round(const char *dir, int sync_off, struct pt_store **out, 
                                .rate = n / (sum_g / 1e6),
                                .floor = f50,
                                .ratio = g50 / f50};
+    double r50 = pct(tr, n, 0.5);
+    *refund_r = (struct result){.p50 = r50,
+                                .p99 = pct(tr, n, 0.99),
+                                .rate = n / (sum_r / 1e6),
+                                .floor = f50,
+                                .ratio = r50 / f50};
+    /* Every refund the round made is in the store, queued. */
+    struct pt_refund_stats rs;
+    if ((rc = pt_store_refund_stats(st, &rs)))
+        die("refund stats", rc);
+    if (rs.by_state[PT_STATE_INIT] != rid) {
+        fprintf(stderr, "pt_bench: %lld refunds queued in the store, %ld made\n",
+                (long long)rs.by_state[PT_STATE_INIT], rid);
+        exit(1);
+    }
     free(tf);
     free(tg);
+    free(tr);
     floor_close(&f);
     *out = st;
     *charges = id;
@@ -281,37 +413,50 @@ static void bench_storage(const char *dir)
 {
     /* Three rounds, the median one reported: see bench_http_new. */
     enum { ROUNDS = 3 };
-    struct result fr[ROUNDS], gr[ROUNDS];
+    struct result fr[ROUNDS], gr[ROUNDS], rr[ROUNDS];
     struct pt_store *st = NULL;
     long id = 0;
     int rc;
     for (int i = 0; i < ROUNDS; i++) {
         pt_store_close(st);
-        storage_round(dir, 0, &st, &id, &fr[i], &gr[i]);
+        storage_round(dir, 0, &st, &id, &fr[i], &gr[i], &rr[i]);
     }
     int mid = median_round(gr, ROUNDS);
     double f50 = fr[mid].p50;
     add_result("floor.durable_commit", "us", f50, fr[mid].p99, fr[mid].rate, f50, 1.0,
                "bare WAL synchronous=FULL one-row commit, same disk");
-    char note[160];
+    char note[256];
     snprintf(note, sizeof note,
              "key + charge + audit + stored response, 1 durable commit; rounds %.2f %.2f %.2f, "
              "median; budget <= 1.25x",
              gr[0].ratio, gr[1].ratio, gr[2].ratio);
     add_result("guarded_new_charge", "us", gr[mid].p50, gr[mid].p99, gr[mid].rate, f50,
                gr[mid].ratio, note);
+    /* The refund row's median round is its own; its ratio is to the floor
+     * of that round, measured between its blocks. */
+    int rmid = median_round(rr, ROUNDS);
+    snprintf(note, sizeof note,
+             "key + charge read + refund_id check + what is left + refund INIT (never-exceed "
+             "trigger) + audit + stored response, 1 durable commit, same rounds %.2f %.2f %.2f, "
+             "median; budget <= 1.25x",
+             rr[0].ratio, rr[1].ratio, rr[2].ratio);
+    add_result("guarded_new_refund", "us", rr[rmid].p50, rr[rmid].p99, rr[rmid].rate,
+               rr[rmid].floor, rr[rmid].ratio, note);
     /* The same with synchronous=OFF on both sides: what is left is CPU (and
      * the page cache), which a disk faster than this one shows more. */
     struct pt_store *cpu_st = NULL;
     long cpu_id = 0;
-    struct result cf, cg;
-    storage_round(dir, 1, &cpu_st, &cpu_id, &cf, &cg);
+    struct result cf, cg, cr;
+    storage_round(dir, 1, &cpu_st, &cpu_id, &cf, &cg, &cr);
     pt_store_close(cpu_st);
     snprintf(note, sizeof note,
              "the same with synchronous=OFF, against the bare commit with synchronous=OFF "
              "(p50 %.1f us): SQLite's and payterm's CPU",
              cf.p50);
     add_result("guarded_new_charge_cpu", "us", cg.p50, cg.p99, cg.rate, cf.p50, cg.ratio, note);
+    add_result("guarded_new_refund_cpu", "us", cr.p50, cr.p99, cr.rate, cf.p50, cr.ratio,
+               "the guarded new refund with synchronous=OFF, same round and floor as "
+               "guarded_new_charge_cpu");
 
     /* Replay of a completed key: the read-only fast path. */
     int nr = quick ? 20000 : 100000;
@@ -1032,7 +1177,27 @@ static long http(const char *url, const char *body, const char *ca, char **out)
     return code;
 }
 
-/* Drains n charges queued offline through the simulator over TLS. */
+/* Every gateway host refuses connections until cleared ("count": -1), like
+ * a lane whose network is down; and the faults cleared. */
+#define SIM_REFUSE_ALL "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":-1}"
+#define SIM_FAULTS_NONE "{\"mode\":\"none\"}"
+
+/* Arms or clears a simulator fault; exits unless the simulator took it.  (A
+ * fault it refused, silently, would let the sync drain the queue while it
+ * is being filled, and the drain's time would be that of its tail.) */
+static void sim_fault(const char *simurl, const char *ca, const char *body)
+{
+    char url[160], *answer = NULL;
+    snprintf(url, sizeof url, "%s/_sim/faults", simurl);
+    long code = http(url, body, ca, &answer);
+    if (code != 200) {
+        fprintf(stderr, "pt_bench: the simulator refused fault %s: %ld %s\n", body, code,
+                answer ? answer : "");
+        exit(1);
+    }
+    free(answer);
+}
+
 /* Queues charges DRAIN-<from> .. DRAIN-<to - 1> through the API. */
 static void queue_for_drain(int port, int from, int to)
 {
@@ -1054,9 +1219,23 @@ static void queue_for_drain(int port, int from, int to)
     curl_easy_cleanup(c.h);
 }
 
-/* Starts a sync and waits (10 min at most) until nothing is queued, in
- * flight or unknown; *t1 = when that was seen.  Sets *halt (when given)
- * as soon as the queue is empty.  Returns what was left. */
+/* A number in a /v1/status answer, or a loud exit: a drain that cannot be
+ * watched cannot be timed. */
+static double status_number(const cJSON *o, const char *object, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItem(object ? cJSON_GetObjectItem(o, object) : o, name);
+    if (!cJSON_IsNumber(v)) {
+        fprintf(stderr, "pt_bench: /v1/status has no %s%s%s\n", object ? object : "",
+                object ? "." : "", name);
+        exit(1);
+    }
+    return v->valuedouble;
+}
+
+/* Starts a sync and waits (10 min at most) until no charge and no refund
+ * is queued, in flight, pending or unknown; *t1 = when that was seen.  Sets
+ * *halt (when given) as soon as the queue is empty.  Returns what was
+ * left. */
 static int64_t drain_wait(int port, double t0, double *t1, volatile int *halt)
 {
     char url[128];
@@ -1070,9 +1249,11 @@ static int64_t drain_wait(int port, double t0, double *t1, volatile int *halt)
         cJSON *o = st ? cJSON_Parse(st) : NULL;
         free(st);
         left =
-            (int64_t)(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "queue"), "count")->valuedouble +
-                      cJSON_GetObjectItem(o, "unknown")->valuedouble +
-                      cJSON_GetObjectItem(o, "processing")->valuedouble);
+            (int64_t)(status_number(o, "queue", "count") + status_number(o, NULL, "unknown") +
+                      status_number(o, NULL, "processing") + status_number(o, "refunds", "queued") +
+                      status_number(o, "refunds", "pending") +
+                      status_number(o, "refunds", "unknown") +
+                      status_number(o, "refunds", "processing"));
         cJSON_Delete(o);
         *t1 = now_us();
         if (left == 0 && halt && !*halt) {
@@ -1084,6 +1265,122 @@ static int64_t drain_wait(int port, double t0, double *t1, volatile int *halt)
         usleep(20000);
     }
     return left;
+}
+
+static void print_and_write(const char *json_path);
+
+enum { DRAIN_REFUND_AMOUNT = 500 }; /* of charges of 1000-1049: partial refunds */
+
+/* Queues one refund, DRAIN-R-<i>, for each of the charges DRAIN-<from> ..
+ * DRAIN-<to - 1> (SUCCESS by now) through the API. */
+static void queue_refunds_for_drain(int port, int from, int to)
+{
+    struct client c;
+    client_init(&c, port, "/");
+    char url[128], key[64], body[300];
+    for (int i = from; i < to; i++) {
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/charges/DRAIN-%06d/refunds", port, i);
+        snprintf(key, sizeof key, "drain-refund-%d", i);
+        snprintf(body, sizeof body,
+                 "{\"refund_id\":\"DRAIN-R-%06d\",\"amount\":%d,\"reason\":\"returned item\","
+                 "\"offline\":\"force_offline\"}",
+                 i, DRAIN_REFUND_AMOUNT);
+        curl_easy_setopt(c.h, CURLOPT_URL, url);
+        long code = post_charge(&c, key, body);
+        if (code != 202) {
+            fprintf(stderr, "pt_bench: queueing refund %d answered %ld\n", i, code);
+            exit(1);
+        }
+    }
+    curl_easy_cleanup(c.h);
+}
+
+/* How many refunds the daemon holds in state SUCCESS, paging through
+ * GET /v1/refunds?state=SUCCESS. */
+static long count_success_refunds(int port)
+{
+    long count = 0;
+    double after = 0;
+    for (int more = 1; more;) {
+        char url[160], *body = NULL;
+        snprintf(url, sizeof url,
+                 "http://127.0.0.1:%d/v1/refunds?state=SUCCESS&limit=100&after=%.0f", port, after);
+        long code = http(url, NULL, NULL, &body);
+        cJSON *o = code == 200 && body ? cJSON_Parse(body) : NULL;
+        free(body);
+        const cJSON *data = cJSON_GetObjectItem(o, "data"), *e;
+        if (!cJSON_IsArray(data)) {
+            fprintf(stderr, "pt_bench: GET /v1/refunds answered %ld\n", code);
+            exit(1);
+        }
+        cJSON_ArrayForEach(e, data)
+        {
+            count++;
+            after = cJSON_GetObjectItem(e, "id")->valuedouble;
+        }
+        more = cJSON_IsTrue(cJSON_GetObjectItem(o, "has_more")) && cJSON_GetArraySize(data) > 0;
+        cJSON_Delete(o);
+    }
+    return count;
+}
+
+/*
+ * The refund drain: n refunds queued offline on the charges the charge
+ * drain made SUCCESS, then drained by the sync engine to the simulator
+ * (Stripe executes refunds at once: two durable transitions per refund, as
+ * for a charge, so the floor is the charge drain's).  The simulator's ledger
+ * must show each order refunded exactly once, by the amount asked, and the
+ * daemon every refund SUCCESS, or the bench fails: a rate of a broken drain
+ * means nothing.
+ */
+static void bench_refund_drain(int aport, const char *simurl, const char *ca, int n,
+                               double floor_rate)
+{
+    char url[128];
+    sim_fault(simurl, ca, SIM_REFUSE_ALL);
+    queue_refunds_for_drain(aport, 0, n);
+    sim_fault(simurl, ca, SIM_FAULTS_NONE);
+    double t0 = now_us(), t1 = t0;
+    int64_t left = drain_wait(aport, t0, &t1, NULL);
+    double rate = n / ((t1 - t0) / 1e6);
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    char *ledger = NULL;
+    http(url, NULL, ca, &ledger);
+    cJSON *lo = ledger ? cJSON_Parse(ledger) : NULL;
+    free(ledger);
+    int orders = 0, once = 0, other = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(lo, "data"))
+    {
+        const cJSON *o = cJSON_GetObjectItem(e, "order_id"), *k = cJSON_GetObjectItem(e, "refunds"),
+                    *m = cJSON_GetObjectItem(e, "refunded");
+        if (!cJSON_IsString(o) || strncmp(o->valuestring, "DRAIN-", 6) != 0 ||
+            atoi(o->valuestring + 6) >= n) {
+            other += cJSON_IsNumber(k) && k->valueint != 0;
+            continue;
+        }
+        orders++;
+        once += cJSON_IsNumber(k) && k->valueint == 1 && cJSON_IsNumber(m) &&
+                m->valueint == DRAIN_REFUND_AMOUNT;
+    }
+    cJSON_Delete(lo);
+    long success = count_success_refunds(aport);
+    char note[256];
+    snprintf(note, sizeof note,
+             "%d queued Stripe refunds (%d of charges of 1000-1049) to the simulator over TLS, "
+             "keep-alive; %d/%d refunded once, %ld SUCCESS here; ratio = rate / (floor/2), "
+             "budget >= 0.4",
+             n, DRAIN_REFUND_AMOUNT, once, orders, success);
+    add_result("refund_drain", "refunds/s", 0, 0, rate, floor_rate / 2, rate / (floor_rate / 2),
+               note);
+    if (left || once != n || orders != n || other || success != n) {
+        fprintf(stderr,
+                "pt_bench: refund drain broken: %lld left, %d/%d orders refunded exactly once by "
+                "%d, %d other orders refunded, %ld/%d refunds SUCCESS in payterm\n",
+                (long long)left, once, orders, DRAIN_REFUND_AMOUNT, other, success, n);
+        print_and_write(NULL);
+        exit(1);
+    }
 }
 
 static void bench_drain(const char *dir, double floor_rate)
@@ -1120,15 +1417,14 @@ static void bench_drain(const char *dir, double floor_rate)
             data, aport);
     fclose(f);
     /* Queue while every gateway refuses connections, like a lane offline. */
-    snprintf(url, sizeof url, "%s/_sim/faults", simurl);
-    http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca, NULL);
+    sim_fault(simurl, ca, SIM_REFUSE_ALL);
     snprintf(log, sizeof log, "%s/drain-payterm.log", dir);
     char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
     pid_t d = start_serve(log, dargv, NULL, aport, "drain");
     queue_for_drain(aport, 0, n);
     /* The network is back: time until the queue is empty and nothing is
      * in flight or unknown. */
-    http(url, "{\"mode\":\"none\"}", ca, NULL);
+    sim_fault(simurl, ca, SIM_FAULTS_NONE);
     double t0 = now_us(), t1 = t0;
     int64_t left = drain_wait(aport, t0, &t1, NULL);
     double rate = n / ((t1 - t0) / 1e6);
@@ -1157,12 +1453,13 @@ static void bench_drain(const char *dir, double floor_rate)
         fprintf(stderr, "pt_bench: drain incomplete: %lld left, %d/%d captured once\n",
                 (long long)left, once, orders);
 
+    bench_refund_drain(aport, simurl, ca, n, floor_rate);
+
     /* The API while a drain runs: the queue filled again offline, then one
      * client takes new charges (queued, drained too) until it is empty. */
-    snprintf(url, sizeof url, "%s/_sim/faults", simurl);
-    http(url, "{\"gateway\":\"*\",\"mode\":\"refuse_connect\",\"count\":100000000}", ca, NULL);
+    sim_fault(simurl, ca, SIM_REFUSE_ALL);
     queue_for_drain(aport, n, 2 * n);
-    http(url, "{\"mode\":\"none\"}", ca, NULL);
+    sim_fault(simurl, ca, SIM_FAULTS_NONE);
     volatile int halt = 0;
     double *lat = malloc(sizeof(double) * 400000);
     struct lane_arg la = {.port = aport,
