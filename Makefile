@@ -5,13 +5,16 @@
 #   make test    build and run the whole ctest suite
 #   make run     the daemon in simulation mode, in the foreground
 #   make bench   benchmarks: table on stdout, JSON in build/bench/results.json
+#   make crash   power cuts, torn writes and I/O errors under the store, walvfs
+#                on and off (docs/crash.md); CRASH_ONLY=ID replays one point,
+#                CRASH_WALVFS=on|off one setting, CRASH_KEEP=1 keeps its files
 #   make cross   aarch64 and armhf cross builds (unit tests under qemu)
 #   make asan    the test suite under AddressSanitizer + UBSan
 #   make fuzz    short libFuzzer runs of every parser
 #   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test asan bench cross cross-aarch64 cross-armhf demo run fuzz format format-check clean
+.PHONY: all deps build test crash asan bench cross cross-aarch64 cross-armhf demo run fuzz format format-check clean
 
 all: build
 
@@ -24,6 +27,13 @@ build: deps
 
 test: build
 	ctest --preset dev
+
+# Builds only what it runs (the store and the harness), on the dev preset.
+crash: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev -j $(JOBS) --target pt_crash
+	build/dev/tests/crash/pt_crash --jobs $(JOBS) $(if $(CRASH_ONLY),--only $(CRASH_ONLY)) \
+	    $(if $(CRASH_WALVFS),--walvfs $(CRASH_WALVFS)) $(if $(CRASH_KEEP),--keep)
 
 asan: deps
 	@cmake --preset asan >/dev/null

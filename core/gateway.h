@@ -29,6 +29,17 @@
  *    acknowledge it, apply nothing.
  *  - pt_gw_config_free() lives in core/gateways/registry.c; the loader from
  *    the program's configuration is pt_gw_config_load() in firmware/gw_config.h.
+ *
+ * Issue 15 (WeChat payment code, APIv2): pt_gw_config gained apiv2_key,
+ * client_cert_file / client_key_file (mutual TLS, handed to the transport in
+ * struct pt_http_request) and client_ip; pt_gw_settings gained client_ip and
+ * a fifth key-file slot (PT_GW_FILES 5).
+ *
+ * Issue 15 (WeChat platform key rotation, SPEC 8): pt_gw_config gained
+ * peer_keys, a trust store of several peer keys by serial; pt_gw_settings
+ * gained peer_files (the list form of platform_public_key_file, key kind
+ * PT_GWK_KEYFILES); struct pt_gateway gained build_keys / parse_keys /
+ * peer_serial, with which the sync engine downloads rotated keys.
  */
 #ifndef PT_GATEWAY_H
 #define PT_GATEWAY_H
@@ -45,6 +56,10 @@ struct pt_gw_cli; /* sign/verify command options (gateways/gwcli.h) */
 struct cJSON;
 
 #define PT_GW_MAX_CURRENCIES 16
+/* Most peer keys a gateway trusts at once (configured and downloaded). */
+#define PT_GW_MAX_PEER_KEYS 8
+/* A certificate serial as WeChat writes it: upper-case hex, 40 digits today. */
+#define PT_GW_SERIAL_MAX 64
 /* Most gateways the registry can hold (arrays indexed by registry index). */
 #define PT_GW_MAX 6
 
@@ -88,6 +103,19 @@ struct pt_gw_config {
     char currencies[PT_GW_MAX_CURRENCIES][4];
     int ncurrencies;
     char settle_currency[4]; /* Alipay settle_currency; "" = not sent */
+    /* WeChat APIv2 (method barcode, SPEC 8): the APIv2 key (32 characters;
+     * apiv2_key_len 0 = not configured, no barcode charges), the merchant's
+     * API certificate and its key (private_key_file) for the mutual TLS of
+     * /secapi/pay/reverse, and the spbill_create_ip sent with micropay. */
+    unsigned char apiv2_key[64];
+    size_t apiv2_key_len;
+    char client_cert_file[512];
+    char client_key_file[512];
+    char client_ip[46];
+    /* Every peer key trusted, by serial (WeChat platform keys rotate, SPEC
+     * 8): the configured ones and those downloaded since.  NULL for a
+     * gateway with one fixed peer key (peer_key).  Owned; thread-safe. */
+    struct pt_gw_keyring *peer_keys;
 };
 
 /* True when cfg allows charges in currency (Alipay's currencies list; every
@@ -98,13 +126,82 @@ int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 void pt_gw_config_free(struct pt_gw_config *cfg);
 
 /*
+ * A keyring (core/gateways/keyring.c): the peer keys a gateway trusts, by
+ * certificate serial (compared case-insensitively), at most
+ * PT_GW_MAX_PEER_KEYS.  Safe to share between threads: verifications run
+ * under a read lock, additions take the write lock.  Keys that come from
+ * the configuration are pinned: never replaced, never retired.
+ */
+struct pt_gw_keyring;
+
+/* PT_OK or PT_ENOMEM; free with pt_gw_keyring_destroy (accepts NULL). */
+int pt_gw_keyring_new(struct pt_gw_keyring **out);
+void pt_gw_keyring_destroy(struct pt_gw_keyring *kr);
+
+/*
+ * Trusts key (taken over: freed by the ring, also on failure) under serial
+ * until expire_s (Unix seconds; 0 = no expiry known).  The same serial again
+ * replaces an unpinned entry.  When the ring is full the unpinned key that
+ * expires first makes room.  PT_OK, PT_EINVAL (no serial), PT_ETOOBIG
+ * (full of pinned keys), PT_EEXIST (serial pinned: the configured key stays).
+ */
+int pt_gw_keyring_add(struct pt_gw_keyring *kr, const char *serial, struct pt_pk *key,
+                      int64_t expire_s, int pinned);
+
+/* 1 when serial is trusted (NULL kr or serial: 0). */
+int pt_gw_keyring_has(const struct pt_gw_keyring *kr, const char *serial);
+
+/* The number of keys held. */
+int pt_gw_keyring_count(const struct pt_gw_keyring *kr);
+
+/*
+ * Verifies sig_b64 (RSASSA-PKCS1-v1_5 SHA-256, base64) over msg with the key
+ * of serial.  PT_OK, PT_ENOTFOUND (nobody trusts serial), PT_ESIG.
+ */
+int pt_gw_keyring_verify(const struct pt_gw_keyring *kr, const char *serial, const void *msg,
+                         size_t len, const char *sig_b64);
+
+/*
+ * Retires the unpinned keys that expired by now_s, and those whose serial is
+ * not in keep[0..nkeep) when keep is not NULL (a verified download lists
+ * every certificate the gateway still uses).  The serials retired are
+ * written to gone[] (at most PT_GW_MAX_PEER_KEYS); returns their count.
+ */
+int pt_gw_keyring_retire(struct pt_gw_keyring *kr, int64_t now_s,
+                         const char (*keep)[PT_GW_SERIAL_MAX], int nkeep,
+                         char (*gone)[PT_GW_SERIAL_MAX]);
+
+/* One peer certificate a gateway published (parse_keys). */
+struct pt_gw_peer_cert {
+    char serial[PT_GW_SERIAL_MAX]; /* as the certificate itself says (upper-case hex) */
+    char *pem;                     /* the certificate, PEM, NUL-terminated (malloc'd) */
+    size_t pem_len;
+    int64_t effective_s, expire_s; /* Unix seconds */
+};
+
+/* Frees the PEM texts of n certificates (the array itself is the caller's). */
+void pt_gw_peer_certs_free(struct pt_gw_peer_cert *certs, int n);
+
+/*
  * A gateway's section of the configuration file (gateways.<name>), as read:
  * identifiers, endpoints and the paths of its key files, no keys yet.  Which
  * JSON key fills which field is the gateway's config_keys table; loading the
  * keys is its load().
  */
-#define PT_GW_FILES 4
+#define PT_GW_FILES 5
 #define PT_GW_PATH_MAX 512
+/* One entry of the list form of a peer key file: [{"serial","file"}]. */
+struct pt_gw_keyfile {
+    char serial[PT_GW_SERIAL_MAX];
+    char file[PT_GW_PATH_MAX];
+};
+/*
+ * Entry i of a list packed by the configuration loader into its files[]
+ * slot ("serial\tfile\n" per entry: the configuration is a value copied
+ * around and kept on stacks, so it does not grow a list of paths per
+ * gateway).  PT_OK, PT_ENOTFOUND past the end.
+ */
+int pt_gw_keyfile_at(const char *packed, int i, struct pt_gw_keyfile *out);
 struct pt_gw_settings {
     int configured;
     char endpoint[256];
@@ -117,7 +214,11 @@ struct pt_gw_settings {
     char currencies[PT_GW_MAX_CURRENCIES][4];
     int ncurrencies;
     char settle_currency[4];
+    char client_ip[46];                      /* WeChat spbill_create_ip ("" = 127.0.0.1) */
     char files[PT_GW_FILES][PT_GW_PATH_MAX]; /* key and secret files, by the gateway's slots */
+    /* A PT_GWK_KEYFILES key given as a list: its npeer_files entries are
+     * packed into the key's files[] slot (pt_gw_keyfile_at); 0 = a path. */
+    int npeer_files;
 };
 
 /* How a configuration key of a gateway is read. */
@@ -130,6 +231,10 @@ enum pt_gw_key_kind {
     PT_GWK_SECONDS,    /* an integer between min and max */
     PT_GWK_CURRENCIES, /* a list of ISO 4217 codes */
     PT_GWK_CURRENCY,   /* one ISO 4217 code */
+    /* A file path (into the text field), or a list of 1 to
+     * PT_GW_MAX_PEER_KEYS {"serial": hex, "file": path}, packed into the
+     * same field (npeer_files, pt_gw_keyfile_at). */
+    PT_GWK_KEYFILES,
 };
 
 struct pt_gw_key {
@@ -297,6 +402,32 @@ struct pt_gateway {
     int (*parse_refund)(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
                         const struct pt_charge *c, const struct pt_refund *r,
                         const struct pt_http_response *resp, struct pt_gw_result *out);
+
+    /* NULL, or why the configured gateway cannot take a method it offers
+     * (WeChat barcode without the APIv2 key): a sentence naming the keys,
+     * NULL when it can.  The intake answers 400 naming `method`. */
+    const char *(*method_unavailable)(const struct pt_gw_settings *in, const char *method);
+
+    /*
+     * Peer keys that rotate (WeChat Pay platform certificates, SPEC 8); all
+     * three NULL for a gateway whose peer key is configured once.
+     * build_keys builds the signed request for the gateway's current
+     * certificates (same conventions as build).  parse_keys verifies the
+     * answer with a key cfg->peer_keys ALREADY trusts (never with one of the
+     * certificates it carries), decrypts and checks every certificate, and
+     * fills out[0..*n) (at most max; free with pt_gw_peer_certs_free) with
+     * those not expired at env->now_ms.  PT_OK; PT_ESIG (the signature,
+     * a certificate's serial or its decryption); PT_EPARSE (malformed);
+     * PT_ENOTFOUND (not an HTTP 200 answer); PT_ETOOBIG (more than max
+     * certificates).  On failure *n is 0 and nothing is to be freed.
+     * peer_serial is the serial a response or notification
+     * says it is signed with (NULL when it names none).
+     */
+    int (*build_keys)(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                      struct pt_http_request *out);
+    int (*parse_keys)(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                      const struct pt_gw_env *env, struct pt_gw_peer_cert *out, int max, int *n);
+    const char *(*peer_serial)(const struct pt_http_response *msg);
 
     /* Its section of the configuration (SPEC section 10): the URL used when
      * none is configured, the keys it takes, the default barcode_timeout_s. */

@@ -531,6 +531,13 @@ static void check_method(struct check *k)
         snprintf(t, sizeof t, "%s does not offer '%s' (it offers: %s)", k->gw->name, v->valuestring,
                  list);
         problem(k->msg, k->cap, "method", t);
+    } else if (k->gw && k->gw->method_unavailable &&
+               k->gw->method_unavailable(&k->in->cfg->gw[pt_gateway_index(k->gw->name)],
+                                         v->valuestring)) {
+        snprintf(t, sizeof t, "%s.%s %s", k->gw->name, v->valuestring,
+                 k->gw->method_unavailable(&k->in->cfg->gw[pt_gateway_index(k->gw->name)],
+                                           v->valuestring));
+        problem(k->msg, k->cap, "method", t);
     } else {
         snprintf(k->c->method, sizeof k->c->method, "%s", v->valuestring);
     }
@@ -1417,11 +1424,15 @@ static int refund_online(const struct pt_intake *in, struct pt_store *st, struct
     if ((rc = in->online.refund_settle(in->online.ctx, st, c, r, &sent)))
         return rc;
     if (r->state == PT_STATE_INIT && r->offline == PT_OFFLINE_REQUIRE_ONLINE) {
-        /* Provably never sent and it may not wait: failed before anything
-         * left the device, so the background sync never surprises anyone. */
-        rc = pt_refund_transition(st, r, PT_STATE_FAILED, NULL, "not_sent_offline_refused", "api",
-                                  "gateway unreachable and the refund may not be queued", now);
-        if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
+        /* Provably never sent and it may not wait: withdrawn before anything
+         * left the device (audited; the row goes), so the background sync
+         * never surprises anyone, and the same refund_id and key work once
+         * the gateway is back. */
+        rc = pt_store_refund_audit(st, r, "INIT", NULL, "not_sent_withdrawn", "api", 0,
+                                   "gateway unreachable and the refund may not be queued", now);
+        if (rc == PT_OK)
+            rc = pt_store_refund_withdraw(st, r->id);
+        if (rc)
             return rc;
         if ((rc = pt_idem_release(st, &g->lock, g->scope, g->key)) == PT_OK &&
             (rc = pt_store_commit(st)) == PT_OK) {
@@ -1429,7 +1440,7 @@ static int refund_online(const struct pt_intake *in, struct pt_store *st, struct
             pt_reply_error(out, 503, "offline_not_allowed",
                            "the %s gateway could not be reached and refund %s may not wait in "
                            "the offline queue (offline: require_online); nothing was sent and "
-                           "the refund failed: refund again with a new refund_id",
+                           "nothing was kept: retry with the same Idempotency-Key",
                            c->gateway, r->refund_id);
             out->retry_after_s = RETRY_OFFLINE_S;
         } else if (rc == PT_ESTATE && (rc = pt_store_commit(st)) == PT_OK) {
@@ -1446,7 +1457,7 @@ static int refund_online(const struct pt_intake *in, struct pt_store *st, struct
 /* Everything the refund's charge decides: 404, 409s, the default amount.
  * Returns 1 when *out is the answer. */
 static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct pt_refund *r,
-                          struct pt_reply *out, int *rc)
+                          struct pt_reply *out, int *rc, int *release)
 {
     const struct pt_gateway *gw = pt_gateway_find(c->gateway);
     *rc = PT_OK;
@@ -1459,6 +1470,9 @@ static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct
         return 1;
     }
     if (c->state != PT_STATE_SUCCESS) {
+        /* Not stored while the charge may still succeed: the same key
+         * works once it has. */
+        *release = !pt_state_is_final(c->state);
         pt_reply_error(out, 409, "charge_not_refundable",
                        "charge %s is %s: only a SUCCESS charge can be refunded%s", c->order_id,
                        pt_state_name(c->state),
@@ -1548,9 +1562,14 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
     }
     if (rc != PT_ENOTFOUND)
         goto storage;
-    if (refund_refused(st, &c, &r, out, &rc)) {
+    int release = 0;
+    if (refund_refused(st, &c, &r, out, &rc, &release)) {
         if (rc)
             goto storage;
+        if (release) {
+            guard_abandon(st, &g);
+            goto out;
+        }
         goto complete;
     }
     int online = r.offline != PT_OFFLINE_FORCE && in->online.refund_claim &&

@@ -33,6 +33,14 @@ struct pt_http_request {
     int nheaders;
     char *body; /* may be NULL for GET */
     size_t body_len;
+    /*
+     * Client certificate for mutual TLS (PEM file paths), or NULL for none.
+     * Borrowed, not owned: they point into the gateway configuration and
+     * are not freed by pt_http_request_free().  The transport keys its
+     * keep-alive connection by (channel, client_cert_file).
+     */
+    const char *client_cert_file;
+    const char *client_key_file;
 };
 
 /* A received response (or, for notifications, a received request). */

@@ -189,6 +189,8 @@ int pt_refund_transition(struct pt_store *st, struct pt_refund *r, enum pt_state
     int grc = pt_store_refund_get_by_id(st, r->id, r);
     if (grc)
         return grc;
+    if (refused && r->state == to)
+        return PT_EEXIST; /* another writer got there first: the same move */
     if (refused) {
         pt_log_warn("refund %s: refused %s -> %s (%s by %s)", r->refund_id, pt_state_name(r->state),
                     pt_state_name(to), cause, actor);

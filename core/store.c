@@ -158,6 +158,7 @@
     X(REFUND_PATCH, "UPDATE refunds SET " REFUND_PATCH_SET " WHERE id = ?1")                       \
     X(REFUND_SET_REVIEW, "UPDATE refunds SET review = ?2, review_reason = ?3, updated_at = ?4"     \
                          " WHERE id = ?1 AND review <> ?2")                                        \
+    X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = ?1 AND state = 'INIT'")                     \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(AUDIT_INSERT_REFUND,                                                                         \
@@ -562,6 +563,7 @@ static const char *const schema_objects[] = {
     "trigger refunds_never_exceed",
     "trigger refunds_final",
     "trigger refunds_count",
+    "trigger refunds_uncount",
     "trigger refunds_refunded",
     "index events_once_per_refund",
 };
@@ -628,9 +630,10 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
     }
     if (!opt->readonly)
         private_companions(opt->path);
-    /* Our VFS writes each WAL commit with one system call (walvfs.c). */
+    /* Our VFS writes each WAL commit with one system call (walvfs.c),
+     * unless the options turn it off (then SQLite's default VFS). */
     pthread_once(&sqlite_once, sqlite_setup);
-    const char *vfs = walvfs_ok ? PT_WALVFS_NAME : NULL;
+    const char *vfs = walvfs_ok && !opt->no_wal_vfs ? PT_WALVFS_NAME : NULL;
     if (sqlite3_open_v2(opt->path, &st->c->db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
         rc = st->c->db ? xlate(sqlite3_extended_errcode(st->c->db)) : PT_ENOMEM;
         if (errbuf)
@@ -2181,6 +2184,18 @@ int pt_store_refund_patch(struct pt_store *st, int64_t id, const struct pt_charg
     if (rc)
         return rc;
     return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ENOTFOUND;
+}
+
+int pt_store_refund_withdraw(struct pt_store *st, int64_t id)
+{
+    sqlite3_stmt *s = stmt(st, S_REFUND_WITHDRAW);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = run(st, s);
+    if (rc)
+        return rc;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 int pt_store_refund_set_review(struct pt_store *st, int64_t id, int review, const char *reason,

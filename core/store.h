@@ -41,6 +41,11 @@ struct pt_store_options {
     int readonly;           /* open an existing file read-only, without migrating */
     int existing;           /* read-write, but the file must exist and is not migrated */
     int page_size;          /* for a new file; 0 = PT_STORE_PAGE_SIZE */
+    /* 1 = SQLite's own VFS instead of walvfs.c (one pwrite per WAL commit):
+     * the same bytes in the same order, only more system calls.  For a
+     * board whose file system misbehaves with it, and for make crash, which
+     * runs its power cuts both ways (docs/crash.md). */
+    int no_wal_vfs;
 };
 
 /*
@@ -453,6 +458,9 @@ int pt_store_refund_patch(struct pt_store *st, int64_t id, const struct pt_charg
                           int64_t now);
 int pt_store_refund_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
                                int64_t now);
+/* Deletes an INIT refund that provably never left the device (and may not
+ * wait): its refund_id is free again.  PT_ESTATE when it is not INIT. */
+int pt_store_refund_withdraw(struct pt_store *st, int64_t id);
 /* An audit row in the refund's charge's trail, naming the refund. */
 int pt_store_refund_audit(struct pt_store *st, const struct pt_refund *r, const char *from,
                           const char *to, const char *cause, const char *actor, int refused,

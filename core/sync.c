@@ -14,6 +14,7 @@
 #include "log.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,21 @@
 
 enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
 
+/* A download asked for by a message under an unknown serial (rate limit). */
+struct key_attempt {
+    int gw;
+    char serial[PT_GW_SERIAL_MAX];
+    int64_t at_ms; /* monotonic; 0 = free slot */
+};
+#define KEY_ATTEMPTS 16
+
 struct pt_sync {
     struct pt_sync_options opt;
     atomic_int reach[PT_GW_MAX];
+    /* Peer key rotation: who asked for a download and when (keys_mu). */
+    pthread_mutex_t keys_mu;
+    struct key_attempt attempts[KEY_ATTEMPTS];
+    int64_t last_on_demand[PT_GW_MAX];
 };
 
 /* ---- small helpers ----------------------------------------------------------- */
@@ -161,6 +174,9 @@ static int commit_patch(struct pt_store *st, int64_t id, const struct pt_charge_
     return rc ? rc : finish(st, pt_store_charge_patch(st, id, p, now));
 }
 
+static void learn_peer_key(struct pt_sync *s, const struct pt_gateway *gw,
+                           const struct pt_gw_config *cfg, const struct pt_http_response *msg);
+
 /* ---- one request to a gateway -------------------------------------------------- */
 
 /*
@@ -188,6 +204,7 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
     memset(res, 0, sizeof *res);
     if (rc == PT_OK) {
         set_reach(s, c->gateway, 1);
+        learn_peer_key(s, gw, cfg, &resp);
         gw->parse(cfg, op, c, &resp, res);
         pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway,
                      op == PT_GW_PAY     ? "pay"
@@ -665,6 +682,7 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
     if (!s)
         return PT_ENOMEM;
     s->opt = *opt;
+    pthread_mutex_init(&s->keys_mu, NULL);
     for (int i = 0; i < pt_gateway_count(); i++)
         atomic_store(&pt_metrics.online[i], opt->gw[i] ? 1 : 0);
     *out = s;
@@ -673,6 +691,9 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
 
 void pt_sync_destroy(struct pt_sync *s)
 {
+    if (!s)
+        return;
+    pthread_mutex_destroy(&s->keys_mu);
     free(s);
 }
 
@@ -1081,7 +1102,15 @@ static int take_refund_notification(struct pt_sync *s, struct pt_store *st, cons
         if (sent != PT_OK || q.outcome == PT_OUTCOME_AMBIGUOUS) {
             count_notify(route, PT_MN_FOREIGN);
             *outcome = "unconfirmed";
-            return PT_EBUSY; /* delivered again later; the sync engine queries too */
+            /* Delivered again later; meanwhile the refund is made due, so
+             * the sync engine's own query settles it. */
+            int64_t t = now_ms(s);
+            struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+            p.next_attempt_at = t;
+            if ((rc = pt_store_begin(st)) == PT_OK &&
+                (rc = finish(st, pt_store_refund_patch(st, r.id, &p, t))) == PT_OK)
+                pt_sync_wake(s);
+            return rc ? rc : PT_EBUSY;
         }
     }
     int64_t now = now_ms(s);
@@ -1108,21 +1137,32 @@ static int take_refund_notification(struct pt_sync *s, struct pt_store *st, cons
         *outcome = "foreign";
         pt_log_warn("refund notification %s/%s for refund %s not bound: %s", route, n->dedup_id,
                     n->refund_id, why);
-        if (strcmp(why, "unknown_refund") != 0 && strcmp(why, "other_gateway") != 0)
+        /* Audited on the refund's charge whenever the refund exists, as a
+         * payment notification is on its charge (SPEC 5), another
+         * gateway's included. */
+        if (strcmp(why, "unknown_refund") != 0)
             rc = pt_store_refund_audit(st, &r, pt_state_name(r.state), pt_state_name(r.state),
                                        "notification_foreign", actor, 1, why, now);
         return finish(st, rc);
     }
+    /* Bound by the refund number is not yet believed: as for a payment
+     * (apply_bound), a success must state exactly the refund's amount, and
+     * a currency, when one is given, must be the refund's. */
+    char reason[PT_MESSAGE_MAX] = "";
+    if (by_number && n->status == PT_OUTCOME_SUCCESS && n->amount <= 0)
+        snprintf(reason, sizeof reason, "notification_without_amount");
+    else if (by_number && n->amount > 0 && n->amount != r.amount)
+        snprintf(reason, sizeof reason, "amount_mismatch: notified %lld, refund %lld",
+                 (long long)n->amount, (long long)r.amount);
+    else if (by_number && n->currency[0] && strcmp(n->currency, r.currency) != 0)
+        snprintf(reason, sizeof reason, "currency_mismatch: notified %s, refund %s", n->currency,
+                 r.currency);
     *outcome = "applied";
-    count_notify(route, PT_MN_APPLIED);
     if (pt_state_is_final(r.state)) {
         *outcome = "ignored";
     } else if (!by_number) {
         rc = refund_apply(s, st, &r, PT_GW_REFUND_QUERY, &q, now);
-    } else if (n->amount > 0 && n->amount != r.amount) {
-        char reason[PT_MESSAGE_MAX];
-        snprintf(reason, sizeof reason, "amount_mismatch: notified %lld, refund %lld",
-                 (long long)n->amount, (long long)r.amount);
+    } else if (reason[0]) {
         *outcome = "review";
         rc = refund_raise_review(st, &r, reason, now);
     } else if (n->status == PT_OUTCOME_SUCCESS || n->status == PT_OUTCOME_DECLINED) {
@@ -1138,6 +1178,10 @@ static int take_refund_notification(struct pt_sync *s, struct pt_store *st, cons
     } else {
         *outcome = "ignored";
     }
+    /* Counted by what became of it, like a payment notification. */
+    count_notify(route, strcmp(*outcome, "review") == 0    ? PT_MN_REVIEW
+                        : strcmp(*outcome, "ignored") == 0 ? PT_MN_IGNORED
+                                                           : PT_MN_APPLIED);
     return finish(st, rc);
 }
 
@@ -1227,6 +1271,7 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
     struct pt_gw_env env = {.now_ms = now_ms(s)};
     struct pt_notification n;
     memset(&n, 0, sizeof n);
+    learn_peer_key(s, gw, cfg, msg);
     int rc = gw->parse_notify(cfg, msg, &env, &n);
     if (rc != PT_OK) {
         /* Never applied; the gateway retries, and a forger learns nothing. */
@@ -1298,6 +1343,7 @@ static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct 
     pt_http_request_free(&req);
     if (rc == PT_OK) {
         set_reach(s, c->gateway, 1);
+        learn_peer_key(s, gw, cfg, &resp);
         gw->parse_refund(cfg, op, c, r, &resp, res);
         pt_log_debug("%s %s refund=%s: HTTP %d -> %s %s", c->gateway, refund_op_name(op),
                      r->refund_id, resp.status, pt_outcome_name(res->outcome), res->code);
@@ -1322,7 +1368,10 @@ static int refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund
                         enum pt_gw_refund_op op, const struct pt_gw_result *res, int64_t now)
 {
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    if (res->trade_no[0])
+    /* The gateway's refund number only from an answer that is believed: an
+     * ambiguous one may be about another refund. */
+    if (res->trade_no[0] && res->outcome != PT_OUTCOME_AMBIGUOUS &&
+        res->outcome != PT_OUTCOME_NOT_FOUND)
         p.gateway_trade_no = res->trade_no;
     char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
     snprintf(detail, sizeof detail, "%s%s%s", res->code,
@@ -1597,4 +1646,178 @@ int pt_sync_refund_settle(void *p, struct pt_store *st, const struct pt_charge *
     if (rc == PT_OK)
         rc = pt_store_refund_get_by_id(st, r->id, r);
     return rc;
+}
+
+/* ---- peer key rotation (SPEC 8) ---------------------------------------------------------- */
+
+/*
+ * WeChat Pay rotates its platform key: a new certificate is published under
+ * GET /v3/certificates, and from its switch on answers and notifications
+ * carry its serial.  Downloads happen on this engine's threads because they
+ * are gateway calls like any other (the same transport, timeouts and
+ * reachability); storing what was downloaded is the daemon's business
+ * (opt.keep_peer_cert).
+ */
+
+static int random_cb(void *ctx, void *buf, size_t len)
+{
+    const struct pt_platform *p = ctx;
+    return p->random(p->ctx, buf, len);
+}
+
+/* Trusts the n certificates of a verified download and retires the
+ * downloaded keys it no longer lists.  Returns how many were new. */
+static int trust_certs(struct pt_sync *s, const struct pt_gateway *gw,
+                       const struct pt_gw_config *cfg, const struct pt_gw_peer_cert *certs, int n,
+                       int64_t now_s)
+{
+    char keep[PT_GW_MAX_PEER_KEYS][PT_GW_SERIAL_MAX], gone[PT_GW_MAX_PEER_KEYS][PT_GW_SERIAL_MAX];
+    int added = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(keep[i], certs[i].serial, sizeof keep[i]);
+        int known = pt_gw_keyring_has(cfg->peer_keys, certs[i].serial);
+        struct pt_pk *pk = NULL;
+        char err[PT_PK_ERR_MAX];
+        int rc = pt_pk_load_mem("platform certificate", certs[i].pem, certs[i].pem_len, random_cb,
+                                (void *)s->opt.platform, &pk, err, sizeof err);
+        if (rc == PT_OK)
+            rc = pt_gw_keyring_add(cfg->peer_keys, certs[i].serial, pk, certs[i].expire_s, 0);
+        if (rc == PT_EEXIST)
+            continue; /* configured: the operator's copy stays */
+        if (rc != PT_OK) {
+            pt_log_warn("%s: platform certificate %s not trusted: %s", gw->name, certs[i].serial,
+                        pt_strerror(rc));
+            continue;
+        }
+        if (known)
+            continue;
+        added++;
+        pt_log_info("%s: platform certificate %s trusted (downloaded)", gw->name, certs[i].serial);
+        if (s->opt.keep_peer_cert &&
+            (rc = s->opt.keep_peer_cert(s->opt.ctx, gw->name, certs[i].serial, certs[i].pem,
+                                        certs[i].pem_len)) != PT_OK)
+            pt_log_warn("%s: platform certificate %s not stored (%s): it is trusted until the "
+                        "daemon stops",
+                        gw->name, certs[i].serial, pt_strerror(rc));
+    }
+    int ngone =
+        pt_gw_keyring_retire(cfg->peer_keys, now_s, (const char(*)[PT_GW_SERIAL_MAX])keep, n, gone);
+    for (int i = 0; i < ngone; i++) {
+        pt_log_info("%s: platform certificate %s retired (expired, or no longer listed)", gw->name,
+                    gone[i]);
+        if (s->opt.keep_peer_cert)
+            s->opt.keep_peer_cert(s->opt.ctx, gw->name, gone[i], NULL, 0);
+    }
+    return added;
+}
+
+/* One download of gateway i's peer certificates. */
+static int refresh_keys(struct pt_sync *s, int i)
+{
+    const struct pt_gateway *gw = pt_gateway_at(i);
+    const struct pt_gw_config *cfg = s->opt.gw[i];
+    const struct pt_transport *t = s->opt.platform->transport;
+    if (!gw || !cfg || !gw->build_keys || !gw->parse_keys || !cfg->peer_keys)
+        return PT_OK; /* nothing rotates here */
+    if (!t)
+        return PT_ECONFIG;
+    char n[33];
+    nonce(s, n);
+    struct pt_gw_env env = {.now_ms = now_ms(s), .nonce = n};
+    struct pt_http_request req = {0};
+    int rc = gw->build_keys(cfg, &env, &req);
+    if (rc)
+        return rc;
+    struct pt_http_response resp = {0};
+    rc = t->send(t->ctx, gw->name, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
+    pt_http_request_free(&req);
+    struct pt_gw_peer_cert certs[PT_GW_MAX_PEER_KEYS];
+    int ncerts = 0;
+    if (rc == PT_OK) {
+        set_reach(s, gw->name, 1);
+        rc = gw->parse_keys(cfg, &resp, &env, certs, PT_GW_MAX_PEER_KEYS, &ncerts);
+        if (rc != PT_OK)
+            pt_log_warn("%s: platform certificates refused (HTTP %d): %s", gw->name, resp.status,
+                        pt_strerror(rc));
+    } else if (rc == PT_ENOTSENT) {
+        set_reach(s, gw->name, 0);
+    }
+    pt_http_response_free(&resp);
+    if (rc == PT_OK) {
+        int added = trust_certs(s, gw, cfg, certs, ncerts, env.now_ms / 1000);
+        pt_log_debug("%s: platform certificates downloaded: %d listed, %d new, %d trusted",
+                     gw->name, ncerts, added, pt_gw_keyring_count(cfg->peer_keys));
+    } else if (rc == PT_ENOTSENT || rc == PT_ENOANSWER) {
+        pt_log_warn("%s: platform certificates not downloaded: %s", gw->name, pt_strerror(rc));
+    }
+    pt_gw_peer_certs_free(certs, ncerts);
+    return rc;
+}
+
+int pt_sync_refresh_keys(struct pt_sync *s)
+{
+    int first = PT_OK;
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        int rc = refresh_keys(s, i);
+        first = first ? first : rc;
+    }
+    return first;
+}
+
+/* True when a download for serial at gateway i may start now, and records
+ * it: one per serial per PT_SYNC_KEYS_SERIAL_MS and one per gateway per
+ * PT_SYNC_KEYS_ON_DEMAND_MS, so that forged messages under made-up serials
+ * cost the gateway at most one request per half minute. */
+static int may_download(struct pt_sync *s, int i, const char *serial)
+{
+    int64_t now = s->opt.platform->mono_ms(s->opt.platform->ctx);
+    int ok = 0;
+    pthread_mutex_lock(&s->keys_mu);
+    int slot = 0;
+    for (int k = 0; k < KEY_ATTEMPTS; k++) {
+        struct key_attempt *a = &s->attempts[k];
+        if (a->at_ms && a->gw == i && strcasecmp(a->serial, serial) == 0 &&
+            now - a->at_ms < PT_SYNC_KEYS_SERIAL_MS)
+            goto out;
+        if (a->at_ms < s->attempts[slot].at_ms)
+            slot = k; /* the oldest (or a free one) is reused */
+    }
+    if (s->last_on_demand[i] && now - s->last_on_demand[i] < PT_SYNC_KEYS_ON_DEMAND_MS)
+        goto out;
+    s->last_on_demand[i] = now;
+    s->attempts[slot].gw = i;
+    snprintf(s->attempts[slot].serial, sizeof s->attempts[slot].serial, "%s", serial);
+    s->attempts[slot].at_ms = now ? now : 1;
+    ok = 1;
+out:
+    pthread_mutex_unlock(&s->keys_mu);
+    return ok;
+}
+
+/* A message (an answer, a notification) names a peer key serial nobody
+ * trusts: one download first, so that a key the gateway has just switched
+ * to verifies; the caller then verifies as usual, and refuses the message
+ * when the serial is still unknown. */
+static void learn_peer_key(struct pt_sync *s, const struct pt_gateway *gw,
+                           const struct pt_gw_config *cfg, const struct pt_http_response *msg)
+{
+    if (!gw->peer_serial || !gw->build_keys || !cfg->peer_keys)
+        return;
+    const char *serial = gw->peer_serial(msg);
+    if (!serial || !*serial || pt_gw_keyring_has(cfg->peer_keys, serial))
+        return;
+    /* The serial is the sender's word: only a plausible one is logged. */
+    size_t len = strlen(serial);
+    int plausible = len < PT_GW_SERIAL_MAX && strspn(serial, "0123456789abcdefABCDEF") == len;
+    int i = gw_index(gw->name);
+    if (i < 0 || !plausible || !may_download(s, i, serial)) {
+        pt_log_debug(
+            "%s: message under unknown key serial %s: no download now (not a serial, or one "
+            "was made moments ago)",
+            gw->name, plausible ? serial : "(not a serial)");
+        return;
+    }
+    pt_log_info("%s: message under unknown key serial %s: downloading the platform certificates",
+                gw->name, serial);
+    refresh_keys(s, i);
 }

@@ -37,6 +37,13 @@ struct pt_sync_options {
      * again, or a charge was queued or left UNKNOWN/PENDING.  May be NULL. */
     void (*wake)(void *ctx);
     void *ctx;
+    /* Keeps a downloaded peer certificate of gateway (pem, len bytes) under
+     * its serial, or forgets it (pem NULL) once the gateway no longer lists
+     * it; the daemon stores them in data_dir (firmware/peer_certs.c).  NULL:
+     * downloaded keys live in memory only.  Returns PT_OK or an error that is
+     * logged (the key is trusted all the same). */
+    int (*keep_peer_cert)(void *ctx, const char *gateway, const char *serial, const char *pem,
+                          size_t len);
 };
 
 struct pt_sync;
@@ -106,6 +113,25 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
  * Returns the number of gateways still unreachable.
  */
 int pt_sync_probe(struct pt_sync *s);
+
+/*
+ * Peer key rotation (SPEC 8: WeChat Pay platform certificates).  Downloads
+ * the current certificates of every configured gateway that publishes them
+ * (struct pt_gateway.build_keys), trusts the new ones (after the adapter
+ * verified the answer with a key already trusted), hands them to
+ * keep_peer_cert, and retires the downloaded keys the gateway no longer
+ * lists.  The background thread calls it at start and every
+ * PT_SYNC_KEYS_INTERVAL_MS; an answer or a notification signed under a
+ * serial nobody trusts triggers one download too (at most one per serial per
+ * PT_SYNC_KEYS_SERIAL_MS, one per gateway per PT_SYNC_KEYS_ON_DEMAND_MS),
+ * before it is verified.  PT_OK when every download succeeded (or there was
+ * none to do), else the first error.
+ */
+#define PT_SYNC_KEYS_INTERVAL_MS (12LL * 3600 * 1000)
+#define PT_SYNC_KEYS_RETRY_MS (5LL * 60 * 1000)
+#define PT_SYNC_KEYS_SERIAL_MS (10LL * 60 * 1000)
+#define PT_SYNC_KEYS_ON_DEMAND_MS (30LL * 1000)
+int pt_sync_refresh_keys(struct pt_sync *s);
 
 /*
  * Applies one gateway notification (the API's notify hook): verifies it with

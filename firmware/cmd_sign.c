@@ -29,22 +29,22 @@ _Static_assert((int)PT_GW_CLI_OK == (int)PT_EXIT_OK && (int)PT_GW_CLI_FAIL == (i
                    (int)PT_GW_CLI_INVALID == (int)PT_EXIT_INVALID,
                "gwcli.h and cli.h exit statuses");
 
-/* --help, from the registry: each gateway's usage lines. */
+/* --help, from the signature schemes (gwcli.h): each one's usage lines. */
 static void help(const char *cmd)
 {
     int sign = strcmp(cmd, "sign") == 0;
-    for (int i = 0; i < pt_gateway_count(); i++) {
-        const struct pt_gateway *gw = pt_gateway_at(i);
-        const char *u = sign ? gw->cli_sign_usage : gw->cli_verify_usage;
+    struct pt_gw_cli_scheme s;
+    for (int i = 0; pt_gw_cli_scheme_at(i, &s) == PT_OK; i++) {
+        const char *u = sign ? s.sign_usage : s.verify_usage;
         if (u)
             printf("%s payterm %s %s\n", i ? "      " : "usage:", cmd, u);
     }
     if (sign) {
         printf("\nPrints the string to sign and the signature as the vendors' SDKs compute "
                "them:\n");
-        for (int i = 0; i < pt_gateway_count(); i++)
-            if (pt_gateway_at(i)->cli_sign_prints)
-                printf("  %-7s %s\n", pt_gateway_at(i)->name, pt_gateway_at(i)->cli_sign_prints);
+        for (int i = 0; pt_gw_cli_scheme_at(i, &s) == PT_OK; i++)
+            if (s.sign_prints)
+                printf("  %-9s %s\n", s.name, s.sign_prints);
         printf("Bodies are used byte for byte: write them with printf or a file, not echo.\n");
     } else {
         printf("\n--header may be repeated; names are case-insensitive.\n"
@@ -86,6 +86,7 @@ static int take_option(struct pt_gw_cli *a, int argc, char **argv, int *i)
     } opts[] = {
         {"--gateway", &a->gateway},
         {"--key", &a->key},
+        {"--key-file", &a->key_file},
         {"--pubkey", &a->pubkey},
         {"--mchid", &a->mchid},
         {"--serial", &a->serial},
@@ -135,9 +136,10 @@ static int parse_args(struct pt_gw_cli *a, int argc, char **argv)
             return -1;
         }
     }
-    if (!a->gateway || !pt_gateway_find(a->gateway)) {
+    struct pt_gw_cli_scheme s;
+    if (!a->gateway || pt_gw_cli_scheme_find(a->gateway, &s) != PT_OK) {
         pt_cli_error(a->cmd, "--gateway %s: expected %s", a->gateway ? a->gateway : "(missing)",
-                     pt_gateway_names());
+                     pt_gw_cli_scheme_names());
         return -1;
     }
     return 0;
@@ -181,9 +183,10 @@ static int run(const char *cmd, int argc, char **argv)
     int r = parse_args(&a, argc, argv);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    const struct pt_gateway *gw = pt_gateway_find(a.gateway);
+    struct pt_gw_cli_scheme scheme;
+    pt_gw_cli_scheme_find(a.gateway, &scheme); /* parse_args checked it is there */
     int sign = strcmp(cmd, "sign") == 0;
-    int (*fn)(struct pt_gw_cli *, char *, size_t, cJSON **) = sign ? gw->cli_sign : gw->cli_verify;
+    int (*fn)(struct pt_gw_cli *, char *, size_t, cJSON **) = sign ? scheme.sign : scheme.verify;
     if (!fn) {
         pt_cli_error(cmd, "--gateway %s: has no %s command", a.gateway, cmd);
         return PT_EXIT_USAGE;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #define CONFIG_FILE_MAX (256 * 1024)
@@ -280,6 +281,54 @@ static int get_currencies(struct ctx *c, const cJSON *v, const char *key, struct
     return PT_OK;
 }
 
+/* The list form of a peer key file (WeChat platform keys, SPEC 10):
+ * [{"serial": hex, "file": path}, ...], packed into field (cap bytes) as
+ * pt_gw_keyfile_at reads it; the files are read by the gateway's load(),
+ * which names the entry of a file it cannot use. */
+static int get_keyfiles(struct ctx *c, const cJSON *v, const char *key, char *field, size_t cap,
+                        struct pt_gw_settings *g)
+{
+    static const char *const known[] = {"serial", "file", NULL};
+    int n = cJSON_GetArraySize(v), i = 0, rc;
+    size_t used = 0;
+    if (n < 1 || n > PT_GW_MAX_PEER_KEYS)
+        return fail(c, key,
+                    "must be a file path, or a list of 1 to %d {\"serial\": ..., \"file\": ...}",
+                    PT_GW_MAX_PEER_KEYS);
+    field[0] = '\0';
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        char p[300], k[320];
+        struct pt_gw_keyfile f = {.serial = "", .file = ""};
+        snprintf(p, sizeof p, "%s[%d]", key, i);
+        if ((rc = want_object(c, e, p)) || (rc = check_known(c, e, p, known)) ||
+            (rc = get_string(c, e, p, "serial", f.serial, sizeof f.serial, 0)) ||
+            (rc = get_string(c, e, p, "file", f.file, sizeof f.file, 0)))
+            return rc;
+        join(k, sizeof k, p, f.serial[0] ? "file" : "serial");
+        if (!f.serial[0] || !f.file[0])
+            return fail(c, k, "required in every entry");
+        join(k, sizeof k, p, "file");
+        if (strpbrk(f.file, "\t\n"))
+            return fail(c, k, "a path with a tab or a line break is not supported");
+        join(k, sizeof k, p, "serial");
+        if (strspn(f.serial, "0123456789abcdefABCDEF") != strlen(f.serial))
+            return fail(c, k,
+                        "must be the certificate serial in hex digits, as the gateway shows it");
+        for (int j = 0; j < i; j++) {
+            struct pt_gw_keyfile o;
+            if (pt_gw_keyfile_at(field, j, &o) == PT_OK && strcasecmp(o.serial, f.serial) == 0)
+                return fail(c, k, "%s is listed twice", f.serial);
+        }
+        int w = snprintf(field + used, cap - used, "%s\t%s\n", f.serial, f.file);
+        if (w < 0 || (size_t)w >= cap - used)
+            return fail(c, key, "the serials and paths of the list take more than %zu bytes",
+                        cap - 1);
+        used += (size_t)w;
+    }
+    g->npeer_files = n;
+    return PT_OK;
+}
+
 /* One key of a gateway's section, by its table entry (gateway.h). */
 static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
                            const struct pt_gw_key *k, struct pt_gw_settings *g)
@@ -304,6 +353,14 @@ static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
             return fail(c, key, "must be an upper-case ISO 4217 code such as USD");
         memcpy(field, v->valuestring, 4);
         return PT_OK;
+    case PT_GWK_KEYFILES:
+        if (cJSON_IsArray(v))
+            return get_keyfiles(c, v, key, field, k->size, g);
+        if (!cJSON_IsString(v))
+            return fail(c, key,
+                        "must be a file path, or a list of {\"serial\": ..., \"file\": ...}");
+        rc = get_string(c, sec, p, k->name, field, k->size, !k->required);
+        break;
     default:
         rc = get_string(c, sec, p, k->name, field, k->size, !k->required);
     }
@@ -443,11 +500,12 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
     return buf;
 }
 
-/* Makes every relative "*_file" / "data_dir" string absolute against dir. */
+/* Makes every relative "*_file" / "data_dir" string absolute against dir,
+ * and every "file" of an object in a list ([{"serial","file"}]). */
 static int resolve_paths(cJSON *node, const char *dir)
 {
     for (cJSON *m = node->child; m; m = m->next) {
-        if (cJSON_IsObject(m)) {
+        if (cJSON_IsObject(m) || cJSON_IsArray(m)) {
             if (resolve_paths(m, dir))
                 return -1;
             continue;
@@ -455,7 +513,7 @@ static int resolve_paths(cJSON *node, const char *dir)
         if (!cJSON_IsString(m) || !m->string || m->valuestring[0] == '/' || !m->valuestring[0])
             continue;
         size_t nl = strlen(m->string);
-        int is_path = strcmp(m->string, "data_dir") == 0 ||
+        int is_path = strcmp(m->string, "data_dir") == 0 || strcmp(m->string, "file") == 0 ||
                       (nl > 5 && strcmp(m->string + nl - 5, "_file") == 0);
         if (!is_path)
             continue;

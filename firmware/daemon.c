@@ -12,6 +12,7 @@
 #include "log.h"
 #include "gw_config.h"
 #include "metrics.h"
+#include "peer_certs.h"
 #include "store.h"
 #include "sync.h"
 #include "syncer.h"
@@ -92,10 +93,35 @@ static int notify(void *p, struct pt_store *st, const char *gateway,
     return pt_sync_notify(d->sync, st, gateway, msg, out, content_type);
 }
 
+/* The sync engine downloaded a peer certificate (or retired one). */
+static int keep_peer_cert(void *p, const char *gateway, const char *serial, const char *pem,
+                          size_t len)
+{
+    struct pt_daemon *d = p;
+    return pt_peer_certs_keep(d->cfg.data_dir, gateway, serial, pem, len);
+}
+
+/* The peer certificates downloaded by earlier runs, into each gateway's
+ * trust store (SPEC 8: they survive a restart, even one while the gateway
+ * cannot be asked for them). */
+static void load_peer_certs(struct pt_daemon *d)
+{
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        if (!d->gw[i].name[0] || !d->gw[i].peer_keys)
+            continue;
+        int n =
+            pt_peer_certs_load(d->cfg.data_dir, d->gw[i].name, d->gw[i].peer_keys, random_cb, NULL);
+        if (n)
+            pt_log_info("%s: %d downloaded platform certificate(s) loaded from %s", d->gw[i].name,
+                        n, d->cfg.data_dir);
+    }
+}
+
 /* Starts the sync engine with the gateways load_files() loaded. */
 static int start_sync(struct pt_daemon *d, char *err, size_t errlen)
 {
-    struct pt_sync_options so = {.cfg = &d->cfg, .wake = wake_syncer, .ctx = d};
+    struct pt_sync_options so = {
+        .cfg = &d->cfg, .wake = wake_syncer, .ctx = d, .keep_peer_cert = keep_peer_cert};
     for (int i = 0; i < pt_gateway_count(); i++) {
         if (!d->gw[i].name[0])
             continue;
@@ -430,6 +456,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         goto fail;
     }
 
+    load_peer_certs(d);
     if ((rc = start_sync(d, err, errlen)) != PT_OK)
         goto fail;
 

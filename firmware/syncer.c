@@ -57,6 +57,7 @@ static void *run(void *p)
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
+    int64_t next_keys = 0; /* peer certificates: at start, then every 12 h */
     /* A process killed (or a board powered off) before its wipe left
      * erased payment codes in the WAL: empty it once at start. */
     int wipe_at_start = 1;
@@ -93,6 +94,12 @@ static void *run(void *p)
             pt_sync_probe(y->sync);
             next_probe = pt_host_mono_ms() + interval;
         }
+        /* Rotating gateway keys (SPEC 8): a failed download is tried again
+         * after a few minutes, not at every pass. */
+        if (pt_host_mono_ms() >= next_keys)
+            next_keys = pt_host_mono_ms() + (pt_sync_refresh_keys(y->sync) == PT_OK
+                                                 ? PT_SYNC_KEYS_INTERVAL_MS
+                                                 : PT_SYNC_KEYS_RETRY_MS);
         struct pt_drain_stats ds;
         int rc = pt_sync_drain(y->sync, y->st, &ds);
         if (rc)
@@ -122,6 +129,8 @@ static void *run(void *p)
             if (next < now + 1000)
                 next = now + 1000;
         }
+        if (!next || next_keys < next)
+            next = next_keys;
         if (pt_store_wipe_due() || wipe_at_start) {
             int64_t w = next_wipe > now + 1000 ? next_wipe : now + 1000;
             if (!next || w < next)

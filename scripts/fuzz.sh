@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 seconds=${PT_FUZZ_SECONDS:-20}
 build=build/fuzz
 targets=${*:-"fuzz_form fuzz_json fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
-fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses"}
+fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses fuzz_wechat_v2_xml
+fuzz_wechat_certs"}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_BUILD_BENCH=OFF -DPT_WERROR=ON \
@@ -48,6 +49,21 @@ jq -r '.responses[0].body' $v/alipay.json | seed fuzz_jscan ali
 printf '%s' '{"order_id":"O-1","amount":8888,"currency":"CNY","gateway":"alipay","method":"barcode","payment_code":"287634438256643941","subject":"Caf\u00e9 \ud83d\ude00","metadata":{"lane":"3"}}' | seed fuzz_json charge
 printf '%s' '{"a":[1,-0.5e+3,true,false,null,{"b":"\u0041\n"}]}' | seed fuzz_json mixed
 jq -r '.notify[0].plaintext' $v/wechat.json | seed fuzz_json wechat
+# WeChat APIv2 answers: a leading op byte (0 micropay, 1 orderquery, 2 reverse).
+jq -r '.responses[] | select(.status == 200) | "\(.op)\t\(.body | @base64)"' $v/wechat_v2.json |
+    while IFS="$(printf '\t')" read -r op b64; do
+        i=$((i + 1))
+        case $op in pay) p='\000' ;; query) p='\001' ;; *) p='\002' ;; esac
+        printf %s "$b64" | base64 -d | seed fuzz_wechat_v2_xml "w$i" "$p"
+    done
+# WeChat platform certificates: the answers as they come, and a certificate
+# to encrypt into one.
+jq -r '.answers[] | select(.status == 200) | .body | @base64' $v/wechat_certs.json |
+    while IFS= read -r b64; do
+        i=$((i + 1))
+        printf %s "$b64" | base64 -d | seed fuzz_wechat_certs "c$i" '\000'
+    done
+cat $v/keys/wechat_platform_cert.pem | seed fuzz_wechat_certs cert '\001'
 cat $v/keys/alipay_gateway_public.pem | seed fuzz_pem spki
 cat $v/keys/wechat_platform_cert.pem | seed fuzz_pem cert
 cat $v/keys/merchant_alipay_pkcs1.pem | seed fuzz_pem pkcs1

@@ -70,6 +70,13 @@ CREATE TRIGGER refunds_count AFTER INSERT ON refunds
 BEGIN
     UPDATE charges SET refunds = refunds + 1 WHERE id = NEW.charge_id;
 END;
+-- A refund that provably never left the device and may not wait
+-- (offline: require_online) is withdrawn: its row goes, so its refund_id
+-- and the client's key can be used again once the gateway is back.
+CREATE TRIGGER refunds_uncount AFTER DELETE ON refunds
+BEGIN
+    UPDATE charges SET refunds = refunds - 1 WHERE id = OLD.charge_id;
+END;
 CREATE TRIGGER refunds_refunded AFTER UPDATE OF state ON refunds
     WHEN NEW.state = 'SUCCESS' AND OLD.state <> 'SUCCESS'
 BEGIN

@@ -5,6 +5,7 @@
 #include "err.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,4 +129,81 @@ void pt__cli_notification(cJSON *o, int rc, const struct pt_notification *n)
     cJSON_AddStringToObject(j, "currency", n->currency);
     cJSON_AddStringToObject(j, "status", pt_outcome_name(n->status));
     cJSON_AddStringToObject(j, "merchant_id", n->merchant_id);
+}
+
+/* ---- the schemes of sign/verify ------------------------------------------------ */
+
+/* Schemes beyond the registry's gateways (see gwcli.h). */
+static const struct pt_gw_cli_scheme extra_schemes[] = {
+    {
+        .name = "wechat-v2",
+        .sign = pt__cli_sign_wechat_v2,
+        .verify = pt__cli_verify_wechat_v2,
+        .sign_usage = "--gateway wechat-v2 --key-file apiv2_key < params.json",
+        .sign_prints = "{\"string_to_sign\":...,\"sign\":...,\"xml\":...}   params.json is a flat "
+                       "object of strings;\n"
+                       "          sign_type HMAC-SHA256 or MD5 (absent: MD5, as WeChat); the MAC "
+                       "is over\n"
+                       "          string_to_sign + \"&key=\" + the key",
+        .verify_usage = "--gateway wechat-v2 --key-file apiv2_key < answer.xml\n"
+                        "    (an APIv2 answer; HMAC-SHA256 signs only)",
+    },
+};
+
+#define NEXTRA ((int)(sizeof extra_schemes / sizeof extra_schemes[0]))
+
+int pt_gw_cli_scheme_count(void)
+{
+    return pt_gateway_count() + NEXTRA;
+}
+
+int pt_gw_cli_scheme_at(int i, struct pt_gw_cli_scheme *out)
+{
+    const struct pt_gateway *gw = pt_gateway_at(i);
+    if (gw) {
+        *out = (struct pt_gw_cli_scheme){
+            .name = gw->name,
+            .sign = gw->cli_sign,
+            .verify = gw->cli_verify,
+            .sign_usage = gw->cli_sign_usage,
+            .sign_prints = gw->cli_sign_prints,
+            .verify_usage = gw->cli_verify_usage,
+        };
+        return PT_OK;
+    }
+    i -= pt_gateway_count();
+    if (i < 0 || i >= NEXTRA)
+        return PT_ENOTFOUND;
+    *out = extra_schemes[i];
+    return PT_OK;
+}
+
+int pt_gw_cli_scheme_find(const char *name, struct pt_gw_cli_scheme *out)
+{
+    for (int i = 0; name && i < pt_gw_cli_scheme_count(); i++)
+        if (pt_gw_cli_scheme_at(i, out) == PT_OK && strcmp(out->name, name) == 0)
+            return PT_OK;
+    return PT_ENOTFOUND;
+}
+
+static char scheme_names[PT_GW_MAX * 16 + NEXTRA * 16];
+
+static void scheme_names_once(void)
+{
+    int n = pt_gw_cli_scheme_count();
+    size_t o = 0;
+    struct pt_gw_cli_scheme s;
+    for (int i = 0; i < n && pt_gw_cli_scheme_at(i, &s) == PT_OK; i++)
+        o += (size_t)snprintf(scheme_names + o, sizeof scheme_names - o, "%s%s",
+                              i == 0       ? ""
+                              : i == n - 1 ? " or "
+                                           : ", ",
+                              s.name);
+}
+
+const char *pt_gw_cli_scheme_names(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, scheme_names_once);
+    return scheme_names;
 }

@@ -149,6 +149,9 @@ void pt_gw_config_free(struct pt_gw_config *cfg)
         return;
     pt_pk_free(cfg->private_key);
     pt_pk_free(cfg->peer_key);
+    pt_gw_keyring_destroy(cfg->peer_keys);
+    /* Every secret lives in the struct itself (secret, webhook_secret,
+     * apiv2_key): wiping it whole wipes them all. */
     pt_zeroize(cfg, sizeof *cfg);
 }
 

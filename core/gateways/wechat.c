@@ -12,6 +12,10 @@
  * is believed.
  * Notifications: TRANSACTION.SUCCESS and REFUND.SUCCESS/ABNORMAL/CLOSED, the
  * resource AES-256-GCM encrypted with the APIv3 key.
+ * Method "barcode" (the customer's payment code) is APIv2, not APIv3: its
+ * pay, query and cancel are micropay, orderquery and reverse in
+ * wechat_v2.c; build and parse hand them over at the top.  Its refunds are
+ * APIv3 refunds by out_trade_no like any other.
  */
 #include "gateways/wechat.h"
 #include "buf.h"
@@ -20,6 +24,7 @@
 #include "gateways/gwcli.h"
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
+#include "gateways/wechat_v2.h"
 #include "money.h"
 #include "pt_config.h"
 
@@ -372,6 +377,8 @@ static int wechat_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     const char *method = NULL;
     char path[512];
     char *body = NULL;
+    if (strcmp(c->method, "barcode") == 0)
+        return pt__wechat_v2_build(cfg, op, c, env, out);
     if (!can_sign(cfg, env) || !pt__id_safe(c->order_id))
         return PT_EINVAL;
     int rc = wechat_route(cfg, op, c, &method, path, sizeof path, &body);
@@ -469,6 +476,31 @@ static const char *expected_serial(const struct pt_gw_config *cfg)
     if (cfg->platform_serial[0])
         return cfg->platform_serial;
     return cfg->peer_key ? pt_pk_serial(cfg->peer_key) : "";
+}
+
+/*
+ * Verifies an answer or a notification with the platform key its
+ * Wechatpay-Serial names: the configured one (peer_key under its serial,
+ * checked first and the only one for a configuration without a trust store,
+ * as tests and `payterm verify` build them), else any other key of the
+ * trust store (cfg->peer_keys: the list form's further entries, and the
+ * downloaded ones).  PT_OK or PT_ESIG.
+ */
+static int verify_platform(const struct pt_gw_config *cfg, const struct pt_http_response *msg)
+{
+    const char *serial = pt_http_response_header(msg, "Wechatpay-Serial");
+    if (!cfg->peer_keys || (serial && strcasecmp(serial, expected_serial(cfg)) == 0))
+        return pt_wechat_verify_message(cfg->peer_key, expected_serial(cfg), msg);
+    const char *ts = pt_http_response_header(msg, "Wechatpay-Timestamp");
+    const char *nonce = pt_http_response_header(msg, "Wechatpay-Nonce");
+    const char *sig = pt_http_response_header(msg, "Wechatpay-Signature");
+    if (!ts || !nonce || !sig || !serial)
+        return PT_ESIG;
+    size_t len = 0;
+    char *m = pt_wechat_response_message(ts, nonce, msg->body, msg->body ? msg->body_len : 0, &len);
+    int rc = m ? pt_gw_keyring_verify(cfg->peer_keys, serial, m, len, sig) : PT_ENOMEM;
+    free(m);
+    return rc == PT_OK ? PT_OK : PT_ESIG;
 }
 
 static int code_in(const char *code, const char *const *list)
@@ -577,6 +609,8 @@ static void classify_close(const struct pt_http_response *resp, const cJSON *o,
 static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                         const struct pt_http_response *resp, struct pt_gw_result *out)
 {
+    if (strcmp(c->method, "barcode") == 0)
+        return pt__wechat_v2_parse(cfg, op, c, resp, out);
     memset(out, 0, sizeof *out);
     if (resp->status >= 500 || resp->status < 200) {
         char code[16];
@@ -584,7 +618,7 @@ static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "WeChat Pay server error");
         return PT_OK;
     }
-    if (pt_wechat_verify_message(cfg->peer_key, expected_serial(cfg), resp) != PT_OK) {
+    if (verify_platform(cfg, resp) != PT_OK) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
                    "WeChat Pay response signature does not verify");
         return PT_OK;
@@ -598,7 +632,6 @@ static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
         classify_query(resp, o, out);
     else
         classify_close(resp, o, out);
-    (void)c;
     cJSON_Delete(o);
     return PT_OK;
 }
@@ -738,7 +771,7 @@ static int wechat_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund
     /* Refusals are verified too (the official SDK skips non-2xx answers): a
      * forged NOT_ENOUGH would fail a refund that went through, and free its
      * amount for a second one. */
-    if (pt_wechat_verify_message(cfg->peer_key, expected_serial(cfg), resp) != PT_OK) {
+    if (verify_platform(cfg, resp) != PT_OK) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
                    "WeChat Pay response signature does not verify");
         return PT_OK;
@@ -871,7 +904,7 @@ static int wechat_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     char *plain = NULL;
     size_t plen = 0;
     memset(out, 0, sizeof *out);
-    int rc = pt_wechat_verify_message(cfg->peer_key, expected_serial(cfg), msg);
+    int rc = verify_platform(cfg, msg);
     if (rc != PT_OK)
         return PT_ESIG;
     const char *ts = pt_http_response_header(msg, "Wechatpay-Timestamp");
@@ -892,28 +925,218 @@ static int wechat_parse_notify(const struct pt_gw_config *cfg, const struct pt_h
     return rc;
 }
 
+/* ---- platform certificates (SPEC 8: keys rotate) --------------------------- */
+
+/*
+ * WeChat Pay replaces its platform certificate from time to time; for a
+ * while old and new are both valid and GET /v3/certificates lists both, each
+ * encrypted with the merchant's APIv3 key (associated_data "certificate").
+ * The answer is signed like every other, and it is believed only when a key
+ * payterm already trusts signed it: a certificate taken from the answer
+ * itself would let whoever forged the answer vouch for its own key.
+ */
+
+int pt_wechat_certs_build(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                          struct pt_http_request *out)
+{
+    if (!can_sign(cfg, env))
+        return PT_EINVAL;
+    return finish_request(cfg, env, "GET", "/v3/certificates", NULL, out);
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+ * days_from_civil). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* Reads n digits at s into *v; 0 when they are not all digits. */
+static int digits(const char *s, int n, int *v)
+{
+    *v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        *v = *v * 10 + (s[i] - '0');
+    }
+    return 1;
+}
+
+/* An RFC 3339 time as WeChat writes it, "2026-12-01T10:00:00+08:00" (or
+ * "Z"), to Unix seconds.  PT_OK or PT_EPARSE. */
+int pt_wechat_parse_time(const char *s, int64_t *out)
+{
+    int y, mo, d, h, mi, se, oh = 0, om = 0;
+    if (!s || strlen(s) < 20 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) ||
+        s[7] != '-' || !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') ||
+        !digits(s + 11, 2, &h) || s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' ||
+        !digits(s + 17, 2, &se))
+        return PT_EPARSE;
+    const char *z = s + 19;
+    if (*z == '.') /* fractions of a second: dropped */
+        for (z++; *z >= '0' && *z <= '9'; z++)
+            ;
+    int sign = 0;
+    if ((*z == 'Z' || *z == 'z') && z[1] == '\0')
+        sign = 0;
+    else if ((*z == '+' || *z == '-') && strlen(z) == 6 && digits(z + 1, 2, &oh) && z[3] == ':' &&
+             digits(z + 4, 2, &om))
+        sign = *z == '+' ? 1 : -1;
+    else
+        return PT_EPARSE;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60 || oh > 23 || om > 59)
+        return PT_EPARSE;
+    *out =
+        days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - sign * (oh * 3600 + om * 60);
+    return PT_OK;
+}
+
+/* 1 when s is 1 to PT_GW_SERIAL_MAX - 1 hex digits (a certificate serial). */
+int pt_wechat_serial_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= PT_GW_SERIAL_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789abcdefABCDEF", s[i]))
+            return 0;
+    return 1;
+}
+
+/* One entry of the answer's data[]: decrypted, parsed and checked against
+ * its serial_no.  PT_OK (then *pem is malloc'd), PT_ESIG, PT_EPARSE. */
+static int read_cert(const struct pt_gw_config *cfg, const cJSON *item, struct pt_gw_peer_cert *out)
+{
+    const char *serial = pt__jstr(item, "serial_no");
+    const cJSON *enc = cJSON_GetObjectItemCaseSensitive(item, "encrypt_certificate");
+    const char *alg = pt__jstr(enc, "algorithm");
+    memset(out, 0, sizeof *out);
+    if (!pt_wechat_serial_valid(serial) || !cJSON_IsObject(enc) || !alg ||
+        strcmp(alg, "AEAD_AES_256_GCM") != 0 ||
+        pt_wechat_parse_time(pt__jstr(item, "effective_time"), &out->effective_s) != PT_OK ||
+        pt_wechat_parse_time(pt__jstr(item, "expire_time"), &out->expire_s) != PT_OK)
+        return PT_EPARSE;
+    char *pem = NULL;
+    size_t plen = 0;
+    int rc = pt_wechat_decrypt(cfg->secret, cfg->secret_len, pt__jstr(enc, "nonce"),
+                               pt__jstr(enc, "associated_data"), pt__jstr(enc, "ciphertext"), &pem,
+                               &plen);
+    if (rc != PT_OK)
+        return rc == PT_EPARSE || rc == PT_ETOOBIG ? PT_EPARSE : PT_ESIG;
+    struct pt_pk *pk = NULL;
+    rc = pt_pk_load_mem("encrypt_certificate", pem, plen, NULL, NULL, &pk, NULL, 0);
+    if (rc == PT_OK && pt_pk_kind(pk) != PT_PK_CERT)
+        rc = PT_EPARSE;
+    /* The entry's serial_no is what the answer claims; the certificate's
+     * own serial is what the key is: they must be one. */
+    if (rc == PT_OK && strcasecmp(pt_pk_serial(pk), serial) != 0)
+        rc = PT_ESIG;
+    if (rc == PT_OK) {
+        pt__copy(out->serial, sizeof out->serial, pt_pk_serial(pk));
+        out->pem = pem;
+        out->pem_len = plen;
+        pem = NULL;
+    } else if (rc != PT_ESIG) {
+        rc = PT_EPARSE;
+    }
+    pt_pk_free(pk);
+    free(pem);
+    return rc;
+}
+
+int pt_wechat_certs_parse(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                          const struct pt_gw_env *env, struct pt_gw_peer_cert *out, int max, int *n)
+{
+    *n = 0;
+    if (resp->status != 200)
+        return PT_ENOTFOUND;
+    if (verify_platform(cfg, resp) != PT_OK)
+        return PT_ESIG;
+    int rc = PT_EPARSE, k = 0;
+    cJSON *j = cJSON_ParseWithLength(resp->body ? resp->body : "", resp->body_len);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
+    if (!cJSON_IsArray(data))
+        goto out;
+    int64_t now_s = env && env->now_ms > 0 ? env->now_ms / 1000 : 0;
+    rc = PT_OK;
+    for (const cJSON *item = data->child; item && rc == PT_OK; item = item->next) {
+        struct pt_gw_peer_cert c;
+        rc = cJSON_IsObject(item) ? read_cert(cfg, item, &c) : PT_EPARSE;
+        if (rc != PT_OK)
+            break;
+        if (now_s && c.expire_s <= now_s) {
+            free(c.pem); /* expired: WeChat no longer signs with it */
+            continue;
+        }
+        if (k >= max) {
+            free(c.pem);
+            rc = PT_ETOOBIG;
+            break;
+        }
+        out[k++] = c;
+    }
+out:
+    cJSON_Delete(j);
+    if (rc != PT_OK) {
+        pt_gw_peer_certs_free(out, k);
+        k = 0;
+    }
+    *n = k;
+    return rc;
+}
+
+static const char *wechat_peer_serial(const struct pt_http_response *msg)
+{
+    return pt_http_response_header(msg, "Wechatpay-Serial");
+}
+
 /* gateways.wechat (SPEC section 10). */
-enum { WX_PRIVATE_KEY, WX_PLATFORM_KEY, WX_APIV3_KEY };
+enum { WX_PRIVATE_KEY, WX_PLATFORM_KEY, WX_APIV3_KEY, WX_APIV2_KEY, WX_CLIENT_CERT };
 static const struct pt_gw_key wechat_keys[] = {
     PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
     PT_GW_KEY("mchid", PT_GWK_TEXT, merchant_id, 1),
     PT_GW_KEY("appid", PT_GWK_TEXT, app_id, 1),
     PT_GW_KEY("serial_no", PT_GWK_TEXT, serial_no, 1),
     PT_GW_KEY("private_key_file", PT_GWK_SECRET, files[WX_PRIVATE_KEY], 1),
-    PT_GW_KEY("platform_public_key_file", PT_GWK_FILE, files[WX_PLATFORM_KEY], 1),
-    PT_GW_KEY("platform_serial", PT_GWK_TEXT, platform_serial, 1),
+    /* A path (then platform_serial names its key unless it is a
+     * certificate), or a list of {"serial","file"}: several platform keys,
+     * as during a rotation (SPEC 8). */
+    PT_GW_KEY("platform_public_key_file", PT_GWK_KEYFILES, files[WX_PLATFORM_KEY], 1),
+    PT_GW_KEY("platform_serial", PT_GWK_TEXT, platform_serial, 0),
     PT_GW_KEY("apiv3_key_file", PT_GWK_SECRET, files[WX_APIV3_KEY], 1),
     PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 1),
+    /* Method barcode (APIv2): both or neither; without them the gateway
+     * takes no payment-code charges (pt_wechat_method_unavailable). */
+    PT_GW_KEY("apiv2_key_file", PT_GWK_SECRET, files[WX_APIV2_KEY], 0),
+    PT_GW_KEY("apiclient_cert_file", PT_GWK_FILE, files[WX_CLIENT_CERT], 0),
+    PT_GW_KEY("spbill_create_ip", PT_GWK_TEXT, client_ip, 0),
+    {.name = "barcode_timeout_s",
+     .kind = PT_GWK_SECONDS,
+     .offset = offsetof(struct pt_gw_settings, barcode_timeout_s),
+     .min = 20,
+     .max = 86400},
     {.name = NULL},
 };
 
-static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
-                       struct pt_gw_config *o, char *err, size_t errlen)
+const char *pt_wechat_method_unavailable(const struct pt_gw_settings *in, const char *method)
 {
-    int rc = pt__gw_load_key("wechat", "private_key_file", in->files[WX_PRIVATE_KEY], rnd, ctx,
-                             &o->private_key, err, errlen);
-    if (rc == PT_OK)
-        rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY], rnd,
+    if (in && method && strcmp(method, "barcode") == 0 && !in->files[WX_APIV2_KEY][0])
+        return "needs gateways.wechat.apiv2_key_file and apiclient_cert_file (WeChat's "
+               "payment-code calls are APIv2)";
+    return NULL;
+}
+
+/* The string form: one key, named by platform_serial or its certificate. */
+static int load_platform_key(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                             struct pt_gw_config *o, char *err, size_t errlen)
+{
+    int rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY], rnd,
                              ctx, &o->peer_key, err, errlen);
     if (rc == PT_OK && !o->platform_serial[0] && !pt_pk_serial(o->peer_key)[0]) {
         snprintf(err, errlen,
@@ -921,6 +1144,80 @@ static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
                  "platform_public_key_file is a public key, not a certificate");
         rc = PT_ECONFIG;
     }
+    if (rc == PT_OK && strlen(expected_serial(o)) >= PT_GW_SERIAL_MAX) {
+        snprintf(err, errlen, "gateways.wechat.platform_serial: longer than %d characters",
+                 PT_GW_SERIAL_MAX - 1);
+        rc = PT_ECONFIG;
+    }
+    struct pt_pk *again = NULL; /* the trust store holds its own copy */
+    if (rc == PT_OK)
+        rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY], rnd,
+                             ctx, &again, err, errlen);
+    if (rc == PT_OK)
+        rc = pt_gw_keyring_add(o->peer_keys, expected_serial(o), again, 0, 1);
+    return rc;
+}
+
+/* The list form: every {"serial","file"} entry, each file's serial (when it
+ * is a certificate) agreeing with its entry. */
+static int load_platform_keys(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                              struct pt_gw_config *o, char *err, size_t errlen)
+{
+    if (in->platform_serial[0]) {
+        snprintf(err, errlen,
+                 "gateways.wechat.platform_serial: not with the list form of "
+                 "platform_public_key_file (each entry names its serial)");
+        return PT_ECONFIG;
+    }
+    int rc = PT_OK;
+    for (int i = 0; rc == PT_OK && i < in->npeer_files; i++) {
+        struct pt_gw_keyfile entry, *f = &entry;
+        char key[64];
+        if (pt_gw_keyfile_at(in->files[WX_PLATFORM_KEY], i, f) != PT_OK) {
+            snprintf(err, errlen, "gateways.wechat.platform_public_key_file: entry %d is missing",
+                     i);
+            return PT_ECONFIG;
+        }
+        snprintf(key, sizeof key, "platform_public_key_file[%d].file", i);
+        struct pt_pk *pk = NULL;
+        rc = pt__gw_load_key("wechat", key, f->file, rnd, ctx, &pk, err, errlen);
+        if (rc == PT_OK && pt_pk_serial(pk)[0] && strcasecmp(pt_pk_serial(pk), f->serial) != 0) {
+            snprintf(err, errlen,
+                     "gateways.wechat.%s: %s is the certificate of serial %s, the entry says %s",
+                     key, f->file, pt_pk_serial(pk), f->serial);
+            rc = PT_ECONFIG;
+        }
+        if (rc == PT_OK && pt_gw_keyring_has(o->peer_keys, f->serial)) {
+            snprintf(err, errlen, "gateways.wechat.platform_public_key_file[%d].serial: %s twice",
+                     i, f->serial);
+            rc = PT_ECONFIG;
+        }
+        if (rc == PT_OK && i == 0) {
+            /* The first entry is also the single-key view (peer_key,
+             * platform_serial) that `payterm verify` style callers read. */
+            pt__copy(o->platform_serial, sizeof o->platform_serial, f->serial);
+            rc = pt__gw_load_key("wechat", key, f->file, rnd, ctx, &o->peer_key, err, errlen);
+        }
+        if (rc == PT_OK)
+            rc = pt_gw_keyring_add(o->peer_keys, f->serial, pk, 0, 1);
+        else
+            pt_pk_free(pk);
+    }
+    return rc;
+}
+
+static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                       struct pt_gw_config *o, char *err, size_t errlen)
+{
+    int rc = pt__gw_load_key("wechat", "private_key_file", in->files[WX_PRIVATE_KEY], rnd, ctx,
+                             &o->private_key, err, errlen);
+    if (rc == PT_OK && pt_gw_keyring_new(&o->peer_keys) != PT_OK) {
+        snprintf(err, errlen, "gateways.wechat: out of memory");
+        rc = PT_ENOMEM;
+    }
+    if (rc == PT_OK)
+        rc = in->npeer_files ? load_platform_keys(in, rnd, ctx, o, err, errlen)
+                             : load_platform_key(in, rnd, ctx, o, err, errlen);
     if (rc == PT_OK)
         rc = pt__gw_load_secret("wechat", "apiv3_key_file", in->files[WX_APIV3_KEY], o->secret,
                                 sizeof o->secret, &o->secret_len, err, errlen);
@@ -931,11 +1228,17 @@ static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
                  in->files[WX_APIV3_KEY], o->secret_len);
         rc = PT_EPARSE;
     }
+    if (rc == PT_OK)
+        rc = pt__wechat_v2_load(in->files[WX_APIV2_KEY], in->files[WX_CLIENT_CERT],
+                                in->files[WX_PRIVATE_KEY], in->client_ip, rnd, ctx, o, err, errlen);
     return rc;
 }
 
+/* A payment code (付款码) refreshes every minute: a queued barcode charge
+ * older than that cannot be paid. */
 static const struct pt_gw_method wechat_methods[] = {
     {.name = "qr", .interactive = 1},
+    {.name = "barcode", .offline_max_age_s = 60, .payment_code = 1},
     {.name = NULL},
 };
 
@@ -946,6 +1249,13 @@ const struct pt_gateway pt_gateway_wechat = {
     .notify_route = "/notify/wechat",
     .default_endpoint = "https://api.mch.weixin.qq.com",
     .config_keys = wechat_keys,
+    .method_unavailable = pt_wechat_method_unavailable,
+    .build_keys = pt_wechat_certs_build,
+    .parse_keys = pt_wechat_certs_parse,
+    .peer_serial = wechat_peer_serial,
+    /* WeChat: query every 10 s while USERPAYING, reverse after 45 s
+     * ("直到支付成功或超时(建议45秒)"), never sooner than 15 s after the pay. */
+    .default_barcode_timeout_s = 45,
     .load = wechat_load,
     .cli_sign = pt__cli_sign_wechat,
     .cli_verify = pt__cli_verify_wechat,

@@ -98,6 +98,40 @@ int pt_wechat_encrypt(const unsigned char *key, size_t keylen, const char *nonce
 int pt_wechat_notify_plaintext(const unsigned char *key, size_t keylen, const char *body,
                                size_t len, char **plain, size_t *plen);
 
+/* ---- platform certificates (SPEC 8: platform keys rotate) ---------------- */
+
+struct pt_gw_config;
+struct pt_gw_env;
+struct pt_gw_peer_cert;
+
+/*
+ * GET {endpoint}/v3/certificates, signed like every APIv3 call (the
+ * adapter's build_keys).  *out as gateway.h's build.  PT_OK, PT_EINVAL.
+ */
+int pt_wechat_certs_build(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                          struct pt_http_request *out);
+
+/*
+ * The answer to it (the adapter's parse_keys, see gateway.h): its signature
+ * verified with a platform key cfg already trusts (cfg->peer_keys, else
+ * peer_key under platform_serial); each data[] entry's encrypt_certificate
+ * AES-256-GCM-decrypted with the APIv3 key (cfg->secret), parsed as an
+ * X.509 certificate whose own serial must be the entry's serial_no, and
+ * effective_time/expire_time read.  Certificates expired at env->now_ms
+ * (env NULL or now_ms 0: none) are left out.  A single bad entry refuses
+ * the whole answer.
+ */
+int pt_wechat_certs_parse(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                          const struct pt_gw_env *env, struct pt_gw_peer_cert *out, int max,
+                          int *n);
+
+/* "2026-12-01T10:00:00+08:00" (RFC 3339, "Z" or an offset) to Unix seconds.
+ * PT_OK or PT_EPARSE. */
+int pt_wechat_parse_time(const char *s, int64_t *out);
+
+/* 1 when s is a certificate serial: 1 to 63 hex digits. */
+int pt_wechat_serial_valid(const char *s);
+
 struct pt_gateway;
 /* The adapter's table (listed in registry.c). */
 extern const struct pt_gateway pt_gateway_wechat;

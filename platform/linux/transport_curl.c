@@ -39,8 +39,19 @@
  * Connections: one curl easy handle per channel (gateway) holds one
  * keep-alive connection (CURLOPT_MAXCONNECTS 1), reused across requests;
  * curl_easy_reset() between requests clears options but keeps the connection
- * and the TLS session.  HTTP/1.1 only (one request at a time per connection
- * is all a drain needs, and the failure semantics are simplest to state).
+ * and the TLS session.
+ *
+ * Client certificates (mutual TLS, WeChat Pay's /secapi/ calls): a TLS
+ * connection is authenticated once, in its handshake, so a connection that
+ * presented the merchant's API certificate must never carry a request that
+ * was meant to go without it (or with another one), nor the other way round.
+ * We do not rely on curl's connection-matching rules for that: the
+ * connection cache is keyed by (channel, client certificate, client key), so
+ * each such triple gets its own easy handle, connection and mutex, and
+ * easy handles never share connections (there is no share handle).  A
+ * channel's certificate-less and certificate-bearing connections are
+ * therefore two independent entries that happen to have the same name.  HTTP/1.1 only (one request
+ * at a time per connection is all a drain needs, and the failure semantics are simplest to state).
  * Proxies are disabled, environment variables included: a proxy in between
  * would make "request bytes written" mean "written to the proxy".
  */
@@ -93,6 +104,10 @@ static const char *const noise_headers[] = {
 
 struct channel {
     char name[PT_CURL_CHANNEL_MAX + 1];
+    /* Client certificate and key (PEM paths) presented on this connection;
+     * NULL = none.  Part of the channel's identity (see the top of the file). */
+    char *cert_file;
+    char *key_file;
     pthread_mutex_t lock; /* held for a whole request */
     CURL *easy;
     /* Socket of the kept-alive connection, CURL_SOCKET_BAD when none.  Only
@@ -281,12 +296,34 @@ static size_t write_cb(char *data, size_t size, size_t n, void *userp)
 
 /* ---- channels --------------------------------------------------------- */
 
-static struct channel *channel_get(struct pt_curl *t, const char *name, int *rc)
+/* NULL-tolerant string equality: two NULLs are equal, NULL and "x" are not. */
+static int same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static void channel_free(struct channel *ch)
+{
+    if (!ch)
+        return;
+    /* curl_easy_cleanup closes the kept-alive connection through our
+     * close-socket callback, which still needs ch. */
+    if (ch->easy)
+        curl_easy_cleanup(ch->easy);
+    free(ch->cert_file);
+    free(ch->key_file);
+    free(ch);
+}
+
+/* The connection for (name, cert, key), created on first use. */
+static struct channel *channel_get(struct pt_curl *t, const char *name, const char *cert,
+                                   const char *key, int *rc)
 {
     struct channel *found = NULL;
     pthread_mutex_lock(&t->lock);
     for (int i = 0; i < t->nch && !found; i++)
-        if (strcmp(t->ch[i]->name, name) == 0)
+        if (strcmp(t->ch[i]->name, name) == 0 && same_str(t->ch[i]->cert_file, cert) &&
+            same_str(t->ch[i]->key_file, key))
             found = t->ch[i];
     if (!found) {
         if (t->nch >= PT_CURL_MAX_CHANNELS) {
@@ -294,8 +331,9 @@ static struct channel *channel_get(struct pt_curl *t, const char *name, int *rc)
             goto out;
         }
         struct channel *ch = calloc(1, sizeof *ch);
-        if (!ch || !(ch->easy = curl_easy_init())) {
-            free(ch);
+        if (!ch || !(ch->easy = curl_easy_init()) || (cert && !(ch->cert_file = strdup(cert))) ||
+            (key && !(ch->key_file = strdup(key)))) {
+            channel_free(ch);
             *rc = PT_ENOMEM;
             goto out;
         }
@@ -364,6 +402,16 @@ static int configure(struct pt_curl *t, struct channel *ch, const struct pt_http
     SET(CURLOPT_SSL_VERIFYPEER, 1L);
     SET(CURLOPT_SSL_VERIFYHOST, 2L);
     SET(CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (ch->cert_file) {
+        /* Mutual TLS.  Without a separate key file the key is expected in
+         * the certificate's PEM file (curl's rule for CURLOPT_SSLKEY unset). */
+        SET(CURLOPT_SSLCERT, ch->cert_file);
+        SET(CURLOPT_SSLCERTTYPE, "PEM");
+        if (ch->key_file) {
+            SET(CURLOPT_SSLKEY, ch->key_file);
+            SET(CURLOPT_SSLKEYTYPE, "PEM");
+        }
+    }
     SET(CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
     SET(CURLOPT_TIMEOUT_MS, (long)budget_ms);
     SET(CURLOPT_MAXCONNECTS, 1L);
@@ -410,7 +458,27 @@ setopt_failed:
 static int request_valid(const char *channel, const struct pt_http_request *req, int timeout_ms)
 {
     return channel && *channel && strlen(channel) <= PT_CURL_CHANNEL_MAX && req && req->url &&
-           strncasecmp(req->url, "https://", 8) == 0 && timeout_ms > 0;
+           strncasecmp(req->url, "https://", 8) == 0 && timeout_ms > 0 &&
+           (req->client_cert_file || !req->client_key_file) &&
+           (!req->client_cert_file || req->client_cert_file[0]) &&
+           (!req->client_key_file || req->client_key_file[0]);
+}
+
+/* The client certificate and key must be readable before anything is sent:
+ * curl would only find out in the handshake, with a message naming neither
+ * the gateway nor the config key.  PT_OK or PT_ENOTSENT. */
+static int client_files_readable(const char *channel, const struct pt_http_request *req)
+{
+    const char *files[2] = {req->client_cert_file, req->client_key_file};
+    const char *what[2] = {"certificate", "private key"};
+    for (int i = 0; i < 2; i++) {
+        if (files[i] && access(files[i], R_OK) != 0) {
+            pt_log_error("transport %s: client %s %s: cannot read: %s; not sent", channel, what[i],
+                         files[i], strerror(errno));
+            return PT_ENOTSENT;
+        }
+    }
+    return PT_OK;
 }
 
 int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_request *req,
@@ -420,13 +488,16 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
     memset(resp, 0, sizeof *resp);
     if (!t || !request_valid(channel, req, timeout_ms)) {
         pt_log_error("transport: unusable request (channel '%s', url %s, timeout %d ms): "
-                     "only https:// URLs with a positive timeout are sent",
+                     "only https:// URLs with a positive timeout are sent, and a client key "
+                     "only with its certificate",
                      channel ? channel : "(null)", req && req->url ? "given" : "missing",
                      timeout_ms);
         return PT_EINVAL;
     }
+    if ((rc = client_files_readable(channel, req)) != PT_OK)
+        return rc;
     int64_t deadline = mono_ms() + timeout_ms;
-    struct channel *ch = channel_get(t, channel, &rc);
+    struct channel *ch = channel_get(t, channel, req->client_cert_file, req->client_key_file, &rc);
     if (!ch) {
         pt_log_error("transport: cannot open channel '%s': %s", channel, pt_strerror(rc));
         return rc;
@@ -587,12 +658,8 @@ void pt_curl_destroy(struct pt_curl *t)
     if (!t)
         return;
     for (int i = 0; i < t->nch; i++) {
-        struct channel *ch = t->ch[i];
-        /* curl_easy_cleanup closes the kept-alive connection through our
-         * close-socket callback, which still needs ch. */
-        curl_easy_cleanup(ch->easy);
-        pthread_mutex_destroy(&ch->lock);
-        free(ch);
+        pthread_mutex_destroy(&t->ch[i]->lock);
+        channel_free(t->ch[i]);
     }
     pthread_mutex_destroy(&t->lock);
     free(t->ca_file);
@@ -604,18 +671,45 @@ const struct pt_transport *pt_curl_transport(struct pt_curl *t)
     return &t->table;
 }
 
+static void stats_add(struct pt_curl_stats *to, const struct pt_curl_stats *from)
+{
+    to->requests += from->requests;
+    to->answers += from->answers;
+    to->connects += from->connects;
+    to->stale_skipped += from->stale_skipped;
+    to->resends_refused += from->resends_refused;
+}
+
 void pt_curl_get_stats(struct pt_curl *t, const char *channel, struct pt_curl_stats *out)
 {
     memset(out, 0, sizeof *out);
-    struct channel *ch = NULL;
+    /* Channels are only ever added, never removed, until pt_curl_destroy. */
     pthread_mutex_lock(&t->lock);
-    for (int i = 0; i < t->nch && !ch; i++)
-        if (strcmp(t->ch[i]->name, channel) == 0)
-            ch = t->ch[i];
+    int n = t->nch;
     pthread_mutex_unlock(&t->lock);
-    if (!ch)
-        return;
-    pthread_mutex_lock(&ch->lock);
-    *out = ch->stats;
-    pthread_mutex_unlock(&ch->lock);
+    for (int i = 0; i < n; i++) {
+        struct channel *ch = t->ch[i];
+        if (strcmp(ch->name, channel) != 0)
+            continue;
+        pthread_mutex_lock(&ch->lock);
+        stats_add(out, &ch->stats);
+        pthread_mutex_unlock(&ch->lock);
+    }
+}
+
+void pt_curl_get_cert_stats(struct pt_curl *t, const char *channel, const char *cert_file,
+                            struct pt_curl_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&t->lock);
+    int n = t->nch;
+    pthread_mutex_unlock(&t->lock);
+    for (int i = 0; i < n; i++) {
+        struct channel *ch = t->ch[i];
+        if (strcmp(ch->name, channel) != 0 || !same_str(ch->cert_file, cert_file))
+            continue;
+        pthread_mutex_lock(&ch->lock);
+        stats_add(out, &ch->stats);
+        pthread_mutex_unlock(&ch->lock);
+    }
 }

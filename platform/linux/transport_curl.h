@@ -15,6 +15,14 @@
  * on one channel go out one after another on the same connection, and
  * different channels run in parallel.  A request that cannot get its channel
  * within its timeout is reported PT_ENOTSENT (nothing was written).
+ *
+ * Mutual TLS: a request that names a client certificate (client_cert_file,
+ * client_key_file in struct pt_http_request) is sent on a connection that
+ * presented exactly that certificate.  The connection cache is keyed by
+ * (channel, certificate, key): "wechat" with the merchant's API certificate
+ * and "wechat" without one are two connections, each kept alive on its own,
+ * and a connection is never reused for a request with another certificate
+ * or none.
  */
 #ifndef PT_TRANSPORT_CURL_H
 #define PT_TRANSPORT_CURL_H
@@ -23,7 +31,8 @@
 
 #include "platform.h"
 
-/* Most channels one transport keeps (one per gateway; four are used). */
+/* Most connections one transport keeps: one per channel (gateway) and client
+ * certificate; four gateways and one certificate are used. */
 #define PT_CURL_MAX_CHANNELS 16
 /* Longest channel name, NUL excluded. */
 #define PT_CURL_CHANNEL_MAX 31
@@ -84,9 +93,15 @@ const struct pt_transport *pt_curl_transport(struct pt_curl *t);
  *   PT_ENOANSWER request bytes were written (or a resend of them was refused,
  *                see below) and no complete answer came: timeout, reset,
  *                truncated or oversized response
+ *                A client certificate or key file that cannot be read is
+ *                PT_ENOTSENT too, with an error log line naming the file.
  *   PT_EINVAL    the request itself is unusable (no URL, not https://,
- *                unknown method, channel name too long or too many channels)
- * Only https:// URLs are accepted.  resp must be zeroed or freed; the caller
+ *                unknown method, channel name too long or too many channels,
+ *                a client key without its certificate)
+ * Only https:// URLs are accepted.  With req->client_cert_file set, that PEM
+ * certificate (and req->client_key_file, or the key in the certificate's
+ * file when NULL) is presented in the TLS handshake; the server is verified
+ * exactly as without one.  resp must be zeroed or freed; the caller
  * frees it with pt_http_response_free().  On failure *resp is left empty.
  */
 int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_request *req,
@@ -101,7 +116,13 @@ struct pt_curl_stats {
     uint64_t resends_refused; /* silent resends by libcurl that were stopped */
 };
 
-/* Copies the counters of channel into *out (zeros for an unknown channel). */
+/* Copies the counters of channel into *out, summed over its connections
+ * with and without client certificates (zeros for an unknown channel). */
 void pt_curl_get_stats(struct pt_curl *t, const char *channel, struct pt_curl_stats *out);
+
+/* The counters of channel's connection that presents cert_file (NULL: the
+ * one without a client certificate); zeros when there is none. */
+void pt_curl_get_cert_stats(struct pt_curl *t, const char *channel, const char *cert_file,
+                            struct pt_curl_stats *out);
 
 #endif

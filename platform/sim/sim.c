@@ -10,8 +10,8 @@
  * connections.  Threads block in poll(2) on their socket and a wake-up
  * eventfd: nothing spins.
  *
- * Gateways are told apart by path (/gateway.do Alipay, /v3/ WeChat, /v1/
- * Stripe, /payment/4.3/ 2C2P).  The TLS server name (SNI) is used for one
+ * Gateways are told apart by path (/gateway.do Alipay, /v3/, /pay/ and
+ * /secapi/ WeChat, /v1/ Stripe, /payment/4.3/ 2C2P).  The TLS server name (SNI) is used for one
  * thing only: refuse_connect for a single gateway, which has to act before
  * the client has written a byte, i.e. during the handshake, when no path is
  * known yet.  gateways.json therefore names each gateway by its own host
@@ -32,6 +32,20 @@
  *                         connection is reset without an answer.
  *   http_500_after_commit processed and recorded, answered with HTTP 500.
  *   delay                 the answer (and the commit) waits delay_ms.
+ * "method" and "path" (a prefix) narrow a fault to some requests: with
+ * "path":"/v3/certificates" WeChat's certificate download fails while its
+ * payments go through.
+ *
+ * POST /_sim/rotate {"gateway":"wechat"} replaces WeChat's platform key
+ * (sim_files.c issues it, sim_wechat.c signs with it).
+ *
+ * Client certificates.  The TLS server asks every client for a certificate
+ * but does not insist (MBEDTLS_SSL_VERIFY_OPTIONAL): WeChat Pay's
+ * api.mch.weixin.qq.com serves its certificate-free routes (/pay/micropay)
+ * and its mutual-TLS ones (/secapi/pay/reverse) on one host, and so do we.
+ * What the handshake proved is recorded per connection (enum
+ * sim_client_cert) and the /secapi/ handlers refuse a request whose
+ * connection did not present the merchant certificate we issued.
  */
 #define _GNU_SOURCE /* accept4, pipe2, memmem: this file is Linux-only */
 #include "sim_int.h"
@@ -69,10 +83,11 @@ struct sim_conn {
     int fd;
     int wake_fd; /* eventfd: stop, or close when the gateway "goes away" */
     mbedtls_ssl_context ssl;
-    int gw;         /* from SNI or the first request's path; SIM_GW_ANY */
-    int kicked;     /* asked to close (lk) */
-    int timeout_ms; /* for the next read */
-    int refused;    /* handshake refused by a fault */
+    int gw;                           /* from SNI or the first request's path; SIM_GW_ANY */
+    int kicked;                       /* asked to close (lk) */
+    int timeout_ms;                   /* for the next read */
+    int refused;                      /* handshake refused by a fault */
+    enum sim_client_cert client_cert; /* what the handshake proved */
     char rbuf[SIM_HEAD_MAX];
     size_t rlen; /* bytes of the next request already read */
     struct sim_conn *next;
@@ -135,8 +150,8 @@ int pt_sim_port(const struct pt_sim *s)
 /* ---- faults ----------------------------------------------------------------- */
 
 /* Takes one matching fault (lk held); SIM_FAULT_NONE when none matches. */
-static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, const char *method, int refuse,
-                                      int *delay_ms)
+static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, const char *method,
+                                      const char *path, int refuse, int *delay_ms)
 {
     for (int i = 0; i < s->nfaults; i++) {
         struct sim_fault *f = &s->faults[i];
@@ -145,6 +160,8 @@ static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, const char *meth
         if (f->gw != SIM_GW_ANY && f->gw != gw)
             continue;
         if (f->method[0] && (!method || strcmp(f->method, method) != 0))
+            continue;
+        if (f->path[0] && (!path || strncmp(path, f->path, strlen(f->path)) != 0))
             continue;
         enum sim_fault_mode m = f->mode;
         if (delay_ms)
@@ -232,6 +249,8 @@ static cJSON *faults_json(struct pt_sim *s)
         cJSON_AddNumberToObject(o, "delay_ms", s->faults[i].delay_ms);
         if (s->faults[i].method[0])
             cJSON_AddStringToObject(o, "method", s->faults[i].method);
+        if (s->faults[i].path[0])
+            cJSON_AddStringToObject(o, "path", s->faults[i].path);
         cJSON_AddItemToArray(arr, o);
     }
     return root;
@@ -246,7 +265,8 @@ static void bad_request(struct sim_resp *rs, const char *msg)
     pt__sim_resp_json(rs, 400, o);
 }
 
-/* POST /_sim/faults {"gateway":"*"|name,"mode":...,"count":N,"delay_ms":N,"method":M} */
+/* POST /_sim/faults {"gateway":"*"|name,"mode":...,"count":N,"delay_ms":N,"method":M,
+ * "path":P} */
 static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct sim_req *rq,
                         struct sim_resp *rs)
 {
@@ -294,6 +314,13 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
         bad_request(rs, "method: GET or POST");
         goto out;
     }
+    /* "path": only requests whose path starts so (e.g. /v3/certificates:
+     * the certificate download fails, the payments do not). */
+    const char *path = pt__sim_json_str(j, "path");
+    if (path && (path[0] != '/' || strlen(path) >= sizeof(((struct sim_fault *)0)->path))) {
+        bad_request(rs, "path: a path prefix starting with /, at most 63 characters");
+        goto out;
+    }
     if (m == SIM_FAULT_DELAY && delay == 0) {
         bad_request(rs, "delay_ms: required (> 0) for mode delay");
         goto out;
@@ -314,6 +341,8 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
         struct sim_fault f = {.gw = gw, .mode = m, .count = (int)count, .delay_ms = (int)delay};
         if (method)
             snprintf(f.method, sizeof f.method, "%s", method);
+        if (path)
+            snprintf(f.path, sizeof f.path, "%s", path);
         s->faults[s->nfaults++] = f;
     }
     cJSON *list = faults_json(s);
@@ -388,6 +417,41 @@ out:
     cJSON_Delete(j);
 }
 
+/*
+ * POST /_sim/rotate {"gateway":"wechat"}: the gateway replaces its platform
+ * key, as WeChat Pay does from time to time.  Answers and notifications are
+ * signed with the new key from now on; GET /v3/certificates lists old and
+ * new.  Only WeChat names its keys by serial, so only WeChat rotates.
+ */
+static void post_rotate(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *gwname = pt__sim_json_str(j, "gateway");
+    char serial[64], err[512] = "";
+    if (!gwname || pt__sim_gw_parse(gwname) != SIM_GW_WECHAT) {
+        bad_request(rs, "body must be {\"gateway\": \"wechat\"} (only WeChat Pay rotates its "
+                        "platform key)");
+        goto out;
+    }
+    if (pt__sim_wechat_rotate(s, serial, sizeof serial, err, sizeof err) != PT_OK) {
+        pt_log_warn("%s", err);
+        bad_request(rs, err[0] ? err : "rotation failed");
+        rs->status = 500;
+        goto out;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "gateway", "wechat");
+    cJSON_AddStringToObject(o, "serial", serial);
+    cJSON *all = cJSON_AddArrayToObject(o, "serials");
+    int n = atomic_load(&s->k.wechat_ncerts);
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(all, cJSON_CreateString(s->k.wechat_certs[i].serial));
+    pt__sim_resp_json(rs, 200, o);
+    pt_log_info("sim: wechat platform key rotated: serial %s", serial);
+out:
+    cJSON_Delete(j);
+}
+
 static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *rq,
                     struct sim_resp *rs)
 {
@@ -435,6 +499,8 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         free(blob);
     } else if (strcmp(rq->path, "/_sim/pay") == 0 && strcmp(rq->method, "POST") == 0) {
         post_pay(s, rq, rs);
+    } else if (strcmp(rq->path, "/_sim/rotate") == 0 && strcmp(rq->method, "POST") == 0) {
+        post_rotate(s, rq, rs);
     } else if (strcmp(rq->path, "/_sim/health") == 0) {
         pt__sim_resp_set(rs, 200, "application/json", "{\"ok\":true}", 11);
     } else {
@@ -444,7 +510,7 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         cJSON_AddStringToObject(e, "message",
                                 "simulator control endpoints: POST/GET /_sim/faults, "
                                 "GET /_sim/ledger, GET /_sim/notifications, GET /_sim/health, "
-                                "GET /_sim/blob?bytes=N");
+                                "GET /_sim/blob?bytes=N, POST /_sim/pay, POST /_sim/rotate");
         pt__sim_resp_json(rs, 404, o);
     }
 }
@@ -507,7 +573,7 @@ static int sni_cb(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, 
     if (c->gw == SIM_GW_ANY)
         return 0;
     pthread_mutex_lock(&s->lk);
-    enum sim_fault_mode m = fault_take(s, c->gw, NULL, 1, NULL);
+    enum sim_fault_mode m = fault_take(s, c->gw, NULL, NULL, 1, NULL);
     pthread_mutex_unlock(&s->lk);
     if (m == SIM_FAULT_REFUSE_CONNECT) {
         /* A failing SNI callback aborts the handshake with a fatal alert:
@@ -625,7 +691,7 @@ static int gw_from_path(const char *path)
 {
     if (strcmp(path, "/gateway.do") == 0)
         return SIM_GW_ALIPAY;
-    if (strncmp(path, "/v3/", 4) == 0)
+    if (strncmp(path, "/v3/", 4) == 0 || pt__sim_wechat_v2_path(path))
         return SIM_GW_WECHAT;
     if (strncmp(path, "/v1/", 4) == 0)
         return SIM_GW_STRIPE;
@@ -790,6 +856,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
     struct sim_resp rs = {0};
     struct sim_call call = {.s = s};
     int rc = 0;
+    rq->client_cert = c->client_cert;
     if (c->gw == SIM_GW_ANY && rq->gw != SIM_GW_ANY) {
         pthread_mutex_lock(&s->lk);
         c->gw = rq->gw; /* lets refuse_connect close this connection later */
@@ -804,7 +871,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             pt__sim_resp_set(&rs, 404, "application/json", no_gateway, sizeof no_gateway - 1);
     } else {
         pthread_mutex_lock(&s->lk);
-        call.mode = fault_take(s, rq->gw, rq->method, 0, &call.delay_ms);
+        call.mode = fault_take(s, rq->gw, rq->method, rq->path, 0, &call.delay_ms);
         pthread_mutex_unlock(&s->lk);
         pt__sim_gateway(rq->gw)->handle(&call, rq, &rs);
         /* A handler that never reached its commit point (a query, a refused
@@ -853,6 +920,23 @@ static void reset_socket(int fd)
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
 }
 
+/* What the client's certificate (if any) proved, after the handshake.  With
+ * VERIFY_OPTIONAL mbedTLS completes the handshake whatever the certificate
+ * was, and leaves the verdict in the verify result; it has checked the
+ * CertificateVerify, so a client that presents the merchant certificate also
+ * holds its private key. */
+static enum sim_client_cert client_cert_of(struct pt_sim *s, const mbedtls_ssl_context *ssl)
+{
+    const mbedtls_x509_crt *peer = mbedtls_ssl_get_peer_cert(ssl);
+    const mbedtls_x509_crt *mch = &s->k.wechat_apiclient_crt;
+    if (!peer)
+        return SIM_CERT_NONE;
+    if (mbedtls_ssl_get_verify_result(ssl) == 0 && peer->raw.len == mch->raw.len &&
+        memcmp(peer->raw.p, mch->raw.p, mch->raw.len) == 0)
+        return SIM_CERT_MERCHANT;
+    return SIM_CERT_OTHER;
+}
+
 static void *conn_main(void *arg)
 {
     struct sim_conn *c = arg;
@@ -881,6 +965,7 @@ static void *conn_main(void *arg)
         abortive = 1;
         goto out;
     }
+    c->client_cert = client_cert_of(s, &c->ssl);
     for (;;) {
         int keep_alive = 0;
         memset(rq, 0, offsetof(struct sim_req, head));
@@ -1072,6 +1157,9 @@ static int tls_setup(struct pt_sim *s, char *err, size_t errlen)
     }
     mbedtls_ssl_conf_rng(&s->tls, pt_drbg_mbedtls_rng, s->drbg);
     mbedtls_ssl_conf_sni(&s->tls, sni_cb, s);
+    /* Ask for a client certificate, never insist (see the top of the file). */
+    mbedtls_ssl_conf_authmode(&s->tls, MBEDTLS_SSL_VERIFY_OPTIONAL);
+    mbedtls_ssl_conf_ca_chain(&s->tls, &s->k.client_ca, NULL);
     mbedtls_ssl_conf_min_version(&s->tls, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
     return PT_OK;
 }

@@ -6,7 +6,9 @@
  * need, the way the four vendors hand them out: a CA and a TLS server
  * certificate (the "gateway" hosts), Alipay's key pair and the merchant's app
  * key pair, WeChat Pay's platform key with its certificate serial and the
- * merchant's API key with its certificate serial, the APIv3 key, a Stripe
+ * merchant's API key with its certificate (the one payterm presents for
+ * mutual TLS on WeChat's /secapi/ calls; its serial names the key in APIv3
+ * signatures), the APIv3 and APIv2 keys, a Stripe
  * secret key and webhook secret, and a 2C2P merchant secret.  Later starts
  * reuse every key and secret (so payterm's config keeps working), re-issue
  * only the TLS server certificate (the listen host may have changed) and
@@ -21,10 +23,12 @@
 
 #include "crypto.h"
 #include "err.h"
+#include "gateway.h"
 #include "log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +49,8 @@
 #define F_WX_MCH_KEY "wechat_apiclient_key.pem"
 #define F_WX_PLAT_PUB "wechat_platform_public_key.pem"
 #define F_WX_APIV3 "wechat_apiv3_key"
+#define F_WX_APIV2 "wechat_apiv2_key"
+#define F_WX_MCH_CERT "wechat_apiclient_cert.pem"
 #define F_STRIPE_SK "stripe_secret_key"
 #define F_STRIPE_WHSEC "stripe_webhook_secret"
 #define F_2C2P_SECRET "2c2p_secret_key"
@@ -55,9 +61,12 @@
 #define F_SRV_KEY "server.key"
 #define F_ALIPAY_KEY "alipay_private_key.pem"
 #define F_ALIPAY_APP_PUB "alipay_app_public_key.pem"
-#define F_WX_MCH_CERT "wechat_apiclient_cert.pem"
 #define F_WX_PLAT_KEY "wechat_platform_key.pem"
 #define F_WX_PLAT_CERT "wechat_platform_cert.pem"
+/* Platform keys issued by POST /_sim/rotate, N = 2, 3, ... (the first is
+ * the pair above, which gateways.json keeps naming). */
+#define F_WX_PLAT_KEY_N "wechat_platform_key.%d.pem"
+#define F_WX_PLAT_CERT_N "wechat_platform_cert.%d.pem"
 
 #define CA_NAME "CN=payterm gateway simulator CA,O=payterm simulator"
 #define PEM_MAX 16000
@@ -450,6 +459,16 @@ static int secret(struct pt_sim *s, const char *name, const char *prefix, size_t
 
 /* ---- gateways.json --------------------------------------------------------- */
 
+/* True when payterm's adapter for gateway reads config key `key`. */
+static int adapter_reads(const char *gateway, const char *key)
+{
+    const struct pt_gateway *g = pt_gateway_find(gateway);
+    for (const struct pt_gw_key *k = g ? g->config_keys : NULL; k && k->name; k++)
+        if (strcmp(k->name, key) == 0)
+            return 1;
+    return 0;
+}
+
 static int write_gateways_json(struct pt_sim *s, char *err, size_t errlen)
 {
     char url[600];
@@ -480,6 +499,14 @@ static int write_gateways_json(struct pt_sim *s, char *err, size_t errlen)
     cJSON_AddStringToObject(w, "platform_public_key_file", F_WX_PLAT_PUB);
     cJSON_AddStringToObject(w, "platform_serial", s->k.wechat_platform_serial);
     cJSON_AddStringToObject(w, "apiv3_key_file", F_WX_APIV3);
+    /* APIv2 (payment code): the HMAC key, and the API certificate that goes
+     * with private_key_file for mutual TLS.  Written only when this build's
+     * WeChat adapter reads them: payterm refuses unknown keys, and the
+     * fragment must always load into the payterm it was built with. */
+    if (adapter_reads("wechat", "apiv2_key_file"))
+        cJSON_AddStringToObject(w, "apiv2_key_file", F_WX_APIV2);
+    if (adapter_reads("wechat", "apiclient_cert_file"))
+        cJSON_AddStringToObject(w, "apiclient_cert_file", F_WX_MCH_CERT);
     snprintf(url, sizeof url, "%s/notify/wechat", s->notify_base);
     cJSON_AddStringToObject(w, "notify_url", url);
 
@@ -511,7 +538,144 @@ out:
     return rc;
 }
 
+/* ---- WeChat platform key rotation ------------------------------------------- */
+
+/* Reads a whole text file of DIR (a certificate); *out malloc'd. */
+static int read_text(const struct pt_sim *s, const char *name, char **out, char *err, size_t errlen)
+{
+    char p[SIM_PATH_MAX + 64];
+    path_of(s, name, p, sizeof p);
+    FILE *f = fopen(p, "rb");
+    char *buf = f ? calloc(1, PEM_MAX + 1) : NULL;
+    size_t n = buf ? fread(buf, 1, PEM_MAX, f) : 0;
+    if (f)
+        fclose(f);
+    if (!buf || n == 0 || n == PEM_MAX) {
+        snprintf(err, errlen, "sim: cannot read %s", p);
+        free(buf);
+        return PT_EIO;
+    }
+    *out = buf;
+    return PT_OK;
+}
+
+/* Appends the platform key file kname with its certificate cname to
+ * k.wechat_certs (the rotation lock held, or at start). */
+static int add_wx_cert(struct pt_sim *s, const char *kname, const char *cname, char *err,
+                       size_t errlen)
+{
+    int n = atomic_load(&s->k.wechat_ncerts);
+    if (n >= SIM_MAX_WX_CERTS) {
+        snprintf(err, errlen, "sim: at most %d WeChat platform keys", SIM_MAX_WX_CERTS);
+        return PT_ETOOBIG;
+    }
+    struct sim_wx_cert *c = &s->k.wechat_certs[n];
+    char p[SIM_PATH_MAX + 64];
+    struct pt_pk *crt = NULL;
+    path_of(s, kname, p, sizeof p);
+    int rc = pt_pk_load_file(p, NULL, NULL, &c->key, err, errlen);
+    path_of(s, cname, p, sizeof p);
+    if (rc == PT_OK)
+        rc = pt_pk_load_file(p, NULL, NULL, &crt, err, errlen);
+    if (rc == PT_OK)
+        rc = read_text(s, cname, &c->pem, err, errlen);
+    if (rc == PT_OK) {
+        snprintf(c->serial, sizeof c->serial, "%s", pt_pk_serial(crt));
+        atomic_store(&s->k.wechat_ncerts, n + 1); /* published: signers use it from now */
+    } else {
+        pt_pk_free(c->key);
+        free(c->pem);
+        memset(c, 0, sizeof *c);
+    }
+    pt_pk_free(crt);
+    return rc;
+}
+
+/* The first platform key, then every rotated one found in DIR, in order. */
+static int load_wx_certs(struct pt_sim *s, char *err, size_t errlen)
+{
+    int rc = add_wx_cert(s, F_WX_PLAT_KEY, F_WX_PLAT_CERT, err, errlen);
+    for (int i = 2; rc == PT_OK && i <= SIM_MAX_WX_CERTS; i++) {
+        char kname[64], cname[64];
+        snprintf(kname, sizeof kname, F_WX_PLAT_KEY_N, i);
+        snprintf(cname, sizeof cname, F_WX_PLAT_CERT_N, i);
+        if (!exists(s, kname) || !exists(s, cname))
+            break;
+        rc = add_wx_cert(s, kname, cname, err, errlen);
+    }
+    return rc;
+}
+
+int pt__sim_wechat_rotate(struct pt_sim *s, char *serial, size_t serial_len, char *err,
+                          size_t errlen)
+{
+    /* Rotations one at a time (a key takes a moment to generate); signers
+     * never wait for this lock. */
+    static pthread_mutex_t rotating = PTHREAD_MUTEX_INITIALIZER;
+    mbedtls_pk_context ca, pk;
+    unsigned char *pem = calloc(1, PEM_MAX);
+    char kname[64], cname[64], cserial[64];
+    int rc = PT_ENOMEM;
+    err[0] = '\0';
+    mbedtls_pk_init(&ca);
+    mbedtls_pk_init(&pk);
+    pthread_mutex_lock(&rotating);
+    int n = atomic_load(&s->k.wechat_ncerts);
+    if (!pem)
+        goto out;
+    if (n >= SIM_MAX_WX_CERTS) {
+        snprintf(err, errlen, "sim: at most %d WeChat platform keys", SIM_MAX_WX_CERTS);
+        rc = PT_ETOOBIG;
+        goto out;
+    }
+    snprintf(kname, sizeof kname, F_WX_PLAT_KEY_N, n + 1);
+    snprintf(cname, sizeof cname, F_WX_PLAT_CERT_N, n + 1);
+    if ((rc = load_pk(s, F_CA_KEY, &ca, err, errlen)) != PT_OK)
+        goto out;
+    if (gen_rsa(s, &pk) != PT_OK || mbedtls_pk_write_key_pem(&pk, pem, PEM_MAX) != 0) {
+        snprintf(err, errlen, "sim: RSA key generation for %s failed", kname);
+        rc = PT_ECRYPTO;
+        goto out;
+    }
+    /* The key first, its certificate last: a directory with a key but no
+     * certificate is read back as not rotated (load_wx_certs). */
+    char cpath[SIM_PATH_MAX + 64];
+    if ((rc = write_file(s, kname, pem, strlen((char *)pem), 0600, err, errlen)) != PT_OK)
+        goto out;
+    path_of(s, cname, cpath, sizeof cpath);
+    unlink(cpath); /* a stale one of an interrupted rotation */
+    if ((rc = named_cert(s, cname, "CN=Tenpay.com platform (simulated),O=WeChat Pay", &pk, &ca,
+                         cserial, sizeof cserial, err, errlen)) != PT_OK)
+        goto out;
+    rc = add_wx_cert(s, kname, cname, err, errlen);
+    if (rc == PT_OK)
+        snprintf(serial, serial_len, "%s", cserial);
+out:
+    pthread_mutex_unlock(&rotating);
+    if (pem)
+        pt_zeroize(pem, PEM_MAX);
+    free(pem);
+    mbedtls_pk_free(&ca);
+    mbedtls_pk_free(&pk);
+    if (rc != PT_OK && !err[0])
+        snprintf(err, errlen, "sim: cannot rotate the WeChat platform key: %s", pt_strerror(rc));
+    return rc;
+}
+
 /* ---- the whole directory ----------------------------------------------------- */
+
+static int load_crt(struct pt_sim *s, const char *name, mbedtls_x509_crt *crt, char *err,
+                    size_t errlen)
+{
+    char p[SIM_PATH_MAX + 64];
+    path_of(s, name, p, sizeof p);
+    mbedtls_x509_crt_init(crt);
+    if (mbedtls_x509_crt_parse_file(crt, p) != 0) {
+        snprintf(err, errlen, "sim: %s: not a readable PEM certificate", p);
+        return PT_EPARSE;
+    }
+    return PT_OK;
+}
 
 static int load_gateway_keys(struct pt_sim *s, char *err, size_t errlen)
 {
@@ -633,6 +797,17 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
     }
     memcpy(s->k.wechat_apiv3_key, apiv3, 32);
     pt_zeroize(apiv3, sizeof apiv3);
+    /* The APIv2 key: 32 characters, set by the merchant in the WeChat Pay
+     * merchant platform ("API密钥"); the HMAC-SHA256 key is its bytes. */
+    if ((rc = secret(s, F_WX_APIV2, "", 32, 0, s->k.wechat_apiv2_key, sizeof s->k.wechat_apiv2_key,
+                     err, errlen)) != PT_OK)
+        goto out;
+    if (strlen(s->k.wechat_apiv2_key) != 32) {
+        snprintf(err, errlen, "sim: %s/%s: the APIv2 key must be exactly 32 characters", s->dir,
+                 F_WX_APIV2);
+        rc = PT_EPARSE;
+        goto out;
+    }
     if ((rc = secret(s, F_STRIPE_SK, "sk_test_sim", 32, 0, s->k.stripe_secret,
                      sizeof s->k.stripe_secret, err, errlen)) != PT_OK ||
         (rc = secret(s, F_STRIPE_WHSEC, "whsec_", 32, 0, s->k.stripe_whsec,
@@ -645,7 +820,8 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
     snprintf(s->k.wechat_appid, sizeof s->k.wechat_appid, "%s", WECHAT_APPID);
     snprintf(s->k.c2p_merchant_id, sizeof s->k.c2p_merchant_id, "%s", C2P_MERCHANT_ID);
 
-    if ((rc = load_gateway_keys(s, err, errlen)) != PT_OK)
+    if ((rc = load_gateway_keys(s, err, errlen)) != PT_OK ||
+        (rc = load_wx_certs(s, err, errlen)) != PT_OK)
         goto out;
 
     /* TLS: the server's chain and key. */
@@ -658,6 +834,11 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
         goto out;
     }
     if ((rc = load_pk(s, F_SRV_KEY, &s->k.srv_key, err, errlen)) != PT_OK)
+        goto out;
+    /* Mutual TLS: client certificates are verified against our CA, and the
+     * /secapi/ routes accept exactly the merchant certificate we issued. */
+    if ((rc = load_crt(s, F_CA_CERT, &s->k.client_ca, err, errlen)) != PT_OK ||
+        (rc = load_crt(s, F_WX_MCH_CERT, &s->k.wechat_apiclient_crt, err, errlen)) != PT_OK)
         goto out;
     rc = write_gateways_json(s, err, errlen);
 out:
@@ -672,8 +853,14 @@ void pt__sim_files_free(struct pt_sim *s)
     pt_pk_free(s->k.alipay_key);
     pt_pk_free(s->k.alipay_app_pub);
     pt_pk_free(s->k.wechat_platform_key);
+    for (int i = 0; i < atomic_load(&s->k.wechat_ncerts); i++) {
+        pt_pk_free(s->k.wechat_certs[i].key);
+        free(s->k.wechat_certs[i].pem);
+    }
     pt_pk_free(s->k.wechat_merchant_cert);
     mbedtls_x509_crt_free(&s->k.srv_cert);
     mbedtls_pk_free(&s->k.srv_key);
+    mbedtls_x509_crt_free(&s->k.client_ca);
+    mbedtls_x509_crt_free(&s->k.wechat_apiclient_crt);
     pt_zeroize(&s->k, sizeof s->k);
 }

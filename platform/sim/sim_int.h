@@ -15,6 +15,8 @@
  *              notification delivery with retries
  * sim_util.c   HTTP message helpers, URL decoding, ids, clocks
  * sim_<gw>.c   one file per gateway's wire protocol, one table each
+ *              (sim_wechat_v2.c: WeChat Pay's APIv2 payment-code routes,
+ *              served through the WeChat table)
  *
  * Locking: one mutex, pt_sim.lk, guards the ledger, the fault table, the
  * connection list and the outbox, and is the mutex of the scheduler's
@@ -28,6 +30,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -45,6 +48,7 @@ struct sqlite3_stmt;
 #define SIM_MAX_HEADERS 48
 #define SIM_MAX_CONNS 128
 #define SIM_MAX_FAULTS 16
+#define SIM_MAX_WX_CERTS 8 /* WeChat platform certificates: the first and 7 rotations */
 #define SIM_MAX_INFLIGHT 256
 #define SIM_RESP_HEADERS 12
 #define SIM_NOTE_MAX_ATTEMPTS 25
@@ -76,6 +80,14 @@ struct sim_fault {
     int count; /* requests (connections for refuse_connect) left; -1 = until cleared */
     int delay_ms;
     char method[8]; /* only requests with this HTTP method; "" = any */
+    char path[64];  /* only requests whose path starts so; "" = any */
+};
+
+/* The client certificate a connection presented in its TLS handshake. */
+enum sim_client_cert {
+    SIM_CERT_NONE = 0, /* none */
+    SIM_CERT_MERCHANT, /* the WeChat merchant API certificate the simulator issued */
+    SIM_CERT_OTHER,    /* another one, or one that did not verify against the CA */
 };
 
 /* One parsed request.  Header names/values point into head. */
@@ -91,7 +103,8 @@ struct sim_req {
     char head[SIM_HEAD_MAX + 1];
     char *body; /* NUL-terminated, malloc'd */
     size_t body_len;
-    int gw; /* from the path; SIM_GW_ANY for /_sim and unknown paths */
+    int gw;                           /* from the path; SIM_GW_ANY for /_sim and unknown paths */
+    enum sim_client_cert client_cert; /* of the connection it came on */
 };
 
 struct sim_resp {
@@ -118,13 +131,27 @@ struct sim_call {
 struct sim_keys {
     mbedtls_x509_crt srv_cert; /* server certificate + CA, for TLS */
     mbedtls_pk_context srv_key;
-    struct pt_pk *alipay_key;     /* the simulated Alipay's private key */
-    struct pt_pk *alipay_app_pub; /* merchant app public key */
-    struct pt_pk *wechat_platform_key;
+    mbedtls_x509_crt client_ca;            /* ca.pem: verifies client certificates */
+    mbedtls_x509_crt wechat_apiclient_crt; /* the merchant API certificate (mutual TLS) */
+    struct pt_pk *alipay_key;              /* the simulated Alipay's private key */
+    struct pt_pk *alipay_app_pub;          /* merchant app public key */
+    struct pt_pk *wechat_platform_key;     /* the first platform key, the one gateways.json names */
     char wechat_platform_serial[64];
+    /* Every WeChat platform certificate issued, oldest first ([0] is the
+     * one above); the last is current: answers and notifications are signed
+     * with it (POST /_sim/rotate appends one).  Entries are filled before
+     * wechat_ncerts counts them and freed only at shutdown, so a signer
+     * reads the current one without a lock. */
+    struct sim_wx_cert {
+        char serial[64];
+        struct pt_pk *key;
+        char *pem; /* the certificate, for GET /v3/certificates */
+    } wechat_certs[SIM_MAX_WX_CERTS];
+    atomic_int wechat_ncerts;
     struct pt_pk *wechat_merchant_cert;
     char wechat_merchant_serial[64];
     unsigned char wechat_apiv3_key[32];
+    char wechat_apiv2_key[33]; /* 32 characters; its bytes are the HMAC key */
     char stripe_secret[128];
     char stripe_whsec[128];
     char c2p_secret[128];
@@ -272,6 +299,18 @@ struct sim_gateway {
 };
 
 extern const struct sim_gateway pt__sim_alipay, pt__sim_wechat, pt__sim_stripe, pt__sim_2c2p;
+
+/* ---- sim_wechat_v2.c: WeChat Pay APIv2 (payment code), part of "wechat" ---- */
+/* True for the APIv2 paths (/pay/..., /secapi/...). */
+int pt__sim_wechat_v2_path(const char *path);
+/* Answers one APIv2 request (signed XML), like sim_gateway.handle. */
+void pt__sim_wechat_v2_handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs);
+/* The customer of a USERPAYING trade confirms (lk held): captured. */
+void pt__sim_wechat_v2_confirm(struct pt_sim *s, struct sim_trade *t);
+/* True when rs is an APIv2 answer (then error_500 answers in XML too). */
+int pt__sim_wechat_v2_is_answer(const struct sim_resp *rs);
+/* The answer of http_500_after_commit on an APIv2 route. */
+void pt__sim_wechat_v2_error_500(struct pt_sim *s, struct sim_resp *rs);
 const struct sim_gateway *pt__sim_gateway(int gw);
 const char *pt__sim_gw_name(int gw);
 int pt__sim_gw_parse(const char *name); /* SIM_GW_ANY for "*", -2 when unknown */
@@ -288,6 +327,12 @@ int pt__sim_random(struct pt_sim *s, void *buf, size_t len);
 
 /* ---- sim_files.c ---- */
 int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen);
+/* POST /_sim/rotate {"gateway":"wechat"}: a new WeChat platform key and
+ * certificate (new serial), written into DIR beside the first one and
+ * current from now on.  PT_OK with the serial in serial, or an error in
+ * err (PT_ETOOBIG after SIM_MAX_WX_CERTS). */
+int pt__sim_wechat_rotate(struct pt_sim *s, char *serial, size_t serial_len, char *err,
+                          size_t errlen);
 void pt__sim_files_free(struct pt_sim *s);
 
 /* ---- sim_ledger.c (caller holds lk) ---- */

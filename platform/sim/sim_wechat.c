@@ -31,6 +31,17 @@
  * the pay delay it becomes SUCCESS and REFUND.SUCCESS is notified (to the
  * refund's notify_url, else the merchant's default), at least twice.  A paid
  * order with refunds shows trade_state REFUND ("转入退款").
+ *
+ * The APIv2 payment-code routes (/pay/micropay, /pay/orderquery,
+ * /secapi/pay/reverse) are the same merchant at the same gateway, on the
+ * same ledger (out_trade_no is unique per merchant across both APIs); their
+ * wire protocol lives in sim_wechat_v2.c and is dispatched from here.
+ *
+ * Platform keys rotate (SPEC 9): GET /v3/certificates lists every platform
+ * certificate the simulator has issued, encrypted with the APIv3 key; after
+ * POST /_sim/rotate every answer and notification is signed with the newest
+ * key only - except the certificate list itself, which is signed with the
+ * first key (see certificates()).
  */
 #include "sim_int.h"
 
@@ -49,24 +60,78 @@
 #define PATH_PREFIX "/v3/pay/transactions/out-trade-no/"
 #define REFUNDS_PATH "/v3/refund/domestic/refunds"
 
-/* Signs rs with the platform key (the answer's Wechatpay-* headers). */
-static void sign_response(struct pt_sim *s, struct sim_resp *rs)
+/* Signs rs with platform certificate `which` (an index of k.wechat_certs;
+ * -1 = the current one): the answer's Wechatpay-* headers. */
+static void sign_response_with(struct pt_sim *s, struct sim_resp *rs, int which)
 {
+    int n = atomic_load(&s->k.wechat_ncerts);
+    if (which < 0 || which >= n)
+        which = n - 1;
+    struct pt_pk *key = n > 0 ? s->k.wechat_certs[which].key : s->k.wechat_platform_key;
+    const char *serial = n > 0 ? s->k.wechat_certs[which].serial : s->k.wechat_platform_serial;
     char ts[24], nonce[40], sig[PT_WECHAT_SIG_MAX], rid[40];
     snprintf(ts, sizeof ts, "%lld", (long long)(pt__sim_now_ms() / 1000));
     pt__sim_random_alnum(s, nonce, 32);
     pt__sim_random_alnum(s, rid, 32);
     size_t len = 0;
     char *msg = pt_wechat_response_message(ts, nonce, rs->body, rs->body_len, &len);
-    if (!msg || pt_pk_sign_base64(s->k.wechat_platform_key, msg, len, sig, sizeof sig) != PT_OK)
+    if (!msg || pt_pk_sign_base64(key, msg, len, sig, sizeof sig) != PT_OK)
         sig[0] = '\0';
     free(msg);
     pt__sim_resp_header(rs, "Request-ID: %s", rid);
     pt__sim_resp_header(rs, "Wechatpay-Nonce: %s", nonce);
     pt__sim_resp_header(rs, "Wechatpay-Signature: %s", sig);
     pt__sim_resp_header(rs, "Wechatpay-Timestamp: %s", ts);
-    pt__sim_resp_header(rs, "Wechatpay-Serial: %s", s->k.wechat_platform_serial);
+    pt__sim_resp_header(rs, "Wechatpay-Serial: %s", serial);
     pt__sim_resp_header(rs, "Wechatpay-Signature-Type: WECHATPAY2-SHA256-RSA2048");
+}
+
+/* Signs rs with the current platform key (after a rotation: the new one). */
+static void sign_response(struct pt_sim *s, struct sim_resp *rs)
+{
+    sign_response_with(s, rs, -1);
+}
+
+/* Every certificate's validity, as issue_cert writes it (sim_files.c). */
+#define CERT_EFFECTIVE "2024-01-01T08:00:00+08:00"
+#define CERT_EXPIRE "2050-01-01T07:59:59+08:00"
+
+/*
+ * GET /v3/certificates: every platform certificate, oldest first, each
+ * encrypted with the merchant's APIv3 key under associated_data
+ * "certificate" and a fresh 12-character nonce, as WeChat Pay sends them.
+ * The answer is signed with the first certificate, the one the merchant's
+ * configuration holds (gateways.json): a client must verify this answer
+ * with a key it already trusts, and right after a rotation the new key is
+ * exactly the one it does not know yet.  Returns the index of the signer.
+ */
+static int certificates(struct pt_sim *s, struct sim_resp *rs)
+{
+    int n = atomic_load(&s->k.wechat_ncerts);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    for (int i = 0; i < n; i++) {
+        const struct sim_wx_cert *c = &s->k.wechat_certs[i];
+        char nonce[16], *ct = NULL;
+        pt__sim_random_alnum(s, nonce, 12);
+        if (pt_wechat_encrypt(s->k.wechat_apiv3_key, sizeof s->k.wechat_apiv3_key, nonce,
+                              "certificate", c->pem, strlen(c->pem), &ct) != PT_OK)
+            continue;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "effective_time", CERT_EFFECTIVE);
+        cJSON *enc = cJSON_AddObjectToObject(e, "encrypt_certificate");
+        cJSON_AddStringToObject(enc, "algorithm", "AEAD_AES_256_GCM");
+        cJSON_AddStringToObject(enc, "associated_data", "certificate");
+        cJSON_AddStringToObject(enc, "ciphertext", ct);
+        cJSON_AddStringToObject(enc, "nonce", nonce);
+        cJSON_AddStringToObject(e, "expire_time", CERT_EXPIRE);
+        cJSON_AddStringToObject(e, "serial_no", c->serial);
+        cJSON_AddItemToArray(data, e);
+        free(ct);
+    }
+    pt__sim_resp_json(rs, 200, o);
+    pt__sim_note(rs, "%d certificate(s)", n);
+    return 0;
 }
 
 static void error(struct sim_resp *rs, int status, const char *code, const char *message)
@@ -731,11 +796,18 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
 {
     struct pt_sim *s = c->s;
     char otn[80];
+    int signer = -1; /* the current platform key */
+    if (pt__sim_wechat_v2_path(rq->path)) {
+        pt__sim_wechat_v2_handle(c, rq, rs); /* signs its own answers */
+        return;
+    }
     if (!authenticated(s, rq, rs)) {
         /* answered */
     } else if (strcmp(rq->method, "POST") == 0 &&
                strcmp(rq->path, "/v3/pay/transactions/native") == 0) {
         native(c, rq, rs);
+    } else if (strcmp(rq->method, "GET") == 0 && strcmp(rq->path, "/v3/certificates") == 0) {
+        signer = certificates(s, rs);
     } else if (strcmp(rq->method, "GET") == 0 &&
                path_trade_no(rq->path, "", otn, sizeof otn) == 0) {
         query(c, rq, otn, rs);
@@ -752,11 +824,17 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         error(rs, 404, "NOT_FOUND", "请求的资源不存在 (the simulator serves Native payments)");
     }
     if (!rs->drop)
-        sign_response(s, rs);
+        sign_response_with(s, rs, signer);
 }
 
 static void autopay(struct pt_sim *s, struct sim_trade *t)
 {
+    if (strcmp(t->method, "micropay") == 0) {
+        /* A payment-code customer who was entering the password confirms;
+         * WeChat sends no notification for micropay (the POS polls). */
+        pt__sim_wechat_v2_confirm(s, t);
+        return;
+    }
     enum sim_rule rule = pt__sim_amount_rule(t->amount);
     t->pay_at = 0;
     t->updated_at = pt__sim_now_ms();
@@ -802,6 +880,10 @@ static int note_ok(int status, const char *body, size_t len)
 
 static void error_500(struct pt_sim *s, struct sim_resp *rs)
 {
+    if (pt__sim_wechat_v2_is_answer(rs)) {
+        pt__sim_wechat_v2_error_500(s, rs);
+        return;
+    }
     error(rs, 500, "SYSTEM_ERROR", "系统错误");
     sign_response(s, rs);
 }

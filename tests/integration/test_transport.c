@@ -8,20 +8,27 @@
  * is checked for the class SPEC section 7 expects, and the ledger is checked
  * for the thing a customer cares about: how many times money moved.
  */
+#define _GNU_SOURCE /* memmem */
 #include "simtest.h"
 #include "testutil.h"
 
+#include "crypto.h"
 #include "err.h"
 #include "gateways/stripe.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/version.h>
 
 static struct simtest T;
 
@@ -415,6 +422,253 @@ static void test_busy_channel_past_timeout_not_sent(void **state)
     assert_int_equal(simtest_captures(&T, "stripe", order, NULL), -1);
 }
 
+/* ---- client certificates (mutual TLS) --------------------------------------------- */
+
+static struct pt_http_request mtls_request(const char *host, int port, const char *path,
+                                           const char *cert, const char *key)
+{
+    struct pt_http_request rq = {.method = "POST"};
+    char url[300];
+    snprintf(url, sizeof url, "https://%s:%d%s", host, port, path);
+    rq.url = strdup(url);
+    rq.body = strdup("<xml></xml>");
+    rq.body_len = strlen(rq.body);
+    rq.client_cert_file = cert;
+    rq.client_key_file = key;
+    return rq;
+}
+
+/* The simulator's /secapi/ routes answer 403 on a connection that did not
+ * present the merchant certificate, and go on to read the request (here: a
+ * request without fields, which is an answer of 200) on one that did: the
+ * status says which connection each request went out on. */
+static int secapi_status(struct pt_curl *c, const char *cert, const char *key)
+{
+    struct pt_http_request rq =
+        mtls_request("wechat.localhost", T.port, "/secapi/pay/reverse", cert, key);
+    struct pt_http_response r = {0};
+    int rc = pt_curl_send(c, "wechat", &rq, 5000, &r);
+    pt_http_request_free(&rq);
+    int status = rc == PT_OK ? r.status : rc;
+    pt_http_response_free(&r);
+    return status;
+}
+
+static void mtls_files(char cert[600], char key[600])
+{
+    snprintf(cert, 600, "%s/wechat_apiclient_cert.pem", T.dir);
+    snprintf(key, 600, "%s/wechat_apiclient_key.pem", T.dir);
+}
+
+static void test_client_cert_connections_never_mix(void **state)
+{
+    (void)state;
+    char cert[600], key[600];
+    mtls_files(cert, key);
+    struct pt_curl *c = new_transport(T.cfg.ca_file);
+    /* Interleaved on one channel: each request goes out on the connection
+     * of its own certificate (or of none), each of them kept alive. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(secapi_status(c, cert, key), 200);
+        assert_int_equal(secapi_status(c, NULL, NULL), 403);
+    }
+    struct pt_curl_stats with, without, all;
+    pt_curl_get_cert_stats(c, "wechat", cert, &with);
+    pt_curl_get_cert_stats(c, "wechat", NULL, &without);
+    pt_curl_get_stats(c, "wechat", &all);
+    assert_int_equal(with.requests, 3);
+    assert_int_equal(without.requests, 3);
+    assert_int_equal(with.connects, 1);
+    assert_int_equal(without.connects, 1);
+    assert_int_equal(all.answers, 6);
+    assert_int_equal(all.connects, 2);
+    /* Another certificate (the CA signed it too, it is not the merchant's)
+     * is yet another connection, and the simulator tells it apart. */
+    char other[600], other_key[600];
+    snprintf(other, sizeof other, "%s/server.pem", T.dir);
+    snprintf(other_key, sizeof other_key, "%s/server.key", T.dir);
+    assert_int_equal(secapi_status(c, other, other_key), 403);
+    assert_int_equal(secapi_status(c, cert, key), 200);
+    pt_curl_get_cert_stats(c, "wechat", cert, &with);
+    assert_int_equal(with.connects, 1);
+    pt_curl_get_stats(c, "wechat", &all);
+    assert_int_equal(all.connects, 3);
+    pt_curl_destroy(c);
+}
+
+static void test_client_cert_file_unreadable_not_sent(void **state)
+{
+    (void)state;
+    char cert[600], key[600], missing[600];
+    mtls_files(cert, key);
+    snprintf(missing, sizeof missing, "%s/no-such-cert.pem", T.dir);
+    struct pt_curl *c = new_transport(T.cfg.ca_file);
+    assert_int_equal(secapi_status(c, missing, key), PT_ENOTSENT);
+    snprintf(missing, sizeof missing, "%s/no-such-key.pem", T.dir);
+    assert_int_equal(secapi_status(c, cert, missing), PT_ENOTSENT);
+    /* A key without its certificate is not a usable request. */
+    assert_int_equal(secapi_status(c, NULL, key), PT_EINVAL);
+    /* A file that is there but is not a certificate: curl fails in the
+     * handshake, before any request byte. */
+    snprintf(missing, sizeof missing, "%s/gateways.json", T.dir);
+    assert_int_equal(secapi_status(c, missing, key), PT_ENOTSENT);
+    struct pt_curl_stats st;
+    pt_curl_get_stats(c, "wechat", &st);
+    assert_int_equal(st.answers, 0);
+    pt_curl_destroy(c);
+}
+
+/*
+ * A TLS server that insists on a client certificate from the simulator's CA
+ * (MBEDTLS_SSL_VERIFY_REQUIRED): the handshake itself fails without one, as
+ * WeChat's /secapi/ host does.  One connection at a time, one request per
+ * connection (it answers "Connection: close").
+ */
+struct strict_server {
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt chain, ca;
+    mbedtls_pk_context key;
+    struct pt_drbg *drbg;
+    int fd, port, stop;
+    int handshakes_ok, handshakes_failed;
+    pthread_t th;
+};
+
+static void strict_serve_one(struct strict_server *sv, int fd)
+{
+    mbedtls_net_context net = {.fd = fd};
+    mbedtls_ssl_context ssl;
+    struct timeval tv = {.tv_sec = 3};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    mbedtls_ssl_init(&ssl);
+    if (mbedtls_ssl_setup(&ssl, &sv->conf) != 0)
+        goto out;
+    mbedtls_ssl_set_bio(&ssl, &net, mbedtls_net_send, mbedtls_net_recv, NULL);
+    int r;
+    while ((r = mbedtls_ssl_handshake(&ssl)) == MBEDTLS_ERR_SSL_WANT_READ ||
+           r == MBEDTLS_ERR_SSL_WANT_WRITE)
+        ;
+    if (r != 0) {
+        sv->handshakes_failed++;
+        goto out;
+    }
+    sv->handshakes_ok++;
+    char head[4096];
+    size_t n = 0;
+    while (n < sizeof head - 1 && !memmem(head, n, "\r\n\r\n", 4)) {
+        r = mbedtls_ssl_read(&ssl, (unsigned char *)head + n, sizeof head - 1 - n);
+        if (r <= 0)
+            goto out;
+        n += (size_t)r;
+    }
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                 "Content-Length: 4\r\nConnection: close\r\n\r\nmtls";
+    mbedtls_ssl_write(&ssl, (const unsigned char *)answer, sizeof answer - 1);
+    mbedtls_ssl_close_notify(&ssl);
+out:
+    mbedtls_ssl_free(&ssl);
+    close(fd);
+}
+
+static void *strict_main(void *arg)
+{
+    struct strict_server *sv = arg;
+    while (!__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE)) {
+        struct pollfd p = {.fd = sv->fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        int fd = accept(sv->fd, NULL, NULL);
+        if (fd >= 0)
+            strict_serve_one(sv, fd);
+    }
+    return NULL;
+}
+
+static void strict_start(struct strict_server *sv)
+{
+    char p[600];
+    memset(sv, 0, sizeof *sv);
+    mbedtls_ssl_config_init(&sv->conf);
+    mbedtls_x509_crt_init(&sv->chain);
+    mbedtls_x509_crt_init(&sv->ca);
+    mbedtls_pk_init(&sv->key);
+    assert_int_equal(pt_drbg_new(NULL, NULL, "strict-mtls", &sv->drbg), PT_OK);
+    snprintf(p, sizeof p, "%s/server.pem", T.dir);
+    assert_int_equal(mbedtls_x509_crt_parse_file(&sv->chain, p), 0);
+    snprintf(p, sizeof p, "%s/ca.pem", T.dir);
+    assert_int_equal(mbedtls_x509_crt_parse_file(&sv->ca, p), 0);
+    snprintf(p, sizeof p, "%s/server.key", T.dir);
+#if MBEDTLS_VERSION_NUMBER >= 0x03000000
+    assert_int_equal(mbedtls_pk_parse_keyfile(&sv->key, p, NULL, pt_drbg_mbedtls_rng, sv->drbg), 0);
+#else
+    assert_int_equal(mbedtls_pk_parse_keyfile(&sv->key, p, NULL), 0);
+#endif
+    assert_int_equal(mbedtls_ssl_config_defaults(&sv->conf, MBEDTLS_SSL_IS_SERVER,
+                                                 MBEDTLS_SSL_TRANSPORT_STREAM,
+                                                 MBEDTLS_SSL_PRESET_DEFAULT),
+                     0);
+    assert_int_equal(mbedtls_ssl_conf_own_cert(&sv->conf, &sv->chain, &sv->key), 0);
+    mbedtls_ssl_conf_rng(&sv->conf, pt_drbg_mbedtls_rng, sv->drbg);
+    mbedtls_ssl_conf_authmode(&sv->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+    mbedtls_ssl_conf_ca_chain(&sv->conf, &sv->ca, NULL);
+    sv->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(sv->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(sv->fd, 16), 0);
+    getsockname(sv->fd, (struct sockaddr *)&a, &al);
+    sv->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&sv->th, NULL, strict_main, sv), 0);
+}
+
+static void strict_stop(struct strict_server *sv)
+{
+    __atomic_store_n(&sv->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(sv->th, NULL);
+    close(sv->fd);
+    mbedtls_ssl_config_free(&sv->conf);
+    mbedtls_x509_crt_free(&sv->chain);
+    mbedtls_x509_crt_free(&sv->ca);
+    mbedtls_pk_free(&sv->key);
+    pt_drbg_destroy(sv->drbg);
+}
+
+static int strict_send(struct pt_curl *c, int port, const char *cert, const char *key,
+                       struct pt_http_response *r)
+{
+    struct pt_http_request rq = mtls_request("localhost", port, "/secapi/pay/reverse", cert, key);
+    int rc = pt_curl_send(c, "wechat", &rq, 5000, r);
+    pt_http_request_free(&rq);
+    return rc;
+}
+
+static void test_client_cert_server_requires_one(void **state)
+{
+    (void)state;
+    char cert[600], key[600];
+    mtls_files(cert, key);
+    struct strict_server sv;
+    strict_start(&sv);
+    struct pt_curl *c = new_transport(T.cfg.ca_file);
+    struct pt_http_response r = {0};
+    /* With the certificate: the request gets through. */
+    assert_int_equal(strict_send(c, sv.port, cert, key, &r), PT_OK);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "mtls");
+    pt_http_response_free(&r);
+    /* Without: the server refuses the handshake - nothing was sent. */
+    assert_int_equal(strict_send(c, sv.port, NULL, NULL, &r), PT_ENOTSENT);
+    assert_null(r.body);
+    /* And with it again: fine, on a new connection (the server closed it). */
+    assert_int_equal(strict_send(c, sv.port, cert, key, &r), PT_OK);
+    assert_int_equal(r.status, 200);
+    pt_http_response_free(&r);
+    pt_curl_destroy(c);
+    strict_stop(&sv);
+    assert_int_equal(sv.handshakes_ok, 2);
+    assert_int_equal(sv.handshakes_failed, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +688,9 @@ int main(void)
         cmocka_unit_test_setup(test_http_500_after_commit_is_an_answer, clear),
         cmocka_unit_test_setup(test_delay_past_timeout_no_answer, clear),
         cmocka_unit_test_setup(test_busy_channel_past_timeout_not_sent, clear),
+        cmocka_unit_test_setup(test_client_cert_connections_never_mix, clear),
+        cmocka_unit_test_setup(test_client_cert_file_unreadable_not_sent, clear),
+        cmocka_unit_test_setup(test_client_cert_server_requires_one, clear),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

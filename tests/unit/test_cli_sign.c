@@ -16,7 +16,7 @@
 
 struct fixture {
     char dir[256];
-    cJSON *alipay, *wechat, *stripe, *c2p;
+    cJSON *alipay, *wechat, *stripe, *c2p, *wechat_v2;
 };
 
 static int setup(void **state)
@@ -34,6 +34,7 @@ static int setup(void **state)
     f->wechat = pt_test_vectors("wechat.json");
     f->stripe = pt_test_vectors("stripe.json");
     f->c2p = pt_test_vectors("2c2p.json");
+    f->wechat_v2 = pt_test_vectors("wechat_v2.json");
     *state = f;
     return 0;
 }
@@ -48,6 +49,7 @@ static int teardown(void **state)
     cJSON_Delete(f->wechat);
     cJSON_Delete(f->stripe);
     cJSON_Delete(f->c2p);
+    cJSON_Delete(f->wechat_v2);
     free(f);
     return 0;
 }
@@ -294,6 +296,50 @@ static void test_2c2p(void **state)
     cJSON_Delete(out);
 }
 
+/* The APIv2 HMAC of WeChat's payment-code calls: sign as the SDK signs,
+ * verify answers (a forged USERPAYING is invalid, exit 3). */
+static void test_wechat_v2(void **state)
+{
+    struct fixture *f = *state;
+    if (!f)
+        skip();
+    char key[512];
+    snprintf(key, sizeof key, "%s/apiv2_key", f->dir);
+    pt_test_write_file(key, pt_test_str(f->wechat_v2, "apiv2_key"), 0600);
+    const cJSON *cli = cJSON_GetObjectItem(f->wechat_v2, "cli"), *c;
+    cJSON *out;
+    const char *sign[] = {"sign", "--gateway", "wechat-v2", "--key-file", key, NULL};
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cli, "sign"))
+    {
+        char *params = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "params"));
+        int rc = run(f, params, &out, sign);
+        if (rc != 0)
+            fail_msg("sign wechat-v2 %s: exit %d", pt_test_str(c, "name"), rc);
+        assert_string_equal(pt_test_str(out, "string_to_sign"), pt_test_str(c, "string_to_sign"));
+        assert_string_equal(pt_test_str(out, "sign"), pt_test_str(c, "sign"));
+        assert_string_equal(pt_test_str(out, "xml"), pt_test_str(c, "xml"));
+        cJSON_Delete(out);
+        free(params);
+    }
+    const char *verify[] = {"verify", "--gateway", "wechat-v2", "--key-file", key, NULL};
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cli, "verify"))
+    {
+        int rc = run(f, pt_test_str(c, "body"), &out, verify);
+        if (rc != pt_test_int(c, "exit"))
+            fail_msg("verify wechat-v2 %s: exit %d, want %lld", pt_test_str(c, "name"), rc,
+                     pt_test_int(c, "exit"));
+        assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(out, "valid")),
+                         cJSON_IsTrue(cJSON_GetObjectItem(c, "valid")));
+        cJSON_Delete(out);
+    }
+    /* usage: no --key-file, a sign_type WeChat does not have */
+    const char *nokey[] = {"verify", "--gateway", "wechat-v2", NULL};
+    assert_int_equal(run(f, "<xml></xml>", &out, nokey), 2);
+    cJSON_Delete(out);
+    assert_int_equal(run(f, "{\"sign_type\":\"SHA1\"}", &out, sign), 2);
+    cJSON_Delete(out);
+}
+
 static void test_usage(void **state)
 {
     struct fixture *f = *state;
@@ -332,8 +378,9 @@ static void test_usage(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alipay), cmocka_unit_test(test_wechat), cmocka_unit_test(test_stripe),
-        cmocka_unit_test(test_2c2p),   cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_alipay),    cmocka_unit_test(test_wechat),
+        cmocka_unit_test(test_stripe),    cmocka_unit_test(test_2c2p),
+        cmocka_unit_test(test_wechat_v2), cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -997,6 +997,26 @@ static void test_duplicate_keys_are_named_at_any_depth(void **state)
     assert_int_equal(count("charges"), 0);
 }
 
+/* WeChat payment codes are APIv2: a gateway configured without its key
+ * takes none, and the 400 names the keys (nothing stored). */
+static void test_wechat_barcode_needs_the_apiv2_key(void **state)
+{
+    (void)state;
+    cfg.gw[pt_gateway_index("wechat")].configured = 1;
+    struct pt_reply r;
+    const char *body = "{\"order_id\":\"WX-BAR-1\",\"amount\":100,\"currency\":\"CNY\","
+                       "\"gateway\":\"wechat\",\"method\":\"barcode\","
+                       "\"payment_code\":\"134567890123456789\"}";
+    post("k-wxbar", body, &r);
+    assert_int_equal(r.status, 400);
+    cJSON *o = cJSON_Parse(r.body);
+    const char *m = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message")->valuestring;
+    assert_non_null(strstr(m, "method: wechat.barcode needs gateways.wechat.apiv2_key_file"));
+    cJSON_Delete(o);
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 0);
+}
+
 static void test_cancel_and_review_bodies_are_strict(void **state)
 {
     (void)state;
@@ -1407,6 +1427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duplicate_keys_are_named_at_any_depth, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_review_bodies_are_strict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wechat_barcode_needs_the_apiv2_key, setup, teardown),
     };
     pt_test_disk_install(); /* before the first database is opened */
     int failed = cmocka_run_group_tests_name("alone", tests, NULL, NULL);

@@ -337,23 +337,64 @@ static void test_online_outcomes(void **state)
     assert_int_equal(r.status, 503);
     assert_string_equal(field(&r, "error", "code"), "offline_not_allowed");
     pt_reply_free(&r);
+    /* Withdrawn: nothing kept, the refund_id and the key are free again. */
     struct pt_refund rf;
-    assert_int_equal(pt_store_refund_get(st, "R-MUST", &rf), PT_OK);
-    assert_int_equal(rf.state, PT_STATE_FAILED);
-    /* Its key was released: the client decides what comes next. */
+    assert_int_equal(pt_store_refund_get(st, "R-MUST", &rf), PT_ENOTFOUND);
+    int nr = 0;
+    charge_refunded("O-PAID", &nr);
+    assert_int_equal(nr, 5); /* R-OK, R-NO, R-LATER, R-LOST, R-Q */
     refund(st, "O-PAID", "k7",
            "{\"refund_id\":\"R-MUST\",\"amount\":100,\"offline\":\"require_online\"}", &r);
-    assert_int_equal(r.status, 200); /* the refund_id now names a FAILED refund */
-    assert_string_equal(field(&r, NULL, "state"), "FAILED");
+    assert_int_equal(r.status, 503); /* still unreachable: the same answer, not a replay */
+    assert_false(r.replayed);
+    pt_reply_free(&r);
+    not_sent = 0; /* the gateway is back: the same key refunds */
+    refund(st, "O-PAID", "k7",
+           "{\"refund_id\":\"R-MUST\",\"amount\":100,\"offline\":\"require_online\"}", &r);
+    assert_int_equal(r.status, 201);
+    assert_string_equal(field(&r, NULL, "state"), "SUCCESS");
     pt_reply_free(&r);
 
     /* Unreachable and require_online: 503, nothing recorded. */
     online = 0;
     refund(st, "O-PAID", "k8",
-           "{\"refund_id\":\"R-DOWN\",\"amount\":100,\"offline\":\"require_online\"}", &r);
+           "{\"refund_id\":\"R-DOWN\",\"amount\":50,\"offline\":\"require_online\"}", &r);
     assert_int_equal(r.status, 503);
     pt_reply_free(&r);
     assert_int_equal(pt_store_refund_get(st, "R-DOWN", &rf), PT_ENOTFOUND);
+}
+
+/* A refund of a charge still in progress is 409 and not stored: once the
+ * charge has succeeded, the same key refunds it. */
+static void test_not_yet_refundable_is_not_stored(void **state)
+{
+    (void)state;
+    struct pt_charge c;
+    memset(&c, 0, sizeof c);
+    strcpy(c.order_id, "O-LATER");
+    strcpy(c.gateway, "stripe");
+    strcpy(c.method, "card_on_file");
+    strcpy(c.currency, "USD");
+    c.amount = 500;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_create(st, &c, "test", t0), PT_OK);
+    assert_int_equal(
+        pt_charge_transition(st, &c, PT_STATE_PROCESSING, NULL, "send", "test", NULL, t0), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    struct pt_reply r;
+    refund(st, "O-LATER", "k-later", "{\"refund_id\":\"R-LATER\"}", &r);
+    assert_int_equal(r.status, 409);
+    assert_string_equal(field(&r, "error", "code"), "charge_not_refundable");
+    pt_reply_free(&r);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_transition(st, &c, PT_STATE_SUCCESS, NULL, "paid", "test", NULL, t0),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    refund(st, "O-LATER", "k-later", "{\"refund_id\":\"R-LATER\"}", &r);
+    assert_int_equal(r.status, 202);
+    assert_false(r.replayed);
+    assert_string_equal(field(&r, NULL, "amount"), "500");
+    pt_reply_free(&r);
 }
 
 static void test_data_layer_never_overdraws(void **state)
@@ -522,6 +563,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_outcome_table_queued, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_yet_refundable_is_not_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_layer_never_overdraws, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sixteen_concurrent_refunds_never_exceed, setup,
                                         teardown),

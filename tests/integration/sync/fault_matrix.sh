@@ -2,7 +2,7 @@
 # fault_matrix.sh PAYTERM MODE - one fault mode of SPEC section 1 against
 # every gateway and method, through the real daemon and simulator over TLS.
 #
-# For each of alipay.barcode, alipay.qr, wechat.qr, stripe.card_on_file and
+# For each of alipay.barcode, alipay.qr, wechat.barcode, wechat.qr, stripe.card_on_file and
 # 2c2p.redirect: arm MODE for that gateway at the simulator, take a charge at
 # POST /v1/charges (the online path), retry it with the same Idempotency-Key
 # while the fault is in force and again after the charge settled, and assert
@@ -239,7 +239,7 @@ case_require_online_refused() {
     log "$gm $o, $o2: 503 with nothing recorded during the outage, then the same keys charged once each"
 }
 
-for gm in alipay.barcode alipay.qr wechat.qr stripe.card_on_file 2c2p.redirect; do
+for gm in alipay.barcode alipay.qr wechat.barcode wechat.qr stripe.card_on_file 2c2p.redirect; do
     case $MODE:$gm in
     refuse_connect:*.qr | refuse_connect:*.redirect) case_require_online_refused "$gm" ;;
     fail_before_commit:*.qr | fail_before_commit:*.redirect) case_not_created "$gm" ;;
@@ -253,7 +253,7 @@ if [ "$MODE" = delay ]; then
     # same out_trade_no while the auth code is valid, a card charge with the
     # same Stripe Idempotency-Key (409 while the first is in flight); either
     # way the gateway holds one trade.
-    for gm in alipay.barcode stripe.card_on_file; do
+    for gm in alipay.barcode wechat.barcode stripe.card_on_file; do
         gw=${gm%%.*}
         new_order "$gw"
     o=$O

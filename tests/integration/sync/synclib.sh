@@ -342,6 +342,9 @@ pass() {
 AUTH_CODE=287634438256643941
 alipay_barcode() { printf '"amount":%d,"currency":"CNY","gateway":"alipay","method":"barcode","payment_code":"%s","subject":"Latte"' "$1" "$AUTH_CODE"; }
 alipay_qr() { printf '"amount":%d,"currency":"CNY","gateway":"alipay","method":"qr","subject":"Cake"' "$1"; }
+# WeChat payment codes (付款码): 18 digits, 10-15 first.
+WX_AUTH_CODE=134567890123456789
+wechat_barcode() { printf '"amount":%d,"currency":"CNY","gateway":"wechat","method":"barcode","payment_code":"%s","subject":"Dumplings"' "$1" "$WX_AUTH_CODE"; }
 wechat_qr() { printf '"amount":%d,"currency":"CNY","gateway":"wechat","method":"qr","subject":"Tea"' "$1"; }
 stripe_card() { printf '"amount":%d,"currency":"USD","gateway":"stripe","method":"card_on_file","payment_method":"pm_card_visa","customer":"cus_test"' "$1"; }
 c2p_redirect() { printf '"amount":%d,"currency":"THB","gateway":"2c2p","method":"redirect","subject":"Room 12"' "$1"; }
@@ -350,6 +353,7 @@ body_for() { # body_for GATEWAY.METHOD AMOUNT
     alipay.barcode) alipay_barcode "$2" ;;
     alipay.qr) alipay_qr "$2" ;;
     wechat.qr) wechat_qr "$2" ;;
+    wechat.barcode) wechat_barcode "$2" ;;
     stripe.card_on_file) stripe_card "$2" ;;
     2c2p.redirect) c2p_redirect "$2" ;;
     *) fail "unknown gateway.method $1" ;;

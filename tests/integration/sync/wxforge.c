@@ -9,12 +9,18 @@
  * send a notification the daemon must verify and then judge on its content
  * (an amount that differs from the charge, a replay of a captured one).
  *
- *   wxforge body SIMDIR EVENT_ID < transaction.json
- *       prints the notification body: TRANSACTION.SUCCESS with `resource`
- *       encrypted under SIMDIR/wechat_apiv3_key (as the simulator does)
- *   wxforge headers SIMDIR SERIAL < body
+ *   wxforge body SIMDIR EVENT_ID [EVENT_TYPE] < resource.json
+ *       prints the notification body: EVENT_TYPE (default TRANSACTION.SUCCESS)
+ *       with `resource` encrypted under SIMDIR/wechat_apiv3_key (as the
+ *       simulator does).  A REFUND.* event type (REFUND.SUCCESS,
+ *       REFUND.ABNORMAL, REFUND.CLOSED) makes a refund notification: the
+ *       resource's original_type and associated_data are "refund", as
+ *       WeChat sends them, and the input is a refund resource (mchid,
+ *       out_trade_no, out_refund_no, refund_id, refund_status, amount...).
+ *   wxforge headers SIMDIR SERIAL [KEY.pem] < body
  *       prints the four Wechatpay-* header lines for body, signed with the
- *       platform key SIMDIR/wechat_platform_key.pem over ts\nnonce\nbody\n
+ *       platform key SIMDIR/wechat_platform_key.pem (or the private key
+ *       KEY.pem: a key nobody trusts, for a forger) over ts\nnonce\nbody\n
  */
 #include "crypto.h"
 #include "err.h"
@@ -70,8 +76,12 @@ static void alnum(char *out, size_t n)
     out[n] = '\0';
 }
 
-static int cmd_body(const char *dir, const char *event_id)
+static int cmd_body(const char *dir, const char *event_id, const char *event_type)
 {
+    /* WeChat labels a refund resource "refund" (original_type and the
+     * associated data the GCM tag covers), a payment's "transaction". */
+    int refund = strncmp(event_type, "REFUND.", 7) == 0;
+    const char *kind = refund ? "refund" : "transaction";
     unsigned char key[64];
     size_t klen = 0, plen = 0;
     int rc = 1;
@@ -81,7 +91,7 @@ static int cmd_body(const char *dir, const char *event_id)
     while (plen && (plain[plen - 1] == '\n' || plain[plen - 1] == '\r'))
         plain[--plen] = '\0';
     alnum(nonce, 12);
-    if (pt_wechat_encrypt(key, klen, nonce, "transaction", plain, plen, &ct) != PT_OK) {
+    if (pt_wechat_encrypt(key, klen, nonce, kind, plain, plen, &ct) != PT_OK) {
         fprintf(stderr, "wxforge: cannot encrypt (is the APIv3 key 32 bytes?)\n");
         goto out;
     }
@@ -89,13 +99,13 @@ static int cmd_body(const char *dir, const char *event_id)
     cJSON_AddStringToObject(e, "id", event_id);
     cJSON_AddStringToObject(e, "create_time", "2026-11-30T13:00:00+08:00");
     cJSON_AddStringToObject(e, "resource_type", "encrypt-resource");
-    cJSON_AddStringToObject(e, "event_type", "TRANSACTION.SUCCESS");
-    cJSON_AddStringToObject(e, "summary", "支付成功");
+    cJSON_AddStringToObject(e, "event_type", event_type);
+    cJSON_AddStringToObject(e, "summary", refund ? "退款通知" : "支付成功");
     cJSON *r = cJSON_AddObjectToObject(e, "resource");
-    cJSON_AddStringToObject(r, "original_type", "transaction");
+    cJSON_AddStringToObject(r, "original_type", kind);
     cJSON_AddStringToObject(r, "algorithm", "AEAD_AES_256_GCM");
     cJSON_AddStringToObject(r, "ciphertext", ct);
-    cJSON_AddStringToObject(r, "associated_data", "transaction");
+    cJSON_AddStringToObject(r, "associated_data", kind);
     cJSON_AddStringToObject(r, "nonce", nonce);
     text = cJSON_PrintUnformatted(e);
     cJSON_Delete(e);
@@ -111,14 +121,17 @@ out:
     return rc;
 }
 
-static int cmd_headers(const char *dir, const char *serial)
+static int cmd_headers(const char *dir, const char *serial, const char *keyfile)
 {
     char path[1024], err[PT_PK_ERR_MAX], ts[24], nonce[33], sig[1024];
     size_t blen = 0, mlen = 0;
     struct pt_pk *key = NULL;
     int rc = 1;
     char *body = read_stdin(&blen), *msg = NULL;
-    snprintf(path, sizeof path, "%s/wechat_platform_key.pem", dir);
+    if (keyfile)
+        snprintf(path, sizeof path, "%s", keyfile);
+    else
+        snprintf(path, sizeof path, "%s/wechat_platform_key.pem", dir);
     if (!body || pt_pk_load_file(path, NULL, NULL, &key, err, sizeof err) != PT_OK) {
         fprintf(stderr, "wxforge: %s\n", body ? err : "out of memory");
         goto out;
@@ -143,11 +156,11 @@ out:
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "body") == 0)
-        return cmd_body(argv[2], argv[3]);
-    if (argc == 4 && strcmp(argv[1], "headers") == 0)
-        return cmd_headers(argv[2], argv[3]);
-    fprintf(stderr, "usage: wxforge body SIMDIR EVENT_ID < transaction.json\n"
-                    "       wxforge headers SIMDIR SERIAL < body\n");
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "body") == 0)
+        return cmd_body(argv[2], argv[3], argc == 5 ? argv[4] : "TRANSACTION.SUCCESS");
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "headers") == 0)
+        return cmd_headers(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+    fprintf(stderr, "usage: wxforge body SIMDIR EVENT_ID [EVENT_TYPE] < resource.json\n"
+                    "       wxforge headers SIMDIR SERIAL [KEY.pem] < body\n");
     return 2;
 }
