@@ -1411,6 +1411,8 @@ static int refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund
                                   now);
         if (rc == PT_EEXIST)
             rc = pt_store_refund_patch(st, r->id, &p, now);
+        if ((rc == PT_OK || rc == PT_ESTATE) && res->review) /* (WeChat ABNORMAL) */
+            rc = refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review", now);
         break;
     case PT_OUTCOME_NOT_FOUND:
     case PT_OUTCOME_AMBIGUOUS:

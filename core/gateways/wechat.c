@@ -648,10 +648,15 @@ static enum pt_outcome refund_status_outcome(const char *st)
     if (strcmp(st, "PROCESSING") == 0)
         return PT_OUTCOME_PENDING; /* accepted; a notification or a query tells the end */
     /* ABNORMAL: the original route failed (the customer's card was cancelled
-     * or frozen), the money did not go back.  WeChat lets the merchant send
-     * it elsewhere by hand (apply-abnormal-refund); payterm does not, so the
-     * refund has failed and an operator takes over.  CLOSED is final. */
-    if (strcmp(st, "ABNORMAL") == 0 || strcmp(st, "CLOSED") == 0)
+     * or frozen), the money did not go back yet.  WeChat lets the merchant
+     * send it elsewhere by hand (apply-abnormal-refund), and then it goes
+     * back after all: not final.  The refund stays PENDING - its amount
+     * still counts against the charge, so a second refund through payterm
+     * cannot pay the customer twice - and an operator is asked (review,
+     * set by the caller).  CLOSED is final. */
+    if (strcmp(st, "ABNORMAL") == 0)
+        return PT_OUTCOME_PENDING;
+    if (strcmp(st, "CLOSED") == 0)
         return PT_OUTCOME_DECLINED;
     return PT_OUTCOME_AMBIGUOUS;
 }
@@ -718,6 +723,8 @@ static void classify_refund(const struct pt_http_response *resp, const cJSON *o,
         return;
     }
     pt__result(out, refund_status_outcome(st), st, refund_status_message(st));
+    if (st && strcmp(st, "ABNORMAL") == 0)
+        out->review = 1; /* the money waits for the merchant's decision */
 }
 
 /*
