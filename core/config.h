@@ -38,6 +38,7 @@ struct pt_config {
     char api_token_file[PT_CFG_PATH_MAX];
     enum pt_log_level log_level;
     int synchronous_normal; /* storage.synchronous = "NORMAL" */
+    int wal_vfs_off;        /* storage.wal_vfs = false: SQLite's own VFS (pt_store_set_wal_vfs) */
 
     int64_t idem_ttl_s;
     int64_t idem_lock_timeout_s;

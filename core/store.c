@@ -232,6 +232,15 @@ struct pt_store {
  */
 static atomic_int storage_fault;
 
+/* storage.wal_vfs = false: every store opened from now on uses SQLite's own
+ * VFS (the process's configuration, set once before the first open). */
+static atomic_int wal_vfs_off;
+
+void pt_store_set_wal_vfs(int on)
+{
+    atomic_store(&wal_vfs_off, !on);
+}
+
 /* Records what a write learnt; logs when the storage goes bad or recovers. */
 static void note_storage(int rc)
 {
@@ -633,7 +642,8 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
     /* Our VFS writes each WAL commit with one system call (walvfs.c),
      * unless the options turn it off (then SQLite's default VFS). */
     pthread_once(&sqlite_once, sqlite_setup);
-    const char *vfs = walvfs_ok && !opt->no_wal_vfs ? PT_WALVFS_NAME : NULL;
+    const char *vfs =
+        walvfs_ok && !opt->no_wal_vfs && !atomic_load(&wal_vfs_off) ? PT_WALVFS_NAME : NULL;
     if (sqlite3_open_v2(opt->path, &st->c->db, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
         rc = st->c->db ? xlate(sqlite3_extended_errcode(st->c->db)) : PT_ENOMEM;
         if (errbuf)

@@ -48,6 +48,10 @@ struct pt_store_options {
     int no_wal_vfs;
 };
 
+/* The process-wide switch behind storage.wal_vfs (default on): off, every
+ * store opened afterwards uses SQLite's own VFS, as no_wal_vfs does. */
+void pt_store_set_wal_vfs(int on);
+
 /*
  * Opens (creating if needed) the database and brings its schema up to date;
  * with readonly or existing set, opens an existing file at the version it

@@ -91,7 +91,9 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
 {
     char path[PT_CFG_PATH_MAX + 16], err[768];
     pt_config_db_path(cfg, path, sizeof path);
-    struct pt_store_options o = {.path = path, .synchronous_normal = cfg->synchronous_normal};
+    struct pt_store_options o = {.path = path,
+                                 .synchronous_normal = cfg->synchronous_normal,
+                                 .no_wal_vfs = cfg->wal_vfs_off};
     if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
         pt_cli_error(cmd, "%s", err);
         return -1;
@@ -116,7 +118,8 @@ int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_c
     struct pt_store_options o = {.path = path,
                                  .readonly = mode != PT_CLI_DB_MAINTAIN,
                                  .existing = mode == PT_CLI_DB_MAINTAIN,
-                                 .synchronous_normal = cfg->synchronous_normal};
+                                 .synchronous_normal = cfg->synchronous_normal,
+                                 .no_wal_vfs = cfg->wal_vfs_off};
     if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
         pt_cli_error(cmd, "%s", err);
         return -1;

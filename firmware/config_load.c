@@ -440,7 +440,7 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "storage"))) {
-        static const char *const k[] = {"synchronous", NULL};
+        static const char *const k[] = {"synchronous", "wal_vfs", NULL};
         char sync[16] = "";
         if ((rc = want_object(c, v, "storage")) || (rc = check_known(c, v, "storage", k)) ||
             (rc = get_string(c, v, "storage", "synchronous", sync, sizeof sync, 0)))
@@ -449,6 +449,10 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
             return fail(c, "storage.synchronous", "must be \"FULL\" or \"NORMAL\" (got \"%s\")",
                         sync);
         cfg->synchronous_normal = strcmp(sync, "NORMAL") == 0;
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(v, "wal_vfs");
+        if (w && !cJSON_IsBool(w))
+            return fail(c, "storage.wal_vfs", "must be true or false");
+        cfg->wal_vfs_off = w && cJSON_IsFalse(w);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "idempotency")) &&
         (rc = load_idempotency(c, v, cfg)))

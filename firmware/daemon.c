@@ -440,6 +440,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     if ((rc = take_lock(d->cfg.data_dir, &d->lock_fd, err, errlen)) != PT_OK)
         goto fail;
     pt_config_db_path(&d->cfg, d->db_path, sizeof d->db_path);
+    pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
     struct pt_store_options so = {.path = d->db_path,
                                   .synchronous_normal = d->cfg.synchronous_normal};
     if ((rc = pt_store_open(&so, &d->st, err, errlen)) != PT_OK)

@@ -52,8 +52,34 @@ case_full_disk()
     pt_stop
 }
 
+# storage.wal_vfs = false: SQLite's own VFS instead of payterm's WAL VFS
+# (the same bytes, more system calls; make crash proves both).  A charge is
+# taken, survives a restart, and is replayed from its stored answer.
+case_wal_vfs_off()
+{
+    pt_config '.storage = {wal_vfs: false}'
+    pt_start
+    pt_post /v1/charges vfs-off "$(charge_body vfs-off)"
+    expect_status 202
+    pt_save vfs-off
+    pt_stop
+    pt_start
+    pt_post /v1/charges vfs-off "$(charge_body vfs-off)"
+    expect_status 202
+    expect_header Idempotency-Replayed true
+    expect_same_bytes "$(pt_saved vfs-off)" "$PT_BODY_FILE" "the replay after the restart"
+    pt_stop
+    pt_config '.storage = {wal_vfs: "no"}'
+    local out rc
+    out=$(timeout 20 "$PAYTERM" serve -c "$PT_CFG_BASE" 2>&1)
+    rc=$?
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "serve accepted storage.wal_vfs \"no\" (exit $rc)"
+    expect_contains "'storage.wal_vfs'" "$out"
+}
+
 pt_init
 
+pt_case "storage.wal_vfs false: SQLite's own VFS, charges kept across a restart" case_wal_vfs_off
 pt_case "full disk: /healthz 503 like the charge, 200 and the charge accepted once room is made" case_full_disk
 
 pt_done

@@ -49,6 +49,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.idem_lock_timeout_s, 60);
     assert_int_equal(cfg.sync_max_attempts, 3);
     assert_int_equal(cfg.synchronous_normal, 0);
+    assert_int_equal(cfg.wal_vfs_off, 0);
     assert_int_equal(pt_config_offline_max_age(&cfg, "alipay", "barcode"), 60);
     assert_null(pt_config_offline_limit(&cfg, "CNY")); /* offline is opt-in per currency */
     assert_false(pt_config_gateway_configured(&cfg, "alipay"));
@@ -66,7 +67,7 @@ static void test_full_example(void **state)
         "\"offline\":{\"limits\":{\"CNY\":{\"max_amount\":50000,\"max_total\":500000}},"
         "\"max_count\":10,\"max_age_s\":{\"alipay.barcode\":45}},"
         "\"sync\":{\"interval_s\":2,\"max_attempts\":5},"
-        "\"storage\":{\"synchronous\":\"NORMAL\"},"
+        "\"storage\":{\"synchronous\":\"NORMAL\",\"wal_vfs\":false},"
         "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:8443\","
         "\"secret_key_file\":\"keys/sk\"}}}";
     assert_int_equal(load_text(text, &cfg, err, sizeof err), PT_OK);
@@ -84,6 +85,7 @@ static void test_full_example(void **state)
     assert_int_equal(pt_config_offline_max_age(&cfg, "stripe", "card_on_file"), 82800);
     assert_int_equal(cfg.sync_max_attempts, 5);
     assert_true(cfg.synchronous_normal);
+    assert_true(cfg.wal_vfs_off);
 }
 
 struct bad_case {
@@ -111,6 +113,7 @@ static void test_errors_name_the_key(void **state)
         {"{\"offline\":{\"max_age_s\":{\"paypal.card\":5}}}", "'offline.max_age_s.paypal.card'"},
         {"{\"sync\":{\"backoff_base_ms\":1000,\"backoff_max_ms\":10}}", "'sync.backoff_max_ms'"},
         {"{\"storage\":{\"synchronous\":\"OFF\"}}", "'storage.synchronous'"},
+        {"{\"storage\":{\"wal_vfs\":\"no\"}}", "'storage.wal_vfs'"},
         {"{\"gateways\":{\"paypal\":{}}}", "'gateways.paypal'"},
         {"{\"gateways\":{\"alipay\":{\"app_id\":\"x\"}}}", "'gateways.alipay.private_key_file'"},
         {"{\"gateways\":{\"stripe\":{\"secret_key_file\":\"k\",\"endpoint\":\"http://x\"}}}",
