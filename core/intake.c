@@ -1489,9 +1489,16 @@ static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct
     int64_t left = 0;
     if ((*rc = pt_store_refund_left(st, c->id, &left)))
         return 1;
+    if (left <= 0) {
+        pt_reply_error(out, 409, "refund_exceeds_charge",
+                       "charge %s (%lld %s) has nothing left to refund: its refunds that did not "
+                       "fail add up to its amount",
+                       c->order_id, (long long)c->amount, c->currency);
+        return 1;
+    }
     if (!r->amount)
         r->amount = left;
-    if (left <= 0 || r->amount > left) {
+    if (r->amount > left) {
         pt_reply_error(out, 409, "refund_exceeds_charge",
                        "charge %s (%lld %s) has %lld %s left to refund; this refund asks for %lld",
                        c->order_id, (long long)c->amount, c->currency, (long long)left, c->currency,

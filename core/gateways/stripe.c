@@ -460,11 +460,15 @@ static void classify_refund(const char *re, size_t relen, const struct pt_charge
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
                    "Stripe reported an amount payterm cannot read exactly");
     } else if (amount != r->amount) {
+        /* Money may have moved, and not as asked: an operator looks (as for
+         * WeChat), rather than a wait of resolve_timeout_s. */
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "amount_mismatch",
                    "the Refund is not of this refund's amount");
+        out->review = 1;
     } else if (strcmp(cur, r->currency) != 0) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "currency_mismatch",
                    "the Refund is not in this refund's currency");
+        out->review = 1;
     } else {
         enum pt_outcome oc = PT_OUTCOME_AMBIGUOUS;
         const char *msg = "unexpected Refund status";
