@@ -75,7 +75,7 @@ cli refund "$O" --refund-id R-CLI-3 --amount 1
 expect "R-CLI-3 (nothing left): exit status" 1 "$RC"
 expect "R-CLI-3 (nothing left): code" refund_exceeds_charge "$(jq -r .error.code <<<"$OUT")"
 expect_match "R-CLI-3 (nothing left): stderr" \
-    "^payterm refund: 409 refund_exceeds_charge: .*0 USD left" "$ERR"
+    "^payterm refund: 409 refund_exceeds_charge: .*has nothing left to refund" "$ERR"
 expect_refunded "$O" 1000 2
 
 # ---- the answer lost between payterm and the gateway --------------------------------
