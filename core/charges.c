@@ -57,7 +57,7 @@ const char *pt_charge_action_key(const struct pt_charge *c)
     return m && m->interactive ? pt_gateway_find(c->gateway)->action_key : NULL;
 }
 
-static void jw_opt_string(struct pt_jw *w, const char *name, const char *v)
+void pt_jw_opt_string(struct pt_jw *w, const char *name, const char *v)
 {
     pt_jw_raw(w, ",");
     pt_jw_string(w, name);
@@ -74,7 +74,6 @@ static void jw_opt_string(struct pt_jw *w, const char *name, const char *v)
 char *pt_charge_json_text(const struct pt_charge *c)
 {
     struct pt_jw w = {0};
-    char t[32];
     pt_jw_raw(&w, "{\"id\":");
     pt_jw_int(&w, (long long)c->id);
     pt_jw_raw(&w, ",\"order_id\":");
@@ -90,11 +89,11 @@ char *pt_charge_json_text(const struct pt_charge *c)
     pt_jw_raw(&w, ",\"state\":");
     pt_jw_string(&w, pt_state_name(c->state));
     pt_jw_raw(&w, c->review ? ",\"review\":true" : ",\"review\":false");
-    jw_opt_string(&w, "review_reason", c->review ? c->review_reason : NULL);
-    jw_opt_string(&w, "gateway_trade_no", c->gateway_trade_no);
+    pt_jw_opt_string(&w, "review_reason", c->review ? c->review_reason : NULL);
+    pt_jw_opt_string(&w, "gateway_trade_no", c->gateway_trade_no);
     const char *ak = pt_charge_action_key(c);
     if (ak)
-        jw_opt_string(&w, ak, c->action_url);
+        pt_jw_opt_string(&w, ak, c->action_url);
     pt_jw_raw(&w, ",\"attempts\":");
     pt_jw_int(&w, c->attempts);
     pt_jw_raw(&w, ",\"amount_refunded\":");
@@ -107,37 +106,45 @@ char *pt_charge_json_text(const struct pt_charge *c)
         pt_jw_raw(&w, ",\"subject\":");
         pt_jw_string(&w, c->subject);
     }
-    if (c->metadata[0]) {
+    pt_jw_object_tail(&w, c->metadata, c->state == PT_STATE_FAILED, c->error_code, c->error_message,
+                      c->created_at, c->updated_at);
+    return pt_jw_finish(&w);
+}
+
+void pt_jw_object_tail(struct pt_jw *w, const char *metadata, int failed, const char *error_code,
+                       const char *error_message, int64_t created_at, int64_t updated_at)
+{
+    char t[32];
+    if (metadata[0]) {
         /* Stored canonical; parsed and printed so that a damaged column
          * cannot break the object (it is left out, as before). */
-        cJSON *m = cJSON_Parse(c->metadata);
+        cJSON *m = cJSON_Parse(metadata);
         char *mt = m ? cJSON_PrintUnformatted(m) : NULL;
         if (mt) {
-            pt_jw_raw(&w, ",\"metadata\":");
-            pt_jw_raw(&w, mt);
+            pt_jw_raw(w, ",\"metadata\":");
+            pt_jw_raw(w, mt);
         } else if (m) {
-            w.failed = 1;
+            w->failed = 1;
         }
         free(mt);
         cJSON_Delete(m);
     }
-    if (c->state == PT_STATE_FAILED || c->error_code[0]) {
-        pt_jw_raw(&w, ",\"error\":{\"code\":");
-        pt_jw_string(&w, c->error_code[0] ? c->error_code : "failed");
-        pt_jw_raw(&w, ",\"message\":");
-        pt_jw_string(&w, c->error_message);
-        pt_jw_raw(&w, "}");
+    if (failed || error_code[0]) {
+        pt_jw_raw(w, ",\"error\":{\"code\":");
+        pt_jw_string(w, error_code[0] ? error_code : "failed");
+        pt_jw_raw(w, ",\"message\":");
+        pt_jw_string(w, error_message);
+        pt_jw_raw(w, "}");
     } else {
-        pt_jw_raw(&w, ",\"error\":null");
+        pt_jw_raw(w, ",\"error\":null");
     }
-    pt_rfc3339(c->created_at, t);
-    pt_jw_raw(&w, ",\"created_at\":");
-    pt_jw_string(&w, t);
-    pt_rfc3339(c->updated_at, t);
-    pt_jw_raw(&w, ",\"updated_at\":");
-    pt_jw_string(&w, t);
-    pt_jw_raw(&w, "}");
-    return pt_jw_finish(&w);
+    pt_rfc3339(created_at, t);
+    pt_jw_raw(w, ",\"created_at\":");
+    pt_jw_string(w, t);
+    pt_rfc3339(updated_at, t);
+    pt_jw_raw(w, ",\"updated_at\":");
+    pt_jw_string(w, t);
+    pt_jw_raw(w, "}");
 }
 
 char *pt_charge_params_text(const struct pt_charge *c)

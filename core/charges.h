@@ -74,6 +74,15 @@ char *pt_charge_params_text(const struct pt_charge *c);
  * "payment_url"), or NULL for a method that has none. */
 const char *pt_charge_action_key(const struct pt_charge *c);
 
+struct pt_jw;
+/* What the charge and the refund objects share (json.h writer): a
+ * `"name":"v"` member, null when v is empty; and the tail of the object -
+ * metadata (left out when empty), error (an object when failed or a code is
+ * set, else null), created_at, updated_at and the closing brace. */
+void pt_jw_opt_string(struct pt_jw *w, const char *name, const char *v);
+void pt_jw_object_tail(struct pt_jw *w, const char *metadata, int failed, const char *error_code,
+                       const char *error_message, int64_t created_at, int64_t updated_at);
+
 /* Formats Unix milliseconds as RFC 3339 UTC ("2026-11-30T03:35:38.123Z"). */
 void pt_rfc3339(int64_t ms, char out[32]);
 

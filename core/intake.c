@@ -608,25 +608,30 @@ static void check_text_fields(struct check *k)
                 "must be prefer_online, require_online or force_offline");
 }
 
+/* A metadata member (a charge's or a refund's): Stripe's limits, so it
+ * survives the trip to any gateway; its canonical text into out. */
+static void metadata_field(const cJSON *v, char *out, size_t outcap, char *msg, size_t cap)
+{
+    int ok = cJSON_IsObject(v), count = 0;
+    for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
+        ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 && cJSON_IsString(m) &&
+             strlen(m->valuestring) <= 500;
+    char *text = ok ? pt_json_canonical(v) : NULL;
+    if (!text || strlen(text) >= outcap)
+        problem(msg, cap, "metadata",
+                "must be an object of at most 20 string values (keys 1-40, values up to 500 "
+                "characters)");
+    else
+        snprintf(out, outcap, "%s", text);
+    free(text);
+}
+
 /* metadata: within Stripe's limits, so it survives any gateway. */
 static void check_metadata(struct check *k)
 {
     const cJSON *v;
-    if (string_field(k->body, "metadata", &v)) {
-        /* Stripe's limits, so metadata survives the trip to any gateway. */
-        int ok = cJSON_IsObject(v), count = 0;
-        for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
-            ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 &&
-                 cJSON_IsString(m) && strlen(m->valuestring) <= 500;
-        char *text = ok ? pt_json_canonical(v) : NULL;
-        if (!text || strlen(text) >= sizeof k->c->metadata)
-            problem(k->msg, k->cap, "metadata",
-                    "must be an object of at most 20 string values (keys 1-40, values up to "
-                    "500 characters)");
-        else
-            snprintf(k->c->metadata, sizeof k->c->metadata, "%s", text);
-        free(text);
-    }
+    if (string_field(k->body, "metadata", &v))
+        metadata_field(v, k->c->metadata, sizeof k->c->metadata, k->msg, k->cap);
 }
 
 /*
@@ -1352,20 +1357,8 @@ static int validate_refund(const cJSON *body, const struct pt_json_member *amoun
     if (string_field(body, "offline", &v) &&
         (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &r->offline) != PT_OK))
         problem(msg, cap, "offline", "must be prefer_online, require_online or force_offline");
-    if (string_field(body, "metadata", &v)) {
-        int ok = cJSON_IsObject(v), count = 0;
-        for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
-            ok = count < 20 && strlen(m->string) >= 1 && strlen(m->string) <= 40 &&
-                 cJSON_IsString(m) && strlen(m->valuestring) <= 500;
-        char *text = ok ? pt_json_canonical(v) : NULL;
-        if (!text || strlen(text) >= sizeof r->metadata)
-            problem(msg, cap, "metadata",
-                    "must be an object of at most 20 string values (keys 1-40, values up to "
-                    "500 characters)");
-        else
-            snprintf(r->metadata, sizeof r->metadata, "%s", text);
-        free(text);
-    }
+    if (string_field(body, "metadata", &v))
+        metadata_field(v, r->metadata, sizeof r->metadata, msg, cap);
     return msg[0] == '\0';
 }
 

@@ -7,7 +7,6 @@
 #include "json.h"
 #include "log.h"
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,21 +42,9 @@ unsigned pt_refund_allowed_from(enum pt_state to)
     return mask;
 }
 
-static void jw_opt_string(struct pt_jw *w, const char *name, const char *v)
-{
-    pt_jw_raw(w, ",");
-    pt_jw_string(w, name);
-    pt_jw_raw(w, ":");
-    if (v && *v)
-        pt_jw_string(w, v);
-    else
-        pt_jw_raw(w, "null");
-}
-
 char *pt_refund_json_text(const struct pt_refund *r)
 {
     struct pt_jw w = {0};
-    char t[32];
     pt_jw_raw(&w, "{\"id\":");
     pt_jw_int(&w, (long long)r->id);
     pt_jw_raw(&w, ",\"refund_id\":");
@@ -73,41 +60,15 @@ char *pt_refund_json_text(const struct pt_refund *r)
     pt_jw_raw(&w, ",\"state\":");
     pt_jw_string(&w, pt_state_name(r->state));
     pt_jw_raw(&w, r->review ? ",\"review\":true" : ",\"review\":false");
-    jw_opt_string(&w, "review_reason", r->review ? r->review_reason : NULL);
-    jw_opt_string(&w, "reason", r->reason);
-    jw_opt_string(&w, "gateway_refund_no", r->gateway_refund_no);
+    pt_jw_opt_string(&w, "review_reason", r->review ? r->review_reason : NULL);
+    pt_jw_opt_string(&w, "reason", r->reason);
+    pt_jw_opt_string(&w, "gateway_refund_no", r->gateway_refund_no);
     pt_jw_raw(&w, ",\"attempts\":");
     pt_jw_int(&w, r->attempts);
     pt_jw_raw(&w, ",\"offline\":");
     pt_jw_string(&w, pt_offline_mode_name(r->offline));
-    if (r->metadata[0]) {
-        cJSON *m = cJSON_Parse(r->metadata);
-        char *mt = m ? cJSON_PrintUnformatted(m) : NULL;
-        if (mt) {
-            pt_jw_raw(&w, ",\"metadata\":");
-            pt_jw_raw(&w, mt);
-        } else if (m) {
-            w.failed = 1;
-        }
-        free(mt);
-        cJSON_Delete(m);
-    }
-    if (r->state == PT_STATE_FAILED || r->error_code[0]) {
-        pt_jw_raw(&w, ",\"error\":{\"code\":");
-        pt_jw_string(&w, r->error_code[0] ? r->error_code : "failed");
-        pt_jw_raw(&w, ",\"message\":");
-        pt_jw_string(&w, r->error_message);
-        pt_jw_raw(&w, "}");
-    } else {
-        pt_jw_raw(&w, ",\"error\":null");
-    }
-    pt_rfc3339(r->created_at, t);
-    pt_jw_raw(&w, ",\"created_at\":");
-    pt_jw_string(&w, t);
-    pt_rfc3339(r->updated_at, t);
-    pt_jw_raw(&w, ",\"updated_at\":");
-    pt_jw_string(&w, t);
-    pt_jw_raw(&w, "}");
+    pt_jw_object_tail(&w, r->metadata, r->state == PT_STATE_FAILED, r->error_code, r->error_message,
+                      r->created_at, r->updated_at);
     return pt_jw_finish(&w);
 }
 

@@ -40,31 +40,27 @@
     " r.review_reason, r.created_at, r.updated_at FROM refunds r JOIN charges c"                   \
     " ON c.id = r.charge_id"
 
-/* A refund's patch: the charge's PATCH_SET with gateway_refund_no for the
- * trade number (?4, the action URL, unused). */
+/* A refund's patch: the charge's with gateway_refund_no for the trade
+ * number (?4, the action URL, unused). */
 #define REFUND_PATCH_SET                                                                           \
-    "updated_at = ?2, gateway_refund_no = coalesce(?3, gateway_refund_no),"                        \
-    " error_code = CASE WHEN ?5 IS NULL THEN error_code WHEN ?5 = '' THEN NULL ELSE ?5 END,"       \
-    " error_message = CASE WHEN ?6 IS NULL THEN error_message WHEN ?6 = '' THEN NULL ELSE ?6 END," \
-    " attempts = attempts + ?7,"                                                                   \
-    " next_attempt_at = CASE WHEN ?8 < 0 THEN next_attempt_at ELSE ?8 END,"                        \
-    " first_sent_at = CASE WHEN ?9 < 0 OR first_sent_at IS NOT NULL THEN first_sent_at"            \
-    " ELSE ?9 END"
+    "updated_at = ?2, gateway_refund_no = coalesce(?3, gateway_refund_no)," PATCH_REST
 
 /* Non-final states.  (An OR chain, not IN: see sql/001_init.sql.)  Queries
  * over them start at the connection's active floor (see active_floor()). */
 #define ACTIVE "(state = 'INIT' OR state = 'PROCESSING' OR state = 'PENDING' OR state = 'UNKNOWN')"
 
-/* The SET list of a patch: ?1 id, ?2 now, ?3..?9 the pt_charge_patch fields. */
-#define PATCH_SET                                                                                  \
-    "updated_at = ?2, gateway_trade_no = coalesce(?3, gateway_trade_no),"                          \
-    " action_url = coalesce(?4, action_url),"                                                      \
+/* The SET list of a patch: ?1 id, ?2 now, ?3..?9 the pt_charge_patch fields.
+ * PATCH_REST is what a charge's and a refund's patch share (?5..?9). */
+#define PATCH_REST                                                                                 \
     " error_code = CASE WHEN ?5 IS NULL THEN error_code WHEN ?5 = '' THEN NULL ELSE ?5 END,"       \
     " error_message = CASE WHEN ?6 IS NULL THEN error_message WHEN ?6 = '' THEN NULL ELSE ?6 END," \
     " attempts = attempts + ?7,"                                                                   \
     " next_attempt_at = CASE WHEN ?8 < 0 THEN next_attempt_at ELSE ?8 END,"                        \
     " first_sent_at = CASE WHEN ?9 < 0 OR first_sent_at IS NOT NULL THEN first_sent_at"            \
     " ELSE ?9 END"
+#define PATCH_SET                                                                                  \
+    "updated_at = ?2, gateway_trade_no = coalesce(?3, gateway_trade_no),"                          \
+    " action_url = coalesce(?4, action_url)," PATCH_REST
 
 /* "Still held by the caller": a key's lock is identified by when and by
  * whom it was taken, so a holder whose lock was recovered by another request
@@ -1610,9 +1606,15 @@ static void bind_patch(sqlite3_stmt *s, int64_t id, const struct pt_charge_patch
     sqlite3_bind_int64(s, 9, p->first_sent_at);
 }
 
-static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
+/*
+ * The conditional UPDATE for one set of allowed source states, prepared once
+ * per connection into cache[mask]: `update` up to "WHERE id = ?1 AND ",
+ * then the states.
+ */
+static sqlite3_stmt *cached_transition(struct pt_store *st, sqlite3_stmt **cache, unsigned mask,
+                                       const char *update)
 {
-    sqlite3_stmt *s = st->c->transition[mask];
+    sqlite3_stmt *s = cache[mask];
     if (s) {
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
@@ -1626,20 +1628,24 @@ static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
         if (mask & (1u << i))
             o += (size_t)snprintf(from + o, sizeof from - o, "%sstate = '%s'", o ? " OR " : "",
                                   pt_state_name((enum pt_state)i));
-    /* A final charge keeps no payment code (SPEC section 3): erased in the
-     * same UPDATE that makes it final. */
-    snprintf(sql, sizeof sql,
-             "UPDATE charges SET state = ?10, " PATCH_SET ","
-             " payment_code = CASE WHEN ?10 = 'SUCCESS' OR ?10 = 'FAILED' OR ?10 = 'CANCELED'"
-             " THEN NULL ELSE payment_code END"
-             " WHERE id = ?1 AND (%s)",
-             from);
+    snprintf(sql, sizeof sql, "%s(%s)", update, from);
     if (sqlite3_prepare_v3(st->c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
         pt_log_error("store: cannot prepare transition: %s", sqlite3_errmsg(st->c->db));
         return NULL;
     }
-    st->c->transition[mask] = s;
+    cache[mask] = s;
     return s;
+}
+
+static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
+{
+    /* A final charge keeps no payment code (SPEC section 3): erased in the
+     * same UPDATE that makes it final. */
+    return cached_transition(st, st->c->transition, mask,
+                             "UPDATE charges SET state = ?10, " PATCH_SET ","
+                             " payment_code = CASE WHEN ?10 = 'SUCCESS' OR ?10 = 'FAILED'"
+                             " OR ?10 = 'CANCELED' THEN NULL ELSE payment_code END"
+                             " WHERE id = ?1 AND ");
 }
 
 int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
@@ -2144,26 +2150,9 @@ int pt_store_refund_left(struct pt_store *st, int64_t charge_id, int64_t *left)
 
 static sqlite3_stmt *refund_transition_stmt(struct pt_store *st, unsigned mask)
 {
-    sqlite3_stmt *s = st->c->refund_transition[mask];
-    if (s) {
-        sqlite3_reset(s);
-        sqlite3_clear_bindings(s);
-        return s;
-    }
-    char sql[1024], from[256] = "";
-    size_t o = 0;
-    for (int i = 0; i < PT_STATE__COUNT; i++)
-        if (mask & (1u << i))
-            o += (size_t)snprintf(from + o, sizeof from - o, "%sstate = '%s'", o ? " OR " : "",
-                                  pt_state_name((enum pt_state)i));
-    snprintf(sql, sizeof sql,
-             "UPDATE refunds SET state = ?10, " REFUND_PATCH_SET " WHERE id = ?1 AND (%s)", from);
-    if (sqlite3_prepare_v3(st->c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
-        pt_log_error("store: cannot prepare refund transition: %s", sqlite3_errmsg(st->c->db));
-        return NULL;
-    }
-    st->c->refund_transition[mask] = s;
-    return s;
+    return cached_transition(st, st->c->refund_transition, mask,
+                             "UPDATE refunds SET state = ?10, " REFUND_PATCH_SET
+                             " WHERE id = ?1 AND ");
 }
 
 int pt_store_refund_transition(struct pt_store *st, int64_t id, unsigned from_mask,
