@@ -9,12 +9,13 @@
 #                on and off (docs/crash.md); CRASH_ONLY=ID replays one point,
 #                CRASH_WALVFS=on|off one setting, CRASH_KEEP=1 keeps its files
 #   make cross   aarch64 and armhf cross builds (unit tests under qemu)
+#   make deb     build/payterm_VERSION_ARCH.deb (SPEC 14; lintian-checked)
 #   make asan    the test suite under AddressSanitizer + UBSan
 #   make fuzz    short libFuzzer runs of every parser
 #   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test crash asan bench cross cross-aarch64 cross-armhf demo run fuzz format format-check clean
+.PHONY: all deps build test crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean
 
 all: build
 
@@ -51,6 +52,7 @@ cross: cross-aarch64 cross-armhf
 
 cross-aarch64:
 	@scripts/deps.sh cross
+	@scripts/sysroot.sh arm64
 	@cmake --preset aarch64 >/dev/null
 	@cmake --build --preset aarch64 -j $(JOBS)
 	ctest --preset aarch64
@@ -61,6 +63,17 @@ cross-armhf:
 	@cmake --preset armhf >/dev/null
 	@cmake --build --preset armhf -j $(JOBS)
 	ctest --preset armhf
+
+# The .deb (SPEC 14): the board build (no simulator), packaged with CPack.
+deb: deps
+	@scripts/deps.sh deb
+	@cmake --preset deb >/dev/null
+	@cmake --build --preset deb -j $(JOBS)
+	@rm -f build/deb/payterm_*.deb build/payterm_*.deb
+	@cd build/deb && cpack -G DEB
+	@cp build/deb/payterm_*.deb build/
+	@f=$$(ls build/payterm_*.deb) && lintian --fail-on error "$$f" && \
+	    echo "make deb: $$f ($$(du -k "$$f" | cut -f1) KiB; lintian: no errors)"
 
 demo: build
 	build/dev/firmware/payterm demo --dir build/demo

@@ -4,6 +4,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +18,8 @@ static void default_sink(void *ctx, enum pt_log_level level, const char *line)
 
 static pt_log_sink g_sink = default_sink;
 static void *g_ctx;
-static enum pt_log_level g_level = PT_LOG_INFO;
+/* Changed by a reload (SIGHUP) while other threads log. */
+static atomic_int g_level = PT_LOG_INFO;
 
 void pt_log_set_sink(pt_log_sink sink, void *ctx)
 {
@@ -27,12 +29,12 @@ void pt_log_set_sink(pt_log_sink sink, void *ctx)
 
 void pt_log_set_level(enum pt_log_level max_level)
 {
-    g_level = max_level;
+    atomic_store(&g_level, (int)max_level);
 }
 
 enum pt_log_level pt_log_get_level(void)
 {
-    return g_level;
+    return (enum pt_log_level)atomic_load(&g_level);
 }
 
 int pt_log_level_parse(const char *s, enum pt_log_level *out)
@@ -48,7 +50,7 @@ int pt_log_level_parse(const char *s, enum pt_log_level *out)
 
 void pt_log(enum pt_log_level level, const char *fmt, ...)
 {
-    if (level > g_level)
+    if ((int)level > atomic_load(&g_level))
         return;
     char line[1024];
     va_list ap;

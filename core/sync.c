@@ -42,7 +42,26 @@ struct pt_sync {
     pthread_mutex_t keys_mu;
     struct key_attempt attempts[KEY_ATTEMPTS];
     int64_t last_on_demand[PT_GW_MAX];
+    /* Monotonic ms of the drain's last step (a batch begun, a gateway
+     * answered or timed out): the watchdog's proof of life (SPEC 11). */
+    _Atomic int64_t drain_progress;
 };
+
+/* Set while this thread runs pt_sync_drain (call() counts as its progress). */
+static _Thread_local struct pt_sync *tl_drain;
+
+static void mark_progress(struct pt_sync *s)
+{
+    const struct pt_platform *p = s->opt.platform;
+    atomic_store(&s->drain_progress, p->mono_ms ? p->mono_ms(p->ctx) : 1);
+}
+
+static void drain_step(struct pt_sync *s)
+{
+    mark_progress(s);
+    if (s->opt.between)
+        s->opt.between(s->opt.ctx);
+}
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -201,6 +220,8 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
     struct pt_http_response resp = {0};
     rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
     pt_http_request_free(&req);
+    if (tl_drain == s)
+        mark_progress(s);
     memset(res, 0, sizeof *res);
     if (rc == PT_OK) {
         set_reach(s, c->gateway, 1);
@@ -817,7 +838,9 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
     int rc = PT_OK;
     int64_t cursor = 0; /* one walk through the due charges, by id */
+    tl_drain = s;
     for (;;) {
+        drain_step(s);
         int64_t now = now_ms(s);
         int n = 0;
         if ((rc = pt_store_charges_due(st, now, cursor, DRAIN_BATCH, batch, &n)) || n == 0)
@@ -878,7 +901,13 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
         rc = pt_store_refunds_next_due(st, &refunds_due);
     if (rc == PT_OK && refunds_due > 0 && (!stats->next_due || refunds_due < stats->next_due))
         stats->next_due = refunds_due;
+    tl_drain = NULL;
     return rc;
+}
+
+int64_t pt_sync_drain_progress_ms(const struct pt_sync *s)
+{
+    return atomic_load(&s->drain_progress);
 }
 
 /* One unauthenticated GET of the gateway's endpoint: any HTTP answer (404
@@ -1341,6 +1370,8 @@ static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct 
     struct pt_http_response resp = {0};
     rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
     pt_http_request_free(&req);
+    if (tl_drain == s)
+        mark_progress(s);
     if (rc == PT_OK) {
         set_reach(s, c->gateway, 1);
         learn_peer_key(s, gw, cfg, &resp);
@@ -1582,6 +1613,7 @@ static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip
     memcpy(down, skip, sizeof down);
     int64_t cursor = 0;
     for (;;) {
+        drain_step(s);
         int n = 0;
         if ((rc = pt_store_refunds_due(st, now_ms(s), cursor, DRAIN_BATCH, batch, &n)) || n == 0)
             break;

@@ -44,6 +44,10 @@ struct pt_sync_options {
      * logged (the key is trusted all the same). */
     int (*keep_peer_cert)(void *ctx, const char *gateway, const char *serial, const char *pem,
                           size_t len);
+    /* Called by a drain before each batch, holding no charge: where the
+     * daemon lets a configuration reload through (firmware/gate.h).  May be
+     * NULL. */
+    void (*between)(void *ctx);
 };
 
 struct pt_sync;
@@ -59,6 +63,11 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s);
 int pt_sync_reachable(void *s, const char *gateway);
 /* Asks the gateway now (pt_online_ops.probe): 1 when it answers. */
 int pt_sync_probe_one(void *s, const char *gateway);
+
+/* Monotonic ms at which a drain last moved (a batch begun, a gateway call
+ * returned); 0 before the first.  The watchdog's proof that the sync
+ * thread is alive. */
+int64_t pt_sync_drain_progress_ms(const struct pt_sync *s);
 
 /* True when every configured gateway is reachable (false with none). */
 int pt_sync_online(void *s);

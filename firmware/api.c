@@ -38,6 +38,7 @@
  *   must not be stopped while a connection is suspended).
  */
 #include "api.h"
+#include "gate.h"
 #include "buf.h"
 #include "charges.h"
 #include "refunds.h"
@@ -58,6 +59,8 @@
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -197,6 +200,9 @@ struct request {
     int too_big;
     int dispatched; /* handed to a worker */
     int64_t t0_us;
+    /* For the debug request log: libmicrohttpd's own strings, valid until
+     * the request completes. */
+    const char *log_method, *log_url;
     /* The answer: built by a handler, queued by the polling thread. */
     struct MHD_Response *resp;
     unsigned status;
@@ -271,6 +277,23 @@ static void conn_deadline(struct pt_api *api, struct conn *cs, int secs)
 
 /* ---- responses -------------------------------------------------------------- */
 
+/* SPEC 11: at debug, one line per request - method, path, status, time;
+ * never a body, a header or the query string.  The path is the client's:
+ * cut, and anything but printable ASCII shown as '?', so that it cannot
+ * forge log lines. */
+static void log_request(const struct request *rq, int status, int64_t us)
+{
+    char path[129];
+    const char *u = rq->log_url ? rq->log_url : "?";
+    size_t n = 0;
+    for (; u[n] && n < sizeof path - 1; n++)
+        path[n] = u[n] >= 0x20 && u[n] < 0x7f ? u[n] : '?';
+    path[n] = '\0';
+    pt_log_debug("http %s %s%s %d %lld.%03lld ms",
+                 rq->log_method && strlen(rq->log_method) < 16 ? rq->log_method : "?", path,
+                 u[n] ? "..." : "", status, (long long)(us / 1000), (long long)(us % 1000));
+}
+
 /* Keeps r as the request's answer (queued by flush() in the polling
  * thread); NULL (out of memory) leaves none, and the connection is closed. */
 static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Response *r)
@@ -281,7 +304,10 @@ static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Respon
         MHD_destroy_response(rq->resp);
     rq->resp = r;
     rq->status = (unsigned)status;
-    pt_metrics_http(status, mono_us() - rq->t0_us);
+    int64_t us = mono_us() - rq->t0_us;
+    pt_metrics_http(status, us);
+    if (pt_log_get_level() >= PT_LOG_DEBUG)
+        log_request(rq, status, us);
     return MHD_YES;
 }
 
@@ -1057,7 +1083,9 @@ static void serve(struct pt_job *job)
     struct request *rq = (struct request *)job;
     struct pt_api *api = rq->ln->api;
     tl_parked = 0;
+    pt_gate_enter(api->opt.gate);
     route(api, rq->conn, rq, rq->url, rq->method);
+    pt_gate_leave(api->opt.gate);
     if (tl_parked)
         return; /* a long-poll waits; rq is no longer ours to touch */
     struct MHD_Connection *conn = rq->conn;
@@ -1366,6 +1394,8 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn, const char 
         if (!rq)
             return MHD_NO;
         rq->t0_us = mono_us();
+        rq->log_method = method;
+        rq->log_url = url;
         rq->ln = ln;
         rq->cs = cs;
         *con_cls = rq;
@@ -1679,11 +1709,14 @@ static void *loop_main(void *p)
             pthread_cond_broadcast(&api->idle_cv);
             pthread_mutex_unlock(&api->mu);
         }
+        /* One round is one unit of work for a configuration reload. */
+        pt_gate_enter(api->opt.gate);
         MHD_run(ln->d);
         /* Connections resumed here are sent their answers by the next round
          * (which may read new requests for the next batch); it runs at once,
          * after a look at the stop's requests. */
         again = settle_batch(ln);
+        pt_gate_leave(api->opt.gate);
     }
     close(ep);
     return NULL;
@@ -1882,4 +1915,68 @@ void pt_api_stop(struct pt_api *api)
     pthread_cond_destroy(&api->idle_cv);
     pthread_mutex_destroy(&api->mu);
     free(api);
+}
+
+/* ---- the watchdog's probe ------------------------------------------------------------------- */
+
+/* Waits for fd to be ready for events until deadline (monotonic ms). */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - pt_host_mono_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, (int)left);
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return 0;
+    }
+}
+
+int pt_api_probe(struct pt_api *api, int timeout_ms)
+{
+    const union MHD_DaemonInfo *di =
+        api->main.d ? MHD_get_daemon_info(api->main.d, MHD_DAEMON_INFO_LISTEN_FD) : NULL;
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (!di || getsockname(di->listen_fd, (struct sockaddr *)&sa, &sl) != 0)
+        return 0;
+    /* A wildcard address is asked on the loopback. */
+    if (sa.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+        if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+            in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else if (sa.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+        if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+            in6->sin6_addr = in6addr_loopback;
+    }
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int64_t deadline = pt_host_mono_ms() + timeout_ms;
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: payterm\r\nConnection: close\r\n\r\n";
+    char got[16];
+    size_t have = 0;
+    int ok = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sl) == 0 || errno == EINPROGRESS) {
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (wait_fd(fd, POLLOUT, deadline) &&
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0 &&
+            send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1)) {
+            /* Any status line will do: a 503 (storage) still answers. */
+            while (have < 9 && wait_fd(fd, POLLIN, deadline)) {
+                ssize_t n = recv(fd, got + have, 9 - have, 0);
+                if (n <= 0)
+                    break;
+                have += (size_t)n;
+            }
+            ok = have == 9 && memcmp(got, "HTTP/1.", 7) == 0;
+        }
+    }
+    close(fd);
+    return ok;
 }

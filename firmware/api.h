@@ -37,6 +37,8 @@ struct pt_api_hooks {
     void *ctx;
 };
 
+struct pt_gate;
+
 struct pt_api_options {
     const struct pt_config *cfg;
     const char *db_path;
@@ -45,6 +47,9 @@ struct pt_api_options {
     struct pt_api_hooks hooks;
     const char *token;   /* bearer token, NULL = none */
     size_t thread_stack; /* bytes for each HTTP thread; 0 = the libc default */
+    /* Each listener round and each worker's request is a unit of work of
+     * this gate: the configuration changes only between them.  NULL: none. */
+    struct pt_gate *gate;
 };
 
 struct pt_api;
@@ -55,6 +60,10 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
 /* Stops accepting, lets in-flight requests finish, wakes long-polls, closes
  * the database connections.  Accepts NULL. */
 void pt_api_stop(struct pt_api *api);
+
+/* The watchdog's question (SPEC 11): does the main listener answer
+ * GET /healthz within timeout_ms?  1 yes, 0 no.  Blocks the caller. */
+int pt_api_probe(struct pt_api *api, int timeout_ms);
 
 /* Wakes long-polling readers of /v1/events (an event was committed). */
 void pt_api_feed_wake(void *api);

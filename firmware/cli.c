@@ -43,9 +43,9 @@ int pt_cli_take_config(struct pt_cli_common *c, int argc, char **argv, int *i)
     return 1;
 }
 
-int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
+int pt_cli_read_config(const struct pt_cli_common *c, struct pt_config *cfg, char *err,
+                       size_t errlen)
 {
-    char err[512];
     const char *def = DEFAULT_CONFIG;
     const char *const *paths = c->configs;
     int n = c->nconfigs;
@@ -53,7 +53,13 @@ int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
         paths = &def;
         n = 1;
     }
-    if (pt_config_load(paths, n, cfg, err, sizeof err) != PT_OK) {
+    return pt_config_load(paths, n, cfg, err, errlen) == PT_OK ? 0 : -1;
+}
+
+int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
+{
+    char err[512];
+    if (pt_cli_read_config(c, cfg, err, sizeof err) != 0) {
         fprintf(stderr, "payterm: %s\n", err);
         return -1;
     }

@@ -52,6 +52,9 @@ int pt_cli_parse(const char *cmd, const char *help, int argc, char **argv, struc
  * /etc/payterm/payterm.json when none was given and it exists.  Prints the
  * error and returns non-zero on failure. */
 int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg);
+/* The same, quietly: 0, or -1 with the sentence in err (SIGHUP's reload). */
+int pt_cli_read_config(const struct pt_cli_common *c, struct pt_config *cfg, char *err,
+                       size_t errlen);
 
 /* Prints "payterm <cmd>: <message>" to stderr. */
 #if defined(__GNUC__)

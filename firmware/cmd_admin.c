@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 #include "daemon.h"
+#include "metrics.h"
 #include "err.h"
 #include "host.h"
 #include "idem.h"
@@ -23,14 +24,31 @@ int pt_cmd_init(int argc, char **argv)
         "every key and secret file, every configured gateway's keys, a tls.ca_file that\n"
         "holds no certificate; lists every problem at once.  Then creates data_dir and\n"
         "the database if needed and migrates it to the current schema. Safe to run\n"
-        "again.\n";
-    struct pt_cli_args args = {.maxpos = 0};
+        "again.\n\n"
+        "  --check-gateways  only say whether a gateway is configured, for systemd's\n"
+        "                    ExecCondition=: exit 0 when at least one is, 1 when none\n"
+        "                    (the unit is skipped, not failed), 255 when the\n"
+        "                    configuration cannot be read (the unit fails)\n";
+    static const char *const flags[] = {"--check-gateways", NULL};
+    struct pt_cli_args args = {.maxpos = 0, .flags = flags};
     int r = pt_cli_parse("init", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~30 KiB: off the stack */
     if (pt_cli_load_config(&args.common, &cfg))
-        return PT_EXIT_FAIL;
+        return args.flag_set[0] ? 255 : PT_EXIT_FAIL;
+    if (args.flag_set[0]) {
+        int n = 0;
+        for (int i = 0; i < pt_gateway_count(); i++)
+            n += pt_config_gateway_configured(&cfg, pt_metric_gateway_name(i)) != 0;
+        if (n == 0) {
+            pt_cli_error("init", "no gateway is configured (gateways in the configuration is "
+                                 "empty): payterm stays stopped until one is");
+            return PT_EXIT_FAIL;
+        }
+        printf("%d gateway(s) configured\n", n);
+        return PT_EXIT_OK;
+    }
     char err[4096];
     if (pt_daemon_check(&cfg, err, sizeof err) != PT_OK) {
         pt_cli_error("init", "%s", err);

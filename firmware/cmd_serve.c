@@ -9,7 +9,14 @@
  *
  * SIGTERM/SIGINT: stop accepting, let requests in flight finish and commit,
  * stop the sync engine, close the database, exit 0.  SIGHUP: reopen the log
- * file (--log-file) or reconnect to syslog.
+ * file (--log-file) or reconnect to syslog, then read the configuration
+ * files again (pt_daemon_reload: the live keys change, the others are named
+ * and kept, a broken file changes nothing).
+ *
+ * systemd's watchdog (WATCHDOG_USEC) is fed only while the daemon is well
+ * (SPEC 11): the HTTP listener answers GET /healthz and the sync thread has
+ * moved within half the interval.  A daemon that is not is left to be
+ * restarted, with STATUS= saying why.
  */
 #include "api.h"
 #include "cli.h"
@@ -42,9 +49,14 @@ static const char help[] =
     "usage: payterm serve [-c FILE]... [--log-file FILE] [--syslog]\n\n"
     "Runs the daemon in the foreground: the local HTTP API (listen, notify_listen),\n"
     "the sync engine, the hourly sweep of expired idempotency records.\n"
-    "Logs go to stderr, to FILE (reopened on SIGHUP) or to syslog.\n"
-    "SIGTERM/SIGINT stop it gracefully. With NOTIFY_SOCKET set it tells systemd\n"
-    "READY=1 and feeds the watchdog (WATCHDOG_USEC).\n"
+    "Logs go to stderr, to FILE (reopened on SIGHUP) or to syslog; each line starts\n"
+    "with an RFC 3339 UTC time and the level (<N> priorities under journald).\n"
+    "SIGTERM/SIGINT stop it gracefully. SIGHUP reopens the log and reloads the\n"
+    "configuration: log_level, limits, offline limits, sync timing and gateway keys\n"
+    "and endpoints change at once; a key that needs a restart is named and kept; a\n"
+    "broken file is refused whole. With NOTIFY_SOCKET set it tells systemd READY=1\n"
+    "and STATUS= (the queue), and feeds the watchdog (WATCHDOG_USEC) only while the\n"
+    "HTTP listener answers and the sync thread moves.\n"
     "One daemon per data_dir: a second one exits 1 naming the PID that holds\n"
     "DATA_DIR/payterm.lock. PAYTERM_THREAD_STACK_KIB=N (32-65536) sets every thread's\n"
     "stack (default 256 KiB).\n";
@@ -67,6 +79,49 @@ static void sd_notify_send(const char *msg)
     if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, len) < 0)
         pt_log_warn("sd_notify: %s", strerror(errno));
     close(fd);
+}
+
+/* WATCHDOG_USEC, when the watchdog is ours (WATCHDOG_PID unset or this
+ * process); 0 = no watchdog. */
+static int64_t watchdog_usec(void)
+{
+    const char *pid = getenv("WATCHDOG_PID");
+    if (pid && *pid && atoll(pid) != (long long)getpid())
+        return 0;
+    const char *wd = getenv("WATCHDOG_USEC");
+    long long v = wd ? atoll(wd) : 0;
+    return v > 0 ? v : 0;
+}
+
+/* The status systemd shows; sent when it changed. */
+static void send_status(struct pt_daemon *d, const char *unwell)
+{
+    static char last[256];
+    char line[200], msg[256];
+    if (unwell)
+        snprintf(line, sizeof line, "not well: %s", unwell);
+    else
+        pt_daemon_status_line(d, line, sizeof line);
+    snprintf(msg, sizeof msg, "STATUS=%s", line);
+    if (strcmp(msg, last) != 0) {
+        sd_notify_send(msg);
+        snprintf(last, sizeof last, "%s", msg);
+    }
+}
+
+/* SIGHUP: the same files again; a broken one changes nothing. */
+static void reload(struct pt_daemon *d, const struct pt_cli_common *c)
+{
+    struct pt_config *cfg = malloc(sizeof *cfg);
+    char err[4096];
+    if (!cfg) {
+        pt_log_error("reload: out of memory; the running configuration stays");
+        return;
+    }
+    if (pt_cli_read_config(c, cfg, err, sizeof err) != 0 ||
+        pt_daemon_reload(d, cfg, err, sizeof err) != PT_OK)
+        pt_log_error("reload: the new configuration is refused, the running one stays: %s", err);
+    free(cfg);
 }
 
 /* ---- logging to a file, reopened on SIGHUP ---------------------------------- */
@@ -135,7 +190,9 @@ int pt_cmd_serve(int argc, char **argv)
     }
 #endif
 
-    struct pt_config cfg;
+    /* Static: a configuration is some 30 KiB (the main thread's frame stays
+     * within the budget every thread keeps, CMakeLists.txt). */
+    static struct pt_config cfg;
     if (pt_cli_load_config(&c, &cfg))
         return PT_EXIT_FAIL;
     pt_log_set_level(cfg.log_level);
@@ -159,15 +216,21 @@ int pt_cmd_serve(int argc, char **argv)
     pt_log_info("payterm %s serving on %s%s%s", PT_VERSION, cfg.listen,
                 cfg.notify_listen[0] ? ", notifications on " : "", cfg.notify_listen);
     sd_notify_send("READY=1");
+    send_status(d, NULL);
 
-    int64_t watchdog_ms = 0;
-    const char *wd = getenv("WATCHDOG_USEC");
-    if (wd && atoll(wd) > 0)
-        watchdog_ms = atoll(wd) / 2000; /* feed at half the interval */
+    /* Fed at half the interval, never more than once a second; the sync
+     * thread may go as long as that without a step before we stop feeding
+     * (its gateway calls end within sync.request_timeout_ms). */
+    int64_t watchdog_ms = watchdog_usec() / 2000;
     if (watchdog_ms > 0 && watchdog_ms < 1000)
-        watchdog_ms = 1000; /* never wake more than once a second */
+        watchdog_ms = 1000;
+    if (watchdog_ms && watchdog_ms <= cfg.sync_request_timeout_ms)
+        pt_log_warn("watchdog: half of WatchdogSec (%lld ms) is not longer than "
+                    "sync.request_timeout_ms (%lld): a slow gateway may get the daemon restarted",
+                    (long long)watchdog_ms, (long long)cfg.sync_request_timeout_ms);
     int64_t next_sweep = pt_host_mono_ms() + SWEEP_INTERVAL_MS;
     int64_t next_watchdog = watchdog_ms ? pt_host_mono_ms() + watchdog_ms : 0;
+    int unwell = 0;
 
     for (;;) {
         int64_t now = pt_host_mono_ms();
@@ -176,20 +239,39 @@ int pt_cmd_serve(int argc, char **argv)
             next_sweep = now + SWEEP_INTERVAL_MS;
         }
         if (next_watchdog && now >= next_watchdog) {
-            sd_notify_send("WATCHDOG=1");
-            next_watchdog = now + watchdog_ms;
+            char why[200];
+            if (pt_daemon_healthy(d, watchdog_ms, why, sizeof why)) {
+                sd_notify_send("WATCHDOG=1");
+                if (unwell)
+                    pt_log_info("watchdog: well again, feeding it");
+                unwell = 0;
+                send_status(d, NULL);
+            } else {
+                if (!unwell)
+                    pt_log_error("watchdog: not fed: %s", why);
+                unwell = 1;
+                send_status(d, why);
+            }
+            next_watchdog = pt_host_mono_ms() + watchdog_ms;
         }
         int64_t wake = next_sweep;
         if (next_watchdog && next_watchdog < wake)
             wake = next_watchdog;
-        int64_t ms = wake - now;
+        int64_t ms = wake - pt_host_mono_ms();
+        if (ms < 0)
+            ms = 0;
         struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
         int sig = sigtimedwait(&sigs, NULL, &ts);
         if (sig == SIGHUP) {
-            pt_log_info("SIGHUP: reopening logs");
+            pt_log_info("SIGHUP: reopening logs, reloading the configuration");
             if (use_syslog)
                 pt_linux_log_use_syslog(1);
             reopen_log();
+            pt_linux_log_detect();
+            sd_notify_send("RELOADING=1");
+            reload(d, &c);
+            sd_notify_send("READY=1");
+            send_status(d, NULL);
         } else if (sig == SIGTERM || sig == SIGINT) {
             pt_log_info("%s: finishing requests in flight and stopping",
                         sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "config_load.h"
 #include "crypto.h"
+#include "gate.h"
 #include "err.h"
 #include "host.h"
 #include "linux.h"
@@ -60,7 +61,15 @@ struct pt_daemon {
     struct pt_syncer *syncer; /* guarded by mu: HTTP threads wake it */
     pthread_mutex_t mu;
     int lock_fd; /* <data_dir>/payterm.lock, flock()ed while we run; -1 none */
+    /* cfg and gw[] change only with the gate closed (pt_daemon_reload). */
+    struct pt_gate *gate;
 };
+
+static void between(void *p)
+{
+    struct pt_daemon *d = p;
+    pt_gate_pass(d->gate);
+}
 
 static int random_cb(void *ctx, void *buf, size_t len)
 {
@@ -120,8 +129,11 @@ static void load_peer_certs(struct pt_daemon *d)
 /* Starts the sync engine with the gateways load_files() loaded. */
 static int start_sync(struct pt_daemon *d, char *err, size_t errlen)
 {
-    struct pt_sync_options so = {
-        .cfg = &d->cfg, .wake = wake_syncer, .ctx = d, .keep_peer_cert = keep_peer_cert};
+    struct pt_sync_options so = {.cfg = &d->cfg,
+                                 .wake = wake_syncer,
+                                 .ctx = d,
+                                 .keep_peer_cert = keep_peer_cert,
+                                 .between = between};
     for (int i = 0; i < pt_gateway_count(); i++) {
         if (!d->gw[i].name[0])
             continue;
@@ -427,6 +439,10 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     d->cfg = *cfg;
     d->lock_fd = -1;
     pthread_mutex_init(&d->mu, NULL);
+    if ((rc = pt_gate_new(&d->gate)) != PT_OK) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     size_t stack = 0;
     if ((rc = thread_stack(&stack, err, errlen)) != PT_OK)
         goto fail;
@@ -472,14 +488,15 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         .hooks = {.sync_now = wake_syncer, .online = online, .notify = notify, .ctx = d},
         .token = d->token[0] ? d->token : NULL,
         .thread_stack = stack,
+        .gate = d->gate,
     };
     if (d->ngw)
         ao.intake.online = pt_sync_online_ops(d->sync);
     if ((rc = pt_api_start(&ao, &d->api, err, errlen)) != PT_OK)
         goto fail;
     struct pt_syncer *y = NULL;
-    rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, d->writer, stack, pt_api_feed_wake, d->api,
-                         &y);
+    rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, d->writer, d->gate, stack, pt_api_feed_wake,
+                         d->api, &y);
     pthread_mutex_lock(&d->mu);
     d->syncer = y;
     pthread_mutex_unlock(&d->mu);
@@ -521,7 +538,155 @@ void pt_daemon_stop(struct pt_daemon *d)
     pt_store_writer_destroy(d->writer);
     pt_zeroize(d->token, sizeof d->token);
     pthread_mutex_destroy(&d->mu);
+    pt_gate_free(d->gate);
     if (d->lock_fd >= 0)
         close(d->lock_fd); /* the lock goes with it; the file stays */
     free(d);
+}
+
+/* ---- SIGHUP: a new configuration ------------------------------------------------------------ */
+
+/* A key that cannot change while the daemon runs: named, and kept. */
+static int keep_old(const char *key, int changed)
+{
+    if (changed)
+        pt_log_warn("reload: %s changed; it needs a restart and keeps its running value", key);
+    return changed;
+}
+
+/*
+ * Copies into nc, from the running configuration, every key that needs a
+ * restart (SPEC 11): where the database and the lock are, what is listened
+ * on, the API token, the storage settings, the trust store libcurl holds,
+ * the idempotency timing the API copied at start, and which gateways exist
+ * (the sync engine, the transport and the online path were built for
+ * them).  Returns how many were named.
+ */
+static int keep_restart_keys(const struct pt_config *old, struct pt_config *nc,
+                             struct pt_gw_config gw[PT_GW_MAX])
+{
+    int n = 0;
+#define KEEP_STR(key, f)                                                                           \
+    do {                                                                                           \
+        n += keep_old(key, strcmp(old->f, nc->f) != 0);                                            \
+        memcpy(nc->f, old->f, sizeof nc->f);                                                       \
+    } while (0)
+#define KEEP_NUM(key, f)                                                                           \
+    do {                                                                                           \
+        n += keep_old(key, old->f != nc->f);                                                       \
+        nc->f = old->f;                                                                            \
+    } while (0)
+    KEEP_STR("data_dir", data_dir);
+    KEEP_STR("listen", listen);
+    KEEP_STR("notify_listen", notify_listen);
+    KEEP_STR("api_token_file", api_token_file);
+    KEEP_STR("tls.ca_file", ca_file);
+    KEEP_NUM("storage.synchronous", synchronous_normal);
+    KEEP_NUM("storage.wal_vfs", wal_vfs_off);
+    KEEP_NUM("idempotency.ttl_s", idem_ttl_s);
+    KEEP_NUM("idempotency.lock_timeout_s", idem_lock_timeout_s);
+#undef KEEP_STR
+#undef KEEP_NUM
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        const char *name = pt_metric_gateway_name(i);
+        int was = pt_config_gateway_configured(old, name),
+            is = pt_config_gateway_configured(nc, name);
+        if (was == is)
+            continue;
+        char key[48];
+        snprintf(key, sizeof key, "gateways.%s (%s)", name, was ? "removed" : "added");
+        n += keep_old(key, 1);
+        nc->gw[i] = old->gw[i];
+        if (gw[i].name[0])
+            pt_gw_config_free(&gw[i]);
+        memset(&gw[i], 0, sizeof gw[i]);
+    }
+    return n;
+}
+
+int pt_daemon_reload(struct pt_daemon *d, const struct pt_config *in, char *err, size_t errlen)
+{
+    struct pt_config *nc = malloc(sizeof *nc);
+    struct pt_gw_config *gw = calloc(PT_GW_MAX, sizeof *gw);
+    char token[256] = "";
+    int rc = PT_ENOMEM;
+    if (!nc || !gw) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    *nc = *in;
+    /* Everything serve would refuse in the new files, before anything
+     * changes: a refused file changes nothing. */
+    rc = load_files(nc, token, sizeof token, gw, err, errlen);
+    pt_zeroize(token, sizeof token);
+    if (rc != PT_OK)
+        goto out;
+    int kept = keep_restart_keys(&d->cfg, nc, gw);
+    for (int i = 0; i < pt_gateway_count(); i++)
+        if (gw[i].name[0] && gw[i].peer_keys)
+            pt_peer_certs_load(d->cfg.data_dir, gw[i].name, gw[i].peer_keys, random_cb, NULL);
+
+    pt_gate_close(d->gate);
+    d->cfg = *nc;
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        if (!gw[i].name[0])
+            continue;
+        struct pt_gw_config t = d->gw[i];
+        d->gw[i] = gw[i];
+        gw[i] = t; /* the old keys, freed below, after the gate opened */
+    }
+    pt_log_set_level(d->cfg.log_level);
+    pt_gate_open(d->gate);
+    pt_log_info("reload: configuration reloaded (log_level, limits, offline limits, sync timing, "
+                "gateway keys and endpoints)%s",
+                kept ? "; the keys named above keep their running values until a restart" : "");
+out:
+    if (gw)
+        for (int i = 0; i < pt_gateway_count(); i++)
+            if (gw[i].name[0])
+                pt_gw_config_free(&gw[i]);
+    free(gw);
+    if (nc)
+        pt_zeroize(nc, sizeof *nc);
+    free(nc);
+    return rc;
+}
+
+/* ---- health, for the watchdog ---------------------------------------------------------------- */
+
+#define PROBE_TIMEOUT_MS 2000
+
+int pt_daemon_healthy(struct pt_daemon *d, int64_t stall_ms, char *why, size_t len)
+{
+    pthread_mutex_lock(&d->mu);
+    int64_t stalled = d->syncer ? pt_syncer_stalled_ms(d->syncer, pt_host_mono_ms()) : 0;
+    pthread_mutex_unlock(&d->mu);
+    if (stalled > stall_ms) {
+        snprintf(why, len, "the sync thread has made no progress for %lld s",
+                 (long long)(stalled / 1000));
+        return 0;
+    }
+    int probe = stall_ms < PROBE_TIMEOUT_MS ? (int)stall_ms : PROBE_TIMEOUT_MS;
+    if (!pt_api_probe(d->api, probe)) {
+        snprintf(why, len, "the HTTP listener %s does not answer GET /healthz within %d ms",
+                 d->cfg.listen, probe);
+        return 0;
+    }
+    return 1;
+}
+
+int pt_daemon_status_line(struct pt_daemon *d, char *out, size_t len)
+{
+    struct pt_store_stats s;
+    int rc = pt_store_stats(d->st, 0, &s);
+    if (rc != PT_OK) {
+        snprintf(out, len, "serving; storage: %s", pt_strerror(rc));
+        return rc;
+    }
+    snprintf(out, len, "serving; %lld queued, %lld in progress, %lld in review",
+             (long long)s.by_state[PT_STATE_INIT],
+             (long long)(s.by_state[PT_STATE_PROCESSING] + s.by_state[PT_STATE_UNKNOWN] +
+                         s.by_state[PT_STATE_PENDING]),
+             (long long)s.review);
+    return PT_OK;
 }

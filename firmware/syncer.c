@@ -3,14 +3,18 @@
  */
 #include "syncer.h"
 #include "err.h"
+#include "gate.h"
 #include "host.h"
 #include "linux.h"
 #include "log.h"
+#include "pt_config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct pt_syncer {
     struct pt_sync *sync;
@@ -20,7 +24,39 @@ struct pt_syncer {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     int wake, stop;
+    struct pt_gate *gate; /* a pass is one unit of work; its batches let a reload in */
+    /* Monotonic ms of the pass's last step (begun, probed, keys fetched);
+     * 0 while the thread sleeps between passes. */
+    _Atomic int64_t busy;
+    const char *stall_file; /* test hook, desktop builds: see stall() */
 };
+
+int64_t pt_syncer_stalled_ms(struct pt_syncer *y, int64_t now)
+{
+    int64_t last = atomic_load(&y->busy);
+    if (!last)
+        return 0; /* asleep, waiting for work: healthy */
+    int64_t moved = pt_sync_drain_progress_ms(y->sync);
+    if (moved > last)
+        last = moved;
+    return now > last ? now - last : 0;
+}
+
+static void step(struct pt_syncer *y)
+{
+    atomic_store(&y->busy, pt_host_mono_ms());
+}
+
+/* PAYTERM_TEST_SYNC_STALL_FILE (desktop builds): while that file exists, a
+ * pass hangs at its start - the stuck sync thread the watchdog must notice
+ * (tests/integration/test_service.sh). */
+static void stall(struct pt_syncer *y)
+{
+    while (y->stall_file && access(y->stall_file, F_OK) == 0) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 void pt_syncer_wake(void *p)
 {
@@ -53,7 +89,6 @@ static int64_t wipe(struct pt_syncer *y, int64_t now, int64_t not_before, int *a
 static void *run(void *p)
 {
     struct pt_syncer *y = p;
-    int64_t interval = y->cfg->sync_interval_s * 1000;
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
@@ -88,11 +123,17 @@ static void *run(void *p)
         if (stop)
             break;
 
+        step(y);
+        pt_gate_enter(y->gate);
+        stall(y);
+        /* sync.interval_s may change with a reload (SIGHUP). */
+        int64_t interval = y->cfg->sync_interval_s * 1000;
         /* Probing an unreachable gateway costs a connection attempt: at most
          * once per interval, however often new charges wake us. */
         if (pt_host_mono_ms() >= next_probe) {
             pt_sync_probe(y->sync);
             next_probe = pt_host_mono_ms() + interval;
+            step(y);
         }
         /* Rotating gateway keys (SPEC 8): a failed download is tried again
          * after a few minutes, not at every pass. */
@@ -100,6 +141,7 @@ static void *run(void *p)
             next_keys = pt_host_mono_ms() + (pt_sync_refresh_keys(y->sync) == PT_OK
                                                  ? PT_SYNC_KEYS_INTERVAL_MS
                                                  : PT_SYNC_KEYS_RETRY_MS);
+        step(y);
         struct pt_drain_stats ds;
         int rc = pt_sync_drain(y->sync, y->st, &ds);
         if (rc)
@@ -109,6 +151,8 @@ static void *run(void *p)
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
         int down = pt_sync_any_down(y->sync);
         next_wipe = wipe(y, pt_host_mono_ms(), next_wipe, &wipe_at_start);
+        pt_gate_leave(y->gate);
+        atomic_store(&y->busy, 0);
 
         /* Next pass: when the earliest charge is due, never sooner than a
          * second from now (no busy loop), and every interval while a gateway
@@ -141,14 +185,19 @@ static void *run(void *p)
 }
 
 int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
-                    struct pt_store_writer *writer, size_t stack_bytes, void (*event_hook)(void *),
-                    void *hook_ctx, struct pt_syncer **out)
+                    struct pt_store_writer *writer, struct pt_gate *gate, size_t stack_bytes,
+                    void (*event_hook)(void *), void *hook_ctx, struct pt_syncer **out)
 {
     struct pt_syncer *y = calloc(1, sizeof *y);
     if (!y)
         return PT_ENOMEM;
     y->sync = sync;
     y->cfg = cfg;
+    y->gate = gate;
+#if PT_WITH_SIM
+    const char *sf = getenv("PAYTERM_TEST_SYNC_STALL_FILE");
+    y->stall_file = sf && *sf ? sf : NULL;
+#endif
     char err[1024];
     struct pt_store_options o = {.path = db_path, .synchronous_normal = cfg->synchronous_normal};
     int rc = pt_store_open(&o, &y->st, err, sizeof err);

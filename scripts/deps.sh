@@ -1,11 +1,13 @@
 #!/bin/sh
 # deps.sh - make sure the Debian packages payterm needs are installed.
 #
-# usage: scripts/deps.sh [base|cross|fuzz|bench]...
-#   base  (default) compiler, CMake and the -dev libraries, test tools
-#   cross aarch64 cross compiler, the :arm64 -dev packages, qemu
-#   armhf armhf cross compiler, qemu and the build tools; the armhf libraries
+# usage: scripts/deps.sh [base|cross|armhf|deb|fuzz|bench|lint]...
+#   base  (default) compiler, CMake and the -dev libraries, test tools (BusyBox
+#         for the init script's test, systemd for systemd-analyze on the unit)
+#   cross aarch64 cross compiler, qemu and the build tools; the arm64 libraries
 #         come from scripts/sysroot.sh (a private sysroot, no dpkg architecture)
+#   armhf the same for armhf
+#   deb   what `make deb` needs: dpkg-dev (shlibdeps), fakeroot, file, lintian
 #   fuzz  clang with libFuzzer
 #   bench binutils (strip, for the binary size figure), strace (fsyncs per online charge)
 #   lint  clang-format (the layout .clang-format describes; .ci/run checks it)
@@ -14,14 +16,15 @@
 set -eu
 
 base="gcc libc6-dev cmake make pkg-config libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev
-libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps"
-cross="gcc-aarch64-linux-gnu qemu-user-static cmake make pkg-config libsqlite3-dev:arm64 libmbedtls-dev:arm64
-libcurl4-openssl-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libcmocka-dev:arm64"
+libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps busybox systemd"
+cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make pkg-config
+ca-certificates"
 armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make pkg-config
 ca-certificates"
 fuzz="clang libclang-rt-14-dev"
 bench="binutils strace"
 lint="clang-format"
+deb="dpkg-dev fakeroot file lintian"
 
 want=""
 [ $# -eq 0 ] && set -- base
@@ -33,7 +36,8 @@ for set in "$@"; do
     fuzz) want="$want $fuzz" ;;
     bench) want="$want $bench" ;;
     lint) want="$want $lint" ;;
-    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, fuzz, bench, lint)" >&2; exit 2 ;;
+    deb) want="$want $deb" ;;
+    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, deb, fuzz, bench, lint)" >&2; exit 2 ;;
     esac
 done
 

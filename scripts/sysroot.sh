@@ -1,33 +1,38 @@
 #!/bin/sh
-# sysroot.sh - a private target sysroot for the cross build, made of Debian's
-# own armhf packages, without installing anything through dpkg.
+# sysroot.sh - a private target sysroot for a cross build, made of Debian's
+# own packages for that architecture, without installing anything through dpkg.
 #
-# usage: scripts/sysroot.sh [armhf]        (the only target so far)
+# usage: scripts/sysroot.sh armhf|arm64        (armhf when omitted)
 #
-# The result is build/sysroot-armhf/ (PT_SYSROOT overrides): the -dev packages
-# payterm links against and their run-time library closure, unpacked with
-# `dpkg -x`, plus links to the cross toolchain's C library so that the same
-# directory serves as qemu-arm's -L prefix.  toolchains/arm-linux-gnueabihf.cmake
-# uses it.
+# The result is build/sysroot-<target>/ (PT_SYSROOT overrides): the -dev
+# packages payterm links against and their run-time library closure, unpacked
+# with `dpkg -x`, plus links to the cross toolchain's C library
+# (libc6-dev-<target>-cross, in /usr/<triplet>) so that the same directory
+# serves as qemu's -L prefix.  toolchains/arm-linux-gnueabihf.cmake (armhf) and
+# toolchains/aarch64-linux-gnu.cmake (arm64) use it.
 #
-# Why not multiarch (dpkg --add-architecture armhf) as for aarch64?  A mirror
-# whose bookworm-security armhf index is out of sync with its amd64 one leaves
-# the :armhf libraries at main-archive versions while their Multi-Arch: same
-# amd64 twins (libssl3, ...) are at security versions, and apt refuses the
-# install ("held broken packages"); the broken index also aborts later
-# `apt-get update`s.  Here apt runs with its own architecture, lists, cache and
-# an empty dpkg status, so the host's dpkg/apt state is never touched (no root
-# needed either), and a failing security index only means main-archive
-# versions inside this private sysroot.
+# Why not multiarch (dpkg --add-architecture armhf|arm64)?  The :<target>
+# libraries are Multi-Arch: same with the host's own amd64 packages and must
+# be at exactly their versions, so installing them upgrades the host's own
+# libssl3, libgnutls30, ... on a shared machine - or, on a mirror whose
+# bookworm-security armhf index is out of sync with its amd64 one, apt refuses
+# the install ("held broken packages") and the broken index aborts every
+# later `apt-get update`.  Here apt runs with its own architecture, lists,
+# cache and an empty dpkg status, so the host's dpkg/apt state is never
+# touched (no root needed either), and a failing security index only means
+# main-archive versions inside this private sysroot.
 #
 # Re-running is quick: nothing is done while the stamp matches this script and
-# the package list.  `rm -rf build/sysroot-armhf` to rebuild.
+# the package list.  `rm -rf build/sysroot-<target>` to rebuild.
 set -eu
 
 arch=${1:-armhf}
+# The Debian architecture, its GNU triplet and the scripts/deps.sh set that
+# installs its cross compiler and C library.
 case "$arch" in
-armhf) triplet=arm-linux-gnueabihf ;;
-*) echo "sysroot.sh: unknown target '$arch' (armhf)" >&2; exit 2 ;;
+armhf) triplet=arm-linux-gnueabihf deps=armhf ;;
+arm64) triplet=aarch64-linux-gnu deps=cross ;;
+*) echo "sysroot.sh: unknown target '$arch' (armhf, arm64)" >&2; exit 2 ;;
 esac
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +41,7 @@ work=$out.work                         # apt's private state, lists and .debs
 # What payterm builds against (scripts/deps.sh base, the :$arch versions).
 pkgs="libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
 libcmocka-dev"
-# Provided by the cross toolchain (libc6-dev-armhf-cross, libgcc-s1-armhf-cross)
+# Provided by the cross toolchain (libc6-dev-$arch-cross, libgcc-s1-$arch-cross)
 # or not needed to link and run: never unpacked into the sysroot.
 skip="libc6 libc6-dev libgcc-s1 gcc-12-base libcrypt1 libcrypt-dev libnsl2 libnsl-dev
 libtirpc3 libtirpc-dev libtirpc-common linux-libc-dev rpcsvc-proto libc-dev-bin
@@ -54,8 +59,11 @@ for tool in apt-get dpkg-deb; do
     command -v $tool >/dev/null || { echo "sysroot.sh: needs $tool (Debian)" >&2; exit 1; }
 done
 cross_lib=/usr/$triplet/lib
-if [ ! -e "$cross_lib/libc.so.6" ]; then
-    echo "sysroot.sh: no cross C library in $cross_lib (scripts/deps.sh $arch installs it)" >&2
+# libc.so.6 alone may come from libc6-$arch-cross: ask for the -dev package's
+# headers too, which the compiler needs.
+if [ ! -e "$cross_lib/libc.so.6" ] || [ ! -e "/usr/$triplet/include/stdio.h" ]; then
+    echo "sysroot.sh: no cross C library in /usr/$triplet (libc6-dev-$arch-cross;" \
+         "scripts/deps.sh $deps installs it)" >&2
     exit 1
 fi
 
@@ -98,7 +106,7 @@ aptopts="-o APT::Architecture=$arch -o APT::Architectures=$arch
  -o Debug::NoLocking=true -o APT::Install-Recommends=false -o APT::Install-Suggests=false
  -o Acquire::Languages=none $sandbox"
 
-# A mirror in mid-sync (typically bookworm-security's armhf index) fails one
+# A mirror in mid-sync (bookworm-security's armhf index, for one) fails one
 # index: retry, then go on with what arrived - main-archive versions are fine
 # in a private sysroot.  Only a missing main index is fatal.
 have_main() {
@@ -141,6 +149,26 @@ for deb in "$work/debs/"*.deb; do
     dpkg-deb -x "$deb" "$out.new"
 done
 
+# Merged /usr, as on a Debian 12 board: /lib -> usr/lib.  Under qemu -L a
+# path missing from the sysroot falls back to the build machine's file, and
+# the target's loader looks in /lib/<triplet> first: with a separate /lib a
+# library unpacked into /usr/lib would be taken from the host's multiarch
+# /lib/<triplet> whenever one is installed there.  Relative links in /lib
+# that climb out of their directory would change meaning one level down:
+# make them absolute first (the next step makes them relative again).
+if [ -d "$out.new/lib" ]; then
+    find "$out.new/lib" -type l | while read -r link; do
+        target=$(readlink "$link")
+        case "$target" in
+        ..|../*|*/../*) ln -sfn "$(dirname "${link#"$out.new"}")/$target" "$link" ;;
+        esac
+    done
+    mkdir -p "$out.new/usr/lib"
+    cp -a "$out.new/lib/." "$out.new/usr/lib/"
+    rm -rf "$out.new/lib"
+fi
+ln -s usr/lib "$out.new/lib"
+
 # Library symlinks that are absolute (e.g. libz.so -> /lib/...) would point
 # at the build machine: make them relative to the sysroot.
 find "$out.new" -type l | while read -r link; do
@@ -152,14 +180,28 @@ find "$out.new" -type l | while read -r link; do
     esac
 done
 
-# The cross toolchain's C library under /lib, where the armhf dynamic loader
-# (/lib/ld-linux-armhf.so.3) and its default search path expect it: the
-# sysroot is then a complete qemu -L prefix.  Absolute links: qemu resolves
-# them on the host.
-mkdir -p "$out.new/lib"
-for f in "$cross_lib"/*.so*; do
-    [ -e "$out.new/lib/${f##*/}" ] || ln -s "$f" "$out.new/lib/${f##*/}"
+# The cross toolchain's C library (its run-time files; gcc links with the
+# toolchain's own copy) in /lib/<triplet>, the first directory the target's
+# loader searches, and the loader itself at its PT_INTERP path
+# (/lib/ld-linux-armhf.so.3, /lib/ld-linux-aarch64.so.1): the sysroot is then
+# a complete qemu -L prefix, and the host's multiarch libc is never reached.
+# Absolute links: qemu resolves them on the host.  An empty ld.so.cache, or
+# qemu hands the loader the build machine's, which lists the host's
+# multiarch libraries.
+mkdir -p "$out.new/usr/lib/$triplet" "$out.new/etc"
+for f in "$cross_lib"/*.so.*; do
+    [ -e "$out.new/usr/lib/$triplet/${f##*/}" ] || ln -s "$f" "$out.new/usr/lib/$triplet/${f##*/}"
 done
+for f in "$cross_lib"/ld-linux*.so.*; do
+    [ -e "$out.new/usr/lib/${f##*/}" ] || ln -s "$triplet/${f##*/}" "$out.new/usr/lib/${f##*/}"
+done
+: >"$out.new/etc/ld.so.cache"
+dangling=$(find "$out.new/usr/lib" -xtype l)
+if [ -n "$dangling" ]; then
+    echo "sysroot.sh: dangling library links in $out.new:" >&2
+    echo "$dangling" | sed 's/^/  /' >&2
+    exit 1
+fi
 
 {
     echo "# $arch sysroot made by scripts/sysroot.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"

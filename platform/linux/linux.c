@@ -8,9 +8,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The wall clock must not wrap in January 2038 on a 32-bit board: the
  * top-level CMakeLists.txt asks for a 64-bit time_t there. */
@@ -68,10 +71,59 @@ static int random_cb(void *ctx, void *buf, size_t len)
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
+/* 1: stderr is the journal's stream (systemd's JOURNAL_STREAM names the
+ * device and inode of the stream it connected; a --log-file replaces the
+ * descriptor, so the variable alone proves nothing). */
+static atomic_int to_journal;
+
+void pt_linux_log_detect(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev = 0, ino = 0;
+    struct stat sb;
+    int on = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &sb) == 0 &&
+             (unsigned long long)sb.st_dev == dev && (unsigned long long)sb.st_ino == ino;
+    atomic_store(&to_journal, on);
+}
+
+/*
+ * One write() per line, so that lines from several threads never mix:
+ * "2026-12-01T19:45:12.345Z warn: text" (RFC 3339, UTC) in a file or on a
+ * terminal; "<4>text" for the journal, which stamps the time itself and
+ * takes the syslog priority from the prefix (sd-daemon(3)).
+ */
 static void stderr_sink(void *ctx, enum pt_log_level level, const char *line)
 {
+    static const int prio[] = {3, 4, 6, 7}; /* LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
     (void)ctx;
-    fprintf(stderr, "payterm[%s]: %s\n", level_names[level], line);
+    char buf[1200];
+    int n;
+    if (atomic_load(&to_journal)) {
+        n = snprintf(buf, sizeof buf, "<%d>%s\n", prio[level], line);
+    } else {
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: %s\n",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, level_names[level], line);
+    }
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof buf) { /* cut: still one line */
+        n = (int)sizeof buf - 1;
+        buf[n - 1] = '\n';
+    }
+    for (const char *p = buf; n > 0;) {
+        ssize_t w = write(STDERR_FILENO, p, (size_t)n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* nowhere to tell */
+        p += w;
+        n -= (int)w;
+    }
 }
 
 static void syslog_sink(void *ctx, enum pt_log_level level, const char *line)
@@ -98,6 +150,7 @@ void pt_linux_log_use_syslog(int on)
     if (on)
         openlog("payterm", LOG_PID, LOG_DAEMON);
     atomic_store(&to_syslog, on);
+    pt_linux_log_detect();
     pt_log_set_sink(log_cb, NULL);
 }
 

@@ -22,5 +22,9 @@ int pt_linux_random(void *buf, size_t len);
 
 /* Routes core's log lines to syslog (1) or stderr (0). */
 void pt_linux_log_use_syslog(int on);
+/* Looks again whether stderr is systemd's journal stream (JOURNAL_STREAM):
+ * lines then carry a <N> priority prefix instead of a timestamp.  After
+ * stderr was reopened (SIGHUP). */
+void pt_linux_log_detect(void);
 
 #endif

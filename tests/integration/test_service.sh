@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# test_service.sh - the daemon as a service (SPEC 11): log lines, journald
+# priorities, the debug request log, SIGHUP's reload (live keys, restart
+# keys, a broken file refused whole), and the watchdog that is fed only
+# while the HTTP listener answers and the sync thread moves.
+#
+# The watchdog cases play systemd with pt_notifysock ($PT_NOTIFYSOCK), which
+# writes every sd_notify datagram it gets as "MONO_MS MESSAGE".
+source "$(dirname "$0")/lib.sh"
+
+# wait_for_log TEXT [FILE] - until the log shows TEXT (bounded).
+wait_for_log()
+{
+    local file=${2:-$PT_LOG} deadline=$(($(date +%s) + PT_START_TIMEOUT_S))
+    until grep -q -- "$1" "$file"; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "never seen in $file: $1"
+        sleep 0.02
+    done
+}
+
+OUTCOME='reload: configuration reloaded\|reload: the new configuration is refused'
+
+# hup_and_wait - SIGHUP, then waits until one more reload outcome is logged.
+hup_and_wait()
+{
+    local before deadline=$(($(date +%s) + PT_START_TIMEOUT_S))
+    before=$(grep -c "$OUTCOME" "$PT_LOG")
+    kill -HUP "$PT_PID"
+    until [ "$(grep -c "$OUTCOME" "$PT_LOG")" -gt "$before" ]; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "no reload outcome logged after SIGHUP"
+        sleep 0.02
+    done
+}
+
+# reload_with JQ_FILTER - rewrites the running daemon's config, then SIGHUP.
+reload_with()
+{
+    jq "$1" "$PT_CFG" >"$PT_CFG.new" && mv "$PT_CFG.new" "$PT_CFG" || fail "reload_with: bad filter"
+    hup_and_wait
+}
+
+TS='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z (error|warn|info|debug): '
+
+case_log_lines()
+{
+    pt_start
+    pt_stop
+    local bad
+    bad=$(grep -Ev "$TS" "$PT_LOG" | head -3)
+    [ -z "$bad" ] || fail "log lines without an RFC 3339 UTC time and a level: $bad"
+    expect_match "${TS}payterm .* serving on" "$(grep 'serving on' "$PT_LOG")" "the start line"
+    # The time is now, in UTC.
+    local stamp
+    stamp=$(grep -m1 'serving on' "$PT_LOG" | cut -c1-16)
+    expect_eq "$(date -u +%Y-%m-%dT%H:%M)" "$stamp" "the start line's minute (UTC)" ||
+        expect_eq "$(date -u -d '1 minute ago' +%Y-%m-%dT%H:%M)" "$stamp" "the start line's minute"
+}
+
+case_journald_priorities()
+{
+    pt_start # writes $PT_CFG with a free port
+    pt_stop
+    local log=$PT_TMP/journal.log pid
+    : >"$log"
+    # systemd names the stream it connected: device and inode.
+    JOURNAL_STREAM="$(stat -c %d "$log"):$(stat -c %i "$log")" \
+        "$PAYTERM" serve -c "$PT_CFG" 2>>"$log" &
+    pid=$!
+    echo "$pid" >>"$PT_TMP/pids"
+    wait_for_log 'serving on' "$log"
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_eq 0 "$?" "exit status"
+    expect_match '^<6>payterm .* serving on' "$(grep 'serving on' "$log")" "an info line"
+    expect_match '^<4>' "$(grep -m1 'gateway' "$log" || true)$(grep -m1 '^<4>' "$log")" "a warning line"
+    local bad
+    bad=$(grep -Ev '^<[0-7]>' "$log" | head -3)
+    [ -z "$bad" ] || fail "journal lines without a <N> priority: $bad"
+    # A JOURNAL_STREAM that is not stderr (inherited, stderr redirected) is
+    # ignored: timestamps again.
+    local other=$PT_TMP/other.log
+    : >"$other"
+    JOURNAL_STREAM="$(stat -c %d "$log"):$(stat -c %i "$log")" \
+        "$PAYTERM" serve -c "$PT_CFG" 2>>"$other" &
+    pid=$!
+    echo "$pid" >>"$PT_TMP/pids"
+    wait_for_log 'serving on' "$other"
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_match "${TS}payterm" "$(grep 'serving on' "$other")" "stderr that is not the journal"
+}
+
+case_debug_request_log()
+{
+    pt_config '.log_level = "debug"'
+    pt_start
+    pt_post /v1/charges dbg-key-7f3a9c "$(charge_body dbg-1)"
+    expect_status 202
+    pt_get /v1/charges/dbg-1
+    expect_status 200
+    pt_get /v1/charges/nope
+    expect_status 404
+    pt_stop
+    expect_match "${TS}http POST /v1/charges 202 [0-9]+\.[0-9]{3} ms$" \
+        "$(grep 'http POST /v1/charges 202' "$PT_LOG")" "the POST's line"
+    expect_match "${TS}http GET /v1/charges/dbg-1 200 " "$(grep 'http GET /v1/charges/dbg-1' "$PT_LOG")" "the GET's line"
+    expect_match "${TS}http GET /v1/charges/nope 404 " "$(grep 'http GET /v1/charges/nope' "$PT_LOG")" "the 404's line"
+    # Never a body, a key or a payment credential.
+    for secret in dbg-key-7f3a9c pm_card_visa Coffee; do
+        if grep -q -- "$secret" "$PT_LOG"; then
+            fail "the log holds '$secret': $(grep -m1 -- "$secret" "$PT_LOG")"
+        fi
+    done
+    # At info: no request lines.
+    pt_config
+    pt_start
+    pt_get /v1/charges/dbg-1
+    pt_stop
+    if grep -q ' http GET ' "$PT_LOG"; then fail "a request line at info"; fi
+}
+
+case_sighup_live_keys()
+{
+    pt_start
+    pt_post /v1/charges hup-1 "$(charge_body hup-1)"
+    expect_status 202
+    if grep -q ' http ' "$PT_LOG"; then fail "a request line at info"; fi
+    # log_level and limits.max_amount change live.
+    reload_with '.log_level = "debug" | .limits.max_amount = 99'
+    expect_contains 'reload: configuration reloaded' "$(cat "$PT_LOG")" "the log"
+    pt_post /v1/charges hup-2 "$(charge_body hup-2)"
+    expect_error 400 invalid_request
+    expect_contains 'limits.max_amount' "$(pt_message)" "the refusal"
+    wait_for_log 'http POST /v1/charges 400'
+    # The offline limits too (the gateways are down: these charges queue).
+    reload_with '.limits.max_amount = 10000000 | .offline.limits.USD.max_amount = 50'
+    pt_post /v1/charges hup-3 "$(charge_body hup-3)"
+    expect_error 503 offline_limit_exceeded
+    expect_contains 'max_amount' "$(pt_message)" "the refusal"
+    # sync timing: interval_s is read at each pass (no error, no restart).
+    reload_with '.sync.interval_s = 2'
+    expect_eq 1 "$(kill -0 "$PT_PID" 2>/dev/null && echo 1)" "the daemon runs"
+    pt_stop
+    expect_eq 0 "$(grep -c 'needs a restart' "$PT_LOG")" "warnings about restart keys"
+}
+
+case_sighup_broken_file_refused()
+{
+    pt_start
+    # A file that does not parse: refused whole, naming why.
+    cp "$PT_CFG" "$PT_CFG.good"
+    printf '{"log_level": "debug", "limits": {"max_amount": 99}' >"$PT_CFG"
+    hup_and_wait
+    expect_contains 'reload: the new configuration is refused, the running one stays' \
+        "$(cat "$PT_LOG")" "the log"
+    pt_post /v1/charges bad-1 "$(charge_body bad-1)"
+    expect_status 202 # limits.max_amount is still 10000000
+    if grep -q ' http POST' "$PT_LOG"; then fail "log_level changed by a refused file"; fi
+    # A valid file with one bad key: refused whole too, the key named.
+    jq '.log_level = "debug" | .limits.max_amount = 99 | .sync.interval_s = "fast"' \
+        "$PT_CFG.good" >"$PT_CFG"
+    hup_and_wait
+    expect_contains 'sync.interval_s' "$(grep 'refused' "$PT_LOG" | tail -1)" "the refusal names the key"
+    pt_post /v1/charges bad-2 "$(charge_body bad-2)"
+    expect_status 202
+    # A key file another user may read: refused (as serve would at start).
+    cp "$PT_CFG.good" "$PT_CFG"
+    chmod 0644 "$PT_TMP/stripe.sk"
+    jq '.limits.max_amount = 99' "$PT_CFG.good" >"$PT_CFG"
+    hup_and_wait
+    chmod 0600 "$PT_TMP/stripe.sk"
+    expect_contains "$PT_TMP/stripe.sk" "$(grep 'refused' "$PT_LOG" | tail -1)" "the refusal names the file"
+    pt_post /v1/charges bad-3 "$(charge_body bad-3)"
+    expect_status 202
+    # And the good file is taken afterwards.
+    hup_and_wait
+    expect_contains 'reload: configuration reloaded' "$(tail -3 "$PT_LOG")" "the log"
+    pt_post /v1/charges bad-4 "$(charge_body bad-4)"
+    expect_error 400 invalid_request
+    pt_stop
+}
+
+case_sighup_restart_keys()
+{
+    pt_start
+    local other
+    other=$(pt_pick_port)
+    reload_with ".listen = \"127.0.0.1:$other\" | .data_dir = \"$PT_TMP/elsewhere\" |
+        del(.gateways[\"2c2p\"]) | .limits.max_amount = 99"
+    local log
+    log=$(cat "$PT_LOG")
+    expect_contains 'reload: listen changed; it needs a restart and keeps its running value' "$log" "the log"
+    expect_contains 'reload: data_dir changed' "$log" "the log"
+    expect_contains 'reload: gateways.2c2p (removed) changed' "$log" "the log"
+    # Still on the old port and the old database; the live key did change.
+    pt_get /v1/charges/warmup-none
+    expect_status 404
+    pt_post /v1/charges rk-1 "$(charge_body rk-1)"
+    expect_error 400 invalid_request
+    [ ! -e "$PT_TMP/elsewhere" ] || fail "a data_dir from a reload was created"
+    if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$other/healthz"; then
+        fail "something listens on the reloaded listen address"
+    fi
+    pt_stop
+}
+
+# ---- the watchdog --------------------------------------------------------------
+
+# notify_lines PATTERN [AFTER_MS] - the messages matching PATTERN received after AFTER_MS.
+notify_lines()
+{
+    awk -v a="${2:-0}" -v p="$1" '$1 > a && index($0, p) { print }' "$PT_TMP/notify.log"
+}
+
+wait_notify()
+{
+    local deadline=$(($(date +%s) + ${3:-PT_START_TIMEOUT_S}))
+    until [ -n "$(notify_lines "$1" "${2:-0}")" ]; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "sd_notify never got '$1' (after ${2:-0}): $(tail -5 "$PT_TMP/notify.log")"
+        sleep 0.05
+    done
+}
+
+mono_ms() { awk '{ print int($1 * 1000) }' /proc/uptime; }
+
+case_watchdog_follows_health()
+{
+    local sock=$PT_TMP/notify.sock
+    "$PT_NOTIFYSOCK" "$sock" >"$PT_TMP/notify.log" &
+    echo $! >>"$PT_TMP/pids"
+    while [ ! -S "$sock" ]; do sleep 0.01; done
+    export NOTIFY_SOCKET=$sock WATCHDOG_USEC=4000000 PAYTERM_TEST_SYNC_STALL_FILE=$PT_TMP/stall
+    pt_start
+    wait_notify READY=1
+    wait_notify 'STATUS=serving; '
+    wait_notify WATCHDOG=1
+    local t0
+    t0=$(awk 'index($0, "WATCHDOG=1") { t = $1 } END { print t }' "$PT_TMP/notify.log")
+    wait_notify WATCHDOG=1 "$t0" 6 # fed again, every 2 s
+    # The sync thread hangs in its next pass (sync.interval_s = 1: soon).
+    touch "$PT_TMP/stall"
+    pt_post /v1/sync - -
+    wait_notify 'STATUS=not well: the sync thread has made no progress' 0 10
+    local t_bad
+    t_bad=$(notify_lines 'STATUS=not well' | head -1 | cut -d' ' -f1)
+    wait_for_log 'watchdog: not fed: the sync thread has made no progress'
+    # Nothing fed while it hangs (5 s: more than two intervals).
+    sleep 5
+    local fed
+    fed=$(notify_lines WATCHDOG=1 "$t_bad")
+    [ -z "$fed" ] || fail "the watchdog was fed while the sync thread hung: $fed"
+    # The HTTP API still answers meanwhile (only the sync thread is stuck).
+    pt_get /v1/charges/nope
+    expect_status 404
+    # It recovers: fed again, the status says so.
+    local t_fix
+    t_fix=$(mono_ms)
+    rm -f "$PT_TMP/stall"
+    wait_notify WATCHDOG=1 "$t_bad" 10
+    wait_notify 'STATUS=serving; ' "$t_bad" 10
+    wait_for_log 'watchdog: well again'
+    pt_stop
+    wait_notify STOPPING=1
+    : "$t_fix"
+}
+
+case_watchdog_not_ours()
+{
+    # WATCHDOG_PID names another process: not our watchdog, never fed.
+    local sock=$PT_TMP/notify2.sock
+    "$PT_NOTIFYSOCK" "$sock" >"$PT_TMP/notify.log" &
+    echo $! >>"$PT_TMP/pids"
+    while [ ! -S "$sock" ]; do sleep 0.01; done
+    export NOTIFY_SOCKET=$sock WATCHDOG_USEC=2000000 WATCHDOG_PID=1
+    pt_start
+    wait_notify READY=1
+    sleep 3
+    expect_eq "" "$(notify_lines WATCHDOG=1)" "WATCHDOG=1 messages"
+    pt_stop
+}
+
+pt_init
+
+pt_case "log lines: an RFC 3339 UTC time and the level first" case_log_lines
+pt_case "under journald (JOURNAL_STREAM is stderr): <N> priorities, no time" case_journald_priorities
+pt_case "log_level debug: one line per request, never a body or a key" case_debug_request_log
+pt_case "SIGHUP: log_level, limits, offline limits, sync timing change without a restart" case_sighup_live_keys
+pt_case "SIGHUP: a broken file, a bad key, a readable key file are refused whole" case_sighup_broken_file_refused
+pt_case "SIGHUP: listen, data_dir, the set of gateways need a restart: named and kept" case_sighup_restart_keys
+pt_case "watchdog: fed while well, not while the sync thread hangs, again once it moves" case_watchdog_follows_health
+pt_case "watchdog: WATCHDOG_PID of another process: not fed" case_watchdog_not_ours
+
+pt_done
