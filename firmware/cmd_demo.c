@@ -26,6 +26,7 @@
 #include "config_load.h"
 #include "daemon.h"
 #include "err.h"
+#include "linux.h"
 #include "log.h"
 #include "sim.h"
 
@@ -651,6 +652,7 @@ int pt_cmd_demo(int argc, char **argv)
         pt_cli_error("demo", "cannot write %s: %s", log, strerror(errno));
         return PT_EXIT_FAIL;
     }
+    pt_linux_log_use_syslog(0); /* the daemon's own lines: time and level first */
     int api_port = free_port();
     char notify[64], simdir[560];
     snprintf(notify, sizeof notify, "http://127.0.0.1:%d", api_port);
