@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CONFIG_FILE_MAX (256 * 1024)
 
@@ -650,11 +651,24 @@ static int check_secret(const char *what, const char *path, char *err, size_t er
         snprintf(err, errlen, "%.100s %.512s: not a regular file", what, path);
         return PT_EIO;
     }
-    if (sb.st_mode & 077) {
+    /* Owner-only (0600, owned by the service user), or the packaged layout
+     * (SPEC 14): owned by root, readable by the group the daemon runs as
+     * and nobody else (root:payterm 0640) - the service reads its keys but
+     * cannot change them.  Group root does not count (it may have members
+     * of its own), and nothing else may be set. */
+    unsigned mode = (unsigned)(sb.st_mode & 07777);
+    int group_ok = (mode & 040) && sb.st_uid == 0 && sb.st_gid != 0 && sb.st_gid == getegid();
+    if ((mode & 037) || ((mode & 040) && !group_ok)) {
+        char why[160] = "lets group or others read or write a secret";
+        if (!(mode & 037))
+            snprintf(why, sizeof why,
+                     "is readable by group %u, which is not the group payterm runs as (%u), "
+                     "or is not owned by root",
+                     (unsigned)sb.st_gid, (unsigned)getegid());
         snprintf(err, errlen,
-                 "%.100s %.512s: mode %04o lets group or others read or write a secret; "
-                 "run: chmod 600 %.512s",
-                 what, path, (unsigned)(sb.st_mode & 07777), path);
+                 "%.100s %.512s: mode %04o %s; run: chmod 600 %.512s (owned by the service user), "
+                 "or chown root:<the service's group> and chmod 640",
+                 what, path, mode, why, path);
         return PT_EPERM;
     }
     return PT_OK;

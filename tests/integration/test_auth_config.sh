@@ -89,6 +89,37 @@ case_secret_file_mode()
     chmod 600 "$PT_TMP/alipay.key"
 }
 
+# SPEC 14's packaged layout: root:payterm 0640, read through the group the
+# daemon runs as.  Played with nogroup (65534) as the service's group: init
+# runs as root with that effective group (setpriv), so that only the group
+# decides.
+case_secret_group_readable()
+{
+    local ng
+    ng=$(getent group nogroup | cut -d: -f3)
+    [ -n "$ng" ] || fail "no group nogroup on this machine"
+    pt_config
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    chgrp nogroup "$PT_TMP/stripe.sk"
+    chmod 640 "$PT_TMP/stripe.sk"
+    local out
+    out=$(setpriv --regid "$ng" --clear-groups "$PAYTERM" init -c "$PT_CFG" 2>&1) ||
+        fail "root:nogroup 0640 refused for a daemon of group nogroup: $out"
+    # Another group than the daemon's: refused, the group named.
+    out=$("$PAYTERM" init -c "$PT_CFG" 2>&1) && fail "root:nogroup 0640 accepted for group root"
+    expect_contains "gateways.stripe.secret_key_file $PT_TMP/stripe.sk: mode 0640 is readable by group $ng, which is not the group payterm runs as" "$out" "init's refusal"
+    # Group-writable or readable by others: refused whatever the group.
+    chmod 660 "$PT_TMP/stripe.sk"
+    out=$(setpriv --regid "$ng" --clear-groups "$PAYTERM" init -c "$PT_CFG" 2>&1) &&
+        fail "a group-writable secret was accepted"
+    expect_contains 'lets group or others read or write a secret' "$out" "init's refusal"
+    chmod 644 "$PT_TMP/stripe.sk"
+    out=$(setpriv --regid "$ng" --clear-groups "$PAYTERM" init -c "$PT_CFG" 2>&1) &&
+        fail "a world-readable secret was accepted"
+    chgrp root "$PT_TMP/stripe.sk"
+    chmod 600 "$PT_TMP/stripe.sk"
+}
+
 case_short_token()
 {
     printf 'short\n' >"$PT_TMP/short"
@@ -148,6 +179,7 @@ pt_stop
 
 pt_case "api_token_file with mode 0644: refused, names the file and chmod 600" case_token_file_mode
 pt_case "gateway secret files readable by others: refused, named" case_secret_file_mode
+pt_case "root:GROUP 0640 secrets: read through the daemon's own group only" case_secret_group_readable
 pt_case "api_token_file too short or missing: refused, named" case_short_token
 pt_case "unknown configuration keys: refused, the key named" case_unknown_keys
 pt_case "bad configuration values: refused, the key named" case_bad_values

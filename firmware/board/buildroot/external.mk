@@ -1,0 +1,1 @@
+include $(sort $(wildcard $(BR2_EXTERNAL_PAYTERM_PATH)/package/*/*.mk))

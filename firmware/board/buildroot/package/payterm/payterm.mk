@@ -1,0 +1,78 @@
+################################################################################
+#
+# payterm
+#
+################################################################################
+
+PAYTERM_VERSION = 0.2.0
+PAYTERM_SITE = $(call github,payterm,payterm,v$(PAYTERM_VERSION))
+PAYTERM_LICENSE = MIT
+PAYTERM_LICENSE_FILES = LICENSE
+PAYTERM_DEPENDENCIES = cjson host-pkgconf libcurl libmicrohttpd mbedtls sqlite
+
+# One TLS library on the board: libcurl must use mbed TLS, which payterm
+# uses itself.  libcurl's SSL/TLS library is a Kconfig choice that
+# Config.in can neither select nor depend on, and with OpenSSL, GnuTLS or
+# wolfSSL also enabled libcurl picks one of those: stop the build instead
+# (BR_BUILDING: menuconfig and savedefconfig still work, to fix it).
+ifeq ($(BR2_PACKAGE_PAYTERM)$(BR_BUILDING),yy)
+ifneq ($(BR2_PACKAGE_LIBCURL_MBEDTLS),y)
+$(error payterm needs mbed TLS as libcurl's SSL/TLS library: set \
+	BR2_PACKAGE_LIBCURL_MBEDTLS=y (menuconfig: Target packages, Libraries, \
+	Networking, libcurl, SSL/TLS library to use))
+endif
+endif
+
+# Out of the source tree, so that a PAYTERM_OVERRIDE_SRCDIR checkout with
+# its own build directories is never mixed up with the board's build.
+PAYTERM_SUPPORTS_IN_SOURCE_BUILD = NO
+
+# A board build: no gateway simulator, no tests, no benchmarks.
+PAYTERM_CONF_OPTS = \
+	-DPT_WITH_SIM=OFF \
+	-DPT_BUILD_TESTS=OFF \
+	-DPT_BUILD_BENCH=OFF
+
+# Only what a board needs, owners and modes from PAYTERM_PERMISSIONS
+# (cmake's install rules would add man pages, sysusers.d and tmpfiles.d,
+# which PAYTERM_USERS and PAYTERM_PERMISSIONS do here).  The default
+# configuration has no gateway: the service stays stopped until one is
+# configured.
+define PAYTERM_INSTALL_TARGET_CMDS
+	$(INSTALL) -D -m 0755 $(PAYTERM_BUILDDIR)/firmware/payterm \
+		$(TARGET_DIR)/usr/bin/payterm
+	$(INSTALL) -D -m 0640 $(@D)/firmware/board/payterm.json \
+		$(TARGET_DIR)/etc/payterm/payterm.json
+	$(INSTALL) -d -m 0750 $(TARGET_DIR)/etc/payterm/keys
+endef
+
+# Under BusyBox init the daemon logs to /var/log/payterm.log.
+ifeq ($(BR2_PACKAGE_LOGROTATE),y)
+define PAYTERM_INSTALL_LOGROTATE
+	$(INSTALL) -D -m 0644 $(@D)/firmware/board/payterm.logrotate \
+		$(TARGET_DIR)/etc/logrotate.d/payterm
+endef
+endif
+
+define PAYTERM_INSTALL_INIT_SYSV
+	$(INSTALL) -D -m 0755 $(@D)/firmware/board/S80payterm \
+		$(TARGET_DIR)/etc/init.d/S80payterm
+	$(PAYTERM_INSTALL_LOGROTATE)
+endef
+
+define PAYTERM_INSTALL_INIT_SYSTEMD
+	$(INSTALL) -D -m 0644 $(@D)/firmware/board/payterm.service \
+		$(TARGET_DIR)/usr/lib/systemd/system/payterm.service
+endef
+
+define PAYTERM_USERS
+	payterm -1 payterm -1 * /var/lib/payterm - - payterm payment service
+endef
+
+define PAYTERM_PERMISSIONS
+	/etc/payterm/payterm.json f 0640 root payterm - - - - -
+	/etc/payterm/keys d 0750 root payterm - - - - -
+	/var/lib/payterm d 0700 payterm payterm - - - - -
+endef
+
+$(eval $(cmake-package))
