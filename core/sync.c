@@ -838,6 +838,7 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
     int rc = PT_OK;
     int64_t cursor = 0; /* one walk through the due charges, by id */
+    struct pt_sync *bound = tl_drain;
     tl_drain = s;
     for (;;) {
         drain_step(s);
@@ -849,6 +850,8 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
             struct pt_charge *c = &batch[i];
             int g = gw_index(c->gateway);
             cursor = c->id;
+            if (i)
+                drain_step(s); /* between two charges (the first had the batch's) */
             if (g < 0)
                 continue;
             if (skip[g]) {
@@ -901,7 +904,7 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
         rc = pt_store_refunds_next_due(st, &refunds_due);
     if (rc == PT_OK && refunds_due > 0 && (!stats->next_due || refunds_due < stats->next_due))
         stats->next_due = refunds_due;
-    tl_drain = NULL;
+    tl_drain = bound;
     return rc;
 }
 
@@ -937,9 +940,24 @@ int pt_sync_probe(struct pt_sync *s)
 {
     int down = 0;
     for (int i = 0; i < pt_gateway_count(); i++)
-        if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN)
+        if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN) {
             down += !probe(s, i);
+            if (tl_drain == s)
+                mark_progress(s);
+        }
     return down;
+}
+
+void pt_sync_forget_reach(struct pt_sync *s, const char *gateway)
+{
+    int i = gw_index(gateway);
+    if (i >= 0 && atomic_exchange(&s->reach[i], REACH_UNKNOWN) == REACH_DOWN)
+        atomic_store(&pt_metrics.online[i], 1);
+}
+
+void pt_sync_bind_thread(struct pt_sync *s)
+{
+    tl_drain = s;
 }
 
 /* ---- notifications ------------------------------------------------------------------------ */
@@ -1794,6 +1812,8 @@ int pt_sync_refresh_keys(struct pt_sync *s)
     for (int i = 0; i < pt_gateway_count(); i++) {
         int rc = refresh_keys(s, i);
         first = first ? first : rc;
+        if (tl_drain == s)
+            mark_progress(s);
     }
     return first;
 }

@@ -44,7 +44,7 @@ struct pt_sync_options {
      * logged (the key is trusted all the same). */
     int (*keep_peer_cert)(void *ctx, const char *gateway, const char *serial, const char *pem,
                           size_t len);
-    /* Called by a drain before each batch, holding no charge: where the
+    /* Called by a drain before each charge, holding none: where the
      * daemon lets a configuration reload through (firmware/gate.h).  May be
      * NULL. */
     void (*between)(void *ctx);
@@ -68,6 +68,14 @@ int pt_sync_probe_one(void *s, const char *gateway);
  * returned); 0 before the first.  The watchdog's proof that the sync
  * thread is alive. */
 int64_t pt_sync_drain_progress_ms(const struct pt_sync *s);
+
+/* Makes the gateway's reachability unknown again (its endpoint changed
+ * with a reload): the next charge tries it. */
+void pt_sync_forget_reach(struct pt_sync *s, const char *gateway);
+
+/* Counts this thread's gateway calls, probes and key downloads as the
+ * drain's progress (the daemon's sync thread, once at its start). */
+void pt_sync_bind_thread(struct pt_sync *s);
 
 /* True when every configured gateway is reachable (false with none). */
 int pt_sync_online(void *s);

@@ -188,6 +188,8 @@ static size_t small_stack(const struct pt_api *api)
     return api->opt.thread_stack ? api->opt.thread_stack : SMALL_STACK;
 }
 
+#define LIVE_PATH "/healthz/live"
+
 /* Per-request state, kept across libmicrohttpd's calls for one request. */
 struct request {
     struct pt_job job; /* first: a worker runs the request through it */
@@ -283,15 +285,17 @@ static void conn_deadline(struct pt_api *api, struct conn *cs, int secs)
  * forge log lines. */
 static void log_request(const struct request *rq, int status, int64_t us)
 {
-    char path[129];
-    const char *u = rq->log_url ? rq->log_url : "?";
-    size_t n = 0;
+    char path[129], method[17];
+    const char *u = rq->log_url ? rq->log_url : "?", *m = rq->log_method ? rq->log_method : "?";
+    size_t n = 0, k = 0;
     for (; u[n] && n < sizeof path - 1; n++)
-        path[n] = u[n] >= 0x20 && u[n] < 0x7f ? u[n] : '?';
+        path[n] = u[n] > 0x20 && u[n] < 0x7f ? u[n] : '?';
     path[n] = '\0';
-    pt_log_debug("http %s %s%s %d %lld.%03lld ms",
-                 rq->log_method && strlen(rq->log_method) < 16 ? rq->log_method : "?", path,
-                 u[n] ? "..." : "", status, (long long)(us / 1000), (long long)(us % 1000));
+    for (; m[k] && k < sizeof method - 1; k++)
+        method[k] = m[k] > 0x20 && m[k] < 0x7f ? m[k] : '?';
+    method[k] = '\0';
+    pt_log_debug("http %s %s%s %d %lld.%03lld ms", method, path, u[n] ? "..." : "", status,
+                 (long long)(us / 1000), (long long)(us % 1000));
 }
 
 /* Keeps r as the request's answer (queued by flush() in the polling
@@ -306,7 +310,8 @@ static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Respon
     rq->status = (unsigned)status;
     int64_t us = mono_us() - rq->t0_us;
     pt_metrics_http(status, us);
-    if (pt_log_get_level() >= PT_LOG_DEBUG)
+    if (pt_log_get_level() >= PT_LOG_DEBUG &&
+        !(rq->log_url && strcmp(rq->log_url, LIVE_PATH) == 0)) /* the watchdog's, each check */
         log_request(rq, status, us);
     return MHD_YES;
 }
@@ -727,6 +732,15 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
     return send_json(conn, rq, 200, o);
 }
 
+/* GET /healthz/live: the listener's thread answers, nothing else is
+ * asked (no database, no writer turn) - the watchdog's probe, which must
+ * not fail because a commit is slow (pt_api_probe). */
+static MHD_RESULT live(struct MHD_Connection *conn, struct request *rq)
+{
+    static const char body[] = "{\"status\":\"live\"}";
+    return send_text(conn, rq, 200, "application/json", (char *)body, sizeof body - 1, 0, 0);
+}
+
 static MHD_RESULT healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store *st = pt_pool_get(api->pool);
@@ -1005,6 +1019,8 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
         return route_notify(api, conn, rq, url, method);
     if (strcmp(url, "/healthz") == 0)
         return get ? healthz(api, conn, rq) : not_allowed(conn, rq, "GET");
+    if (strcmp(url, LIVE_PATH) == 0)
+        return get ? live(conn, rq) : not_allowed(conn, rq, "GET");
     if (!authorized(api, conn))
         return send_error(conn, rq, 401, "unauthorized",
                           "missing or wrong bearer token (Authorization: Bearer <token from "
@@ -1935,10 +1951,11 @@ static int wait_fd(int fd, short events, int64_t deadline)
     }
 }
 
-int pt_api_probe(struct pt_api *api, int timeout_ms)
+/* One listener: 1 when it answered the probe's request in time. */
+static int probe_one(struct listener *ln, int timeout_ms)
 {
     const union MHD_DaemonInfo *di =
-        api->main.d ? MHD_get_daemon_info(api->main.d, MHD_DAEMON_INFO_LISTEN_FD) : NULL;
+        ln->d ? MHD_get_daemon_info(ln->d, MHD_DAEMON_INFO_LISTEN_FD) : NULL;
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     if (!di || getsockname(di->listen_fd, (struct sockaddr *)&sa, &sl) != 0)
@@ -1957,26 +1974,37 @@ int pt_api_probe(struct pt_api *api, int timeout_ms)
     if (fd < 0)
         return 0;
     int64_t deadline = pt_host_mono_ms() + timeout_ms;
-    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: payterm\r\nConnection: close\r\n\r\n";
-    char got[16];
+    static const char req[] =
+        "GET " LIVE_PATH " HTTP/1.1\r\nHost: payterm\r\nConnection: close\r\n\r\n";
+    /* Any status line: the notification listener answers 404 (it serves
+     * only /notify and /webhooks), the main one 200, both from the thread
+     * under test. */
+    static const char want[] = "HTTP/1.1 ";
+    char got[sizeof want - 1];
     size_t have = 0;
-    int ok = 0;
     if (connect(fd, (struct sockaddr *)&sa, sl) == 0 || errno == EINPROGRESS) {
         int err = 0;
         socklen_t el = sizeof err;
         if (wait_fd(fd, POLLOUT, deadline) &&
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0 &&
             send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof req - 1)) {
-            /* Any status line will do: a 503 (storage) still answers. */
-            while (have < 9 && wait_fd(fd, POLLIN, deadline)) {
-                ssize_t n = recv(fd, got + have, 9 - have, 0);
+            while (have < sizeof got && wait_fd(fd, POLLIN, deadline)) {
+                ssize_t n = recv(fd, got + have, sizeof got - have, 0);
                 if (n <= 0)
                     break;
                 have += (size_t)n;
             }
-            ok = have == 9 && memcmp(got, "HTTP/1.", 7) == 0;
         }
     }
     close(fd);
-    return ok;
+    return have == sizeof got && memcmp(got, want, sizeof got) == 0;
+}
+
+int pt_api_probe(struct pt_api *api, int timeout_ms)
+{
+    if (!probe_one(&api->main, timeout_ms))
+        return 1;
+    if (api->notify.d && !probe_one(&api->notify, timeout_ms))
+        return 2;
+    return 0;
 }

@@ -61,8 +61,10 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
  * the database connections.  Accepts NULL. */
 void pt_api_stop(struct pt_api *api);
 
-/* The watchdog's question (SPEC 11): does the main listener answer
- * GET /healthz within timeout_ms?  1 yes, 0 no.  Blocks the caller. */
+/* The watchdog's question (SPEC 11): does each listener answer
+ * GET /healthz/live (no database involved) within timeout_ms?
+ * 0 both do; 1 the main listener does not; 2 the notification listener
+ * does not.  Blocks the caller. */
 int pt_api_probe(struct pt_api *api, int timeout_ms);
 
 /* Wakes long-polling readers of /v1/events (an event was committed). */

@@ -32,8 +32,13 @@ int pt_cmd_init(int argc, char **argv)
     static const char *const flags[] = {"--check-gateways", NULL};
     struct pt_cli_args args = {.maxpos = 0, .flags = flags};
     int r = pt_cli_parse("init", help, argc, argv, &args);
+    /* Under ExecCondition= any exit from 1 to 254 means "skip quietly": a
+     * mistyped option must fail the unit instead (255). */
+    int condition = 0;
+    for (int i = 1; i < argc; i++)
+        condition |= strcmp(argv[i], "--check-gateways") == 0;
     if (r)
-        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+        return r > 0 ? PT_EXIT_OK : condition ? 255 : PT_EXIT_USAGE;
     static struct pt_config cfg; /* ~30 KiB: off the stack */
     if (pt_cli_load_config(&args.common, &cfg))
         return args.flag_set[0] ? 255 : PT_EXIT_FAIL;

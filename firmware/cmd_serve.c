@@ -218,16 +218,21 @@ int pt_cmd_serve(int argc, char **argv)
     sd_notify_send("READY=1");
     send_status(d, NULL);
 
-    /* Fed at half the interval, never more than once a second; the sync
-     * thread may go as long as that without a step before we stop feeding
-     * (its gateway calls end within sync.request_timeout_ms). */
-    int64_t watchdog_ms = watchdog_usec() / 2000;
-    if (watchdog_ms > 0 && watchdog_ms < 1000)
+    /* Checked at a quarter of WatchdogSec (never more than once a second)
+     * and fed after each check that finds the daemon well, so that one slow
+     * check is not yet a restart: it takes a daemon unwell for about three
+     * quarters of the interval.  The sync thread may go half the interval
+     * without a step; its gateway calls end within sync.request_timeout_ms. */
+    const char *ns = getenv("NOTIFY_SOCKET");
+    int64_t wd_ms = ns && *ns ? watchdog_usec() / 1000 : 0;
+    int64_t watchdog_ms = wd_ms / 4;
+    if (wd_ms && watchdog_ms < 1000)
         watchdog_ms = 1000;
-    if (watchdog_ms && watchdog_ms <= cfg.sync_request_timeout_ms)
+    if (wd_ms && wd_ms / 2 <= cfg.sync_request_timeout_ms + 5000)
         pt_log_warn("watchdog: half of WatchdogSec (%lld ms) is not longer than "
-                    "sync.request_timeout_ms (%lld): a slow gateway may get the daemon restarted",
-                    (long long)watchdog_ms, (long long)cfg.sync_request_timeout_ms);
+                    "sync.request_timeout_ms (%lld) and 5 s: a slow gateway may get the daemon "
+                    "restarted",
+                    (long long)(wd_ms / 2), (long long)cfg.sync_request_timeout_ms);
     int64_t next_sweep = pt_host_mono_ms() + SWEEP_INTERVAL_MS;
     int64_t next_watchdog = watchdog_ms ? pt_host_mono_ms() + watchdog_ms : 0;
     int unwell = 0;
@@ -240,7 +245,7 @@ int pt_cmd_serve(int argc, char **argv)
         }
         if (next_watchdog && now >= next_watchdog) {
             char why[200];
-            if (pt_daemon_healthy(d, watchdog_ms, why, sizeof why)) {
+            if (pt_daemon_healthy(d, wd_ms / 2, why, sizeof why)) {
                 sd_notify_send("WATCHDOG=1");
                 if (unwell)
                     pt_log_info("watchdog: well again, feeding it");

@@ -604,6 +604,11 @@ static int keep_restart_keys(const struct pt_config *old, struct pt_config *nc,
     return n;
 }
 
+/* How long a reload waits for the requests and sync steps in progress
+ * (the first half while new ones still start, the second while they wait):
+ * the main thread, which feeds the watchdog, is blocked meanwhile. */
+#define RELOAD_WAIT_MS 4000
+
 int pt_daemon_reload(struct pt_daemon *d, const struct pt_config *in, char *err, size_t errlen)
 {
     struct pt_config *nc = malloc(sizeof *nc);
@@ -622,11 +627,26 @@ int pt_daemon_reload(struct pt_daemon *d, const struct pt_config *in, char *err,
     if (rc != PT_OK)
         goto out;
     int kept = keep_restart_keys(&d->cfg, nc, gw);
-    for (int i = 0; i < pt_gateway_count(); i++)
-        if (gw[i].name[0] && gw[i].peer_keys)
-            pt_peer_certs_load(d->cfg.data_dir, gw[i].name, gw[i].peer_keys, random_cb, NULL);
 
-    pt_gate_close(d->gate);
+    int busy = 0;
+    if (pt_gate_close(d->gate, RELOAD_WAIT_MS, &busy) != 0) {
+        snprintf(err, errlen,
+                 "%d request(s) or sync step(s) still in progress after %d s (a gateway that "
+                 "answers slowly); send SIGHUP again",
+                 busy, RELOAD_WAIT_MS / 1000);
+        rc = PT_EAGAIN;
+        goto out;
+    }
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        if (!gw[i].name[0])
+            continue;
+        /* The certificates downloaded so far (kept in data_dir), with the
+         * gate closed: no download lands in the old keyring meanwhile. */
+        if (gw[i].peer_keys)
+            pt_peer_certs_load(d->cfg.data_dir, gw[i].name, gw[i].peer_keys, random_cb, NULL);
+        if (strcmp(gw[i].endpoint, d->gw[i].endpoint) != 0)
+            pt_sync_forget_reach(d->sync, gw[i].name); /* down at the old address */
+    }
     d->cfg = *nc;
     for (int i = 0; i < pt_gateway_count(); i++) {
         if (!gw[i].name[0])
@@ -634,9 +654,11 @@ int pt_daemon_reload(struct pt_daemon *d, const struct pt_config *in, char *err,
         struct pt_gw_config t = d->gw[i];
         d->gw[i] = gw[i];
         gw[i] = t; /* the old keys, freed below, after the gate opened */
+        pt_zeroize(&t, sizeof t);
     }
     pt_log_set_level(d->cfg.log_level);
     pt_gate_open(d->gate);
+    wake_syncer(d); /* a new sync.interval_s or endpoint: look now */
     pt_log_info("reload: configuration reloaded (log_level, limits, offline limits, sync timing, "
                 "gateway keys and endpoints)%s",
                 kept ? "; the keys named above keep their running values until a restart" : "");
@@ -666,10 +688,13 @@ int pt_daemon_healthy(struct pt_daemon *d, int64_t stall_ms, char *why, size_t l
                  (long long)(stalled / 1000));
         return 0;
     }
-    int probe = stall_ms < PROBE_TIMEOUT_MS ? (int)stall_ms : PROBE_TIMEOUT_MS;
-    if (!pt_api_probe(d->api, probe)) {
-        snprintf(why, len, "the HTTP listener %s does not answer GET /healthz within %d ms",
-                 d->cfg.listen, probe);
+    int probe = stall_ms / 4 < PROBE_TIMEOUT_MS ? (int)(stall_ms / 4) : PROBE_TIMEOUT_MS;
+    if (probe < 250)
+        probe = 250;
+    int which = pt_api_probe(d->api, probe);
+    if (which) {
+        snprintf(why, len, "the HTTP listener %s does not answer GET /healthz/live within %d ms",
+                 which == 1 ? d->cfg.listen : d->cfg.notify_listen, probe);
         return 0;
     }
     return 1;

@@ -3,7 +3,6 @@
  */
 #include "gate.h"
 #include "err.h"
-#include "log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -16,7 +15,8 @@ struct pt_gate {
     int inside;        /* units of work in progress */
     int closed;        /* the swap is under way: nobody enters */
     int waiting;       /* a reload waits for inside == 0 */
-    unsigned gen;      /* reloads done */
+    int holding;       /* ... and keeps new units out while it does */
+    unsigned gen;      /* reloads done or given up */
 };
 
 int pt_gate_new(struct pt_gate **out)
@@ -48,7 +48,7 @@ void pt_gate_enter(struct pt_gate *g)
     if (!g)
         return;
     pthread_mutex_lock(&g->mu);
-    while (g->closed)
+    while (g->closed || g->holding)
         pthread_cond_wait(&g->cv, &g->mu);
     g->inside++;
     pthread_mutex_unlock(&g->mu);
@@ -84,28 +84,48 @@ void pt_gate_pass(void *p)
     pthread_mutex_unlock(&g->mu);
 }
 
-#define SLOW_WAIT_S 5
-
-void pt_gate_close(struct pt_gate *g)
+static void deadline(struct timespec *ts, int64_t ms)
 {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+}
+
+/* Until inside == 0 or the deadline: 0 or ETIMEDOUT.  g->mu held. */
+static int wait_empty(struct pt_gate *g, const struct timespec *until)
+{
+    while (g->inside > 0)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, until) == ETIMEDOUT)
+            return g->inside > 0 ? ETIMEDOUT : 0;
+    return 0;
+}
+
+int pt_gate_close(struct pt_gate *g, int64_t timeout_ms, int *inside)
+{
+    struct timespec half, end;
+    deadline(&half, timeout_ms / 2);
+    deadline(&end, timeout_ms);
     pthread_mutex_lock(&g->mu);
     g->waiting = 1;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += SLOW_WAIT_S;
-    int told = 0;
-    while (g->inside > 0) {
-        if (told) {
-            pthread_cond_wait(&g->cv, &g->mu);
-        } else if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT) {
-            pt_log_info("reload: waiting for %d request(s) or sync batch(es) in progress",
-                        g->inside);
-            told = 1;
-        }
+    int rc = wait_empty(g, &half);
+    if (rc) {
+        g->holding = 1; /* the second half: nobody new comes in */
+        rc = wait_empty(g, &end);
     }
-    g->waiting = 0;
-    g->closed = 1;
+    g->waiting = g->holding = 0;
+    if (rc) {
+        *inside = g->inside;
+        g->gen++; /* a drain waiting in pt_gate_pass goes on */
+        pthread_cond_broadcast(&g->cv);
+    } else {
+        g->closed = 1;
+    }
     pthread_mutex_unlock(&g->mu);
+    return rc ? -1 : 0;
 }
 
 void pt_gate_open(struct pt_gate *g)

@@ -5,16 +5,19 @@
  * gateways' keys and endpoints) without locks, through pointers taken at
  * start.  A reload (SIGHUP) must therefore change it only while none of
  * them is inside a unit of work: an HTTP listener's round, a worker's
- * request, a batch of the sync engine's drain.  Each unit is wrapped in
+ * request, one charge of the sync engine's drain.  Each unit is wrapped in
  * enter/leave; the reload closes the gate, waits until nobody is inside,
- * swaps, and opens it again (docs/reload.md).  Readers never wait for one
- * another, and only for the swap itself (memory, microseconds), never for
- * the wait before it: a reload waits for a moment when no unit is in
- * progress, however long that takes, rather than stall the API behind a
- * sync batch that waits for a gateway.
+ * swaps, and opens it again (docs/service.md).
+ *
+ * The wait is bounded: for the first half of it new units still start (the
+ * API is not held up behind a unit that waits for a gateway), for the
+ * second half they wait at the gate, and when even that is not enough the
+ * reload gives up and everything goes on with the running configuration.
  */
 #ifndef PT_GATE_H
 #define PT_GATE_H
+
+#include <stdint.h>
 
 struct pt_gate;
 
@@ -24,13 +27,14 @@ void pt_gate_free(struct pt_gate *g);
 /* A unit of work begins / ends.  NULL gate: no-op.  Never nested. */
 void pt_gate_enter(struct pt_gate *g);
 void pt_gate_leave(struct pt_gate *g);
-/* For a hook taking void *: leave, then enter again (the sync engine's
- * drain between two batches). */
+/* For a hook taking void *: when a reload waits, leave and enter again
+ * once it is done (the sync engine's drain between two charges). */
 void pt_gate_pass(void *g);
 
-/* Waits until no unit is in progress (logging once when that takes more
- * than a few seconds), then keeps new ones out until pt_gate_open(). */
-void pt_gate_close(struct pt_gate *g);
+/* Waits up to timeout_ms until no unit is in progress, then keeps new ones
+ * out until pt_gate_open().  0 when closed; -1 when the units in progress
+ * did not end in time (the gate stays open, *inside says how many). */
+int pt_gate_close(struct pt_gate *g, int64_t timeout_ms, int *inside);
 void pt_gate_open(struct pt_gate *g);
 
 #endif

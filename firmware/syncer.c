@@ -96,6 +96,7 @@ static void *run(void *p)
     /* A process killed (or a board powered off) before its wipe left
      * erased payment codes in the WAL: empty it once at start. */
     int wipe_at_start = 1;
+    pt_sync_bind_thread(y->sync); /* probes and key downloads count as steps */
     int64_t clock_skew = pt_host_now_ms() - pt_host_mono_ms();
     for (;;) {
         pthread_mutex_lock(&y->mu);

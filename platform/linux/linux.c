@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <syslog.h>
@@ -92,37 +93,48 @@ void pt_linux_log_detect(void)
  * terminal; "<4>text" for the journal, which stamps the time itself and
  * takes the syslog priority from the prefix (sd-daemon(3)).
  */
-static void stderr_sink(void *ctx, enum pt_log_level level, const char *line)
+static void stderr_sink(void *ctx, enum pt_log_level level, const char *text)
 {
     static const int prio[] = {3, 4, 6, 7}; /* LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
     (void)ctx;
-    char buf[1200];
-    int n;
+    char stamp[64];
     if (atomic_load(&to_journal)) {
-        n = snprintf(buf, sizeof buf, "<%d>%s\n", prio[level], line);
+        snprintf(stamp, sizeof stamp, "<%d>", prio[level]);
     } else {
         struct timespec ts;
         struct tm tm;
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
-        n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: %s\n",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, level_names[level], line);
+        snprintf(stamp, sizeof stamp,
+                 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: ", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                 level_names[level]);
     }
-    if (n < 0)
-        return;
-    if ((size_t)n >= sizeof buf) { /* cut: still one line */
-        n = (int)sizeof buf - 1;
-        buf[n - 1] = '\n';
+    /* A message of several lines ("3 problems, all to be fixed:\n  ...")
+     * becomes as many lines, each with the time and level (or priority). */
+    char buf[1400];
+    size_t n = 0;
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, "\n");
+        int w = snprintf(buf + n, sizeof buf - n, "%s%.*s\n", stamp, (int)len, p);
+        if (w < 0 || (size_t)w >= sizeof buf - n) { /* cut: still whole lines */
+            n = sizeof buf - 1;
+            buf[n - 1] = '\n';
+            break;
+        }
+        n += (size_t)w;
+        if (!p[len])
+            break;
+        p += len + 1;
     }
     for (const char *p = buf; n > 0;) {
-        ssize_t w = write(STDERR_FILENO, p, (size_t)n);
+        ssize_t w = write(STDERR_FILENO, p, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return; /* nowhere to tell */
         p += w;
-        n -= (int)w;
+        n -= (size_t)w;
     }
 }
 
@@ -151,7 +163,9 @@ void pt_linux_log_use_syslog(int on)
         openlog("payterm", LOG_PID, LOG_DAEMON);
     atomic_store(&to_syslog, on);
     pt_linux_log_detect();
-    pt_log_set_sink(log_cb, NULL);
+    static atomic_int installed; /* set once: other threads log meanwhile */
+    if (!atomic_exchange(&installed, 1))
+        pt_log_set_sink(log_cb, NULL);
 }
 
 static const struct pt_platform linux_platform = {

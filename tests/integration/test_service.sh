@@ -163,13 +163,18 @@ case_sighup_broken_file_refused()
     expect_contains 'sync.interval_s' "$(grep 'refused' "$PT_LOG" | tail -1)" "the refusal names the key"
     pt_post /v1/charges bad-2 "$(charge_body bad-2)"
     expect_status 202
-    # A key file another user may read: refused (as serve would at start).
+    # Key files another user may read: refused (as serve would at start),
+    # every one named, each on a line of its own with the time and level.
     cp "$PT_CFG.good" "$PT_CFG"
-    chmod 0644 "$PT_TMP/stripe.sk"
+    chmod 0644 "$PT_TMP/stripe.sk" "$PT_TMP/c2p.sk"
     jq '.limits.max_amount = 99' "$PT_CFG.good" >"$PT_CFG"
     hup_and_wait
-    chmod 0600 "$PT_TMP/stripe.sk"
-    expect_contains "$PT_TMP/stripe.sk" "$(grep 'refused' "$PT_LOG" | tail -1)" "the refusal names the file"
+    chmod 0600 "$PT_TMP/stripe.sk" "$PT_TMP/c2p.sk"
+    expect_contains "2 problems, all to be fixed" "$(grep 'refused' "$PT_LOG" | tail -1)" "the refusal"
+    expect_match "${TS} +gateways.stripe.secret_key_file $PT_TMP/stripe.sk: mode 0644" \
+        "$(grep 'stripe.sk: mode' "$PT_LOG")" "the stripe line"
+    expect_match "${TS} +gateways.2c2p.secret_key_file $PT_TMP/c2p.sk: mode 0644" \
+        "$(grep 'c2p.sk: mode' "$PT_LOG")" "the 2c2p line"
     pt_post /v1/charges bad-3 "$(charge_body bad-3)"
     expect_status 202
     # And the good file is taken afterwards.
@@ -178,6 +183,60 @@ case_sighup_broken_file_refused()
     pt_post /v1/charges bad-4 "$(charge_body bad-4)"
     expect_error 400 invalid_request
     pt_stop
+    local bad
+    bad=$(grep -Ev "$TS" "$PT_LOG" | head -3)
+    [ -z "$bad" ] || fail "log lines without a time and level: $bad"
+}
+
+# A reload waits a bounded time for the units of work in progress: a sync
+# pass that hangs makes it give up (the API answering meanwhile), and the
+# next SIGHUP, once the pass moved on, goes through.
+case_sighup_gives_up_when_busy()
+{
+    export PAYTERM_TEST_SYNC_STALL_FILE=$PT_TMP/stall
+    pt_start
+    touch "$PT_TMP/stall"
+    pt_post /v1/sync - -
+    sleep 1
+    jq '.limits.max_amount = 99' "$PT_CFG" >"$PT_CFG.new" && mv "$PT_CFG.new" "$PT_CFG"
+    local t0 t1
+    t0=$(date +%s%N)
+    kill -HUP "$PT_PID"
+    sleep 0.5
+    pt_get /v1/charges/nope # served while the reload waits
+    expect_status 404
+    wait_for_log 'reload: the new configuration is refused'
+    t1=$(date +%s%N)
+    expect_contains 'still in progress after 4 s' "$(grep refused "$PT_LOG")" "the refusal"
+    [ $(((t1 - t0) / 1000000)) -lt 8000 ] || fail "the reload waited $(((t1 - t0) / 1000000)) ms"
+    pt_post /v1/charges busy-1 "$(charge_body busy-1)"
+    expect_status 202 # the old limits
+    rm -f "$PT_TMP/stall"
+    sleep 0.5
+    hup_and_wait
+    expect_contains 'reload: configuration reloaded' "$(tail -2 "$PT_LOG")" "the second reload"
+    pt_post /v1/charges busy-2 "$(charge_body busy-2)"
+    expect_error 400 invalid_request
+    pt_stop
+}
+
+case_check_gateways()
+{
+    pt_start
+    pt_stop
+    local rc
+    "$PAYTERM" init --check-gateways -c "$PT_CFG" >/dev/null 2>&1
+    expect_eq 0 "$?" "exit with gateways configured"
+    jq '.gateways = {}' "$PT_CFG" >"$PT_TMP/none.json"
+    "$PAYTERM" init --check-gateways -c "$PT_TMP/none.json" >/dev/null 2>"$PT_TMP/none.err"
+    rc=$?
+    expect_eq 1 "$rc" "exit with no gateway (ExecCondition: skipped)"
+    expect_contains 'no gateway is configured' "$(cat "$PT_TMP/none.err")" "the message"
+    printf '{"gateways": ' >"$PT_TMP/broken.json"
+    "$PAYTERM" init --check-gateways -c "$PT_TMP/broken.json" >/dev/null 2>&1
+    expect_eq 255 "$?" "exit with an unreadable configuration (ExecCondition: failed)"
+    "$PAYTERM" init --check-gateways --bogus -c "$PT_CFG" >/dev/null 2>&1
+    expect_eq 255 "$?" "exit with a usage error (ExecCondition: failed, not skipped)"
 }
 
 case_sighup_restart_keys()
@@ -264,6 +323,33 @@ case_watchdog_follows_health()
     : "$t_fix"
 }
 
+# A commit that waits (another process holds the database's write lock, a
+# slow card) is not a hung daemon: the probe asks nothing of the database.
+case_watchdog_slow_storage()
+{
+    local sock=$PT_TMP/notify3.sock
+    "$PT_NOTIFYSOCK" "$sock" >"$PT_TMP/notify.log" &
+    echo $! >>"$PT_TMP/pids"
+    while [ ! -S "$sock" ]; do sleep 0.01; done
+    export NOTIFY_SOCKET=$sock WATCHDOG_USEC=4000000
+    pt_start
+    wait_notify WATCHDOG=1
+    local t0
+    t0=$(mono_ms)
+    # 5 s of a foreign write lock: /healthz (which checks storage) waits.
+    (printf 'BEGIN IMMEDIATE;\n.shell sleep 5\nCOMMIT;\n' |
+        sqlite3 "$PT_TMP/data/payterm.db" >/dev/null 2>&1) &
+    local holder=$!
+    sleep 6
+    wait "$holder"
+    # Fed all along: no gap near WatchdogSec (4 s).
+    local gap
+    gap=$(awk -v a="$t0" 'index($0, "WATCHDOG=1") && $1 > a - 4000 { if (p) { g = $1 - p; if (g > m) m = g } p = $1 } END { print m + 0 }' "$PT_TMP/notify.log")
+    [ "$gap" -lt 3000 ] || fail "a ${gap} ms gap between two WATCHDOG=1 while storage was slow"
+    if grep -q 'watchdog: not fed' "$PT_LOG"; then fail "$(grep 'watchdog: not fed' "$PT_LOG")"; fi
+    pt_stop
+}
+
 case_watchdog_not_ours()
 {
     # WATCHDOG_PID names another process: not our watchdog, never fed.
@@ -287,7 +373,10 @@ pt_case "log_level debug: one line per request, never a body or a key" case_debu
 pt_case "SIGHUP: log_level, limits, offline limits, sync timing change without a restart" case_sighup_live_keys
 pt_case "SIGHUP: a broken file, a bad key, a readable key file are refused whole" case_sighup_broken_file_refused
 pt_case "SIGHUP: listen, data_dir, the set of gateways need a restart: named and kept" case_sighup_restart_keys
+pt_case "SIGHUP while a sync step hangs: gives up after 4 s, the API answers, the next one works" case_sighup_gives_up_when_busy
+pt_case "init --check-gateways: 0 configured, 1 none, 255 broken or misused" case_check_gateways
 pt_case "watchdog: fed while well, not while the sync thread hangs, again once it moves" case_watchdog_follows_health
+pt_case "watchdog: a slow commit (a foreign write lock) is not a hang: still fed" case_watchdog_slow_storage
 pt_case "watchdog: WATCHDOG_PID of another process: not fed" case_watchdog_not_ours
 
 pt_done
