@@ -12,6 +12,8 @@
 #                                 USER's 0600),
 #                                 data_dir $PT_TMP/data (USER's, 0700);
 #                                 sets CONFIG, DATA
+#   board_binary USER             a copy of $PAYTERM that USER can run, in
+#                                 $PT_TMP/bin; sets BIN
 #
 # Source it after lib.sh, call it after pt_init.
 
@@ -58,10 +60,11 @@ board_config()
     chmod 0750 "$keys"
     chmod 0700 "$DATA"
     if [ "$(id -u)" = 0 ]; then
-        # Secrets the service user's own, 0600: what every payterm accepts
-        # (root:<its group> 0640 is the other layout of SPEC 14).
-        chown "$user:$group" "$keys/stripe_secret_key" "$keys/stripe_webhook_secret" "$DATA"
-        chown "root:$group" "$keys"
+        # SPEC 14's layout: secrets root:<the service's group> 0640, read
+        # through the group, not changeable by the service.
+        chown "root:$group" "$keys/stripe_secret_key" "$keys/stripe_webhook_secret" "$keys"
+        chmod 0640 "$keys/stripe_secret_key" "$keys/stripe_webhook_secret"
+        chown "$user:$group" "$DATA"
     fi
     CONFIG=$etc/payterm.json
     jq -n --arg d "$DATA" --arg l "$listen" --arg k "$keys" \
@@ -76,4 +79,30 @@ board_config()
         }' >"$CONFIG" || exit 2
     chmod 0640 "$CONFIG"
     [ "$(id -u)" != 0 ] || chown "root:$group" "$CONFIG"
+}
+
+# The build tree may sit where another user cannot go (a clone in a
+# `mktemp -d` directory is 0700), so the daemon runs from a copy.  A chroot
+# unpacked into a `mktemp -d` directory has a root directory of mode 0700,
+# where no unprivileged user can run anything at all: on such a root (never
+# on a real system) o+x is added, and said.
+board_binary()
+{
+    local user=$1
+    if [ "$(id -u)" = 0 ] && ! setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
+        /bin/true 2>/dev/null; then
+        if [ "$(stat -c %a /)" = 700 ]; then
+            pt_log "$PT_SCRIPT: / is mode 0700 (a chroot made with mktemp -d): adding o+x so that $user can run programs"
+            chmod o+x /
+        fi
+    fi
+    mkdir -p "$PT_TMP/bin"
+    cp "$(readlink -f "$PAYTERM")" "$PT_TMP/bin/payterm"
+    chmod 0755 "$PT_TMP" "$PT_TMP/bin" "$PT_TMP/bin/payterm"
+    BIN=$PT_TMP/bin/payterm
+    if [ "$(id -u)" = 0 ] && ! setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
+        "$BIN" version >/dev/null 2>&1; then
+        pt_log "$PT_SCRIPT: $user cannot run $BIN"
+        exit 1
+    fi
 }

@@ -98,7 +98,6 @@ setup()
         pt_log "$PT_SCRIPT: $PT_INIT_SCRIPT does not read \$PAYTERM_DEFAULTS: not running it"
         exit 1
     }
-    BIN=$(readlink -f "$PAYTERM")
     local applet
     # BusyBox applets only, BusyBox's start-stop-daemon among them.
     BB=$PT_TMP/bb
@@ -113,6 +112,7 @@ setup()
     PT_URL=$URL
     board_sim_start "$URL"
     board_config "$PT_INIT_USER" "127.0.0.1:$PT_PORT"
+    board_binary "$PT_INIT_USER"
     # The log's and the pid file's directories are root's.
     mkdir -p "$PT_TMP/run" "$PT_TMP/log"
     PIDFILE=$PT_TMP/run/payterm.pid

@@ -173,15 +173,15 @@ case_sandbox()
         pt_skip "a sanitizer build makes system calls of its own"
     fi
     local out t
-    traced condition "$PAYTERM" init --check-gateways -c "$CONFIG" >/dev/null 2>&1 ||
+    traced condition "$BIN" init --check-gateways -c "$CONFIG" >/dev/null 2>&1 ||
         fail "init --check-gateways failed under strace"
-    traced startpre "$PAYTERM" init -c "$CONFIG" >"$PT_TMP/startpre.out" 2>&1 ||
+    traced startpre "$BIN" init -c "$CONFIG" >"$PT_TMP/startpre.out" 2>&1 ||
         fail "payterm init failed: $(cat "$PT_TMP/startpre.out")"
     # As under systemd: a notification socket (nothing listens on this one:
     # the datagrams are still sent) and a watchdog to feed.
     PT_LOG=$PT_TMP/daemon.audit.log
     NOTIFY_SOCKET=$PT_TMP/notify.sock WATCHDOG_USEC=2000000 \
-        traced serve "$PAYTERM" serve -c "$CONFIG" >"$PT_LOG" 2>&1 &
+        traced serve "$BIN" serve -c "$CONFIG" >"$PT_LOG" 2>&1 &
     local strace_pid=$!
     echo "$strace_pid" >>"$PT_TMP/pids"
     local deadline=$(($(date +%s) + PT_START_TIMEOUT_S))
@@ -284,6 +284,7 @@ PT_PORT=$(pt_pick_port)
 PT_URL=http://127.0.0.1:$PT_PORT
 board_sim_start "$PT_URL"
 board_config "$PT_AUDIT_USER" "127.0.0.1:$PT_PORT"
+board_binary "$PT_AUDIT_USER"
 
 pt_case "systemd-analyze verify: nothing to say about the unit" case_verify
 pt_case "systemd-analyze security --offline: exposure at most 2.5" case_security
