@@ -39,16 +39,31 @@ init()
 # serve_pids - the live `payterm serve` processes of this test's
 # configuration, one PID a line.  Builtins only (no fork per process), so
 # that a sample takes a few ms; a zombie has an empty cmdline and counts as
-# gone (it holds no file and no lock).
+# gone (it holds no file and no lock).  A match whose parent is a match is
+# not a second daemon: under ASan, LeakSanitizer's check at exit runs in a
+# tracer task cloned from the daemon (same memory, same cmdline).
 serve_pids()
 {
-    local f args
+    local f args pid stat found=() parents=()
     for f in /proc/[0-9]*/cmdline; do
         mapfile -d '' args 2>/dev/null <"$f" || continue
         [ "${#args[@]}" -ge 4 ] && [ "${args[0]}" = "$BIN" ] && [ "${args[1]}" = serve ] &&
             [ "${args[3]}" = "$CONFIG" ] || continue
-        f=${f#/proc/}
-        echo "${f%/cmdline}"
+        pid=${f#/proc/}
+        pid=${pid%/cmdline}
+        read -r stat 2>/dev/null <"/proc/$pid/stat" || continue
+        stat=${stat##*) } # "S PPID ...", after the command's name
+        stat=${stat#* }
+        found+=("$pid")
+        parents+=("${stat%% *}")
+    done
+    local i j child
+    for i in "${!found[@]}"; do
+        child=0
+        for j in "${!found[@]}"; do
+            [ "${parents[$i]}" != "${found[$j]}" ] || child=1
+        done
+        [ "$child" = 1 ] || echo "${found[$i]}"
     done
 }
 
