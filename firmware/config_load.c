@@ -705,7 +705,7 @@ int pt_config_check_secrets_of(const struct pt_config *cfg, const char *prefix, 
     if (errlen)
         err[0] = '\0';
     for (size_t i = 0; i < nfiles; i++) {
-        char line[2 * PT_CFG_PATH_MAX + 256];
+        char line[2 * PT_CFG_PATH_MAX + 400]; /* two paths, the mode, why, what to run */
         if (strncmp(files[i].what, prefix, strlen(prefix)) != 0)
             continue;
         int rc = check_secret(files[i].what, files[i].path, line, sizeof line);
