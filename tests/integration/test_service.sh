@@ -56,37 +56,37 @@ case_log_lines()
         expect_eq "$(date -u -d '1 minute ago' +%Y-%m-%dT%H:%M)" "$stamp" "the start line's minute"
 }
 
+# serve_with_stream STDERR STREAM - serve with stderr appended to STDERR and
+# JOURNAL_STREAM naming STREAM's device and inode (what systemd sets for the
+# stream it connected), until ready; then SIGTERM, exit 0.
+serve_with_stream()
+{
+    local pid
+    JOURNAL_STREAM="$(stat -c %d "$2"):$(stat -c %i "$2")" \
+        "$PAYTERM" serve -c "$PT_CFG" 2>>"$1" &
+    pid=$!
+    echo "$pid" >>"$PT_TMP/pids"
+    wait_for_log 'serving on' "$1"
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_eq 0 "$?" "exit status"
+}
+
 case_journald_priorities()
 {
     pt_start # writes $PT_CFG with a free port
     pt_stop
-    local log=$PT_TMP/journal.log pid
+    local log=$PT_TMP/journal.log other=$PT_TMP/other.log bad
     : >"$log"
-    # systemd names the stream it connected: device and inode.
-    JOURNAL_STREAM="$(stat -c %d "$log"):$(stat -c %i "$log")" \
-        "$PAYTERM" serve -c "$PT_CFG" 2>>"$log" &
-    pid=$!
-    echo "$pid" >>"$PT_TMP/pids"
-    wait_for_log 'serving on' "$log"
-    kill -TERM "$pid"
-    wait "$pid"
-    expect_eq 0 "$?" "exit status"
+    : >"$other"
+    serve_with_stream "$log" "$log"
     expect_match '^<6>payterm .* serving on' "$(grep 'serving on' "$log")" "an info line"
     expect_match '^<4>' "$(grep -m1 'gateway' "$log" || true)$(grep -m1 '^<4>' "$log")" "a warning line"
-    local bad
     bad=$(grep -Ev '^<[0-7]>' "$log" | head -3)
     [ -z "$bad" ] || fail "journal lines without a <N> priority: $bad"
     # A JOURNAL_STREAM that is not stderr (inherited, stderr redirected) is
     # ignored: timestamps again.
-    local other=$PT_TMP/other.log
-    : >"$other"
-    JOURNAL_STREAM="$(stat -c %d "$log"):$(stat -c %i "$log")" \
-        "$PAYTERM" serve -c "$PT_CFG" 2>>"$other" &
-    pid=$!
-    echo "$pid" >>"$PT_TMP/pids"
-    wait_for_log 'serving on' "$other"
-    kill -TERM "$pid"
-    wait "$pid"
+    serve_with_stream "$other" "$log"
     expect_match "${TS}payterm" "$(grep 'serving on' "$other")" "stderr that is not the journal"
 }
 
