@@ -28,7 +28,9 @@ static int grow(struct pt_buf *b, size_t n)
     size_t need = b->len + n + 1;
     if (need <= b->cap)
         return 0;
-    size_t cap = b->cap ? b->cap : 128;
+    /* 512 first: a charge or refund object (~400 bytes) is built without
+     * growing, each growth being a copy and a wipe of the old block. */
+    size_t cap = b->cap ? b->cap : 512;
     while (cap < need)
         cap *= 2;
     /* realloc could leave a copy of a secret behind; grow by copy and wipe. */

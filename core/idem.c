@@ -162,13 +162,31 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
     return PT_OK;
 }
 
-int pt_idem_complete(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+int pt_idem_acquire_later(struct pt_store *st, const struct pt_idem_options *opt, const char *scope,
+                          const char *key, const unsigned char hash[32], int64_t now,
+                          struct pt_idem_result *out)
+{
+    assert(opt->ttl_ms > 0 && opt->lock_timeout_ms > 0);
+    memset(out, 0, sizeof *out);
+    int rc = pt_store_key_take_later(st, scope, key, hash, opt->instance, now, now + opt->ttl_ms,
+                                     &out->lock);
+    if (rc == PT_OK) {
+        out->status = PT_IDEM_NEW;
+        return PT_OK;
+    }
+    if (rc != PT_EEXIST)
+        return rc;
+    /* A record exists (live, locked or expired): decided as ever. */
+    return pt_idem_acquire(st, opt, scope, key, hash, now, out);
+}
+
+int pt_idem_complete(struct pt_store *st, struct pt_key_lock *held, const char *scope,
                      const char *key, int status, const char *body, size_t len, int64_t now)
 {
     return pt_store_key_complete(st, scope, key, held, status, body, len, now);
 }
 
-int pt_idem_release(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+int pt_idem_release(struct pt_store *st, struct pt_key_lock *held, const char *scope,
                     const char *key)
 {
     return pt_store_key_delete(st, scope, key, held);

@@ -81,17 +81,29 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
                     struct pt_idem_result *out);
 
 /*
+ * As pt_idem_acquire, but a key found free is not written yet: the lock is
+ * pending (struct pt_key_lock) and its one row is written by
+ * pt_idem_complete (the answer), pt_store_key_set_order (a lock kept across
+ * a commit) or dropped by pt_idem_release.  For a request whose answer is
+ * known before its transaction commits (an offline charge, a refusal), the
+ * key costs one indexed read and one INSERT instead of an INSERT and an
+ * UPDATE of the same row.  A commit with the lock still pending is refused.
+ */
+int pt_idem_acquire_later(struct pt_store *st, const struct pt_idem_options *opt, const char *scope,
+                          const char *key, const unsigned char hash[32], int64_t now,
+                          struct pt_idem_result *out);
+/*
  * Stores the final response for the key and releases the lock, if `held`
  * (res.lock of the acquire that took it) is still the key's lock: PT_ESTATE when
  * the lock was recovered by another request meanwhile (that request's
  * answer is the key's; nothing is changed).
  */
-int pt_idem_complete(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+int pt_idem_complete(struct pt_store *st, struct pt_key_lock *held, const char *scope,
                      const char *key, int status, const char *body, size_t len, int64_t now);
 
 /* Removes the key (transient failure: the same key may be retried later);
  * PT_ESTATE when `held` no longer holds it. */
-int pt_idem_release(struct pt_store *st, const struct pt_key_lock *held, const char *scope,
+int pt_idem_release(struct pt_store *st, struct pt_key_lock *held, const char *scope,
                     const char *key);
 
 /* Deletes expired completed records; *count gets the number removed. */

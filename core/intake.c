@@ -229,7 +229,7 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
             return 0;
         }
         g->in_txn = 1;
-        rc = pt_idem_acquire(st, &in->idem, g->scope, g->key, g->hash, now, res);
+        rc = pt_idem_acquire_later(st, &in->idem, g->scope, g->key, g->hash, now, res);
         if (rc) {
             pt_store_rollback(st);
             g->in_txn = 0;

@@ -124,9 +124,18 @@ void pt_jw_string(struct pt_jw *w, const char *s)
 
 void pt_jw_int(struct pt_jw *w, long long v)
 {
+    /* Digits by hand, right to left: snprintf costs more than the rest of
+     * a member.  The magnitude as unsigned, so LLONG_MIN is exact too. */
     char num[24];
-    int n = snprintf(num, sizeof num, "%lld", v);
-    put(w, num, (size_t)n);
+    char *p = num + sizeof num;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    put(w, p, (size_t)(num + sizeof num - p));
 }
 
 char *pt_jw_finish(struct pt_jw *w)

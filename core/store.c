@@ -67,6 +67,14 @@
  * (after lock_timeout_s) can no longer complete, link or release the key. */
 #define HELD(at, by) "completed_at IS NULL AND locked_at = ?" #at " AND locked_by IS ?" #by
 
+/* A charge's audit trail: ids charge_id * 2^32 + seq (sql/007_audit_rowid.sql). */
+#define TRAIL(p) "?" #p " * 4294967296 + 1 AND ?" #p " * 4294967296 + 4294967295"
+/* The id of the charge's next audit row, as a one-row subquery "n": one seek
+ * to the end of its range.  Past 2^32 - 1 rows the seq CHECK refuses it. */
+#define NEXT_IN_TRAIL(p)                                                                           \
+    "(SELECT coalesce(max(id), ?" #p " * 4294967296) + 1 AS n FROM charge_events"                  \
+    " WHERE id BETWEEN " TRAIL(p) ")"
+
 /* X(ID, "sql") - the prepared statement cache. */
 #define PT_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
@@ -74,6 +82,15 @@
                " WHERE scope = ?1 AND key = ?2")                                                   \
     X(KEY_INSERT, "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, locked_at,"   \
                   " locked_by, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6)")       \
+    X(KEY_EXISTS, "SELECT 1 FROM idempotency_keys WHERE scope = ?1 AND key = ?2")                  \
+    X(KEY_INSERT_DONE,                                                                             \
+      "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, completed_at,"            \
+      " response_status, response_body, created_at, expires_at)"                                   \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                                  \
+    X(KEY_INSERT_HELD,                                                                             \
+      "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, locked_at,"               \
+      " locked_by, created_at, expires_at, order_id)"                                              \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7)")                                                  \
     X(KEY_RELOCK, "UPDATE idempotency_keys SET locked_at = ?5, locked_by = ?6"                     \
                   " WHERE scope = ?1 AND key = ?2 AND completed_at IS NULL"                        \
                   " AND locked_at = ?3 AND locked_by IS ?4")                                       \
@@ -124,17 +141,19 @@
                    " ORDER BY seq LIMIT ?2")                                                       \
     X(EVENTS_LAST, "SELECT coalesce(max(seq), 0) FROM events")                                     \
     X(AUDIT_LIST, "SELECT seq, from_state, to_state, cause, actor, refused, detail, created_at,"   \
-                  " refund_id FROM charge_events WHERE charge_id = ?1 ORDER BY seq LIMIT ?2")      \
+                  " refund_id FROM charge_events WHERE id BETWEEN " TRAIL(1) " ORDER BY id"        \
+                                                                             " LIMIT ?2")          \
     X(NOTIFICATION_INSERT, "INSERT OR IGNORE INTO notifications (gateway, dedup_id, order_id,"     \
                            " status, outcome, received_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")       \
     X(AUDIT_INSERT_FIRST,                                                                          \
-      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause,"                    \
+      "INSERT INTO charge_events (id, charge_id, seq, from_state, to_state, cause,"                \
       " actor, refused, detail, created_at)"                                                       \
-      " VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                               \
+      " VALUES (?1 * 4294967296 + 1, ?1, 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                          \
     X(AUDIT_INSERT,                                                                                \
-      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"    \
-      " detail, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM charge_events"      \
-      " WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                       \
+      "INSERT INTO charge_events (id, charge_id, seq, from_state, to_state, cause, actor,"         \
+      " refused, detail, created_at) SELECT n, ?1, n - ?1 * 4294967296, ?2, ?3, ?4, ?5, ?6, ?7, "  \
+      "?8"                                                                                         \
+      " FROM " NEXT_IN_TRAIL(1))                                                                   \
     X(REFUND_INSERT,                                                                               \
       "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode, reason, metadata,"  \
       " next_attempt_at, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)") \
@@ -158,9 +177,9 @@
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(AUDIT_INSERT_REFUND,                                                                         \
-      "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor, refused,"    \
-      " detail, created_at, refund_id) VALUES (?1, (SELECT coalesce(max(seq), 0) + 1"              \
-      " FROM charge_events WHERE charge_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")                \
+      "INSERT INTO charge_events (id, charge_id, seq, from_state, to_state, cause, actor,"         \
+      " refused, detail, created_at, refund_id) SELECT n, ?1, n - ?1 * 4294967296, ?2, ?3, ?4,"    \
+      " ?5, ?6, ?7, ?8, ?9 FROM " NEXT_IN_TRAIL(1))                                                \
     X(EVENT_INSERT_REFUND, "INSERT OR IGNORE INTO events (type, charge_id, order_id, payload,"     \
                            " created_at, refund_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
@@ -215,6 +234,7 @@ struct pt_store {
     int erased_in_txn; /* a payment code erased since BEGIN */
     char path[PT_STORE_PATH_MAX];
     int changes_at_begin; /* sqlite3_total_changes() at BEGIN */
+    int keys_pending;     /* pending key locks taken since BEGIN, not yet written */
 };
 
 /*
@@ -1023,6 +1043,7 @@ int pt_store_begin(struct pt_store *st)
         return PT_ESTATE; /* (NDEBUG builds) the open transaction stays as it was */
     st->events_in_txn = 0;
     st->erased_in_txn = 0;
+    st->keys_pending = 0;
     st->deferred = 0;
     int rc = st->writer ? writer_begin(st) : alone_begin(st);
     st->changes_at_begin = sqlite3_total_changes(st->c->db);
@@ -1034,6 +1055,14 @@ int pt_store_commit(struct pt_store *st)
 {
     if (!st->in_txn && st->writer)
         return PT_ESTATE; /* no turn held: nothing of ours to commit */
+    if (st->keys_pending) {
+        /* A key lock that was never written would vanish with this commit
+         * while its request goes on as if it held it: a caller's bug, never
+         * committed (pt_store_key_take_later). */
+        pt_log_error("store: a commit would lose an idempotency key's lock; rolled back");
+        pt_store_rollback(st);
+        return PT_ESTATE;
+    }
     st->in_txn = 0;
     return st->writer ? writer_commit(st) : alone_commit(st);
 }
@@ -1343,9 +1372,68 @@ int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
     return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_EEXIST;
 }
 
-int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
-                           const struct pt_key_lock *lock, const char *order_id)
+int pt_store_key_take_later(struct pt_store *st, const char *scope, const char *key,
+                            const unsigned char hash[32], int64_t instance, int64_t now,
+                            int64_t expires_at, struct pt_key_lock *lock)
 {
+    assert(st->in_txn);
+    sqlite3_stmt *s = stmt(st, S_KEY_EXISTS);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    int err = rc == SQLITE_ROW    ? PT_EEXIST
+              : rc == SQLITE_DONE ? PT_OK
+                                  : xlate(sqlite3_extended_errcode(st->c->db));
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && err == PT_OK)
+        err = PT_ESTORAGE;
+    if (err)
+        return err;
+    memset(lock, 0, sizeof *lock);
+    lock->at = now;
+    lock->by = instance;
+    lock->pending = 1;
+    memcpy(lock->hash, hash, 32);
+    lock->expires_at = expires_at;
+    st->keys_pending++;
+    return PT_OK;
+}
+
+/* The pending lock is written or dropped: the transaction may commit. */
+static void key_written(struct pt_store *st, struct pt_key_lock *lock)
+{
+    lock->pending = 0;
+    if (st->keys_pending > 0)
+        st->keys_pending--;
+}
+
+int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
+                           struct pt_key_lock *lock, const char *order_id)
+{
+    if (lock->pending) {
+        sqlite3_stmt *s = stmt(st, S_KEY_INSERT_HELD);
+        if (!s)
+            return PT_ESTORAGE;
+        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(s, 3, lock->hash, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, lock->at);
+        sqlite3_bind_int64(s, 5, lock->by);
+        sqlite3_bind_int64(s, 6, lock->expires_at);
+        bind_text(s, 7, order_id);
+        int rc = run(st, s);
+        if (rc)
+            return rc;
+        key_written(st, lock);
+        /* The lock is taken here, INSERT OR IGNORE + change count as ever:
+         * nobody can have written the key since take_later (this
+         * transaction holds the write lock), but if somebody had, the key
+         * is theirs. */
+        return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    }
+
     sqlite3_stmt *s = stmt(st, S_KEY_SET_ORDER);
     if (!s)
         return PT_ESTORAGE;
@@ -1361,9 +1449,28 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
 }
 
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
-                          const struct pt_key_lock *lock, int status, const char *body, size_t len,
+                          struct pt_key_lock *lock, int status, const char *body, size_t len,
                           int64_t now)
 {
+    if (lock->pending) {
+        /* The key's one write: the completed record. */
+        sqlite3_stmt *s = stmt(st, S_KEY_INSERT_DONE);
+        if (!s)
+            return PT_ESTORAGE;
+        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(s, 3, lock->hash, 32, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, now);
+        sqlite3_bind_int(s, 5, status);
+        sqlite3_bind_blob(s, 6, body ? body : "", (int)len, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 7, lock->at);
+        sqlite3_bind_int64(s, 8, lock->expires_at);
+        int rc = run(st, s);
+        if (rc)
+            return rc;
+        key_written(st, lock);
+        return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE; /* as set_order */
+    }
     /* First by the rowid this connection got for the key, if it is that
      * key's (the WHERE says so); else by (scope, key). */
     for (int by_id = st->last_key_rowid > 0; by_id >= 0; by_id--) {
@@ -1389,8 +1496,12 @@ int pt_store_key_complete(struct pt_store *st, const char *scope, const char *ke
 }
 
 int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
-                        const struct pt_key_lock *lock)
+                        struct pt_key_lock *lock)
 {
+    if (lock->pending) {
+        key_written(st, lock); /* nothing was written: nothing to delete */
+        return PT_OK;
+    }
     sqlite3_stmt *s = stmt(st, S_KEY_DELETE);
     if (!s)
         return PT_ESTORAGE;

@@ -241,23 +241,44 @@ int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
 struct pt_key_lock {
     int64_t at;
     int64_t by;
+    /* 1: the key was found free inside this write transaction and no row
+     * is written yet (pt_store_key_take_later).  The row is written once,
+     * by whichever comes first of pt_store_key_complete (the completed
+     * record), pt_store_key_set_order (the held lock, before a commit that
+     * keeps it) or pt_store_key_delete (nothing to write).  A commit with a
+     * key still pending is refused (PT_ESTATE): the lock would be lost. */
+    int pending;
+    unsigned char hash[32];
+    int64_t expires_at;
 };
+
+/*
+ * Inside a write transaction: PT_OK when no record of (scope, key) exists,
+ * with *lock a pending lock (see above) that this transaction holds until
+ * it ends - nobody else writes meanwhile.  PT_EEXIST when a record exists
+ * (expired or not: the caller takes the pt_store_key_insert path).
+ * One indexed read instead of a row written now and rewritten by the
+ * answer: a new key's record is written once.
+ */
+int pt_store_key_take_later(struct pt_store *st, const char *scope, const char *key,
+                            const unsigned char hash[32], int64_t instance, int64_t now,
+                            int64_t expires_at, struct pt_key_lock *lock);
 
 /* Records which order the key created (used to recover a stale lock).
  * PT_ESTATE when the caller no longer holds the lock. */
 int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
-                           const struct pt_key_lock *lock, const char *order_id);
+                           struct pt_key_lock *lock, const char *order_id);
 
 /* Stores the response and releases the lock.  PT_ESTATE when the caller no
  * longer holds it (nothing is changed then). */
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
-                          const struct pt_key_lock *lock, int status, const char *body, size_t len,
+                          struct pt_key_lock *lock, int status, const char *body, size_t len,
                           int64_t now);
 
 /* Deletes the record held by lock (transient failure: the client may retry
  * the key).  PT_ESTATE when the caller no longer holds it. */
 int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
-                        const struct pt_key_lock *lock);
+                        struct pt_key_lock *lock);
 
 /* Deletes one expired record (so an expired key can be taken anew). */
 int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,

@@ -167,7 +167,7 @@ static void guarded_new_charge(struct pt_store *st, long i)
     int rc;
     if ((rc = pt_store_begin(st)))
         die("begin", rc);
-    if ((rc = pt_idem_acquire(st, &idem_opt, "POST /v1/charges", key, hash, now, &r)) ||
+    if ((rc = pt_idem_acquire_later(st, &idem_opt, "POST /v1/charges", key, hash, now, &r)) ||
         r.status != PT_IDEM_NEW)
         die("acquire", rc ? rc : PT_EEXIST);
     if ((rc = pt_store_charge_insert(st, &c, now)))
@@ -250,7 +250,7 @@ static void guarded_new_refund(struct pt_store *st, long i)
     int rc;
     if ((rc = pt_store_begin(st)))
         die("begin", rc);
-    if ((rc = pt_idem_acquire(st, &idem_opt, scope, key, hash, now, &res)) ||
+    if ((rc = pt_idem_acquire_later(st, &idem_opt, scope, key, hash, now, &res)) ||
         res.status != PT_IDEM_NEW)
         die("refund acquire", rc ? rc : PT_EEXIST);
     char order_id[PT_ORDER_ID_MAX];

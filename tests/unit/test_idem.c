@@ -66,8 +66,8 @@ static enum pt_idem_status acquire(const struct pt_idem_options *o, const char *
     return r->status;
 }
 
-static int complete_as(const struct pt_key_lock *lock, const char *key, int status,
-                       const char *body, int64_t now)
+static int complete_as(struct pt_key_lock *lock, const char *key, int status, const char *body,
+                       int64_t now)
 {
     assert_int_equal(pt_store_begin(st), PT_OK);
     int rc = pt_idem_complete(st, lock, SCOPE, key, status, body, strlen(body), now);
@@ -178,6 +178,79 @@ static void test_recovered_lock_cannot_be_completed_by_the_first_holder(void **s
     assert_int_equal(r.response_status, 201);
     assert_memory_equal(r.body, "{\"by\":\"recoverer\"}", r.body_len);
     pt_idem_result_free(&r);
+}
+
+/* acquire_later: a free key costs no write until the answer; the lock is
+ * written by complete (a completed record, replayed later), by set_order (a
+ * lock kept across a commit: a retry is told it is in use) or dropped by
+ * release (nothing left); a commit with it still pending is refused and
+ * rolled back, so a lock is never silently lost. */
+static void test_acquire_later(void **state)
+{
+    (void)state;
+    struct pt_idem_result r;
+    unsigned char h[32];
+    hash_of("{\"a\":1}", h);
+    int64_t count = -1;
+
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_idem_acquire_later(st, &opt, SCOPE, "L1", h, 1000, &r), PT_OK);
+    assert_int_equal(r.status, PT_IDEM_NEW);
+    assert_true(r.lock.pending);
+    assert_int_equal(pt_store_count(st, "idempotency_keys", &count), PT_OK);
+    assert_int_equal(count, 0);
+    assert_int_equal(pt_idem_complete(st, &r.lock, SCOPE, "L1", 202, "{\"q\":1}", 7, 1100), PT_OK);
+    assert_false(r.lock.pending);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(pt_idem_lookup(st, &opt, SCOPE, "L1", h, 1200, &r), PT_OK);
+    assert_int_equal(r.status, PT_IDEM_REPLAY);
+    assert_int_equal(r.response_status, 202);
+    assert_memory_equal(r.body, "{\"q\":1}", 7);
+    pt_idem_result_free(&r);
+    /* The same key again, inside a transaction: the existing record decides. */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_idem_acquire_later(st, &opt, SCOPE, "L1", h, 1300, &r), PT_OK);
+    assert_int_equal(r.status, PT_IDEM_REPLAY);
+    pt_idem_result_free(&r);
+    assert_int_equal(pt_store_rollback(st), PT_OK);
+
+    /* Kept across a commit by set_order: in use for a retry, with its order. */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_idem_acquire_later(st, &opt, SCOPE, "L2", h, 2000, &r), PT_OK);
+    assert_int_equal(pt_store_key_set_order(st, SCOPE, "L2", &r.lock, "O-L2"), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    struct pt_key_lock kept = r.lock;
+    struct pt_idem_result again;
+    assert_int_equal(acquire(&opt, "L2", "{\"a\":1}", 2500, &again), PT_IDEM_IN_USE);
+    assert_int_equal(acquire(&opt, "L2", "{\"a\":1}", 2000 + MIN, &again), PT_IDEM_RECOVERED);
+    assert_string_equal(again.order_id, "O-L2");
+    /* ...and the first holder, taken over, cannot complete it. */
+    assert_int_equal(complete_as(&kept, "L2", 201, "{}", 2000 + MIN + 1), PT_ESTATE);
+
+    /* Released while pending: nothing was ever written. */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_idem_acquire_later(st, &opt, SCOPE, "L3", h, 3000, &r), PT_OK);
+    assert_int_equal(pt_idem_release(st, &r.lock, SCOPE, "L3"), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(pt_idem_lookup(st, &opt, SCOPE, "L3", h, 3100, &r), PT_OK);
+    assert_int_equal(r.status, PT_IDEM_ABSENT);
+
+    /* Still pending at the commit: refused, rolled back (the charge too). */
+    struct pt_charge c = {0};
+    strcpy(c.order_id, "ORDER-L4");
+    strcpy(c.gateway, "stripe");
+    strcpy(c.method, "card_on_file");
+    c.amount = 100;
+    strcpy(c.currency, "USD");
+    assert_int_equal(pt_store_count(st, "charges", &count), PT_OK);
+    int64_t charges_before = count;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_idem_acquire_later(st, &opt, SCOPE, "L4", h, 4000, &r), PT_OK);
+    assert_int_equal(pt_store_charge_insert(st, &c, 4000), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_ESTATE);
+    assert_int_equal(pt_store_count(st, "charges", &count), PT_OK);
+    assert_int_equal(count, charges_before);
+    assert_int_equal(acquire(&opt, "L4", "{\"a\":1}", 4100, &r), PT_IDEM_NEW);
 }
 
 static void test_lock_of_dead_instance_recovered_at_once(void **state)
@@ -301,7 +374,10 @@ static int racer(int id, int go_fd)
         struct pt_idem_result r;
         if (pt_store_begin(mine) != PT_OK)
             return 254;
-        if (pt_idem_acquire(mine, &myopt, SCOPE, key, h, 5000, &r) != PT_OK)
+        /* Half the racers take the key as the API does (written with the
+         * answer), half with the lock row first: one winner either way. */
+        if ((id % 2 ? pt_idem_acquire_later : pt_idem_acquire)(mine, &myopt, SCOPE, key, h, 5000,
+                                                               &r) != PT_OK)
             return 253;
         if (r.status == PT_IDEM_NEW) {
             struct pt_charge c = {0};
@@ -494,6 +570,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_new_then_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_use_and_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_lock_recovery, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acquire_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovered_lock_cannot_be_completed_by_the_first_holder,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_of_dead_instance_recovered_at_once, setup,

@@ -305,12 +305,36 @@ static void test_plain_int_table(void **state)
         fail_msg("%d of %zu cases failed", failed, n);
 }
 
+/* The writer's integers, digits by hand: the edges printf would print. */
+static void test_writer_integers(void **state)
+{
+    (void)state;
+    static const long long v[] = {0,         7,        -1, 10, 8888, 99999999999LL, -4294967296LL,
+                                  INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        struct pt_jw w = {0};
+        pt_jw_raw(&w, "[");
+        pt_jw_int(&w, v[i]);
+        pt_jw_raw(&w, "]");
+        char *text = pt_jw_finish(&w);
+        char want[32];
+        snprintf(want, sizeof want, "[%lld]", v[i]);
+        assert_non_null(text);
+        assert_string_equal(text, want);
+        free(text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_check_table), cmocka_unit_test(test_members_give_the_raw_value),
-        cmocka_unit_test(test_many_names),  cmocka_unit_test(test_long_field_is_cut_on_a_character),
-        cmocka_unit_test(test_utf8_scrub),  cmocka_unit_test(test_plain_int_table),
+        cmocka_unit_test(test_check_table),
+        cmocka_unit_test(test_members_give_the_raw_value),
+        cmocka_unit_test(test_many_names),
+        cmocka_unit_test(test_long_field_is_cut_on_a_character),
+        cmocka_unit_test(test_utf8_scrub),
+        cmocka_unit_test(test_plain_int_table),
+        cmocka_unit_test(test_writer_integers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

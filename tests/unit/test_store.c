@@ -236,6 +236,79 @@ static void test_refund_migration_keeps_the_feed(void **state)
     assert_null(strstr(v, "events_new"));
 }
 
+/* 007 rebuilds the audit trail as a rowid table keyed charge_id * 2^32 +
+ * seq: every row keeps its charge, seq and text, the trails of two charges
+ * stay apart and in order, the next row of each continues its own seq, and
+ * the append-only triggers come back. */
+static void test_audit_migration_keeps_the_trail(void **state)
+{
+    (void)state;
+    char path[300], err[512], v[256];
+    db_path(path, sizeof path, "trail6.db");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    for (int i = 0; i < 6; i++) {
+        char bump[64];
+        assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+        snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
+        assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
+    }
+    assert_int_equal(
+        sqlite3_exec(
+            db,
+            "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
+            " offline_mode, created_at, updated_at) VALUES"
+            " ('OLD-1', 'stripe', 'card_on_file', 500, 'USD', 'SUCCESS', 'prefer_online',"
+            " 1, 1), ('OLD-2', 'alipay', 'barcode', 700, 'CNY', 'PROCESSING',"
+            " 'prefer_online', 1, 1);"
+            "INSERT INTO charge_events (charge_id, seq, from_state, to_state, cause, actor,"
+            " refused, detail, created_at, refund_id) VALUES"
+            " (1, 1, NULL, 'INIT', 'created', 'api', 0, NULL, 1, NULL),"
+            " (2, 1, NULL, 'INIT', 'created', 'api', 0, NULL, 2, NULL),"
+            " (1, 2, 'INIT', 'PROCESSING', 'send', 'sync', 0, NULL, 3, NULL),"
+            " (2, 2, 'INIT', 'PROCESSING', 'send', 'sync', 0, NULL, 4, NULL),"
+            " (1, 3, 'PROCESSING', 'SUCCESS', 'gateway_paid', 'sync', 0, 'ok', 5, NULL),"
+            " (1, 4, 'SUCCESS', 'CANCELED', 'cancel', 'api', 1, 'final', 6, 'R-1');",
+            NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(
+        pt_store_audit(st, 2, "PROCESSING", "SUCCESS", "gateway_paid", "sync", 0, NULL, 7), PT_OK);
+    assert_int_equal(pt_store_audit(st, 1, NULL, NULL, "review", "operator:ann", 0, NULL, 8),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    pt_store_close(st);
+    raw_query(path,
+              "SELECT group_concat(charge_id || '.' || seq || ':' || cause || ':' ||"
+              " coalesce(refund_id, '-'), ' ') FROM (SELECT * FROM charge_events ORDER BY id)",
+              v, sizeof v);
+    assert_string_equal(v, "1.1:created:- 1.2:send:- 1.3:gateway_paid:- 1.4:cancel:R-1 "
+                           "1.5:review:- 2.1:created:- 2.2:send:- 2.3:gateway_paid:-");
+    raw_query(path, "SELECT count(*) FROM charge_events WHERE id <> charge_id * 4294967296 + seq",
+              v, sizeof v);
+    assert_string_equal(v, "0");
+    raw_query(path, "SELECT group_concat(name) FROM sqlite_master WHERE tbl_name = 'charge_events'",
+              v, sizeof v);
+    assert_non_null(strstr(v, "charge_events_append_only_u"));
+    assert_non_null(strstr(v, "charge_events_append_only_d"));
+    assert_null(strstr(v, "charge_events_new"));
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(db, "DELETE FROM charge_events", NULL, NULL, NULL),
+                         SQLITE_OK);
+    /* An id that disagrees with its charge and seq is refused. */
+    assert_int_not_equal(sqlite3_exec(db,
+                                      "INSERT INTO charge_events (id, charge_id, seq, cause,"
+                                      " actor, created_at) VALUES (4294967299, 2, 9, 'x', 'y', 9)",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static void test_too_new_refused(void **state)
 {
     (void)state;
@@ -298,7 +371,7 @@ static int guarded_insert(struct pt_store *st, int i)
     char key[32];
     snprintf(key, sizeof key, "k-%d", i);
     unsigned char hash[32] = {1};
-    const struct pt_key_lock lock = {.at = 1000, .by = 1};
+    struct pt_key_lock lock = {.at = 1000, .by = 1};
     int rc = pt_store_begin(st);
     if (rc)
         return rc;
@@ -475,6 +548,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_migrate_from_each_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_2_counts_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refund_migration_keeps_the_feed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_migration_keeps_the_trail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
