@@ -1431,7 +1431,10 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
          * nobody can have written the key since take_later (this
          * transaction holds the write lock), but if somebody had, the key
          * is theirs. */
-        return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+        if (sqlite3_changes(st->c->db) != 1)
+            return PT_ESTATE;
+        st->last_key_rowid = sqlite3_last_insert_rowid(st->c->db); /* completed by id later */
+        return PT_OK;
     }
 
     sqlite3_stmt *s = stmt(st, S_KEY_SET_ORDER);

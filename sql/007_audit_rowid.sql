@@ -14,7 +14,8 @@
 -- charge_id * 2^32 + 1 up) and a new charge's first row is an append.
 -- charge_id and seq stay as columns (queries and readers by hand use them);
 -- the CHECK keeps the three in agreement.  2^32 rows per charge cannot be
--- reached before the disk is full.
+-- reached before the disk is full; charge ids stay below 2^31 (two billion
+-- charges on one lane) for the product to stay a 64-bit integer.
 CREATE TABLE charge_events_new (
     id          INTEGER PRIMARY KEY,
     charge_id   INTEGER NOT NULL REFERENCES charges (id),
