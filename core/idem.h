@@ -7,7 +7,7 @@
  * lock and the business rows (charge, audit) commit or vanish together.
  *
  *   pt_store_begin(st);
- *   pt_idem_acquire(st, &opt, scope, key, hash, now, &res);   NEW?
+ *   pt_idem_acquire_later(st, &opt, scope, key, hash, now, &res);   NEW?
  *   ... insert the charge, audit ...
  *   pt_idem_complete(st, scope, key, 201, body, len, now);
  *   pt_store_commit(st);

@@ -779,10 +779,9 @@ static void cannot_wait(struct pt_reply *out, const struct pt_charge *c, const c
  * leaves nothing behind and the same key works once the link is back.
  */
 static int goes_online(const struct pt_intake *in, struct pt_store *st, const struct pt_charge *c,
-                       enum pt_offline_mode mode, int *online)
+                       enum pt_offline_mode mode, int reach, int *online)
 {
-    *online = mode != PT_OFFLINE_FORCE && in->online.claim &&
-              (!in->online.reachable || in->online.reachable(in->online.ctx, c->gateway));
+    *online = reach;
     if (!*online || !in->online.probe)
         return PT_OK;
     struct offline_no no = {0};
@@ -912,11 +911,15 @@ static int new_charge(const struct pt_intake *in, struct pt_store *st, struct gu
     enum pt_offline_mode mode = needs_gateway(c) ? PT_OFFLINE_REQUIRE_ONLINE : c->offline;
     int online = 0;
     *next = STEP_RELEASE;
+    /* Whether the gateway is up is asked once: asked twice, it could come
+     * up in between and a nowait request would send on the event loop,
+     * its first commit deferred into a batch - before it is durable. */
+    int reach = mode != PT_OFFLINE_FORCE && in->online.claim &&
+                (!in->online.reachable || in->online.reachable(in->online.ctx, c->gateway));
     /* nowait: a probe or a send is not for this thread. */
-    if (nowait && mode != PT_OFFLINE_FORCE && in->online.claim &&
-        (!in->online.reachable || in->online.reachable(in->online.ctx, c->gateway)))
+    if (nowait && reach)
         return PT_EAGAIN;
-    int rc = goes_online(in, st, c, mode, &online);
+    int rc = goes_online(in, st, c, mode, reach, &online);
     if (rc)
         return rc;
     return online ? charge_online(in, st, g, c, mode, now, out, next)

@@ -235,6 +235,7 @@ struct pt_store {
     char path[PT_STORE_PATH_MAX];
     int changes_at_begin; /* sqlite3_total_changes() at BEGIN */
     int keys_pending;     /* pending key locks taken since BEGIN, not yet written */
+    unsigned txn_seq;     /* counts BEGINs: a pending lock belongs to one */
 };
 
 /*
@@ -1044,6 +1045,7 @@ int pt_store_begin(struct pt_store *st)
     st->events_in_txn = 0;
     st->erased_in_txn = 0;
     st->keys_pending = 0;
+    st->txn_seq++;
     st->deferred = 0;
     int rc = st->writer ? writer_begin(st) : alone_begin(st);
     st->changes_at_begin = sqlite3_total_changes(st->c->db);
@@ -1061,7 +1063,7 @@ int pt_store_commit(struct pt_store *st)
          * committed (pt_store_key_take_later). */
         pt_log_error("store: a commit would lose an idempotency key's lock; rolled back");
         pt_store_rollback(st);
-        return PT_ESTATE;
+        return PT_ESTORAGE; /* not PT_ESTATE: callers read that as "lock taken over" */
     }
     st->in_txn = 0;
     return st->writer ? writer_commit(st) : alone_commit(st);
@@ -1395,10 +1397,23 @@ int pt_store_key_take_later(struct pt_store *st, const char *scope, const char *
     lock->at = now;
     lock->by = instance;
     lock->pending = 1;
+    lock->txn = st->txn_seq;
     memcpy(lock->hash, hash, 32);
     lock->expires_at = expires_at;
     st->keys_pending++;
     return PT_OK;
+}
+
+/*
+ * A pending lock is good only inside the transaction that found the key
+ * free: it proved the key absent and holds the write lock until it ends.
+ * The rows are then written with a plain INSERT - a UNIQUE, CHECK or NOT
+ * NULL failure is an error that rolls the request back, never a skipped
+ * row (INSERT OR IGNORE would skip it and leave the business rows keyless).
+ */
+static int pending_ok(const struct pt_store *st, const struct pt_key_lock *lock)
+{
+    return st->in_txn && lock->txn == st->txn_seq;
 }
 
 /* The pending lock is written or dropped: the transaction may commit. */
@@ -1413,6 +1428,8 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
                            struct pt_key_lock *lock, const char *order_id)
 {
     if (lock->pending) {
+        if (!pending_ok(st, lock))
+            return PT_ESTATE; /* its transaction ended: the key was never this request's */
         sqlite3_stmt *s = stmt(st, S_KEY_INSERT_HELD);
         if (!s)
             return PT_ESTORAGE;
@@ -1427,12 +1444,6 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
         if (rc)
             return rc;
         key_written(st, lock);
-        /* The lock is taken here, INSERT OR IGNORE + change count as ever:
-         * nobody can have written the key since take_later (this
-         * transaction holds the write lock), but if somebody had, the key
-         * is theirs. */
-        if (sqlite3_changes(st->c->db) != 1)
-            return PT_ESTATE;
         st->last_key_rowid = sqlite3_last_insert_rowid(st->c->db); /* completed by id later */
         return PT_OK;
     }
@@ -1456,6 +1467,8 @@ int pt_store_key_complete(struct pt_store *st, const char *scope, const char *ke
                           int64_t now)
 {
     if (lock->pending) {
+        if (!pending_ok(st, lock))
+            return PT_ESTATE;
         /* The key's one write: the completed record. */
         sqlite3_stmt *s = stmt(st, S_KEY_INSERT_DONE);
         if (!s)
@@ -1472,7 +1485,7 @@ int pt_store_key_complete(struct pt_store *st, const char *scope, const char *ke
         if (rc)
             return rc;
         key_written(st, lock);
-        return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE; /* as set_order */
+        return PT_OK;
     }
     /* First by the rowid this connection got for the key, if it is that
      * key's (the WHERE says so); else by (scope, key). */
@@ -1502,6 +1515,8 @@ int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
                         struct pt_key_lock *lock)
 {
     if (lock->pending) {
+        if (!pending_ok(st, lock))
+            return PT_ESTATE;
         key_written(st, lock); /* nothing was written: nothing to delete */
         return PT_OK;
     }

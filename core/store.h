@@ -246,8 +246,11 @@ struct pt_key_lock {
      * by whichever comes first of pt_store_key_complete (the completed
      * record), pt_store_key_set_order (the held lock, before a commit that
      * keeps it) or pt_store_key_delete (nothing to write).  A commit with a
-     * key still pending is refused (PT_ESTATE): the lock would be lost. */
+     * key still pending is refused and rolled back (PT_ESTORAGE): the lock
+     * would be lost.  Used after its transaction ended, a pending lock is
+     * PT_ESTATE: it was never written, so it is not held. */
     int pending;
+    unsigned txn; /* pending: the transaction it belongs to */
     unsigned char hash[32];
     int64_t expires_at;
 };

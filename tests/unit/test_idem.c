@@ -247,9 +247,19 @@ static void test_acquire_later(void **state)
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(pt_idem_acquire_later(st, &opt, SCOPE, "L4", h, 4000, &r), PT_OK);
     assert_int_equal(pt_store_charge_insert(st, &c, 4000), PT_OK);
-    assert_int_equal(pt_store_commit(st), PT_ESTATE);
+    assert_int_equal(pt_store_commit(st), PT_ESTORAGE);
     assert_int_equal(pt_store_count(st, "charges", &count), PT_OK);
     assert_int_equal(count, charges_before);
+    /* The lock outlived its transaction: in another one it is not held, so
+     * it can neither be completed nor kept - the key was proved free only
+     * inside the first. */
+    struct pt_key_lock stale = r.lock;
+    assert_true(stale.pending);
+    assert_int_equal(complete_as(&stale, "L4", 202, "{}", 4050), PT_ESTATE);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_key_set_order(st, SCOPE, "L4", &stale, "ORDER-L4"), PT_ESTATE);
+    assert_int_equal(pt_idem_release(st, &stale, SCOPE, "L4"), PT_ESTATE);
+    assert_int_equal(pt_store_rollback(st), PT_OK);
     assert_int_equal(acquire(&opt, "L4", "{\"a\":1}", 4100, &r), PT_IDEM_NEW);
 }
 

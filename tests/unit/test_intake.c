@@ -67,11 +67,15 @@ static const char *reenter_key;  /* retry this key while the first is "at the ga
 static int64_t reenter_after_ms; /* how much later than the first request the retry comes */
 static struct pt_reply reenter_reply;
 
+static int comes_up; /* > 0: unreachable for this many more questions, then reachable */
+
 static int fake_reachable(void *ctx, const char *gw)
 {
     (void)ctx;
     (void)gw;
-    return online;
+    if (comes_up > 0 && --comes_up == 0)
+        online = 1;
+    return comes_up > 0 ? 0 : online;
 }
 
 /* The sync engine's three online steps: claim and settle inside the
@@ -1316,6 +1320,37 @@ static void test_batch_request_handed_to_a_worker(void **state)
     free((void *)queued);
 }
 
+/* The gateway comes up while a request on the event loop (nowait) is
+ * being decided: it is asked once, so the request is queued (unreachable
+ * when asked) and never sent from the event loop with its first commit
+ * still in a batch. */
+static void test_nowait_gateway_coming_up_is_not_sent_here(void **state)
+{
+    (void)state;
+    enable_online();
+    online = 0;
+    comes_up = 2; /* the first question: down; any later one: up */
+    struct pt_store *lane = open_lane();
+    struct pt_store_commit ticket;
+    pt_store_defer_commit(lane, &ticket);
+    struct pt_reply r;
+    const char *body = charge_body("O-COMING-UP", 100, NULL);
+    int rc =
+        pt_intake_create_charge_nowait(&in, lane, "up1", body, strlen(body), 1700000000000, &r);
+    assert_int_equal(rc, PT_OK);
+    assert_int_equal(sends, 0);
+    if (pt_store_commit_deferred(lane))
+        pt_intake_settle(&in, pt_store_writer_flush(writer, &ticket), &r);
+    assert_int_equal(r.status, 202);
+    pt_store_defer_commit(lane, NULL);
+    pt_reply_free(&r);
+    pt_store_close(lane);
+    comes_up = 0;
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-COMING-UP", &c), PT_OK);
+    assert_int_equal(c.state, PT_STATE_INIT);
+}
+
 /* A batch nobody's work is in - a request that took its key and then
  * rolled back (here: it needs the gateway, so not the event loop's) -
  * ends without writing the WAL: a COMMIT of it wrote the pages its
@@ -1441,6 +1476,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_batch_request_handed_to_a_worker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rolled_back_batch_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nowait_gateway_coming_up_is_not_sent_here, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_threads_share_batches, setup, teardown),
     };
     failed += cmocka_run_group_tests_name("batches", batches, NULL, NULL);
