@@ -15,7 +15,7 @@
 #   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean
+.PHONY: all deps build test crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean screenshot
 
 all: build
 
@@ -80,6 +80,13 @@ demo: build
 
 run: build
 	@scripts/run.sh
+
+# docs/operator-page.png: the operator page in headless Chromium, taken by its
+# own browser test (tests/integration/sync/operator_page.sh) against a daemon
+# and the simulator - refreshed by this target, never by hand.
+screenshot: build
+	OPERATOR_PAGE_PNG=$(CURDIR)/docs/operator-page.png PAYTERM_THREAD_STACK_KIB=128 \
+	    bash tests/integration/sync/operator_page.sh $(CURDIR)/build/dev/firmware/payterm
 
 fuzz:
 	@scripts/deps.sh base fuzz

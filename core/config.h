@@ -18,6 +18,8 @@
 #define PT_CFG_STR_MAX 256
 #define PT_CFG_MAX_CURRENCIES 32
 #define PT_CFG_MAX_AGES 16
+#define PT_CFG_MAX_ORIGINS 16
+#define PT_CFG_ORIGIN_MAX 256 /* bytes of one origin, with the NUL */
 
 struct pt_cfg_offline_limit {
     char currency[4];
@@ -58,6 +60,11 @@ struct pt_config {
     int64_t sync_request_timeout_ms;
 
     char ca_file[PT_CFG_PATH_MAX];
+
+    /* cors_origins: browser origins allowed to call the API (SPEC 15),
+     * serialized as browsers send them ("https://kiosk.example:8443"). */
+    char cors_origins[PT_CFG_MAX_ORIGINS][PT_CFG_ORIGIN_MAX];
+    int n_cors_origins;
 
     /* gateways.<name>, by the registry's index (gateway.h). */
     struct pt_gw_settings gw[PT_GW_MAX];

@@ -405,6 +405,26 @@ static int text_ok(const char *s, size_t max_bytes)
     return 1;
 }
 
+/*
+ * The optional "operator" of a request an operator made (the operator page's
+ * cancel and refund): actor becomes "operator:<name>" for its audit rows,
+ * else stays "api".  Returns 0 (and says why in msg) when it is not a name.
+ */
+static int operator_actor(const cJSON *body, char actor[80], char *msg, size_t cap)
+{
+    snprintf(actor, 80, "api");
+    const cJSON *op =
+        cJSON_IsObject(body) ? cJSON_GetObjectItemCaseSensitive(body, "operator") : NULL;
+    if (!op)
+        return 1;
+    if (!cJSON_IsString(op) || !charset_ok(op->valuestring, 1, 64, "_.@-")) {
+        problem(msg, cap, "operator", "must be the operator's name, 1-64 of A-Z a-z 0-9 _ . @ -");
+        return 0;
+    }
+    snprintf(actor, 80, "operator:%s", op->valuestring);
+    return 1;
+}
+
 static const char *const charge_fields[] = {
     "order_id",       "amount",   "currency", "gateway", "method",   "payment_code",
     "payment_method", "customer", "subject",  "offline", "metadata", NULL};
@@ -1080,9 +1100,14 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
     }
     int rc = PT_OK;
     struct pt_charge c;
-    if (g.refused[0] || !cJSON_IsObject(g.json) || g.json->child) {
-        pt_reply_error(out, 400, "invalid_request", "%s%sbody: cancel takes no body, or {}",
-                       g.refused, g.refused[0] ? "; " : "");
+    char actor[80], msg[200] = "";
+    int body_ok = !g.refused[0] && cJSON_IsObject(g.json) &&
+                  (!g.json->child || (!g.json->child->next && g.json->child->string &&
+                                      strcmp(g.json->child->string, "operator") == 0));
+    if (!body_ok || !operator_actor(g.json, actor, msg, sizeof msg)) {
+        pt_reply_error(out, 400, "invalid_request",
+                       "%s%s%sbody: cancel takes no body, {} or {\"operator\": \"<name>\"}",
+                       g.refused, msg, g.refused[0] || msg[0] ? "; " : "");
         goto complete;
     }
     if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
@@ -1093,7 +1118,7 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
         goto storage;
     switch (c.state) {
     case PT_STATE_INIT:
-        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "canceled_by_client", "api",
+        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "canceled_by_client", actor,
                                   NULL, now);
         if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
             goto storage;
@@ -1128,8 +1153,13 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
             guard_abandon(st, &g);
             goto out;
         }
-        /* Commit the lock, ask the gateway, then store the answer. */
-        if ((rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
+        /* Commit the lock, ask the gateway, then store the answer.  Who asked
+         * is in the trail before the gateway is (the transitions that follow
+         * are the sync engine's). */
+        if ((strcmp(actor, "api") != 0 &&
+             (rc = pt_store_audit(st, c.id, pt_state_name(c.state), NULL, "cancel_requested", actor,
+                                  0, NULL, now))) ||
+            (rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
             (rc = pt_store_commit(st)))
             goto storage;
         g.in_txn = 0;
@@ -1300,8 +1330,8 @@ int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const cha
 
 /* ---- POST /v1/charges/{order_id}/refunds (SPEC 5a) ----------------------------- */
 
-static const char *const refund_fields[] = {"refund_id", "amount",   "reason",
-                                            "offline",   "metadata", NULL};
+static const char *const refund_fields[] = {"refund_id", "amount",   "reason", "offline",
+                                            "metadata",  "operator", NULL};
 
 void pt_reply_refund(struct pt_reply *r, int status, const struct pt_refund *rf)
 {
@@ -1321,7 +1351,7 @@ int pt_intake_refund_status_for(const struct pt_refund *r)
  * names every field that is wrong.
  */
 static int validate_refund(const cJSON *body, const struct pt_json_member *amount,
-                           struct pt_refund *r, char *msg, size_t cap)
+                           struct pt_refund *r, char actor[80], char *msg, size_t cap)
 {
     msg[0] = '\0';
     if (!cJSON_IsObject(body)) {
@@ -1334,8 +1364,10 @@ static int validate_refund(const cJSON *body, const struct pt_json_member *amoun
             known |= strcmp(m->string, *f) == 0;
         if (!known)
             problem(msg, cap, m->string,
-                    "unknown field (allowed: refund_id, amount, reason, offline, metadata)");
+                    "unknown field (allowed: refund_id, amount, reason, offline, metadata, "
+                    "operator)");
     }
+    operator_actor(body, actor, msg, cap);
     const cJSON *v;
     if (!string_field(body, "refund_id", &v))
         problem(msg, cap, "refund_id", "required: 1-64 characters of A-Z a-z 0-9 _ . -, unique");
@@ -1399,13 +1431,13 @@ static int existing_refund(struct pt_refund *have, struct pt_refund *want, struc
  * with the key linked to the refund before any byte leaves, then the
  * outcome.  Returns with the second transaction open (g->in_txn). */
 static int refund_online(const struct pt_intake *in, struct pt_store *st, struct guard *g,
-                         struct pt_charge *c, struct pt_refund *r, int64_t now,
+                         struct pt_charge *c, struct pt_refund *r, const char *actor, int64_t now,
                          struct pt_reply *out, enum step *next)
 {
     *next = STEP_RELEASE;
     int rc;
     r->next_attempt_at = now;
-    if ((rc = pt_refund_create(st, r, "api", now)) ||
+    if ((rc = pt_refund_create(st, r, actor, now)) ||
         (rc = in->online.refund_claim(in->online.ctx, st, r, now)) ||
         (rc = pt_store_key_set_order(st, g->scope, g->key, &g->lock, r->refund_id)) ||
         (rc = pt_store_commit(st)))
@@ -1509,7 +1541,7 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
                      struct pt_reply *out)
 {
     memset(out, 0, sizeof *out);
-    char path[128], msg[1024];
+    char path[128], msg[1024], actor[80];
     snprintf(path, sizeof path, "/v1/charges/%s/refunds", order_id);
     struct guard g;
     struct pt_idem_result res;
@@ -1543,7 +1575,7 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
                        "offline, metadata)");
         goto complete;
     }
-    if (!validate_refund(g.json, &g.amount, &r, msg, sizeof msg)) {
+    if (!validate_refund(g.json, &g.amount, &r, actor, msg, sizeof msg)) {
         pt_reply_error(out, 400, "invalid_request", "%s", msg);
         goto complete;
     }
@@ -1581,7 +1613,7 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
         !in->online.probe(in->online.ctx, c.gateway))
         online = 0;
     if (online) {
-        rc = refund_online(in, st, &g, &c, &r, now, out, &next);
+        rc = refund_online(in, st, &g, &c, &r, actor, now, out, &next);
         if (rc)
             goto storage;
         if (next != STEP_COMPLETE)
@@ -1597,7 +1629,7 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
         goto out;
     } else {
         r.next_attempt_at = now;
-        if ((rc = pt_refund_create(st, &r, "api", now)))
+        if ((rc = pt_refund_create(st, &r, actor, now)))
             goto storage;
         pt_log_info("refund %s of %s queued offline (%lld %s)", r.refund_id, r.order_id,
                     (long long)r.amount, r.currency);

@@ -119,6 +119,8 @@
     X(CHARGE_SET_REVIEW, "UPDATE charges SET review = ?2, review_reason = ?3, updated_at = ?4"     \
                          " WHERE id = ?1 AND review <> ?2")                                        \
     X(CHARGES_LIST, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?1 ORDER BY id LIMIT ?2")      \
+    X(CHARGES_LIST_REVIEW, "SELECT " CHARGE_COLS " FROM charges WHERE review = 1 AND id > ?1"      \
+                           " ORDER BY id LIMIT ?2")                                                \
     X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = ?3 AND id > ?1"       \
                           " ORDER BY id LIMIT ?2")                                                 \
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?3 AND " ACTIVE                 \
@@ -1855,6 +1857,17 @@ int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int 
     sqlite3_bind_int(s, 2, max + 1); /* one more tells whether there are more */
     if (state >= 0)
         sqlite3_bind_text(s, 3, pt_state_name((enum pt_state)state), -1, SQLITE_STATIC);
+    return read_charges(st, s, max, rows, n, more);
+}
+
+int pt_store_charges_list_review(struct pt_store *st, int64_t after_id, int max,
+                                 struct pt_charge *rows, int *n, int *more)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGES_LIST_REVIEW); /* the charges_review index */
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, after_id);
+    sqlite3_bind_int(s, 2, max + 1);
     return read_charges(st, s, max, rows, n, more);
 }
 

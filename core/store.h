@@ -351,6 +351,9 @@ int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, cons
  */
 int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int max,
                           struct pt_charge *rows, int *n, int *more);
+/* The same for the charges under review (any state). */
+int pt_store_charges_list_review(struct pt_store *st, int64_t after_id, int max,
+                                 struct pt_charge *rows, int *n, int *more);
 
 /* Charges the sync engine should look at: not final, next_attempt_at <= now,
  * id > after_id, oldest first (by id). */

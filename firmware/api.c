@@ -38,6 +38,7 @@
  *   must not be stopped while a connection is suspended).
  */
 #include "api.h"
+#include "assets.h"
 #include "gate.h"
 #include "buf.h"
 #include "charges.h"
@@ -189,6 +190,7 @@ static size_t small_stack(const struct pt_api *api)
 }
 
 #define LIVE_PATH "/healthz/live"
+#define OPENAPI_PATH "/v1/openapi.json"
 
 /* Per-request state, kept across libmicrohttpd's calls for one request. */
 struct request {
@@ -217,6 +219,12 @@ struct request {
     struct pt_store_commit commit;
     struct pt_reply reply;
     struct request *snext;
+    /* The request's Origin when it is listed in cors_origins: its answer
+     * carries the CORS headers for it (SPEC 15).  had_origin: there was an
+     * Origin at all (the answer varies with it). */
+    char cors_origin[PT_CFG_ORIGIN_MAX];
+    int had_origin;
+    int problem; /* Accept: application/problem+json */
 };
 
 static void loop_wake(struct listener *ln);
@@ -304,6 +312,13 @@ static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Respon
 {
     if (!r)
         return MHD_NO;
+    if (rq->cors_origin[0]) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", rq->cors_origin);
+        MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                                "Idempotency-Replayed, Retry-After");
+    }
+    if (rq->had_origin)
+        MHD_add_response_header(r, "Vary", "Origin");
     if (rq->resp)
         MHD_destroy_response(rq->resp);
     rq->resp = r;
@@ -338,6 +353,39 @@ static MHD_RESULT send_text(struct MHD_Connection *conn, struct request *rq, int
     return set_response(rq, status, r);
 }
 
+/*
+ * An error body {"error":{"code","message"}} as RFC 9457 problem details,
+ * for a client that asked with Accept: application/problem+json (SPEC 15):
+ * {"type":"about:blank","title":<the status's reason phrase>,"status",
+ * "detail":<message>,"code":<the same code>}.  A stored answer is turned
+ * at each replay, so it is stored one way.  NULL: the body is not an
+ * error object (sent as it is).
+ */
+static char *problem_text(int status, const char *body)
+{
+    cJSON *o = body ? cJSON_Parse(body) : NULL;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+    char *text = NULL;
+    if (cJSON_IsString(code) && cJSON_IsString(msg)) {
+        const char *title = MHD_get_reason_phrase_for((unsigned)status);
+        struct pt_jw w = {0};
+        pt_jw_raw(&w, "{\"type\":\"about:blank\",\"title\":");
+        pt_jw_string(&w, title && *title ? title : "Error");
+        pt_jw_raw(&w, ",\"status\":");
+        pt_jw_int(&w, status);
+        pt_jw_raw(&w, ",\"detail\":");
+        pt_jw_string(&w, msg->valuestring);
+        pt_jw_raw(&w, ",\"code\":");
+        pt_jw_string(&w, code->valuestring);
+        pt_jw_raw(&w, "}");
+        text = pt_jw_finish(&w);
+    }
+    cJSON_Delete(o);
+    return text;
+}
+
 static MHD_RESULT send_reply(struct MHD_Connection *conn, struct request *rq, struct pt_reply *rep)
 {
     if (rep->replayed)
@@ -346,8 +394,16 @@ static MHD_RESULT send_reply(struct MHD_Connection *conn, struct request *rq, st
         atomic_fetch_add(&pt_metrics.idem_in_use, 1);
     if (strcmp(rep->code, "idempotency_key_reused") == 0)
         atomic_fetch_add(&pt_metrics.idem_reused, 1);
-    MHD_RESULT ret = send_text(conn, rq, rep->status, "application/json", rep->body, rep->len,
-                               rep->replayed, rep->retry_after_s);
+    const char *type = "application/json";
+    char *problem = NULL;
+    if (rq->problem && rep->status >= 400 && (problem = problem_text(rep->status, rep->body))) {
+        type = "application/problem+json";
+        free(rep->body);
+        rep->body = problem;
+        rep->len = strlen(problem);
+    }
+    MHD_RESULT ret = send_text(conn, rq, rep->status, type, rep->body, rep->len, rep->replayed,
+                               rep->retry_after_s);
     pt_reply_free(rep);
     return ret;
 }
@@ -445,6 +501,13 @@ static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn, 
                               "UNKNOWN, SUCCESS, FAILED or CANCELED");
         state = (int)s;
     }
+    /* review=true: the charges under review (the operator page's list). */
+    const char *rv = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "review");
+    int review = rv && strcmp(rv, "true") == 0;
+    if (rv && (!review || sv))
+        return send_error(conn, rq, 400, "invalid_request",
+                          sv && review ? "query parameters 'review' and 'state' cannot be combined"
+                                       : "query parameter 'review' must be true");
     if (!query_int(conn, "limit", 50, 1, LIST_MAX, &limit, msg, sizeof msg) ||
         !query_int(conn, "after", 0, 0, INT64_MAX, &after, msg, sizeof msg))
         return send_error(conn, rq, 400, "invalid_request", msg);
@@ -453,7 +516,9 @@ static MHD_RESULT list_charges(struct pt_api *api, struct MHD_Connection *conn, 
         return send_error(conn, rq, 500, "internal_error", "out of memory");
     struct pt_store *st = pt_pool_get(api->pool);
     int n = 0, more = 0;
-    int rc = st ? pt_store_charges_list(st, state, after, (int)limit, rows, &n, &more) : PT_EIO;
+    int rc = !st      ? PT_EIO
+             : review ? pt_store_charges_list_review(st, after, (int)limit, rows, &n, &more)
+                      : pt_store_charges_list(st, state, after, (int)limit, rows, &n, &more);
     pt_pool_put(api->pool, st);
     if (rc) {
         free(rows);
@@ -707,6 +772,17 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
     cJSON *o = cJSON_CreateObject();
     cJSON_AddBoolToObject(o, "online",
                           api->opt.hooks.online && api->opt.hooks.online(api->opt.hooks.ctx));
+    /* Each configured gateway, as the sync engine last saw it (the operator
+     * page shows which one is down). */
+    cJSON *gws = cJSON_AddObjectToObject(o, "gateways");
+    const struct pt_online_ops *on = &api->opt.intake.online;
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        const char *name = pt_gateway_at(i)->name;
+        if (!pt_config_gateway_configured(api->opt.cfg, name))
+            continue;
+        cJSON *g = cJSON_AddObjectToObject(gws, name);
+        cJSON_AddBoolToObject(g, "online", !on->reachable || on->reachable(on->ctx, name));
+    }
     cJSON *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
     cJSON_AddNumberToObject(
@@ -988,15 +1064,163 @@ static MHD_RESULT not_allowed(struct MHD_Connection *conn, struct request *rq, c
 {
     struct pt_reply rep = {0};
     pt_reply_error(&rep, 405, "method_not_allowed", "use %s for this path", allow);
+    MHD_RESULT ret = send_reply(conn, rq, &rep);
+    if (rq->resp)
+        MHD_add_response_header(rq->resp, "Allow", allow);
+    return ret;
+}
+
+/* ---- browsers: CORS and cross-site requests (SPEC 15) -------------------------------- */
+
+/*
+ * GET /: the operator page, from the binary.  It may not be framed by
+ * another page (its buttons cancel and refund: no clickjacking), may talk
+ * only to this listener, and loads nothing from anywhere.
+ */
+static MHD_RESULT operator_page(struct MHD_Connection *conn, struct request *rq)
+{
     (void)conn;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(rep.len, rep.body, MHD_RESPMEM_MUST_COPY);
-    if (r) {
-        MHD_add_response_header(r, "Content-Type", "application/json");
-        MHD_add_response_header(r, "Allow", allow);
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        pt_asset_operator_html_len, (void *)pt_asset_operator_html, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                            "'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; "
+                            "base-uri 'none'; form-action 'none'");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    return set_response(rq, 200, r);
+}
+
+/* The methods a path answers (its Allow header), NULL for no such path. */
+static const char *path_methods(const char *url)
+{
+    static const struct {
+        const char *path, *methods;
+        int prefix;
+    } paths[] = {
+        {"/", "GET", 0},           {"/healthz", "GET", 0},     {LIVE_PATH, "GET", 0},
+        {OPENAPI_PATH, "GET", 0},  {"/metrics", "GET", 0},     {"/v1/status", "GET", 0},
+        {"/v1/sync", "POST", 0},   {"/v1/events", "GET", 0},   {"/v1/charges", "GET, POST", 0},
+        {"/v1/refunds", "GET", 0}, {"/v1/refunds/", "GET", 1}, {"/notify/", "POST", 1},
+        {"/webhooks/", "POST", 1},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (paths[i].prefix ? strncmp(url, paths[i].path, strlen(paths[i].path)) == 0
+                            : strcmp(url, paths[i].path) == 0)
+            return paths[i].methods;
+    if (strncmp(url, "/v1/charges/", 12) == 0) {
+        const char *slash = strchr(url + 12, '/');
+        if (!slash || strcmp(slash, "/events") == 0 || strcmp(slash, "/payment") == 0)
+            return "GET";
+        if (strcmp(slash, "/cancel") == 0 || strcmp(slash, "/review") == 0)
+            return "POST";
+        if (strcmp(slash, "/refunds") == 0)
+            return "GET, POST";
     }
-    pt_reply_free(&rep);
-    return set_response(rq, 405, r);
+    return NULL;
+}
+
+static int origin_listed(const struct pt_config *cfg, const char *origin)
+{
+    for (int i = 0; i < cfg->n_cors_origins; i++)
+        if (strcmp(cfg->cors_origins[i], origin) == 0)
+            return 1;
+    return 0;
+}
+
+/* The origin of a page this listener served itself: http:// and the Host
+ * the request was sent to (the API is plain HTTP; a proxy in front that
+ * terminates TLS lists its https:// origin in cors_origins). */
+static int same_origin(struct MHD_Connection *conn, const char *origin)
+{
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+    return host && *host && strncmp(origin, "http://", 7) == 0 && strcasecmp(origin + 7, host) == 0;
+}
+
+/*
+ * Before any route (and before the bearer token, which a preflight never
+ * carries): a request from a browser page names its Origin.
+ *  - A listed origin's answers carry Access-Control-Allow-Origin for it and
+ *    expose Idempotency-Replayed and Retry-After; its preflight (OPTIONS
+ *    with Access-Control-Request-Method) is answered 204 with the path's
+ *    methods and the headers a kiosk sends.
+ *  - Any other origin (not listed, not the page's own) may read nothing
+ *    (no CORS headers) and change nothing: a POST from it is refused 403
+ *    origin_not_allowed before it is looked at, so a page elsewhere cannot
+ *    charge, cancel or refund through a kiosk's browser (no CSRF).
+ *  - OPTIONS without a preflight's header is answered 204 with Allow.
+ * Returns 1 when *ret is the answer.
+ */
+static int cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                        const char *url, const char *method, MHD_RESULT *ret)
+{
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    int options = strcmp(method, "OPTIONS") == 0;
+    rq->had_origin = origin != NULL;
+    const char *methods = path_methods(url);
+    if (origin && origin_listed(api->opt.cfg, origin))
+        snprintf(rq->cors_origin, sizeof rq->cors_origin, "%s", origin);
+    int reads = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (origin && !rq->cors_origin[0] && !same_origin(conn, origin) && !reads) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "requests from the web page at '%.200s' may not %s: only the operator page "
+                 "served here and the origins in cors_origins may",
+                 origin, options ? "call this API" : "change anything");
+        *ret = send_error(conn, rq, 403, "origin_not_allowed", msg);
+        return 1;
+    }
+    if (!options)
+        return 0;
+    if (!methods) {
+        *ret = send_error(conn, rq, 404, "not_found", "no such path");
+        return 1;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (char *)"", MHD_RESPMEM_PERSISTENT);
+    if (r) {
+        MHD_add_response_header(r, "Allow", methods);
+        if (rq->cors_origin[0] &&
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method")) {
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", methods);
+            MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                    "Authorization, Content-Type, Idempotency-Key");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        }
+    }
+    *ret = set_response(rq, 204, r);
+    return 1;
+}
+
+/* Accept names application/problem+json (with a q other than 0). */
+static int wants_problem(struct MHD_Connection *conn)
+{
+    const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+    while (a && *a) {
+        while (*a == ' ' || *a == ',')
+            a++;
+        const char *end = strchr(a, ',');
+        size_t n = end ? (size_t)(end - a) : strlen(a);
+        static const char type[] = "application/problem+json";
+        if (n >= sizeof type - 1 && strncasecmp(a, type, sizeof type - 1) == 0) {
+            const char *p = a + sizeof type - 1, *stop = a + n;
+            int ok = 1;
+            for (; p < stop; p++)
+                if (*p == 'q' && p + 1 < stop && p[1] == '=') {
+                    ok = strtod(p + 2, NULL) > 0;
+                    break;
+                }
+            if (ok && (a[sizeof type - 1] == ';' || a[sizeof type - 1] == ' ' ||
+                       a + sizeof type - 1 == stop))
+                return 1;
+        }
+        a = end;
+    }
+    return 0;
 }
 
 static MHD_RESULT route_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
@@ -1015,12 +1239,25 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
                         const char *url, const char *method)
 {
     int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    rq->problem = wants_problem(conn);
+    MHD_RESULT answered;
+    if (cross_origin(api, conn, rq, url, method, &answered))
+        return answered;
     if (strncmp(url, "/notify/", 8) == 0 || strncmp(url, "/webhooks/", 10) == 0)
         return route_notify(api, conn, rq, url, method);
     if (strcmp(url, "/healthz") == 0)
         return get ? healthz(api, conn, rq) : not_allowed(conn, rq, "GET");
     if (strcmp(url, LIVE_PATH) == 0)
         return get ? live(conn, rq) : not_allowed(conn, rq, "GET");
+    /* The operator page asks for the token itself; it holds no data. */
+    if (strcmp(url, "/") == 0)
+        return get ? operator_page(conn, rq) : not_allowed(conn, rq, "GET");
+    /* The description of the API holds no data: a client may read it before
+     * it has the token. */
+    if (strcmp(url, OPENAPI_PATH) == 0)
+        return get ? send_text(conn, rq, 200, "application/json", (char *)pt_asset_openapi_json,
+                               pt_asset_openapi_json_len, 0, 0)
+                   : not_allowed(conn, rq, "GET");
     if (!authorized(api, conn))
         return send_error(conn, rq, 401, "unauthorized",
                           "missing or wrong bearer token (Authorization: Bearer <token from "
@@ -1363,6 +1600,7 @@ static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn,
                                const char *method, const char *version)
 {
     struct pt_api *api = ln->api;
+    rq->problem = wants_problem(conn); /* for the answers given at the head too */
     conn_deadline(api, rq->cs, BODY_TIMEOUT_S);
     pthread_mutex_lock(&api->mu);
     int stopping = api->stopping;

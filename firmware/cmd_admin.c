@@ -84,7 +84,7 @@ int pt_cmd_sweep(int argc, char **argv)
     int r = pt_cli_parse("sweep", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
     if (pt_cli_load_config(&args.common, &cfg) ||
         pt_cli_open_existing("sweep", &cfg, PT_CLI_DB_MAINTAIN, &st))
@@ -127,7 +127,7 @@ int pt_cmd_backup(int argc, char **argv)
         pt_cli_error("backup", "DEST %s already exists; choose a new file", args.pos[0]);
         return PT_EXIT_FAIL;
     }
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
     if (pt_cli_load_config(&args.common, &cfg) ||
         pt_cli_open_existing("backup", &cfg, PT_CLI_DB_COPY, &st))

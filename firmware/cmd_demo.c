@@ -690,7 +690,7 @@ int pt_cmd_demo(int argc, char **argv)
             "           \"request_timeout_ms\": 3000}\n}\n",
             api_port);
     fclose(f);
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     const char *paths[] = {base, gw};
     if (pt_config_load(paths, 2, &cfg, err, sizeof err) != PT_OK) {
         printf("   %s\n", err);

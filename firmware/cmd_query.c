@@ -31,7 +31,7 @@ int pt_cmd_status(int argc, char **argv)
     int r = pt_cli_parse("status", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
     if (pt_cli_load_config(&args.common, &cfg) ||
         pt_cli_open_existing("status", &cfg, PT_CLI_DB_READ, &st))
@@ -112,7 +112,7 @@ int pt_cmd_charges(int argc, char **argv)
         pt_cli_error("charges", "--after: must be a charge id (got '%s')", values[2]);
         return PT_EXIT_USAGE;
     }
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
     if (pt_cli_load_config(&args.common, &cfg) ||
         pt_cli_open_existing("charges", &cfg, PT_CLI_DB_READ, &st))
@@ -160,7 +160,7 @@ int pt_cmd_sync(int argc, char **argv)
     int r = pt_cli_parse("sync", help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
     struct pt_cli_answer a;

@@ -211,7 +211,7 @@ int pt_cmd_refund(int argc, char **argv)
         pt_cli_error("refund", "--reason: must be 1-256 bytes of text without control characters");
         return PT_EXIT_USAGE;
     }
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
     char *body = refund_body(refund_id, amount, reason);
@@ -350,7 +350,7 @@ int pt_cmd_refunds(int argc, char **argv)
                      values[3]);
         return PT_EXIT_USAGE;
     }
-    struct pt_config cfg;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
     if (pt_cli_load_config(&args.common, &cfg) ||
         pt_cli_open_existing("refunds", &cfg, PT_CLI_DB_READ, &st))

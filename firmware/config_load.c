@@ -412,12 +412,93 @@ static int load_gateways(struct ctx *c, const cJSON *o, struct pt_config *cfg)
     return PT_OK;
 }
 
+/*
+ * One entry of cors_origins: an origin as a browser serializes it in its
+ * Origin header (RFC 6454) - "http" or "https", "://", a lower-case host
+ * name, IPv4 address or [IPv6] address, and a port only when it is not the
+ * scheme's default - so that the header can be compared byte for byte.
+ * Returns NULL when s is one, else what is wrong with it.
+ */
+static const char *origin_problem(const char *s)
+{
+    const char *host;
+    int https = 0;
+    if (strncmp(s, "http://", 7) == 0)
+        host = s + 7;
+    else if (strncmp(s, "https://", 8) == 0)
+        host = s + 8, https = 1;
+    else
+        return "must start with http:// or https:// (an origin, e.g. \"http://kiosk.local:8000\")";
+    const char *p = host;
+    if (*p == '[') {
+        for (p++; *p && *p != ']'; p++)
+            if (!strchr("0123456789abcdef:.", *p))
+                return "an IPv6 host is lower-case hex digits and colons in brackets";
+        if (*p != ']' || p == host + 1)
+            return "an IPv6 host needs its closing bracket";
+        p++;
+    } else {
+        for (; *p && *p != ':' && *p != '/'; p++) {
+            if (*p >= 'A' && *p <= 'Z')
+                return "the host must be lower case, as browsers send it";
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+                return "the host may hold only a-z, 0-9, '-' and '.'";
+        }
+        if (p == host)
+            return "the host is missing";
+    }
+    if (*p == ':') {
+        const char *d = ++p;
+        long port = 0;
+        for (; *p >= '0' && *p <= '9' && p - d < 6; p++)
+            port = port * 10 + (*p - '0');
+        if (p == d || *d == '0' || port > 65535 || (*p && *p != '/'))
+            return "the port must be a number from 1 to 65535";
+        if (port == (https ? 443 : 80))
+            return "leave the scheme's default port out: browsers do not send it";
+    }
+    if (*p == '/')
+        return "an origin has no path, not even a trailing '/'";
+    if (*p)
+        return "unexpected characters after the host";
+    return NULL;
+}
+
+/* cors_origins: a list of distinct origins. */
+static int get_origins(struct ctx *c, const cJSON *v, struct pt_config *cfg)
+{
+    cfg->n_cors_origins = 0;
+    if (cJSON_IsNull(v))
+        return PT_OK;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > PT_CFG_MAX_ORIGINS)
+        return fail(c, "cors_origins",
+                    "must be a list of at most %d origins, e.g. [\"http://kiosk.local:8000\"]",
+                    PT_CFG_MAX_ORIGINS);
+    int i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        char key[32];
+        snprintf(key, sizeof key, "cors_origins[%d]", i);
+        if (!cJSON_IsString(e))
+            return fail(c, key, "must be a string, an origin such as \"http://kiosk.local:8000\"");
+        if (strlen(e->valuestring) >= PT_CFG_ORIGIN_MAX)
+            return fail(c, key, "is longer than %d bytes", PT_CFG_ORIGIN_MAX - 1);
+        const char *why = origin_problem(e->valuestring);
+        if (why)
+            return fail(c, key, "\"%.80s\": %s", e->valuestring, why);
+        for (int k = 0; k < cfg->n_cors_origins; k++)
+            if (strcmp(cfg->cors_origins[k], e->valuestring) == 0)
+                return fail(c, key, "\"%.80s\" is listed twice", e->valuestring);
+        snprintf(cfg->cors_origins[cfg->n_cors_origins++], PT_CFG_ORIGIN_MAX, "%s", e->valuestring);
+    }
+    return PT_OK;
+}
+
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
-    static const char *const known[] = {"data_dir",  "listen",  "notify_listen", "api_token_file",
-                                        "log_level", "storage", "idempotency",   "limits",
-                                        "offline",   "sync",    "tls",           "gateways",
-                                        NULL};
+    static const char *const known[] = {
+        "data_dir",     "listen", "notify_listen", "api_token_file", "log_level", "storage",
+        "idempotency",  "limits", "offline",       "sync",           "tls",       "gateways",
+        "cors_origins", NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -475,6 +556,9 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
             return rc;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "gateways")) && (rc = load_gateways(c, v, cfg)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "cors_origins")) &&
+        (rc = get_origins(c, v, cfg)))
         return rc;
     return PT_OK;
 }

@@ -168,12 +168,32 @@ case_review_bad_requests()
     expect_error 404 not_found
 }
 
+case_cancel_by_operator()
+{
+    new_charge c-op
+    # The operator page names who canceled: the trail says operator:<name>.
+    pt_post /v1/charges/c-op/cancel cancel-c-op-bad '{"operator":"ann smith"}'
+    expect_error 400 invalid_request
+    expect_contains operator "$(pt_message)" "message"
+    pt_post /v1/charges/c-op/cancel cancel-c-op-two '{"operator":"ann","reason":"x"}'
+    expect_error 400 invalid_request
+    pt_get /v1/charges/c-op
+    expect_json .state INIT
+    pt_post /v1/charges/c-op/cancel cancel-c-op '{"operator":"ann"}'
+    expect_status 200
+    expect_json .state CANCELED
+    pt_get /v1/charges/c-op/events
+    expect_json '[.data[] | select(.to == "CANCELED")] | map("\(.cause) \(.actor)") | join(",")' \
+        "canceled_by_client operator:ann"
+}
+
 pt_init
 pt_start
 
 pt_case "cancel INIT: 200 CANCELED, replayed, audited; the order stays spent" case_cancel_init
 pt_case "cancel of an unknown order: 404, not stored" case_cancel_unknown_not_stored
 pt_case "cancel: missing/invalid key, a body, 400 replayed, 422, 405" case_cancel_bad_requests
+pt_case "cancel by an operator (the operator page): audit actor operator:<name>; a bad name or another field is 400" case_cancel_by_operator
 pt_case "review hold/clear by operators: audit actor operator:<name>, replays" case_review_hold_clear
 pt_case "review: bad bodies named and replayed, 404 not stored" case_review_bad_requests
 

@@ -92,8 +92,11 @@ case_status()
 {
     pt_get /v1/status
     expect_status 200
-    expect_json 'keys | sort | join(",")' online,pending,processing,queue,refunds,review,unknown,version
+    expect_json 'keys | sort | join(",")' gateways,online,pending,processing,queue,refunds,review,unknown,version
     expect_json '.online' false
+    # Each configured gateway as last seen (here: none can be reached).
+    expect_json '.gateways | to_entries | map("\(.key)=\(.value.online)") | sort | join(",")' \
+        2c2p=false,alipay=false,stripe=false,wechat=false
     # SPEC 5a: refunds in progress.
     expect_json '.refunds | keys | sort | join(",")' pending,processing,queued,review,unknown
     expect_json '"\(.queue.count) \(.queue.by_currency | tojson) \(.pending) \(.unknown) \(.review)"' \
@@ -172,7 +175,8 @@ case_sync()
 case_unknown_paths()
 {
     local p
-    for p in / /v1 /v2/charges /v1/charges/g-1/refund /v1/chargesX; do
+    # (GET / is the operator page.)
+    for p in /index.html /v1 /v2/charges /v1/charges/g-1/refund /v1/chargesX; do
         pt_get "$p"
         expect_error 404 not_found
     done
