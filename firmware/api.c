@@ -306,6 +306,60 @@ static void log_request(const struct request *rq, int status, int64_t us)
                  (long long)(us / 1000), (long long)(us % 1000));
 }
 
+#if PT_WITH_SIM
+/*
+ * Test builds only: with PAYTERM_TEST_ANSWER_LOG=DIR set, every answer the
+ * API gives is kept in DIR (its body as N.body, a line "METHOD PATH STATUS
+ * CONTENT-TYPE FILE" in DIR/journal; N is pid.count), so that the suites can hold every one
+ * of them, whoever asked, to the OpenAPI description
+ * (tests/integration/openapi_check.py, SPEC 15).  Board builds have no
+ * such switch.
+ */
+static pthread_mutex_t answer_mu = PTHREAD_MUTEX_INITIALIZER;
+static char answer_dir[PATH_MAX - 32];
+static unsigned long answer_n;
+
+static void answer_log_init(void)
+{
+    const char *d = getenv("PAYTERM_TEST_ANSWER_LOG");
+    if (d && *d && strlen(d) < sizeof answer_dir)
+        snprintf(answer_dir, sizeof answer_dir, "%s", d);
+}
+
+static void note_answer(const struct request *rq, int status, const char *type, const char *body,
+                        size_t len)
+{
+    if (!answer_dir[0])
+        return;
+    pthread_mutex_lock(&answer_mu);
+    char path[PATH_MAX];
+    /* The pid too: a suite restarts its daemon in the same directory. */
+    snprintf(path, sizeof path, "%s/%ld.%lu.body", answer_dir, (long)getpid(), ++answer_n);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        if (len)
+            fwrite(body, 1, len, f);
+        fclose(f);
+        char journal[PATH_MAX];
+        snprintf(journal, sizeof journal, "%s/journal", answer_dir);
+        FILE *j = fopen(journal, "a");
+        if (j) {
+            fprintf(j, "%s\t%s\t%d\t%s\t%s\n", rq->log_method ? rq->log_method : "?",
+                    rq->log_url ? rq->log_url : "?", status, type ? type : "", path);
+            fclose(j);
+        }
+    }
+    pthread_mutex_unlock(&answer_mu);
+}
+#else
+static void answer_log_init(void) {}
+static void note_answer(const struct request *rq, int status, const char *type, const char *body,
+                        size_t len)
+{
+    (void)rq, (void)status, (void)type, (void)body, (void)len;
+}
+#endif
+
 /* Keeps r as the request's answer (queued by flush() in the polling
  * thread); NULL (out of memory) leaves none, and the connection is closed. */
 static MHD_RESULT set_response(struct request *rq, int status, struct MHD_Response *r)
@@ -339,6 +393,7 @@ static MHD_RESULT send_text(struct MHD_Connection *conn, struct request *rq, int
         MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_MUST_COPY);
     if (!r)
         return MHD_NO;
+    note_answer(rq, status, type, body, len);
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
     if (replayed)
@@ -1084,6 +1139,8 @@ static MHD_RESULT operator_page(struct MHD_Connection *conn, struct request *rq)
         pt_asset_operator_html_len, (void *)pt_asset_operator_html, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
+    note_answer(rq, 200, "text/html; charset=utf-8", pt_asset_operator_html,
+                pt_asset_operator_html_len);
     MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "Content-Security-Policy",
@@ -1192,6 +1249,7 @@ static int cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct 
             MHD_add_response_header(r, "Access-Control-Max-Age", "600");
         }
     }
+    note_answer(rq, 204, "", NULL, 0);
     *ret = set_response(rq, 204, r);
     return 1;
 }
@@ -2034,6 +2092,7 @@ static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, 
 
 int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *err, size_t errlen)
 {
+    answer_log_init();
     struct pt_api *api = calloc(1, sizeof *api);
     if (!api)
         return PT_ENOMEM;

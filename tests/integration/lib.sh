@@ -228,19 +228,20 @@ pt_done()
         PT_FAILED=$((PT_FAILED + 1))
         PT_FAILED_NAMES+=("(sanitizer report)")
     fi
-    # Every answer of the cases, held to the OpenAPI description (SPEC 15).
-    if [ -s "$PT_TMP/openapi/journal" ]; then
+    # Every answer the daemons of the cases gave, whoever asked
+    # (PAYTERM_TEST_ANSWER_LOG), held to the OpenAPI description (SPEC 15).
+    if [ -s "$PT_TMP/answers/journal" ]; then
         if ! "$PT_PYTHON" -c 'import jsonschema' 2>/dev/null; then
             pt_log "python3 with jsonschema is needed to check the answers against the OpenAPI description (apt-get install python3-jsonschema)"
             PT_FAILED=$((PT_FAILED + 1))
             PT_FAILED_NAMES+=("(openapi: no python3-jsonschema)")
         elif ! "$PT_PYTHON" "$PT_DIR/openapi_check.py" "$PT_DIR/../../firmware/openapi.json" \
-            "$PT_TMP/openapi/journal" >"$PT_TMP/openapi/report" 2>&1; then
-            cat "$PT_TMP/openapi/report" >&2
+            "$PT_TMP/answers/journal" >"$PT_TMP/answers.report" 2>&1; then
+            cat "$PT_TMP/answers.report" >&2
             PT_FAILED=$((PT_FAILED + 1))
             PT_FAILED_NAMES+=("(answers that do not fit the OpenAPI description)")
         else
-            tail -n 1 "$PT_TMP/openapi/report"
+            tail -n 1 "$PT_TMP/answers.report"
         fi
     fi
     if [ "$PT_FAILED" -eq 0 ]; then
@@ -403,8 +404,9 @@ pt_start()
         # any case can learn it (only a process's parent can wait for it)
         # and bash has no killed job of its own to report.
         rm -f "$PT_LOG.pid" "$PT_LOG.exit"
+        mkdir -p "$PT_TMP/answers"
         (
-            "$PAYTERM" serve -c "$PT_CFG" "$@" >"$PT_LOG" 2>&1 &
+            PAYTERM_TEST_ANSWER_LOG="$PT_TMP/answers" "$PAYTERM" serve -c "$PT_CFG" "$@" >"$PT_LOG" 2>&1 &
             echo $! >"$PT_LOG.pid.tmp" && mv "$PT_LOG.pid.tmp" "$PT_LOG.pid"
             wait $!
             echo $? >"$PT_LOG.exit.tmp" && mv "$PT_LOG.exit.tmp" "$PT_LOG.exit"
@@ -560,35 +562,12 @@ pt_request()
     shift 2
     PT_LAST_REQ="$method $path"
     rm -f "$PT_BODY_FILE" "$PT_HDR_FILE"
-    local out ctype
-    out=$(curl -s -X "$method" -o "$PT_BODY_FILE" -D "$PT_HDR_FILE" \
-        -w '%{http_code} %{content_type}' --max-time "$PT_CURL_MAX_S" ${PT_AUTH:+-H "Authorization: Bearer $PT_AUTH"} \
-        "$@" "$PT_URL$path") || out=${out:-000}
-    PT_STATUS=${out%% *}
-    ctype=${out#"$PT_STATUS"}
-    ctype=${ctype# }
+    PT_STATUS=$(curl -s -X "$method" -o "$PT_BODY_FILE" -D "$PT_HDR_FILE" \
+        -w '%{http_code}' --max-time "$PT_CURL_MAX_S" ${PT_AUTH:+-H "Authorization: Bearer $PT_AUTH"} \
+        "$@" "$PT_URL$path") || PT_STATUS=${PT_STATUS:-000}
     [ -f "$PT_BODY_FILE" ] || : >"$PT_BODY_FILE"
     [ -f "$PT_HDR_FILE" ] || : >"$PT_HDR_FILE"
     PT_BODY=$(cat "$PT_BODY_FILE")
-    pt_openapi_note "$method" "$path" "$ctype"
-}
-
-# pt_openapi_note METHOD PATH CONTENT-TYPE - keeps the last answer of
-# payterm's own listeners for pt_done, which holds every one of them to
-# the OpenAPI description (openapi_check.py).  A hard link keeps the bytes:
-# the next request writes a new body file.
-pt_openapi_note()
-{
-    [ "$PT_STATUS" != 000 ] || return 0
-    case "$PT_URL" in
-    "http://127.0.0.1:${PT_PORT:-x}" | "http://127.0.0.1:${PT_NPORT:-x}") ;;
-    *) return 0 ;;
-    esac
-    PT_OA_N=$((${PT_OA_N:-0} + 1))
-    local keep=$PT_TMP/openapi/$BASHPID.$PT_OA_N.body
-    mkdir -p "$PT_TMP/openapi"
-    ln -f "$PT_BODY_FILE" "$keep" 2>/dev/null || cp "$PT_BODY_FILE" "$keep"
-    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$PT_STATUS" "$3" "$keep" >>"$PT_TMP/openapi/journal"
 }
 
 pt_get() { pt_request GET "$@"; }

@@ -253,6 +253,26 @@ case_origins_follow_a_reload()
     pt_stop
 }
 
+case_operator_page_asks_for_the_token()
+{
+    command -v chromium >/dev/null || fail "chromium is needed (scripts/deps.sh installs it)"
+    start_with_origins
+    cat >"$PT_TMP/token.steps" <<STEPS
+open $PT_URL/
+wait getComputedStyle(document.getElementById('login')).display !== 'none' 30
+expect document.getElementById('version').textContent ""
+eval (() => { document.getElementById('token').value = 'wrong-token-wrong-token'; document.getElementById('tokenform').requestSubmit(); return 1; })()
+wait document.getElementById('msg').textContent.includes('token') 10
+eval (() => { document.getElementById('token').value = '$TOKEN'; document.getElementById('tokenform').requestSubmit(); return 1; })()
+wait document.getElementById('version').textContent !== '' 30
+wait getComputedStyle(document.getElementById('login')).display === 'none' 10
+expect sessionStorage.getItem('payterm.token') "$TOKEN"
+STEPS
+    "$PT_PYTHON" "$PT_DIR/browser.py" "$PT_TMP/token.steps" >"$PT_TMP/token.log" 2>&1 ||
+        fail "the operator page and the token: $(tail -n 8 "$PT_TMP/token.log")"
+    pt_stop
+}
+
 pt_init
 
 pt_case "a listed origin's preflight is answered 204 without the token, with the path's methods and the kiosk's headers" case_preflight_listed_origin
@@ -262,5 +282,6 @@ pt_case "the page's own origin and programs without an Origin are served as befo
 pt_case "Accept: application/problem+json gets RFC 9457 problem details with the same code; stored answers unchanged" case_problem_details_on_request
 pt_case "cors_origins entries that are not browser-serialized origins are refused, naming the entry" case_bad_origins_refused
 pt_case "cors_origins takes effect on SIGHUP (a reload), without a restart" case_origins_follow_a_reload
+pt_case "the operator page in Chromium asks for the token, refuses a wrong one and works with the right one" case_operator_page_asks_for_the_token
 
 pt_done
