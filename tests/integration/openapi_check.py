@@ -3,6 +3,8 @@
 OpenAPI description (SPEC 15: "kept true by the test suite").
 
 usage: openapi_check.py SPEC JOURNAL
+       openapi_check.py --document SPEC [VERSION-FILE]   (the description itself:
+           OpenAPI 3.1, every schema valid, every $ref resolved, its version VERSION's)
   SPEC     firmware/openapi.json (what GET /v1/openapi.json serves)
   JOURNAL  one line per answer: METHOD<TAB>PATH<TAB>STATUS<TAB>CONTENT-TYPE<TAB>BODY-FILE
            (lib.sh writes it from pt_request)
@@ -134,7 +136,61 @@ def error_body(spec, method, path, status, ctype, body_file, code):
     return None
 
 
+def check_document(spec):
+    """The description itself: OpenAPI 3.1, every schema valid JSON Schema
+    2020-12, every $ref resolvable, every templated path segment declared as
+    a path parameter, every operation with responses.  A list of problems."""
+    problems = []
+    if not str(spec.get("openapi", "")).startswith("3.1."):
+        problems.append("openapi is %r, not 3.1.x" % spec.get("openapi"))
+    for key in ("info", "paths"):
+        if key not in spec:
+            problems.append("no %s" % key)
+    try:
+        full = resolve(spec, spec)
+    except (KeyError, ValueError) as e:
+        return problems + ["a $ref does not resolve: %s" % e]
+    for name, schema in full.get("components", {}).get("schemas", {}).items():
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.exceptions.SchemaError as e:
+            problems.append("components/schemas/%s: %s" % (name, e.message))
+    for template, item in full.get("paths", {}).items():
+        declared = {p["name"] for p in item.get("parameters", []) if p.get("in") == "path"}
+        for method, op in item.items():
+            if method not in ("get", "put", "post", "delete", "options", "head", "patch", "trace"):
+                continue
+            names = declared | {p["name"] for p in op.get("parameters", []) if p.get("in") == "path"}
+            for seg in re.findall(r"\{([^}]+)\}", template):
+                if seg not in names:
+                    problems.append("%s %s: path parameter {%s} is not declared" % (method, template, seg))
+            if not op.get("responses"):
+                problems.append("%s %s: no responses" % (method, template))
+            for status, resp in op.get("responses", {}).items():
+                for media, m in resp.get("content", {}).items():
+                    if "schema" in m:
+                        try:
+                            jsonschema.Draft202012Validator.check_schema(m["schema"])
+                        except jsonschema.exceptions.SchemaError as e:
+                            problems.append("%s %s %s %s: %s" % (method, template, status, media, e.message))
+    return problems
+
+
 def main():
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--document":
+        with open(sys.argv[2]) as f:
+            spec = json.load(f)
+        problems = check_document(spec)
+        if len(sys.argv) == 4:  # the version in one place (SPEC 14)
+            with open(sys.argv[3]) as f:
+                version = f.read().strip()
+            if spec.get("info", {}).get("version") != version:
+                problems.append("info.version is %r, VERSION says %r" % (
+                    spec.get("info", {}).get("version"), version))
+        for p in problems:
+            print("openapi: " + p)
+        print("openapi: %s: %d problem(s) in the description" % (sys.argv[2], len(problems)))
+        return 1 if problems else 0
     if len(sys.argv) != 3:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2

@@ -273,6 +273,20 @@ STEPS
     pt_stop
 }
 
+case_openapi_served()
+{
+    start_with_origins
+    # No token needed: it holds no data.  The bytes are the file's.
+    pt_get /v1/openapi.json
+    expect_status 200
+    expect_header Content-Type application/json
+    expect_same_bytes "$PT_DIR/../../firmware/openapi.json" "$PT_BODY_FILE" "GET /v1/openapi.json"
+    expect_json .openapi 3.1.0
+    pt_post /v1/openapi.json - '{}'
+    expect_error 405 method_not_allowed
+    pt_stop
+}
+
 pt_init
 
 pt_case "a listed origin's preflight is answered 204 without the token, with the path's methods and the kiosk's headers" case_preflight_listed_origin
@@ -282,6 +296,7 @@ pt_case "the page's own origin and programs without an Origin are served as befo
 pt_case "Accept: application/problem+json gets RFC 9457 problem details with the same code; stored answers unchanged" case_problem_details_on_request
 pt_case "cors_origins entries that are not browser-serialized origins are refused, naming the entry" case_bad_origins_refused
 pt_case "cors_origins takes effect on SIGHUP (a reload), without a restart" case_origins_follow_a_reload
+pt_case "GET /v1/openapi.json: the embedded OpenAPI 3.1 description, without the token" case_openapi_served
 pt_case "the operator page in Chromium asks for the token, refuses a wrong one and works with the right one" case_operator_page_asks_for_the_token
 
 pt_done
