@@ -19,13 +19,6 @@
 
   const store = "kiosk." + order;
   const saved = JSON.parse(localStorage.getItem(store) || "{}");
-  if (!saved.key) {
-    // Chosen once, before the first request: every retry is the same charge.
-    const b = new Uint8Array(16); crypto.getRandomValues(b);
-    saved.key = "kiosk-web-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-    saved.after = 0;
-    localStorage.setItem(store, JSON.stringify(saved));
-  }
   const keep = () => localStorage.setItem(store, JSON.stringify(saved));
 
   async function call(method, path, body) {
@@ -44,7 +37,9 @@
       }
       const data = await r.json().catch(() => null);
       const code = data && data.error ? data.error.code : "";
-      if (r.status === 503 || code === "idempotency_key_in_use") {
+      // The same key later - but offline_not_allowed / offline_limit_exceeded
+      // are answers (not now), returned to the caller.
+      if (code === "idempotency_key_in_use" || code === "shutting_down" || code === "storage_unavailable") {
         say("payterm says " + code + "; retrying with the same key", "bad");
         await sleep(1000 * Number(r.headers.get("Retry-After") || 1)); continue;
       }
@@ -54,12 +49,26 @@
 
   async function run() {
     if (saved.delivered) { say("delivered", "done"); return; }
+    if (!saved.key) {
+      // Chosen once, before the first request: every retry is the same
+      // charge.  The feed's end now: this order's events come after it.
+      const b = new Uint8Array(16); crypto.getRandomValues(b);
+      saved.key = "kiosk-web-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+      saved.after = 0;
+      for (;;) {
+        const f = await call("GET", "/v1/events?after=" + saved.after + "&limit=100");
+        if (f.status !== 200 || !f.data.data.length) break;
+        saved.after = f.data.next;
+      }
+      keep();
+    }
     const r = await call("POST", "/v1/charges", {
       order_id: order, amount: Number(q.get("amount") || 100), currency: q.get("currency") || "CNY",
       gateway: q.get("gateway") || "alipay", method: q.get("method") || "qr", subject: "Kiosk order",
     });
-    if (r.status >= 400) { say("refused: " + (r.data && r.data.error ? r.data.error.message : r.status), "bad"); return; }
+    if (r.status >= 400) { say("not taken: " + (r.data && r.data.error ? r.data.error.message : r.status), "bad"); return; }
     const c = r.data;
+    if (c.state === "FAILED" || c.state === "CANCELED") { say("not paid: " + c.state, "bad"); return; }
     el("qr").textContent = c.qr_code || c.code_url || c.payment_url || "(pay at the terminal)";
     el("qr").dataset.replayed = String(r.replayed);
     say("waiting for the payment");
@@ -68,9 +77,16 @@
       if (f.status !== 200) { await sleep(1000); continue; }
       for (const e of f.data.data) {
         if (e.order_id !== order) continue;
-        if (e.type === "charge.succeeded" && !saved.delivered) {
-          saved.delivered = true; keep();          // before the goods move
-          say("delivered", "done");                 // the goods move here
+        if (e.type === "charge.succeeded") {
+          // One tab at a time, and the flag read again under the lock: two
+          // tabs of this page must not both hand the goods over.
+          const deliver = () => {
+            const now = JSON.parse(localStorage.getItem(store) || "{}");
+            if (now.delivered) { say("delivered", "done"); return; }
+            saved.delivered = true; keep();        // before the goods move
+            say("delivered", "done");               // the goods move here
+          };
+          if (navigator.locks) await navigator.locks.request(store, deliver); else deliver();
           return;
         }
         if (e.type === "charge.failed" || e.type === "charge.canceled") { say("not paid: " + e.type, "bad"); return; }

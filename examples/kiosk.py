@@ -27,6 +27,7 @@ Exit status: 0 delivered, 1 the charge failed or was canceled (printed),
 2 usage.
 """
 import argparse
+import fcntl
 import json
 import os
 import sys
@@ -41,16 +42,22 @@ def load_state(path):
         with open(path) as f:
             return json.load(f)
     except FileNotFoundError:
-        return {"keys": {}, "feed_after": 0, "delivered": [], "delivering": None}
+        return {"keys": {}, "after": {}, "delivered": [], "delivering": None}
 
 
 def save_state(path, state):
+    """Atomic and durable: the file, then its directory (the rename)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(state, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    d = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(d)
+    finally:
+        os.close(d)
 
 
 class Api:
@@ -84,8 +91,9 @@ class Api:
                 code = (doc or {}).get("error", {}).get("code", "")
                 # The first request with this key still runs, or the daemon is
                 # stopping / its storage is busy: the same key, a bit later.
-                if e.code in (409, 503) and (code in ("idempotency_key_in_use", "shutting_down",
-                                                      "storage_unavailable") or e.code == 503):
+                # (offline_not_allowed / offline_limit_exceeded are answers:
+                # this charge cannot be taken now; the caller says so.)
+                if code in ("idempotency_key_in_use", "shutting_down", "storage_unavailable"):
                     wait = float(e.headers.get("Retry-After") or delay)
                     print("kiosk: %s %s: %d %s, retrying with the same key in %.1f s"
                           % (method, path, e.code, code, wait), flush=True)
@@ -113,7 +121,15 @@ def main():
     a = p.parse_args()
     token = open(a.token_file).read().strip() if a.token_file else None
     api = Api(a.api, token)
+    # One kiosk process per state file: a second one would deliver too.
+    lock = open(a.state + ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("kiosk: another kiosk.py uses %s" % a.state, file=sys.stderr)
+        return 2
     state = load_state(a.state)
+    state.setdefault("after", {})
 
     if a.order in state["delivered"]:
         print("kiosk: %s was delivered before; nothing to do" % a.order, flush=True)
@@ -126,6 +142,14 @@ def main():
     if not key:
         key = "kiosk-" + str(uuid.uuid4())
         state["keys"][a.order] = key
+        # The feed's end now: this order's events come after it.
+        after = 0
+        while True:
+            status, page, _ = api.call("GET", "/v1/events?after=%d&limit=100" % after)
+            if status != 200 or not page["data"]:
+                break
+            after = page["next"]
+        state["after"][a.order] = after
         save_state(a.state, state)  # before the first request: retries keep it
 
     body = {"order_id": a.order, "amount": a.amount, "currency": a.currency,
@@ -134,7 +158,12 @@ def main():
     replayed = headers.get("Idempotency-Replayed") == "true"
     print("kiosk: POST /v1/charges -> %d%s" % (status, " (replayed)" if replayed else ""), flush=True)
     if status not in (200, 201, 202):
-        print("kiosk: charge refused: %s" % json.dumps(charge), flush=True)
+        # 503 offline_not_allowed / offline_limit_exceeded: not now (the key
+        # is free again); 402 declined; 409 order_id_conflict ...
+        print("kiosk: charge not taken: %d %s" % (status, json.dumps(charge)), flush=True)
+        return 1
+    if charge.get("state") in ("FAILED", "CANCELED"):
+        print("kiosk: %s is %s: no goods" % (a.order, charge["state"]), flush=True)
         return 1
     for field in ("qr_code", "code_url", "payment_url"):
         if charge.get(field):
@@ -142,7 +171,8 @@ def main():
 
     deadline = time.time() + a.give_up_s
     while time.time() < deadline:
-        status, page, _ = api.call("GET", "/v1/events?after=%d&limit=100&wait=25" % state["feed_after"])
+        after = state["after"].get(a.order, 0)
+        status, page, _ = api.call("GET", "/v1/events?after=%d&limit=100&wait=25" % after)
         if status != 200:
             print("kiosk: feed: %d %s" % (status, json.dumps(page)), flush=True)
             time.sleep(1)
@@ -159,14 +189,17 @@ def main():
                 save_state(a.state, state)
             elif ev["type"] in ("charge.failed", "charge.canceled"):
                 print("kiosk: %s %s: no goods" % (a.order, ev["type"]), flush=True)
-                state["feed_after"] = ev["seq"]
-                save_state(a.state, state)
                 return 1
-        state["feed_after"] = page["next"]
+        state["after"][a.order] = page["next"]
         save_state(a.state, state)
         if a.order in state["delivered"]:
             return 0
-    print("kiosk: %s not paid within %g s" % (a.order, a.give_up_s), flush=True)
+    # The customer left: withdraw the charge so that a late payment cannot
+    # take money for goods nobody got (a paid one cannot be canceled: then
+    # it is 409 and the operator refunds it).
+    status, c, _ = api.call("POST", "/v1/charges/%s/cancel" % a.order, {}, key + "-cancel")
+    print("kiosk: %s not paid within %g s; cancel -> %d %s" % (
+        a.order, a.give_up_s, status, (c or {}).get("state") or json.dumps(c)), flush=True)
     return 1
 
 

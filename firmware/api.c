@@ -310,13 +310,12 @@ static void log_request(const struct request *rq, int status, int64_t us)
 /*
  * Test builds only: with PAYTERM_TEST_ANSWER_LOG=DIR set, every answer the
  * API gives is kept in DIR (its body as N.body, a line "METHOD PATH STATUS
- * CONTENT-TYPE FILE" in DIR/journal; N is pid.count), so that the suites can hold every one
- * of them, whoever asked, to the OpenAPI description
- * (tests/integration/openapi_check.py, SPEC 15).  Board builds have no
- * such switch.
+ * CONTENT-TYPE FILE LISTENER" in DIR/journal; N is pid.count), so that the suites can hold every
+ * one of them, whoever asked, to the OpenAPI description (tests/integration/openapi_check.py, SPEC
+ * 15).  Board builds have no such switch.
  */
 static pthread_mutex_t answer_mu = PTHREAD_MUTEX_INITIALIZER;
-static char answer_dir[PATH_MAX - 32];
+static char answer_dir[PATH_MAX - 64];
 static unsigned long answer_n;
 
 static void answer_log_init(void)
@@ -344,8 +343,15 @@ static void note_answer(const struct request *rq, int status, const char *type, 
         snprintf(journal, sizeof journal, "%s/journal", answer_dir);
         FILE *j = fopen(journal, "a");
         if (j) {
-            fprintf(j, "%s\t%s\t%d\t%s\t%s\n", rq->log_method ? rq->log_method : "?",
-                    rq->log_url ? rq->log_url : "?", status, type ? type : "", path);
+            char url[512]; /* the decoded path, one field of one line */
+            const char *u = rq->log_url ? rq->log_url : "?";
+            size_t k = 0;
+            for (; u[k] && k < sizeof url - 1; k++)
+                url[k] = u[k] == '\t' || u[k] == '\n' || u[k] == '\r' ? '?' : u[k];
+            url[k] = '\0';
+            fprintf(j, "%s\t%s\t%d\t%s\t%s\t%s\n", rq->log_method ? rq->log_method : "?", url,
+                    status, type ? type : "", path,
+                    rq->ln && rq->ln->notify_only ? "notify" : "main");
             fclose(j);
         }
     }
@@ -419,7 +425,10 @@ static MHD_RESULT send_text(struct MHD_Connection *conn, struct request *rq, int
 static char *problem_text(int status, const char *body)
 {
     cJSON *o = body ? cJSON_Parse(body) : NULL;
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    /* Only an error object: a declined charge (402) or a refused cancel
+     * (409) answers with the charge, whose "error" member says why. */
+    const cJSON *e =
+        o && o->child && !o->child->next ? cJSON_GetObjectItemCaseSensitive(o, "error") : NULL;
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
     char *text = NULL;
@@ -1190,13 +1199,72 @@ static int origin_listed(const struct pt_config *cfg, const char *origin)
     return 0;
 }
 
+/*
+ * A Host a browser may reach this listener by: an IP address (v4, or v6 in
+ * brackets) or localhost, with a port or not, or a name whose http:// origin
+ * is listed in cors_origins.  Any other name is what DNS rebinding looks
+ * like: a page at http://evil.example:8080 whose name was re-pointed at
+ * 127.0.0.1 reaches the API with Host and Origin both evil.example:8080 -
+ * "same origin" - and could read and charge on a lane without a token.
+ */
+static int host_allowed(const struct pt_config *cfg, const char *host)
+{
+    if (!host || !*host)
+        return 0;
+    size_t n = strcspn(host, ":");
+    if (host[0] == '[') { /* [v6]:port */
+        const char *end = strchr(host, ']');
+        if (!end)
+            return 0;
+        for (const char *p = host + 1; p < end; p++)
+            if (!strchr("0123456789abcdefABCDEF:.", *p))
+                return 0;
+        return end[1] == '\0' || end[1] == ':';
+    }
+    if (n == 9 && strncasecmp(host, "localhost", 9) == 0)
+        return 1;
+    int digits_and_dots = n > 0;
+    for (size_t i = 0; i < n; i++)
+        digits_and_dots &= (host[i] >= '0' && host[i] <= '9') || host[i] == '.';
+    if (digits_and_dots)
+        return 1;
+    char origin[PT_CFG_ORIGIN_MAX];
+    if ((size_t)snprintf(origin, sizeof origin, "http://%s", host) >= sizeof origin)
+        return 0;
+    for (char *p = origin; *p; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    return origin_listed(cfg, origin);
+}
+
 /* The origin of a page this listener served itself: http:// and the Host
- * the request was sent to (the API is plain HTTP; a proxy in front that
- * terminates TLS lists its https:// origin in cors_origins). */
+ * the request was sent to, when that Host is one a browser may use
+ * (host_allowed).  (The API is plain HTTP; a proxy in front that
+ * terminates TLS lists its https:// origin in cors_origins.) */
 static int same_origin(struct MHD_Connection *conn, const char *origin)
 {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
     return host && *host && strncmp(origin, "http://", 7) == 0 && strcasecmp(origin + 7, host) == 0;
+}
+
+/* The request comes from a browser: it says where from (Origin), or how
+ * (the Fetch Metadata headers every current browser sends, reads too). */
+static int from_browser(struct MHD_Connection *conn)
+{
+    return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin") ||
+           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site") ||
+           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Mode");
+}
+
+/* What the answer of a listed origin carries: noted at the head, so that
+ * the answers given there (413, 503 shutting_down) have it too. */
+static void note_origin(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+{
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    rq->had_origin = origin != NULL;
+    rq->cors_origin[0] = '\0';
+    if (origin && origin_listed(api->opt.cfg, origin))
+        snprintf(rq->cors_origin, sizeof rq->cors_origin, "%s", origin);
 }
 
 /*
@@ -1218,10 +1286,20 @@ static int cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct 
 {
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     int options = strcmp(method, "OPTIONS") == 0;
-    rq->had_origin = origin != NULL;
+    note_origin(api, conn, rq);
     const char *methods = path_methods(url);
-    if (origin && origin_listed(api->opt.cfg, origin))
-        snprintf(rq->cors_origin, sizeof rq->cors_origin, "%s", origin);
+    /* A browser that reached us by a name nobody configured: refused,
+     * reads too (DNS rebinding; host_allowed). */
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+    if (from_browser(conn) && !host_allowed(api->opt.cfg, host)) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "a browser reached payterm as '%.120s': browsers may use an IP address, "
+                 "localhost, or a name whose http:// origin is in cors_origins",
+                 host ? host : "");
+        *ret = send_error(conn, rq, 421, "host_not_allowed", msg);
+        return 1;
+    }
     int reads = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (origin && !rq->cors_origin[0] && !same_origin(conn, origin) && !reads) {
         char msg[400];
@@ -1268,7 +1346,7 @@ static int wants_problem(struct MHD_Connection *conn)
             const char *p = a + sizeof type - 1, *stop = a + n;
             int ok = 1;
             for (; p < stop; p++)
-                if (*p == 'q' && p + 1 < stop && p[1] == '=') {
+                if ((*p == 'q' || *p == 'Q') && p + 1 < stop && p[1] == '=') {
                     ok = strtod(p + 2, NULL) > 0;
                     break;
                 }
@@ -1659,6 +1737,7 @@ static MHD_RESULT request_head(struct listener *ln, struct MHD_Connection *conn,
 {
     struct pt_api *api = ln->api;
     rq->problem = wants_problem(conn); /* for the answers given at the head too */
+    note_origin(api, conn, rq);
     conn_deadline(api, rq->cs, BODY_TIMEOUT_S);
     pthread_mutex_lock(&api->mu);
     int stopping = api->stopping;

@@ -230,7 +230,14 @@ pt_done()
     fi
     # Every answer the daemons of the cases gave, whoever asked
     # (PAYTERM_TEST_ANSWER_LOG), held to the OpenAPI description (SPEC 15).
-    if [ -s "$PT_TMP/answers/journal" ]; then
+    if [ -e "$PT_TMP/served" ] && [ ! -s "$PT_TMP/answers/journal" ]; then
+        # A daemon answered (its /healthz at least) and nothing was kept:
+        # the check would pass having checked nothing (a build without
+        # PT_WITH_SIM has no answer log).
+        pt_log "no answers were logged for the OpenAPI check (PAYTERM_TEST_ANSWER_LOG needs a PT_WITH_SIM build)"
+        PT_FAILED=$((PT_FAILED + 1))
+        PT_FAILED_NAMES+=("(openapi: no answers logged)")
+    elif [ -s "$PT_TMP/answers/journal" ]; then
         if ! "$PT_PYTHON" -c 'import jsonschema' 2>/dev/null; then
             pt_log "python3 with jsonschema is needed to check the answers against the OpenAPI description (apt-get install python3-jsonschema)"
             PT_FAILED=$((PT_FAILED + 1))
@@ -424,6 +431,7 @@ pt_start()
             if grep -q 'serving on' "$PT_LOG" &&
                 curl -s -o /dev/null --max-time 2 "$PT_URL/healthz"; then
                 [ "${PT_WARMUP:-1}" = 0 ] || pt_gateways_down
+                : >"$PT_TMP/served"
                 return 0
             fi
             [ "$(date +%s)" -lt "$deadline" ] ||

@@ -7,7 +7,8 @@ usage: openapi_check.py SPEC JOURNAL
            OpenAPI 3.1, every schema valid, every $ref resolved, its version VERSION's)
   SPEC     firmware/openapi.json (what GET /v1/openapi.json serves)
   JOURNAL  one line per answer: METHOD<TAB>PATH<TAB>STATUS<TAB>CONTENT-TYPE<TAB>BODY-FILE
-           (lib.sh writes it from pt_request)
+           [<TAB>LISTENER: main or notify] (the daemon writes it in test builds
+           when PAYTERM_TEST_ANSWER_LOG names a directory)
 
 For each answer: the path must match a path of the description (literal
 segments before templated ones), the method must be one of its operations,
@@ -59,8 +60,16 @@ def path_matchers(spec):
 
 
 def check(spec, line):
-    method, path, status, ctype, body_file = line.rstrip("\n").split("\t")
+    fields = line.rstrip("\n").split("\t")
+    method, path, status, ctype, body_file = fields[:5]
+    listener = fields[5] if len(fields) > 5 else "main"
     path = path.split("?", 1)[0]
+    # notify_listen serves the notification routes only; anything else
+    # there is 404 not_found.
+    if listener == "notify" and not (path.startswith("/notify/") or path.startswith("/webhooks/")):
+        if status != "404":
+            return "%s %s -> %s on notify_listen: only 404 is right there" % (method, path, status)
+        return error_body(spec, method, path, status, ctype, body_file, "not_found")
     for rx, template in MATCHERS:
         if rx.match(path):
             break

@@ -273,6 +273,39 @@ STEPS
     pt_stop
 }
 
+case_dns_rebinding_refused()
+{
+    start_with_origins
+    # A page at evil.example:PORT whose name now points here: both Host and
+    # Origin say evil.example - "same origin" - and reads have no Origin.
+    PT_AUTH=$TOKEN pt_request GET /v1/status -H "Host: evil.example:$PT_PORT" \
+        -H 'Sec-Fetch-Site: same-origin' -H 'Sec-Fetch-Mode: cors'
+    expect_error 421 host_not_allowed
+    expect_contains "evil.example" "$(pt_message)" "message"
+    pt_request POST /v1/charges -H "Host: evil.example:$PT_PORT" \
+        -H "Origin: http://evil.example:$PT_PORT" -H 'Content-Type: application/json' \
+        -H 'Idempotency-Key: rebind-1' --data-binary "$(charge_body rebind-1)"
+    expect_error 421 host_not_allowed
+    pt_request GET / -H "Host: evil.example:$PT_PORT" -H 'Sec-Fetch-Mode: navigate'
+    expect_error 421 host_not_allowed
+    # The names a browser may use: an IP address, localhost, a listed origin's host.
+    for host in "127.0.0.1:$PT_PORT" "localhost:$PT_PORT" "LocalHost" "[::1]:$PT_PORT" \
+        "kiosk.local:8000"; do
+        PT_AUTH=$TOKEN pt_request GET /v1/status -H "Host: $host" -H 'Sec-Fetch-Site: same-origin'
+        expect_status 200
+    done
+    # The page's own origin under an IP Host still charges.
+    PT_AUTH=$TOKEN pt_request POST /v1/charges -H "Host: localhost:$PT_PORT" \
+        -H "Origin: http://localhost:$PT_PORT" -H 'Content-Type: application/json' \
+        -H 'Idempotency-Key: rebind-ok' --data-binary "$(charge_body rebind-ok)"
+    expect_status 202
+    # A program (no browser headers) may use any name.
+    PT_AUTH=$TOKEN pt_request GET /v1/status -H "Host: payterm-lane-3.shop.lan:$PT_PORT"
+    expect_status 200
+    expect_eq 1 "$(count_charges)" "charges"
+    pt_stop
+}
+
 case_openapi_served()
 {
     start_with_origins
@@ -296,6 +329,7 @@ pt_case "the page's own origin and programs without an Origin are served as befo
 pt_case "Accept: application/problem+json gets RFC 9457 problem details with the same code; stored answers unchanged" case_problem_details_on_request
 pt_case "cors_origins entries that are not browser-serialized origins are refused, naming the entry" case_bad_origins_refused
 pt_case "cors_origins takes effect on SIGHUP (a reload), without a restart" case_origins_follow_a_reload
+pt_case "DNS rebinding: a browser that reached payterm by an unlisted name is 421 host_not_allowed, reads too" case_dns_rebinding_refused
 pt_case "GET /v1/openapi.json: the embedded OpenAPI 3.1 description, without the token" case_openapi_served
 pt_case "the operator page in Chromium asks for the token, refuses a wrong one and works with the right one" case_operator_page_asks_for_the_token
 

@@ -14,7 +14,7 @@ PY=${PT_PYTHON:-/usr/bin/python3}
 BROWSER=$(cd "$(dirname "$0")/.." && pwd)/browser.py
 command -v chromium >/dev/null || fail "chromium is needed (scripts/deps.sh installs it)"
 "$PY" -c 'import websocket' 2>/dev/null || fail "python3-websocket is needed (scripts/deps.sh installs it)"
-sync_start
+SIM_PAY_DELAY_MS=60000 sync_start # a QR order stays PENDING until the page cancels it
 
 # The page itself: HTML from the binary, no framing, nothing from elsewhere.
 hdr=$(curl -sS -D - -o "$T/page.html" "$API/")
@@ -44,6 +44,16 @@ eval document.querySelector('#attention button[data-action="clear"][data-order="
 wait [...document.querySelectorAll('#feed td')].some(td => td.textContent === '$ORDER') 30
 wait document.getElementById('msg').textContent.includes('done') 10
 wait !document.querySelector('#attention tr[data-order="$ORDER"]') 10
+# Cancel, from the list: a QR order waiting for the customer (PENDING).
+waitfile $T/s.qr-pending 60
+wait document.querySelector('#attention button[data-action="cancel"][data-order="OP-PAGE-QR"]') 30
+eval (() => { window.confirm = () => true; document.querySelector('#attention button[data-action="cancel"][data-order="OP-PAGE-QR"]').click(); return 1; })()
+wait document.getElementById('msg').textContent.startsWith('Cancel OP-PAGE-QR: done') 30
+# Refund, from a charge looked up by its order id.
+eval (() => { document.getElementById('order').value = '$ORDER'; document.getElementById('find').requestSubmit(); return 1; })()
+wait document.querySelector('#charge button[data-action="refund"]') 10
+eval (() => { window.prompt = () => '1000'; document.querySelector('#charge button[data-action="refund"]').click(); return 1; })()
+wait document.getElementById('msg').textContent.startsWith('Refund $ORDER: done') 30
 STEPS
 
 sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
@@ -70,25 +80,41 @@ expect "$ORDER captured once" 1 "$(captures "$ORDER")"
 expect "no charge.succeeded while held" 0 "$(events_of "$ORDER" charge.succeeded)"
 touch "$T/s.paid-held"
 log "paid while held: no event yet"
+charge k-op-qr OP-PAGE-QR "$(alipay_qr 3300)"
+expect "OP-PAGE-QR" "202 PENDING" "$ST $(field .state)"
+touch "$T/s.qr-pending"
 
 wait "$B_PID" || fail "the browser steps failed: $(tail -n 12 "$T/browser.log")"
 log "cleared with the page's button"
 
 api "/v1/charges/$ORDER/events" >"$T/trail.json"
 expect "audit row of the clearing" 1 \
-    "$(jq '[.data[] | select(.actor == "operator:ann" and .refused == false)] | length' "$T/trail.json")"
+    "$(jq '[.data[] | select(.actor == "operator:ann" and .refused == false and .refund_id == null)] | length' "$T/trail.json")"
 expect "audit row of the hold" 1 "$(jq '[.data[] | select(.actor == "operator:bob")] | length' "$T/trail.json")"
 expect "charge.succeeded released once" 1 "$(events_of "$ORDER" charge.succeeded)"
 expect "review flag" false "$(api "/v1/charges/$ORDER" | jq .review)"
 expect "$ORDER captured once after all" 1 "$(captures "$ORDER")"
-# The page's refund names the operator too (its Refund button sends this body).
-ST=$(curl -sS -o "$T/refund.json" -w '%{http_code}' -X POST "$API/v1/charges/$ORDER/refunds" \
-    -H 'Content-Type: application/json' -H 'Idempotency-Key: refund-op-1' \
-    -d '{"refund_id":"OP-PAGE-1-R1","amount":1000,"reason":"refund at the operator page","operator":"ann"}')
-case $ST in 201 | 202) ;; *) fail "refund by the operator: $ST $(cat "$T/refund.json")" ;; esac
+# The page's Cancel: through the gateway, the operator in the trail first.
+wait_state OP-PAGE-QR CANCELED 30
+expect "OP-PAGE-QR at the simulator" canceled "$(sim_status OP-PAGE-QR)"
+expect "the cancel's request row names the operator" "cancel_requested operator:ann" \
+    "$(api /v1/charges/OP-PAGE-QR/events | jq -r '[.data[] | select(.actor | startswith("operator:"))][0] | "\(.cause) \(.actor)"')"
+# The page's Refund: its own refund id, the operator in the refund's trail.
+api "/v1/charges/$ORDER/refunds" >"$T/refunds.json"
+expect "refunds of $ORDER" "1 1000" "$(jq -r '"\(.data | length) \(.data[0].amount)"' "$T/refunds.json")"
+RID=$(jq -r '.data[0].refund_id' "$T/refunds.json")
 api "/v1/charges/$ORDER/events" >"$T/trail2.json"
 expect "the refund's first audit row names the operator" "operator:ann" \
-    "$(jq -r '[.data[] | select(.refund_id == "OP-PAGE-1-R1")][0].actor' "$T/trail2.json")"
+    "$(jq -r --arg r "$RID" '[.data[] | select(.refund_id == $r)][0].actor' "$T/trail2.json")"
+# A declined charge asked for with Accept: application/problem+json is
+# still the charge (its "error" member says why), not a problem document.
+ST=$(curl -sS -o "$T/declined.json" -D "$T/declined.h" -w '%{http_code}' -X POST "$API/v1/charges" \
+    -H 'Accept: application/problem+json' -H 'Content-Type: application/json' \
+    -H 'Idempotency-Key: declined-1' -d "{\"order_id\":\"OP-DECLINED\",$(stripe_card 4251)}")
+expect "declined charge status" 402 "$ST"
+expect "declined charge content type" application/json \
+    "$(sed -n 's/^Content-Type: //Ip' "$T/declined.h" | tr -d '\r')"
+expect "declined charge body" "OP-DECLINED FAILED" "$(jq -r '"\(.order_id) \(.state)"' "$T/declined.json")"
 [ -s "$SHOT" ] || fail "no screenshot at $SHOT"
 expect "screenshot is a PNG" "89504e47" "$(head -c 4 "$SHOT" | od -An -tx1 | tr -d ' \n')"
 pass
