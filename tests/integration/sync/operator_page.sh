@@ -37,6 +37,8 @@ wait document.querySelector('#attention tr[data-order="$ORDER"]') 30
 expect document.querySelector('#queue').textContent.startsWith('1 charge') true
 touch $T/b.saw-queued
 waitfile $T/s.paid-held 120
+# The page shows it paid and still held before the operator clears it.
+wait (document.querySelector('#attention tr[data-order="$ORDER"] td.state') || {}).textContent === 'SUCCESS · review' 30
 wait document.querySelector('#attention button[data-action="clear"][data-order="$ORDER"]') 30
 screenshot $SHOT 1280 720
 eval document.querySelector('#attention button[data-action="clear"][data-order="$ORDER"]').click()
