@@ -31,7 +31,10 @@ import websocket
 
 class Page:
     def __init__(self, ws_url):
-        self.ws = websocket.create_connection(ws_url, timeout=30)
+        # No Origin header: Chromium refuses a DevTools connection that
+        # names an origin it was not started to allow (--remote-allow-origins),
+        # and websocket-client sends one by default.
+        self.ws = websocket.create_connection(ws_url, timeout=30, suppress_origin=True)
         self.next_id = 0
         self.console = []
 
