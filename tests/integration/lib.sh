@@ -364,6 +364,23 @@ pt_config()
     } | $filter" >"$PT_CFG_BASE" || fail "pt_config: bad filter: $filter"
 }
 
+# refuse_to_start JQ_FILTER PART... - serve must exit non-zero at once,
+# without serving, with every PART in what it prints.
+refuse_to_start()
+{
+    local filter=$1 rc out
+    shift
+    pt_config "$filter"
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    out=$(timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
+    rc=$?
+    [ "$rc" -ne 124 ] || fail "payterm serve started with a bad configuration ($filter)"
+    [ "$rc" -ne 0 ] || fail "payterm serve exited 0 with a bad configuration ($filter)"
+    for part in "$@"; do
+        expect_contains "$part" "$out" "what payterm serve printed for: $filter"
+    done
+}
+
 # A port nobody listens on now, below the kernel's range of ephemeral ports
 # (so no client connection of a test running in parallel holds it).  The
 # daemon may still lose a race for it; pt_start then tries another one.

@@ -6,23 +6,6 @@ source "$(dirname "$0")/lib.sh"
 
 TOKEN=0123456789abcdef-TOKEN-for-tests
 
-# refuse_to_start JQ_FILTER PART... - serve must exit non-zero at once,
-# without serving, with every PART in what it prints.
-refuse_to_start()
-{
-    local filter=$1 rc out
-    shift
-    pt_config "$filter"
-    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
-    out=$(timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
-    rc=$?
-    [ "$rc" -ne 124 ] || fail "payterm serve started with a bad configuration ($filter)"
-    [ "$rc" -ne 0 ] || fail "payterm serve exited 0 with a bad configuration ($filter)"
-    for part in "$@"; do
-        expect_contains "$part" "$out" "what payterm serve printed for: $filter"
-    done
-}
-
 case_token_required()
 {
     pt_get /v1/status

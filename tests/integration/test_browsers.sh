@@ -22,23 +22,6 @@ start_with_origins()
     pt_start
 }
 
-# refuse_to_start JQ_FILTER PART... - serve exits non-zero at once, naming
-# every PART.
-refuse_to_start()
-{
-    local filter=$1 rc out
-    shift
-    pt_config "$filter"
-    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
-    out=$(timeout 20 "$PAYTERM" serve -c "$PT_CFG" 2>&1)
-    rc=$?
-    [ "$rc" -ne 124 ] || fail "payterm serve started with a bad configuration ($filter)"
-    [ "$rc" -ne 0 ] || fail "payterm serve exited 0 with a bad configuration ($filter)"
-    for part in "$@"; do
-        expect_contains "$part" "$out" "what payterm serve printed for: $filter"
-    done
-}
-
 count_charges()
 {
     PT_AUTH=$TOKEN pt_all_charges | jq length

@@ -40,6 +40,18 @@ static void db_path(char *out, size_t len, const char *name)
 }
 
 /* Runs one query on a raw connection and returns the first column as text. */
+/* Applies the first `upto` migrations to db as an older payterm did, each
+ * with its user_version bump (a database left at that version). */
+static void migrate_by_hand(sqlite3 *db, int upto)
+{
+    for (int i = 0; i < upto; i++) {
+        char bump[64];
+        assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+        snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
+        assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
+    }
+}
+
 static void raw_query(const char *path, const char *sql, char *out, size_t outlen)
 {
     sqlite3 *db;
@@ -153,12 +165,7 @@ static void test_migrate_from_each_version(void **state)
         snprintf(path, sizeof path, "%s/m%d.db", dir, from);
         sqlite3 *db;
         assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-        for (int i = 0; i < from; i++) {
-            char bump[64];
-            assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-            snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
-            assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
-        }
+        migrate_by_hand(db, from);
         sqlite3_close(db);
 
         struct pt_store *st;
@@ -183,12 +190,7 @@ static void test_refund_migration_keeps_the_feed(void **state)
     db_path(path, sizeof path, "feed5.db");
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    for (int i = 0; i < 5; i++) {
-        char bump[64];
-        assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-        snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
-        assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
-    }
+    migrate_by_hand(db, 5);
     assert_int_equal(
         sqlite3_exec(db,
                      "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
@@ -247,12 +249,7 @@ static void test_audit_migration_keeps_the_trail(void **state)
     db_path(path, sizeof path, "trail6.db");
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    for (int i = 0; i < 6; i++) {
-        char bump[64];
-        assert_int_equal(sqlite3_exec(db, pt_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-        snprintf(bump, sizeof bump, "PRAGMA user_version=%d", i + 1);
-        assert_int_equal(sqlite3_exec(db, bump, NULL, NULL, NULL), SQLITE_OK);
-    }
+    migrate_by_hand(db, 6);
     assert_int_equal(
         sqlite3_exec(
             db,
