@@ -21,6 +21,9 @@
 #include <string.h>
 
 #define DRAIN_BATCH 32
+/* Queued charges (refunds) armed in one commit and sent one after another
+ * before their outcomes are committed (send_queued). */
+#define RUN_MAX 16
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin). */
 #define IN_FLIGHT_MARGIN_MS 5000
@@ -451,61 +454,85 @@ static int expire_now(struct pt_sync *s, struct pt_store *st, struct pt_charge *
 }
 
 /*
- * Sends a run of queued (INIT) charges, one at a time, with one durable
- * commit per charge instead of two: the commit that records charge k's
- * outcome also moves charge k+1 to PROCESSING, just before k+1's request
- * leaves.  Only the charge actually on its way is ever PROCESSING, so a
- * crash (SIGKILL, power) leaves at most one charge whose send is in doubt;
- * the rest are still INIT and go out normally after the restart, instead of
- * being queried for trades the gateway provably never saw.  Expired charges
- * fail and are never sent; charges of a gateway found unreachable stay
- * queued.
+ * Sends the queued charges cs[0..n) (INIT, in id order) in runs of up to
+ * RUN_MAX: one commit marks a run PROCESSING (or FAILED, expired), its
+ * requests go out one after another, and the next commit holds their
+ * outcomes and marks the next run - one durable commit per run, where one
+ * charge at a time took one per charge.  Every request still leaves only
+ * after its PROCESSING is durable.  A crash while a run is out leaves its
+ * charges PROCESSING: after the restart each is an interrupted send,
+ * queried, and the ones the gateway never saw are sent again under the same
+ * key (the gateway's idempotency: never two captures).
+ *
+ * Except a charge paid with a customer's payment code: it is marked alone,
+ * just before its request leaves.  A payment code in doubt past
+ * barcode_timeout_s is reversed, not sent again, so one marked in a run but
+ * never sent would be a sale lost to a crash (restart_mid_drain.sh); alone,
+ * only the one on its way can be in doubt, and the rest are still INIT.  A
+ * charge of a gateway found unreachable earlier in its run is provably not
+ * sent and goes back to the queue.
  */
 static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
                        int *skip, struct pt_drain_stats *stats)
 {
-    struct pt_gw_result *res = malloc(sizeof *res);
+    struct pt_gw_result *res = malloc(sizeof *res * RUN_MAX);
     if (!res)
         return PT_ENOMEM;
-    int rc = PT_OK, i = 0, pending = -1, verdict = PT_OK;
-    while (rc == PT_OK && (i < n || pending >= 0)) {
+    int armed[RUN_MAX], verdict[RUN_MAX];
+    int rc = PT_OK, i = 0, out = 0; /* out: the last run, its outcomes not committed */
+    while (rc == PT_OK && (i < n || out > 0)) {
         int64_t now = now_ms(s);
         if ((rc = pt_store_begin(st)))
             break;
-        if (pending >= 0) /* the outcome of the one sent last */
-            rc = settle(s, st, &cs[pending], 0, verdict, res, now);
-        if (rc == PT_EEXIST || rc == PT_ESTATE)
-            rc = PT_OK;
-        pending = -1;
-        int armed = -1;
-        for (; rc == PT_OK && i < n && armed < 0; i++) {
+        for (int j = 0; j < out && rc == PT_OK; j++) {
+            rc = settle(s, st, &cs[armed[j]], 0, verdict[j], &res[j], now);
+            if (rc == PT_EEXIST || rc == PT_ESTATE)
+                rc = PT_OK;
+        }
+        out = 0;
+        int alone = 0; /* a payment-code charge was marked: the run ends */
+        for (; rc == PT_OK && i < n && out < RUN_MAX && !alone; i++) {
             struct pt_charge *c = &cs[i];
-            struct pt_charge_patch p = processing_patch(s, now, 1);
+            const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+            if (m && m->payment_code && out > 0)
+                break; /* it goes in a run of its own, next */
             if (offline_expired(s, c, now)) {
                 struct pt_charge_patch e = expired_patch();
                 rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
                                           NULL, now);
                 stats->expired++;
             } else if (!skip[gw_index(c->gateway)]) {
+                /* Not picked up elsewhere until the sends before it and its
+                 * own must be over. */
+                struct pt_charge_patch p = processing_patch(s, now, out + 1);
                 rc =
                     pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
-                if (rc == PT_OK)
-                    armed = i;
+                if (rc == PT_OK) {
+                    armed[out++] = i;
+                    alone = m && m->payment_code;
+                }
             }
             if (rc == PT_EEXIST || rc == PT_ESTATE)
                 rc = PT_OK; /* someone else moved it: not ours to send */
         }
-        if ((rc = finish(st, rc)) || armed < 0)
-            continue;
-        assert(armed < n); /* claimed from this run, in order */
-        verdict = call(s, PT_GW_PAY, &cs[armed], res);
-        if (verdict == PT_ENOTSENT) {
-            skip[gw_index(cs[armed].gateway)] = 1;
-            stats->not_sent++;
-        } else {
-            stats->sent++;
+        if ((rc = finish(st, rc)))
+            break;
+        for (int j = 0; j < out; j++) {
+            struct pt_charge *c = &cs[armed[j]];
+            assert(armed[j] < n); /* claimed from this run, in order */
+            if (skip[gw_index(c->gateway)]) {
+                verdict[j] = PT_ENOTSENT; /* its gateway refused one before it */
+                stats->not_sent++;
+                continue;
+            }
+            verdict[j] = call(s, PT_GW_PAY, c, &res[j]);
+            if (verdict[j] == PT_ENOTSENT) {
+                skip[gw_index(c->gateway)] = 1;
+                stats->not_sent++;
+            } else {
+                stats->sent++;
+            }
         }
-        pending = armed;
     }
     free(res);
     return rc;
@@ -1620,6 +1647,73 @@ static int recover_refund(struct pt_sync *s, struct pt_store *st, struct pt_refu
     return finish(st, rc);
 }
 
+/*
+ * Sends the queued refunds rs[0..n) (INIT, in id order) in runs, as
+ * send_queued() does charges: one commit marks up to RUN_MAX PROCESSING,
+ * their requests go out one after another, the next commit holds their
+ * outcomes and marks the next run.  A refund in doubt after a crash is
+ * queried by its refund_id and, when the gateway never saw it, sent again
+ * under the same refund_id (resolve_refund): never a second refund.
+ */
+static int send_queued_refunds(struct pt_sync *s, struct pt_store *st, struct pt_refund *rs, int n,
+                               int *down, struct pt_drain_stats *stats)
+{
+    struct pt_gw_result *res = malloc(sizeof *res * RUN_MAX);
+    struct pt_charge *cs = malloc(sizeof *cs * RUN_MAX);
+    if (!res || !cs) {
+        free(res);
+        free(cs);
+        return PT_ENOMEM;
+    }
+    int armed[RUN_MAX], verdict[RUN_MAX];
+    int rc = PT_OK, i = 0, out = 0; /* out: the last run, its outcomes not committed */
+    while (rc == PT_OK && (i < n || out > 0)) {
+        int64_t now = now_ms(s);
+        if ((rc = pt_store_begin(st)))
+            break;
+        for (int j = 0; j < out && rc == PT_OK; j++) {
+            rc = refund_settle(s, st, &rs[armed[j]], 0, verdict[j], &res[j], now);
+            if (rc == PT_EEXIST || rc == PT_ESTATE)
+                rc = PT_OK;
+        }
+        out = 0;
+        for (; rc == PT_OK && i < n && out < RUN_MAX; i++) {
+            struct pt_refund *r = &rs[i];
+            if (down[gw_index(r->gateway)])
+                continue;
+            if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &cs[out])))
+                break;
+            struct pt_charge_patch p = processing_patch(s, now, out + 1);
+            rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
+            if (rc == PT_OK)
+                armed[out++] = i;
+            if (rc == PT_EEXIST || rc == PT_ESTATE)
+                rc = PT_OK; /* someone else moved it: not ours to send */
+        }
+        if ((rc = finish(st, rc)))
+            break;
+        for (int j = 0; j < out; j++) {
+            struct pt_refund *r = &rs[armed[j]];
+            int g = gw_index(r->gateway);
+            if (down[g]) {
+                verdict[j] = PT_ENOTSENT; /* its gateway refused one before it */
+                stats->not_sent++;
+                continue;
+            }
+            verdict[j] = refund_call(s, PT_GW_REFUND, &cs[j], r, &res[j]);
+            if (verdict[j] == PT_ENOTSENT || !pt_sync_reachable(s, r->gateway))
+                down[g] = 1;
+            if (verdict[j] == PT_ENOTSENT)
+                stats->not_sent++;
+            else
+                stats->sent++;
+        }
+    }
+    free(cs);
+    free(res);
+    return rc;
+}
+
 /* One pass over the due refunds, after the charges. */
 static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
                          struct pt_drain_stats *stats)
@@ -1641,18 +1735,24 @@ static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip
             cursor = r->id;
             if (g < 0 || down[g])
                 continue;
+            stats->examined++;
+            if (r->state == PT_STATE_INIT) {
+                /* This refund and the queued ones right after it (gateways
+                 * still reachable) go out as one run. */
+                int k = 1;
+                while (i + k < n && batch[i + k].state == PT_STATE_INIT &&
+                       gw_index(batch[i + k].gateway) >= 0 && !down[gw_index(batch[i + k].gateway)])
+                    k++;
+                stats->examined += k - 1;
+                rc = send_queued_refunds(s, st, r, k, down, stats);
+                i += k - 1;
+                cursor = batch[i].id;
+                continue;
+            }
             struct pt_charge c;
             if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &c)))
                 break;
-            stats->examined++;
             switch (r->state) {
-            case PT_STATE_INIT:
-                rc = send_refund(s, st, &c, r);
-                if (rc == PT_OK && r->state == PT_STATE_INIT)
-                    stats->not_sent++;
-                else if (rc == PT_OK)
-                    stats->sent++;
-                break;
             case PT_STATE_PROCESSING:
                 rc = recover_refund(s, st, r);
                 cursor = r->id - 1; /* now UNKNOWN and due: resolved in this pass */

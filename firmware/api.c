@@ -1507,11 +1507,12 @@ static int ends_with(const char *s, const char *tail)
  */
 static int quick_route(const char *url, const char *method)
 {
-    /* /metrics counts every charge by state: a scan of the table, for a
-     * worker, while the quick ones go on. */
+    /* /metrics counts every charge by state: a scan of the table; and
+     * /v1/status reads every charge that is not final (3-5 ms with 10 000
+     * queued): for a worker, while the quick ones go on. */
     if (strcmp(method, "GET") == 0)
         return strcmp(url, "/v1/events") != 0 && strcmp(url, "/metrics") != 0 &&
-               !ends_with(url, "/payment");
+               strcmp(url, "/v1/status") != 0 && !ends_with(url, "/payment");
     if (strcmp(method, "POST") == 0)
         return strcmp(url, "/v1/charges") == 0 || strcmp(url, "/v1/sync") == 0 ||
                (strncmp(url, "/v1/charges/", 12) == 0 && ends_with(url, "/review"));
