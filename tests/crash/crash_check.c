@@ -286,11 +286,12 @@ static void check_tables(void)
              "'UNKNOWN') AND (next_attempt_at IS NULL OR next_attempt_at > %lld)",
              (long long)(last_time + 120000), (long long)(last_time + 120000));
     each(sql, violation, "left where the sync engine cannot pick it up");
-    each("SELECT c.order_id, c.amount, c.amount_refunded, c.refunds, (SELECT coalesce(sum(amount), "
+    /* (A charge's number of refunds is counted when it is read since
+     * sql/008; only amount_refunded is kept, by a trigger.) */
+    each("SELECT c.order_id, c.amount, c.amount_refunded, (SELECT coalesce(sum(amount), "
          "0) FROM refunds r WHERE r.charge_id = c.id AND r.state <> 'FAILED') AS owed, (SELECT "
          "coalesce(sum(amount), 0) FROM refunds r WHERE r.charge_id = c.id AND r.state = "
-         "'SUCCESS') AS paid, (SELECT count(*) FROM refunds r WHERE r.charge_id = c.id) AS n "
-         "FROM charges c WHERE owed > c.amount OR paid <> c.amount_refunded OR n <> c.refunds",
+         "'SUCCESS') AS paid FROM charges c WHERE owed > c.amount OR paid <> c.amount_refunded",
          violation, "refunds exceed their charge or its sums");
 }
 

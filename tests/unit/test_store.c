@@ -306,6 +306,90 @@ static void test_audit_migration_keeps_the_trail(void **state)
     sqlite3_close(db);
 }
 
+/* A version-7 database with refunds in every stage: migration 8 drops
+ * the refund counter and refunds_active, and nothing a client or the sync
+ * engine sees changes - the charges' refund counts, the work list (the
+ * floor of the refunds not final), its next due time, the status counts. */
+static void test_refund_pages_migration(void **state)
+{
+    (void)state;
+    char path[300], err[512], v[256];
+    db_path(path, sizeof path, "refunds7.db");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    migrate_by_hand(db, 7);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
+                     " offline_mode, created_at, updated_at) VALUES"
+                     " ('M8-1', 'stripe', 'card_on_file', 5000, 'USD', 'SUCCESS', 'prefer_online',"
+                     " 1, 1),"
+                     " ('M8-2', 'stripe', 'card_on_file', 900, 'USD', 'SUCCESS', 'prefer_online',"
+                     " 1, 1);"
+                     "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode,"
+                     " next_attempt_at, created_at, updated_at) VALUES"
+                     " ('R8-1', 1, 1000, 'INIT', 'prefer_online', 0, 2, 2),"
+                     " ('R8-2', 1, 1000, 'INIT', 'prefer_online', 0, 2, 2),"
+                     " ('R8-3', 2, 100, 'INIT', 'prefer_online', 0, 2, 2),"
+                     " ('R8-4', 1, 500, 'INIT', 'prefer_online', 77, 3, 3);"
+                     "UPDATE refunds SET state = 'PROCESSING' WHERE id <= 3;"
+                     "UPDATE refunds SET state = 'SUCCESS' WHERE id = 1;"
+                     "UPDATE refunds SET state = 'FAILED' WHERE id = 2;"
+                     "UPDATE refunds SET state = 'UNKNOWN', next_attempt_at = 55 WHERE id = 3;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    raw_query(path, "SELECT group_concat(refunds || '/' || amount_refunded) FROM charges", v,
+              sizeof v);
+    sqlite3_close(db);
+    assert_string_equal(v, "3/1000,1/0"); /* what version 7's triggers kept */
+
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "M8-1", &c), PT_OK);
+    assert_int_equal(c.refunds, 3);
+    assert_int_equal(c.amount_refunded, 1000);
+    assert_int_equal(pt_store_charge_get(st, "M8-2", &c), PT_OK);
+    assert_int_equal(c.refunds, 1);
+    /* The work list starts at the first refund not final (R8-3). */
+    struct pt_refund rows[4];
+    int n = 0;
+    assert_int_equal(pt_store_refunds_due(st, 100, 0, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].refund_id, "R8-3");
+    assert_string_equal(rows[1].refund_id, "R8-4");
+    int64_t when = 0;
+    assert_int_equal(pt_store_refunds_next_due(st, &when), PT_OK);
+    assert_int_equal(when, 55);
+    struct pt_refund_stats rs;
+    assert_int_equal(pt_store_refund_stats(st, &rs), PT_OK);
+    assert_int_equal(rs.by_state[PT_STATE_UNKNOWN], 1);
+    assert_int_equal(rs.by_state[PT_STATE_INIT], 1);
+    assert_int_equal(rs.by_state[PT_STATE_PROCESSING], 0);
+    /* Everything final: the floor moves past the last refund; a new one
+     * above it is found. */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_refund_transition(st, 3, pt_refund_allowed_from(PT_STATE_SUCCESS),
+                                                PT_STATE_SUCCESS, &p, 9),
+                     PT_OK);
+    assert_int_equal(pt_store_refund_withdraw(st, 4), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(pt_store_refunds_due(st, 100, 0, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(pt_store_refunds_next_due(st, &when), PT_OK);
+    assert_int_equal(when, 0);
+    assert_int_equal(pt_store_charge_get(st, "M8-1", &c), PT_OK);
+    assert_int_equal(c.refunds, 2); /* R8-4 withdrawn */
+    pt_store_close(st);
+    raw_query(path,
+              "SELECT count(*) FROM sqlite_master WHERE name IN ('refunds_active',"
+              " 'refunds_count', 'refunds_uncount')",
+              v, sizeof v);
+    assert_string_equal(v, "0");
+}
+
 static void test_too_new_refused(void **state)
 {
     (void)state;
@@ -546,6 +630,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_migration_2_counts_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refund_migration_keeps_the_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_migration_keeps_the_trail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refund_pages_migration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),

@@ -41,7 +41,10 @@ static struct {
 } ledger[MAX_PI];
 static int nledger;
 static enum fault fault;
-static int fault_count;             /* how many requests the fault applies to */
+static int fault_count;              /* how many requests the fault applies to */
+static int fault_skip;               /* requests let through before it applies */
+static int in_flight, in_flight_max; /* charges PROCESSING at the last / busiest pay request */
+static struct pt_store *st;
 static int64_t report_amount;       /* nonzero: the query reports this amount instead */
 static const char *report_currency; /* non-NULL: answers report this currency instead */
 static int requests;
@@ -92,9 +95,20 @@ static int fake_send(void *ctx, const char *channel, const struct pt_http_reques
     (void)timeout_ms;
     assert_string_equal(channel, "stripe");
     requests++;
-    enum fault f = fault_count > 0 ? fault : F_NONE;
-    if (fault_count > 0)
+    enum fault f = F_NONE;
+    if (fault_skip > 0) {
+        fault_skip--;
+    } else if (fault_count > 0) {
+        f = fault;
         fault_count--;
+    }
+    if (strcmp(req->method, "POST") == 0 && !strstr(req->url, "/cancel")) {
+        struct pt_store_stats ss;
+        assert_int_equal(pt_store_stats(st, 0, &ss), PT_OK);
+        in_flight = (int)ss.by_state[PT_STATE_PROCESSING];
+        if (in_flight > in_flight_max)
+            in_flight_max = in_flight;
+    }
     if (f == F_NOT_SENT)
         return PT_ENOTSENT;
     if (f == F_DROP_BEFORE)
@@ -170,7 +184,6 @@ static const struct pt_platform platform = {
 /* ---- fixture --------------------------------------------------------------------------- */
 
 static char dir[256];
-static struct pt_store *st;
 static struct pt_config cfg;
 static struct pt_gw_config stripe;
 static struct pt_sync *sync_engine;
@@ -202,6 +215,8 @@ static int setup(void **state)
     memset(ledger, 0, sizeof ledger);
     fault = F_NONE;
     fault_count = 0;
+    fault_skip = 0;
+    in_flight = in_flight_max = 0;
     report_amount = 0;
     report_currency = NULL;
     requests = 0;
@@ -493,6 +508,59 @@ static void test_queued_run_in_order_once_each(void **state)
     assert_int_equal(requests, 40);
 }
 
+/* Queued charges go out in runs: one commit marks up to 16 PROCESSING
+ * before the first of them is sent (one commit per run, not per charge). */
+static void test_queued_charges_go_out_in_runs(void **state)
+{
+    (void)state;
+    struct pt_charge c[40];
+    for (int i = 0; i < 40; i++)
+        queue_charge(&c[i], 1000 + i % 50);
+    drain();
+    assert_int_equal(in_flight_max, 16);
+    assert_int_equal(in_flight, 8); /* the last run: 40 = 16 + 16 + 8 */
+    for (int i = 0; i < 40; i++) {
+        struct pt_charge got;
+        assert_int_equal(state_of(c[i].order_id, &got), PT_STATE_SUCCESS);
+        assert_int_equal(captures(c[i].order_id), 1);
+        assert_int_equal(got.attempts, 0);
+    }
+    assert_int_equal(requests, 40);
+}
+
+/* The gateway refuses the connection in the middle of a run: the charges of
+ * the run after it were marked PROCESSING but provably never sent, so they
+ * go back to the queue (not UNKNOWN, no query, no attempt counted) and go
+ * out once when the gateway is back. */
+static void test_unreachable_mid_run_back_to_the_queue(void **state)
+{
+    (void)state;
+    struct pt_charge c[20];
+    for (int i = 0; i < 20; i++)
+        queue_charge(&c[i], 1000 + i);
+    fault = F_NOT_SENT;
+    fault_skip = 2;
+    fault_count = 1;
+    drain();
+    assert_int_equal(requests, 3);
+    for (int i = 0; i < 20; i++) {
+        struct pt_charge got;
+        assert_int_equal(state_of(c[i].order_id, &got), i < 2 ? PT_STATE_SUCCESS : PT_STATE_INIT);
+        assert_int_equal(got.attempts, 0);
+    }
+    /* One that was marked in the run after the refusal: marked, then back. */
+    assert_int_equal(events_of(c[5].order_id, "charge.succeeded"), 0);
+    clock_ms += 60000;
+    assert_int_equal(pt_sync_probe(sync_engine), 0); /* the link is back */
+    drain();
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(state_of(c[i].order_id, NULL), PT_STATE_SUCCESS);
+        assert_int_equal(captures(c[i].order_id), 1);
+        assert_int_equal(ledger[find_pi(c[i].order_id)].creates, 1);
+    }
+    assert_int_equal(requests, 3 + 1 + 18); /* the probe, then each one once */
+}
+
 static void test_query_amount_mismatch_holds_fulfilment(void **state)
 {
     (void)state;
@@ -754,6 +822,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_offline_expired_is_never_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupted_send_recovered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_run_in_order_once_each, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queued_charges_go_out_in_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable_mid_run_back_to_the_queue, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_query_amount_mismatch_holds_fulfilment, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notifications, setup, teardown),
