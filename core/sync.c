@@ -24,6 +24,9 @@
 /* Queued charges (refunds) armed in one commit and sent one after another
  * before their outcomes are committed (send_queued). */
 #define RUN_MAX 16
+/* A verdict of send_queued(): the charge was moved by someone else before
+ * its turn; not sent, not settled.  (Positive: never a PT_E* code.) */
+#define NOT_OURS 1
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin). */
 #define IN_FLIGHT_MARGIN_MS 5000
@@ -485,6 +488,8 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
         if ((rc = pt_store_begin(st)))
             break;
         for (int j = 0; j < out && rc == PT_OK; j++) {
+            if (verdict[j] == NOT_OURS)
+                continue;
             rc = settle(s, st, &cs[armed[j]], 0, verdict[j], &res[j], now);
             if (rc == PT_EEXIST || rc == PT_ESTATE)
                 rc = PT_OK;
@@ -523,6 +528,15 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
             if (skip[gw_index(c->gateway)]) {
                 verdict[j] = PT_ENOTSENT; /* its gateway refused one before it */
                 stats->not_sent++;
+                continue;
+            }
+            /* Moved while it waited for its turn in the run (a client's
+             * cancel finds no trade for a charge not sent yet and ends it):
+             * it is not sent, and its new state is not ours to settle. */
+            struct pt_charge cur;
+            int grc = pt_store_charge_get_by_id(st, c->id, &cur);
+            if (grc != PT_OK || cur.state != PT_STATE_PROCESSING) {
+                verdict[j] = NOT_OURS;
                 continue;
             }
             verdict[j] = call(s, PT_GW_PAY, c, &res[j]);

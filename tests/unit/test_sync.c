@@ -45,6 +45,11 @@ static int fault_count;              /* how many requests the fault applies to *
 static int fault_skip;               /* requests let through before it applies */
 static int in_flight, in_flight_max; /* charges PROCESSING at the last / busiest pay request */
 static struct pt_store *st;
+static struct pt_sync *sync_engine;
+/* When set: a client cancels this order when the request number
+ * cancel_at_request arrives (while the drain's run is out). */
+static const char *cancel_order;
+static int cancel_at_request;
 static int64_t report_amount;       /* nonzero: the query reports this amount instead */
 static const char *report_currency; /* non-NULL: answers report this currency instead */
 static int requests;
@@ -95,6 +100,13 @@ static int fake_send(void *ctx, const char *channel, const struct pt_http_reques
     (void)timeout_ms;
     assert_string_equal(channel, "stripe");
     requests++;
+    if (cancel_order && requests == cancel_at_request) {
+        struct pt_charge x;
+        const char *o = cancel_order;
+        cancel_order = NULL;
+        assert_int_equal(pt_store_charge_get(st, o, &x), PT_OK);
+        assert_int_equal(pt_sync_cancel_now(sync_engine, st, &x), PT_OK);
+    }
     enum fault f = F_NONE;
     if (fault_skip > 0) {
         fault_skip--;
@@ -186,7 +198,6 @@ static const struct pt_platform platform = {
 static char dir[256];
 static struct pt_config cfg;
 static struct pt_gw_config stripe;
-static struct pt_sync *sync_engine;
 static const char whsec[] = "whsec_test_secret";
 
 static int setup(void **state)
@@ -217,6 +228,7 @@ static int setup(void **state)
     fault_count = 0;
     fault_skip = 0;
     in_flight = in_flight_max = 0;
+    cancel_order = NULL;
     report_amount = 0;
     report_currency = NULL;
     requests = 0;
@@ -561,6 +573,31 @@ static void test_unreachable_mid_run_back_to_the_queue(void **state)
     assert_int_equal(requests, 3 + 1 + 18); /* the probe, then each one once */
 }
 
+/* A client cancels a charge that waits for its turn in a run (marked
+ * PROCESSING, not sent): the gateway has no trade for it, so the cancel
+ * ends it CANCELED - and the run must then not send it. */
+static void test_cancel_while_waiting_in_a_run(void **state)
+{
+    (void)state;
+    struct pt_charge c[12];
+    for (int i = 0; i < 12; i++)
+        queue_charge(&c[i], 1000 + i);
+    cancel_order = c[9].order_id;
+    cancel_at_request = 3; /* while the third pay request arrives */
+    drain();
+    struct pt_charge got;
+    assert_int_equal(state_of(c[9].order_id, &got), PT_STATE_CANCELED);
+    assert_false(got.review);
+    assert_int_equal(find_pi(c[9].order_id), -1); /* never sent */
+    assert_int_equal(events_of(c[9].order_id, "charge.succeeded"), 0);
+    for (int i = 0; i < 12; i++) {
+        if (i == 9)
+            continue;
+        assert_int_equal(state_of(c[i].order_id, NULL), PT_STATE_SUCCESS);
+        assert_int_equal(captures(c[i].order_id), 1);
+    }
+}
+
 static void test_query_amount_mismatch_holds_fulfilment(void **state)
 {
     (void)state;
@@ -825,6 +862,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queued_charges_go_out_in_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable_mid_run_back_to_the_queue, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_while_waiting_in_a_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_amount_mismatch_holds_fulfilment, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notifications, setup, teardown),
