@@ -240,9 +240,10 @@ struct pt_store {
     int64_t last_key_rowid;
     /* Every charge with a smaller id is final (see active_floor()). */
     int64_t active_floor;
-    int64_t refund_floor; /* the same for refunds (refund_floor()) */
-    int events_in_txn;    /* events inserted since BEGIN */
-    int erased_in_txn;    /* a payment code erased since BEGIN */
+    int64_t refund_floor;        /* the same for refunds (refund_floor()) */
+    unsigned refund_floor_epoch; /* refund_withdrawals when it was read */
+    int events_in_txn;           /* events inserted since BEGIN */
+    int erased_in_txn;           /* a payment code erased since BEGIN */
     char path[PT_STORE_PATH_MAX];
     int changes_at_begin; /* sqlite3_total_changes() at BEGIN */
     int keys_pending;     /* pending key locks taken since BEGIN, not yet written */
@@ -2288,10 +2289,24 @@ int pt_store_refunds_list(struct pt_store *st, int64_t charge_id, int state, int
     return read_refunds(st, s, max, rows, n, more);
 }
 
-/* Every refund with an id below *floor is final: the lowest refund that
- * is not, or the next id (sql/008_refund_pages.sql; as active_floor()). */
+/* Withdrawals of refunds (rows deleted) in this process so far. */
+static atomic_uint refund_withdrawals;
+
+/*
+ * Every refund with an id below *floor is final: the lowest refund that
+ * is not, or the next id (sql/008_refund_pages.sql; as active_floor()).
+ * Unlike a charge, a refund row can go (a withdrawal, INIT only), and SQLite
+ * gives the next refund max(id) + 1: an id below a floor read before.  So a
+ * withdrawal sends every connection's floor back to the start, once.
+ * (Withdrawals happen only in the daemon, the one process that writes.)
+ */
 static int refund_floor(struct pt_store *st, int64_t *floor)
 {
+    unsigned epoch = atomic_load(&refund_withdrawals);
+    if (epoch != st->refund_floor_epoch) {
+        st->refund_floor_epoch = epoch;
+        st->refund_floor = 0;
+    }
     sqlite3_stmt *s = stmt(st, S_REFUND_ACTIVE_FIRST);
     if (!s)
         return PT_ESTORAGE;
@@ -2387,6 +2402,9 @@ int pt_store_refund_withdraw(struct pt_store *st, int64_t id)
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, id);
+    /* The next refund may get this id again (or one below it): every
+     * connection's floor starts from the beginning once (refund_floor()). */
+    atomic_fetch_add(&refund_withdrawals, 1);
     int rc = run(st, s);
     if (rc)
         return rc;

@@ -11,6 +11,9 @@
 --   is (003): in id order from the lowest refund that is not final yet - a
 --   refund never leaves a final state and new refunds get higher ids, so
 --   everything below that point stays final; a short range of the table.
+--   (A withdrawn refund's row is deleted and its id may be given again:
+--   after a withdrawal the store reads the floor from the start once,
+--   core/store.c refund_floor().)
 -- * The `refunds` counter goes: a charge's number of refunds is counted
 --   when the charge is read, from refunds_by_charge (one seek; no refunds,
 --   no entries).  amount_refunded stays a column: it changes only when a

@@ -382,6 +382,36 @@ static void test_refund_pages_migration(void **state)
     assert_int_equal(when, 0);
     assert_int_equal(pt_store_charge_get(st, "M8-1", &c), PT_OK);
     assert_int_equal(c.refunds, 2); /* R8-4 withdrawn */
+    /* A withdrawal frees the highest ids, and SQLite gives them again: a
+     * refund below a floor read before it is still found. */
+    struct pt_refund r5 = {0}, r6 = {0}, r7 = {0};
+    const char *ids[] = {"R8-5", "R8-6", "R8-7"};
+    struct pt_refund *rr[] = {&r5, &r6, &r7};
+    for (int i = 0; i < 3; i++) {
+        snprintf(rr[i]->refund_id, sizeof rr[i]->refund_id, "%s", ids[i]);
+        rr[i]->charge_id = 1;
+        rr[i]->amount = 100;
+        rr[i]->state = PT_STATE_INIT;
+        rr[i]->next_attempt_at = 10;
+    }
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_refund_insert(st, &r5, 10), PT_OK);
+    assert_int_equal(pt_store_refund_insert(st, &r6, 10), PT_OK);
+    assert_int_equal(pt_store_refund_withdraw(st, r5.id), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_int_equal(pt_store_refunds_due(st, 100, 0, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].refund_id, "R8-6"); /* the floor is R8-6 now */
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_refund_withdraw(st, r6.id), PT_OK);
+    assert_int_equal(pt_store_refund_insert(st, &r7, 11), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    assert_true(r7.id < r6.id); /* an id below the floor read before */
+    assert_int_equal(pt_store_refunds_due(st, 100, 0, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].refund_id, "R8-7");
+    assert_int_equal(pt_store_refunds_next_due(st, &when), PT_OK);
+    assert_int_equal(when, 10);
     pt_store_close(st);
     raw_query(path,
               "SELECT count(*) FROM sqlite_master WHERE name IN ('refunds_active',"
