@@ -174,6 +174,10 @@
                    " OR r.state = 'PROCESSING' OR r.state = 'PENDING' OR r.state = 'UNKNOWN')"     \
                    " AND r.next_attempt_at <= ?1 ORDER BY r.id LIMIT ?2")                          \
     X(REFUNDS_NEXT_DUE, "SELECT min(next_attempt_at) FROM refunds WHERE id >= ?1 AND " ACTIVE)     \
+    X(CHARGES_INTERRUPTED, "UPDATE charges SET next_attempt_at = ?1 WHERE id >= ?2"                \
+                           " AND state = 'PROCESSING' AND next_attempt_at > ?1")                   \
+    X(REFUNDS_INTERRUPTED, "UPDATE refunds SET next_attempt_at = ?1 WHERE id >= ?2"                \
+                           " AND state = 'PROCESSING' AND next_attempt_at > ?1")                   \
     X(REFUND_ACTIVE_FIRST,                                                                         \
       "SELECT coalesce((SELECT id FROM refunds WHERE id >= ?1 AND " ACTIVE                         \
       " ORDER BY id LIMIT 1), (SELECT coalesce(max(id), 0) + 1 FROM refunds))")                    \
@@ -2335,6 +2339,40 @@ int pt_store_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int
     sqlite3_bind_int(s, 2, max);
     sqlite3_bind_int64(s, 3, after_id > floor - 1 ? after_id : floor - 1);
     return read_refunds(st, s, max, rows, n, NULL);
+}
+
+int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n)
+{
+    *n = 0;
+    int64_t cfloor, rfloor;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    if ((rc = active_floor(st, &cfloor)) == PT_OK && (rc = refund_floor(st, &rfloor)) == PT_OK) {
+        sqlite3_stmt *s = stmt(st, S_CHARGES_INTERRUPTED);
+        rc = PT_ESTORAGE;
+        if (s) {
+            sqlite3_bind_int64(s, 1, now);
+            sqlite3_bind_int64(s, 2, cfloor);
+            rc = run(st, s);
+        }
+        if (rc == PT_OK)
+            *n += sqlite3_changes(st->c->db);
+        if (rc == PT_OK && (s = stmt(st, S_REFUNDS_INTERRUPTED))) {
+            sqlite3_bind_int64(s, 1, now);
+            sqlite3_bind_int64(s, 2, rfloor);
+            rc = run(st, s);
+            if (rc == PT_OK)
+                *n += sqlite3_changes(st->c->db);
+        } else if (rc == PT_OK) {
+            rc = PT_ESTORAGE;
+        }
+    }
+    if (rc) {
+        pt_store_rollback(st);
+        return rc;
+    }
+    return pt_store_commit(st);
 }
 
 int pt_store_refunds_next_due(struct pt_store *st, int64_t *when)

@@ -362,6 +362,11 @@ int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int
 
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
+/* At a daemon's start, when nothing can be on its way (the data directory's
+ * lock is held): every PROCESSING charge and refund is due now - its send
+ * was interrupted, and the window that kept it from being picked up while
+ * its run was out (up to 16 sends) means nothing any more.  *n: how many. */
+int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n);
 
 /* Queue (INIT) figures used by the offline limits: the number of queued
  * charges and the queued amount in one currency.  Read from the rows the

@@ -476,6 +476,18 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     load_peer_certs(d);
     if ((rc = start_sync(d, err, errlen)) != PT_OK)
         goto fail;
+    /* Nothing of this data directory is on its way now (the lock is ours):
+     * sends a crash interrupted are resolved in the first pass, not when
+     * their run's window ends. */
+    int interrupted = 0;
+    if ((rc = pt_store_sends_interrupted(d->st, d->platform.now_ms(d->platform.ctx),
+                                         &interrupted)) != PT_OK) {
+        snprintf(err, errlen, "cannot read the database %s: %s", d->db_path, pt_strerror(rc));
+        goto fail;
+    }
+    if (interrupted)
+        pt_log_info("%d send(s) interrupted by the last stop: resolved by query first",
+                    interrupted);
 
     struct pt_api_options ao = {
         .cfg = &d->cfg,

@@ -420,6 +420,50 @@ static void test_refund_pages_migration(void **state)
     assert_string_equal(v, "0");
 }
 
+/* At a daemon's start nothing is on its way: every PROCESSING charge and
+ * refund becomes due now, however long its run's window was; nothing else
+ * moves. */
+static void test_sends_interrupted_due_at_start(void **state)
+{
+    (void)state;
+    char path[300], err[512], v[256];
+    db_path(path, sizeof path, "interrupted.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    pt_store_close(st);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(
+            db,
+            "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
+            " offline_mode, next_attempt_at, created_at, updated_at) VALUES"
+            " ('I-1', 'stripe', 'card_on_file', 500, 'USD', 'SUCCESS', 'prefer_online', 0, 1, 1),"
+            " ('I-2', 'stripe', 'card_on_file', 500, 'USD', 'PROCESSING', 'prefer_online',"
+            " 900000, 1, 1),"
+            " ('I-3', 'stripe', 'card_on_file', 500, 'USD', 'INIT', 'prefer_online', 700000, 1, 1),"
+            " ('I-4', 'stripe', 'card_on_file', 500, 'USD', 'PROCESSING', 'prefer_online',"
+            " 50, 1, 1);"
+            "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode,"
+            " next_attempt_at, created_at, updated_at) VALUES"
+            " ('IR-1', 1, 100, 'INIT', 'prefer_online', 800000, 2, 2);"
+            "UPDATE refunds SET state = 'PROCESSING';",
+            NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    int n = -1;
+    assert_int_equal(pt_store_sends_interrupted(st, 100, &n), PT_OK);
+    assert_int_equal(n, 2); /* I-2 and IR-1; I-4 was due already */
+    pt_store_close(st);
+    raw_query(path, "SELECT group_concat(order_id || '=' || next_attempt_at) FROM charges", v,
+              sizeof v);
+    assert_string_equal(v, "I-1=0,I-2=100,I-3=700000,I-4=50");
+    raw_query(path, "SELECT next_attempt_at FROM refunds", v, sizeof v);
+    assert_string_equal(v, "100");
+}
+
 static void test_too_new_refused(void **state)
 {
     (void)state;
@@ -661,6 +705,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refund_migration_keeps_the_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_migration_keeps_the_trail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refund_pages_migration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sends_interrupted_due_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
