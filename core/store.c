@@ -79,6 +79,9 @@
 #define AUDIT_NEXT_SQL                                                                             \
     "SELECT coalesce(max(id), ?1 * 4294967296) + 1 FROM charge_events WHERE id BETWEEN " TRAIL(1)
 
+/* The oldest SQLite the schema's migrations run on. */
+#define PT_SQLITE_MIN 3035000
+
 /* X(ID, "sql") - the prepared statement cache. */
 #define PT_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
@@ -651,6 +654,13 @@ int pt_store_open(const struct pt_store_options *opt, struct pt_store **out, cha
 {
     int rc = PT_ENOMEM;
     *out = NULL;
+    /* sql/008 drops a column (ALTER TABLE ... DROP COLUMN, SQLite 3.35). */
+    if (sqlite3_libversion_number() < PT_SQLITE_MIN) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "SQLite %s is too old: payterm needs 3.35.0 or newer",
+                     sqlite3_libversion());
+        return PT_EUNSUPPORTED;
+    }
     struct pt_store *st = calloc(1, sizeof *st);
     if (!st)
         goto fail;
