@@ -1934,23 +1934,30 @@ static int scalar(struct pt_store *st, sqlite3_stmt *s, int64_t *out)
  * walk usually stops at once.  (This replaces an index of the non-final
  * charges that every new charge had to write: sql/003.)
  */
-static int active_floor(struct pt_store *st, int64_t *floor)
+/* Moves *cached up to what statement id (ACTIVE_FIRST, REFUND_ACTIVE_FIRST)
+ * reads from it - the first row not final, or the next id - and gives it. */
+static int read_floor(struct pt_store *st, int id, int64_t *cached, int64_t *floor)
 {
-    sqlite3_stmt *s = stmt(st, S_ACTIVE_FIRST);
+    sqlite3_stmt *s = stmt(st, id);
     if (!s)
         return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, st->active_floor);
-    /* Nothing in progress: the next charge is the floor.  Both halves are
-     * read in one statement: read in two, a charge committed between them
-     * fell below the floor and was never looked at again. */
+    sqlite3_bind_int64(s, 1, *cached);
+    /* Nothing in progress: the next id is the floor.  Both halves are read
+     * in one statement: read in two, a row committed between them fell
+     * below the floor and was never looked at again. */
     int64_t first = 0;
     int rc = scalar(st, s, &first);
     if (rc)
         return rc;
-    if (first > st->active_floor)
-        st->active_floor = first;
-    *floor = st->active_floor;
+    if (first > *cached)
+        *cached = first;
+    *floor = *cached;
     return PT_OK;
+}
+
+static int active_floor(struct pt_store *st, int64_t *floor)
+{
+    return read_floor(st, S_ACTIVE_FIRST, &st->active_floor, floor);
 }
 
 int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
@@ -2321,18 +2328,7 @@ static int refund_floor(struct pt_store *st, int64_t *floor)
         st->refund_floor_epoch = epoch;
         st->refund_floor = 0;
     }
-    sqlite3_stmt *s = stmt(st, S_REFUND_ACTIVE_FIRST);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, st->refund_floor);
-    int64_t first = 0;
-    int rc = scalar(st, s, &first);
-    if (rc)
-        return rc;
-    if (first > st->refund_floor)
-        st->refund_floor = first;
-    *floor = st->refund_floor;
-    return PT_OK;
+    return read_floor(st, S_REFUND_ACTIVE_FIRST, &st->refund_floor, floor);
 }
 
 int pt_store_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
@@ -2354,29 +2350,23 @@ int pt_store_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n)
 {
     *n = 0;
-    int64_t cfloor, rfloor;
+    int64_t floor[2];
+    static const int update[2] = {S_CHARGES_INTERRUPTED, S_REFUNDS_INTERRUPTED};
     int rc = pt_store_begin(st);
     if (rc)
         return rc;
-    if ((rc = active_floor(st, &cfloor)) == PT_OK && (rc = refund_floor(st, &rfloor)) == PT_OK) {
-        sqlite3_stmt *s = stmt(st, S_CHARGES_INTERRUPTED);
-        rc = PT_ESTORAGE;
-        if (s) {
-            sqlite3_bind_int64(s, 1, now);
-            sqlite3_bind_int64(s, 2, cfloor);
-            rc = run(st, s);
-        }
-        if (rc == PT_OK)
-            *n += sqlite3_changes(st->c->db);
-        if (rc == PT_OK && (s = stmt(st, S_REFUNDS_INTERRUPTED))) {
-            sqlite3_bind_int64(s, 1, now);
-            sqlite3_bind_int64(s, 2, rfloor);
-            rc = run(st, s);
-            if (rc == PT_OK)
-                *n += sqlite3_changes(st->c->db);
-        } else if (rc == PT_OK) {
+    if ((rc = active_floor(st, &floor[0])) == PT_OK)
+        rc = refund_floor(st, &floor[1]);
+    for (int i = 0; i < 2 && rc == PT_OK; i++) {
+        sqlite3_stmt *s = stmt(st, update[i]);
+        if (!s) {
             rc = PT_ESTORAGE;
+            break;
         }
+        sqlite3_bind_int64(s, 1, now);
+        sqlite3_bind_int64(s, 2, floor[i]);
+        if ((rc = run(st, s)) == PT_OK)
+            *n += sqlite3_changes(st->c->db);
     }
     if (rc) {
         pt_store_rollback(st);
