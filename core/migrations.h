@@ -16,4 +16,9 @@ struct pt_migration {
 extern const struct pt_migration pt_migrations[];
 extern const int pt_migrations_count;
 
+/* The PostgreSQL store's migrations, from sql/pg/ (built with PT_WITH_PG):
+ * migration i is row version i of payterm_schema. */
+extern const struct pt_migration pt_pg_migrations[];
+extern const int pt_pg_migrations_count;
+
 #endif

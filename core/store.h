@@ -2,9 +2,13 @@
  * store.h - the persistence layer: the only part of payterm that speaks SQL.
  *
  * Everything else asks the store narrow questions in the domain's words
- * (take an idempotency lock, insert a charge, apply a transition).  The
- * SQLite implementation lives in store.c; a PostgreSQL store for a server
- * shared by many lanes would implement this same header.
+ * (take an idempotency lock, insert a charge, apply a transition).  Two
+ * backends implement it (store_impl.h): store_sqlite.c, one file per lane
+ * (the default, and the only one on a board), and store_pg.c, one
+ * PostgreSQL database shared by a shop's lanes (SPEC section 16; built
+ * with -DPT_WITH_PG=ON).  What only SQLite has (the writer and its group
+ * commit, backups, the WAL wipe, PRAGMAs) answers PT_EUNSUPPORTED or does
+ * nothing on PostgreSQL, as each function says.
  *
  * One struct pt_store is one database connection and must be used by one
  * thread at a time; each thread of the daemon opens its own, and all of
@@ -32,21 +36,34 @@ struct pt_store;
 /* Page size of a database payterm creates (see store.c for why). */
 #define PT_STORE_PAGE_SIZE 1024
 
+enum pt_store_backend { PT_STORE_SQLITE = 0, PT_STORE_POSTGRESQL = 1 };
+
 struct pt_store_options {
-    const char *path;       /* database file; created if missing */
-    int synchronous_normal; /* 0 = synchronous=FULL (default), 1 = NORMAL */
-    int synchronous_off;    /* benchmarks only: no sync at all (what the CPU costs) */
-    int busy_timeout_ms;    /* 0 = default (5000) */
-    int max_page_count;     /* 0 = unlimited; tests use it to fake a full disk */
-    int readonly;           /* open an existing file read-only, without migrating */
-    int existing;           /* read-write, but the file must exist and is not migrated */
-    int page_size;          /* for a new file; 0 = PT_STORE_PAGE_SIZE */
+    enum pt_store_backend backend; /* 0 = SQLite (path); PostgreSQL: dsn */
+    const char *path;              /* database file; created if missing */
+    int synchronous_normal;        /* 0 = synchronous=FULL (default), 1 = NORMAL */
+    int synchronous_off;           /* benchmarks only: no sync at all (what the CPU costs) */
+    int busy_timeout_ms;           /* 0 = default (5000) */
+    int max_page_count;            /* 0 = unlimited; tests use it to fake a full disk */
+    int readonly;                  /* open an existing file read-only, without migrating */
+    int existing;                  /* read-write, but the file must exist and is not migrated */
+    int page_size;                 /* for a new file; 0 = PT_STORE_PAGE_SIZE */
     /* 1 = SQLite's own VFS instead of walvfs.c (one pwrite per WAL commit):
      * the same bytes in the same order, only more system calls.  For a
      * board whose file system misbehaves with it, and for make crash, which
      * runs its power cuts both ways (docs/crash.md). */
     int no_wal_vfs;
+    /* PostgreSQL (SPEC section 16): a libpq connection URI or key=value
+     * string, the file holding the password (read at open, wiped after;
+     * NULL: none, or libpq's own PGPASSFILE), and this daemon's lane name,
+     * recorded in the audit's actor. */
+    const char *dsn;
+    const char *password_file;
+    const char *lane_id;
 };
+
+/* "sqlite" or "postgresql": the backend behind st. */
+const char *pt_store_backend(const struct pt_store *st);
 
 /* The process-wide switch behind storage.wal_vfs (default on): off, every
  * store opened afterwards uses SQLite's own VFS, as no_wal_vfs does. */

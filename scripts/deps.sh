@@ -6,7 +6,8 @@
 #         for the init script's test, systemd for systemd-analyze on the unit,
 #         strace for the unit's sandbox audit, python3-jsonschema to hold every
 #         HTTP answer of the suites to the OpenAPI description, chromium and
-#         python3-websocket for the operator page in a real browser)
+#         python3-websocket for the operator page in a real browser, libpq and
+#         PostgreSQL for the store server's backend and its tests, SPEC 16)
 #   cross aarch64 cross compiler, qemu and the build tools; the arm64 libraries
 #         come from scripts/sysroot.sh (a private sysroot, no dpkg architecture)
 #   armhf the same for armhf
@@ -20,7 +21,7 @@ set -eu
 
 base="gcc libc6-dev cmake make pkg-config libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev
 libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps busybox systemd strace
-python3-jsonschema chromium python3-websocket"
+python3-jsonschema chromium python3-websocket libpq-dev postgresql"
 cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make pkg-config
 ca-certificates"
 armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make pkg-config

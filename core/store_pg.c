@@ -1,0 +1,1608 @@
+/*
+ * store_pg.c - the store on PostgreSQL (libpq): one database shared by the
+ * daemons of a shop's lanes (SPEC section 16).
+ *
+ * The same interface and the same invariants as store_sqlite.c, by the same
+ * means, for many writers at once:
+ *   - the idempotency lock is INSERT ... ON CONFLICT DO NOTHING on (scope,
+ *     key): a second lane posting the same key waits on the unique index
+ *     until the first commits, then finds the key taken and replays;
+ *   - order_id and refund_id are UNIQUE, transitions are conditional
+ *     UPDATEs, audit rows and events are written in the caller's
+ *     transaction, every COMMIT is synchronous_commit = on;
+ *   - fulfilment events take their numbers under an advisory lock held to
+ *     the commit, so the shop's one feed is read in order by every lane
+ *     (sql/pg/001_init.sql), and each commit with events NOTIFYs
+ *     payterm_events.
+ * Statements are prepared once per connection; parameters go as text
+ * (bytea as binary).  A lost connection is reported as PT_EIO (503
+ * storage_unavailable at the API) and re-established at the next call
+ * outside a transaction.
+ *
+ * What only SQLite has answers as store.h says: no writer (PostgreSQL
+ * batches commits itself), no backup (pg_dump, the server's replication),
+ * no PRAGMAs, no WAL wipe.
+ */
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "err.h"
+#include "log.h"
+#include "migrations.h"
+#include "store_impl.h"
+
+#define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
+
+#define CHARGE_COLS                                                                                \
+    "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
+    " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
+    " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
+    " review_reason, created_at, updated_at, amount_refunded,"                                     \
+    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id)"
+
+#define REFUND_COLS                                                                                \
+    "r.id, r.charge_id, r.refund_id, c.order_id, c.gateway, r.amount, c.currency, r.state,"        \
+    " r.offline_mode, r.reason, r.metadata, r.gateway_refund_no, r.attempts,"                      \
+    " r.next_attempt_at, r.first_sent_at, r.error_code, r.error_message, r.review,"                \
+    " r.review_reason, r.created_at, r.updated_at FROM refunds r JOIN charges c"                   \
+    " ON c.id = r.charge_id"
+
+/* A patch's SET list: $1 id, $2 now, $3..$9 the pt_charge_patch fields. */
+#define PATCH_REST                                                                                 \
+    " error_code = CASE WHEN $5::text IS NULL THEN error_code WHEN $5 = '' THEN NULL"              \
+    " ELSE $5 END,"                                                                                \
+    " error_message = CASE WHEN $6::text IS NULL THEN error_message WHEN $6 = '' THEN NULL"        \
+    " ELSE $6 END,"                                                                                \
+    " attempts = attempts + $7::integer,"                                                          \
+    " next_attempt_at = CASE WHEN $8::bigint < 0 THEN next_attempt_at ELSE $8 END,"                \
+    " first_sent_at = CASE WHEN $9::bigint < 0 OR first_sent_at IS NOT NULL THEN first_sent_at"    \
+    " ELSE $9 END"
+#define PATCH_SET                                                                                  \
+    "updated_at = $2::bigint, gateway_trade_no = coalesce($3::text, gateway_trade_no),"            \
+    " action_url = coalesce($4::text, action_url)," PATCH_REST
+#define REFUND_PATCH_SET                                                                           \
+    "updated_at = $2::bigint, gateway_refund_no = coalesce($3::text, "                             \
+    "gateway_refund_no)," PATCH_REST
+
+/* A refund has no action URL: the patch's $4 is only typed, never used. */
+#define NO_URL " AND $4::text IS NOT DISTINCT FROM $4"
+
+#define HELD(at, by)                                                                               \
+    "completed_at IS NULL AND locked_at = $" #at                                                   \
+    "::bigint AND locked_by IS NOT DISTINCT FROM $" #by "::bigint"
+
+/* The transaction-scoped lock that orders the events feed. */
+#define EVENTS_LOCK "SELECT pg_advisory_xact_lock(7302062520031)"
+
+/* X(ID, "sql") - statements prepared once per connection. */
+#define PG_STMTS(X)                                                                                \
+    X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
+               " response_body, order_id, expires_at FROM idempotency_keys"                        \
+               " WHERE scope = $1::text AND key = $2::text")                                       \
+    X(KEY_INSERT, "INSERT INTO idempotency_keys (scope, key, request_hash, locked_at, locked_by,"  \
+                  " created_at, expires_at) VALUES ($1, $2, $3::bytea, $4::bigint, $5::bigint,"    \
+                  " $4, $6::bigint) ON CONFLICT (scope, key) DO NOTHING RETURNING id")             \
+    X(KEY_RELOCK, "UPDATE idempotency_keys SET locked_at = $5::bigint, locked_by = $6::bigint"     \
+                  " WHERE scope = $1::text AND key = $2::text AND completed_at IS NULL"            \
+                  " AND locked_at = $3::bigint AND locked_by IS NOT DISTINCT FROM $4::bigint")     \
+    X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = $3::text WHERE scope = $1::text"      \
+                     " AND key = $2::text AND " HELD(4, 5))                                        \
+    X(KEY_COMPLETE, "UPDATE idempotency_keys SET completed_at = $5::bigint,"                       \
+                    " response_status = $3::integer, response_body = $4::bytea,"                   \
+                    " locked_at = NULL, locked_by = NULL"                                          \
+                    " WHERE scope = $1::text AND key = $2::text AND " HELD(6, 7))                  \
+    X(KEY_DELETE,                                                                                  \
+      "DELETE FROM idempotency_keys WHERE scope = $1::text AND key = $2::text AND " HELD(3, 4))    \
+    X(KEY_DELETE_EXPIRED, "DELETE FROM idempotency_keys WHERE scope = $1::text"                    \
+                          " AND key = $2::text AND expires_at <= $3::bigint")                      \
+    X(KEY_SWEEP, "DELETE FROM idempotency_keys WHERE expires_at <= $1::bigint"                     \
+                 " AND completed_at IS NOT NULL")                                                  \
+    X(CHARGE_INSERT,                                                                               \
+      "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
+      " subject, payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"     \
+      " created_at, updated_at) VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::text,"       \
+      " $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text, 0,"               \
+      " $13::bigint, $14::bigint, $14) ON CONFLICT (order_id) DO NOTHING RETURNING id")            \
+    X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = $1::text")                 \
+    X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = $1::bigint")               \
+    X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = $1::bigint")                      \
+    X(CHARGE_TRANSITION,                                                                           \
+      "UPDATE charges SET state = $10::text, " PATCH_SET ","                                       \
+      " payment_code = CASE WHEN $10 IN ('SUCCESS', 'FAILED', 'CANCELED') THEN NULL"               \
+      " ELSE payment_code END,"                                                                    \
+      " claimed_by = CASE WHEN $10 = 'PROCESSING' THEN $12::text ELSE claimed_by END"              \
+      " WHERE id = $1::bigint AND state = ANY ($11::text[])")                                      \
+    X(CHARGE_SET_REVIEW, "UPDATE charges SET review = $2::integer, review_reason = $3::text,"      \
+                         " updated_at = $4::bigint WHERE id = $1::bigint AND review <> $2")        \
+    X(CHARGES_LIST, "SELECT " CHARGE_COLS " FROM charges WHERE id > $1::bigint ORDER BY id"        \
+                    " LIMIT $2::integer")                                                          \
+    X(CHARGES_LIST_REVIEW, "SELECT " CHARGE_COLS " FROM charges WHERE review = 1"                  \
+                           " AND id > $1::bigint ORDER BY id LIMIT $2::integer")                   \
+    X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = $3::text"             \
+                          " AND id > $1::bigint ORDER BY id LIMIT $2::integer")                    \
+    X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
+                   " AND next_attempt_at <= $1::bigint AND id > $3::bigint ORDER BY id"            \
+                   " LIMIT $2::integer")                                                           \
+    X(CHARGES_DUE_CLAIM, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                       \
+                         " AND next_attempt_at <= $1::bigint AND id > $3::bigint ORDER BY id"      \
+                         " LIMIT $2::integer FOR UPDATE SKIP LOCKED")                              \
+    X(CHARGES_NEXT_DUE, "SELECT coalesce(min(next_attempt_at), 0) FROM charges WHERE " ACTIVE)     \
+    X(QUEUE_FIGURES, "SELECT count(*), coalesce(sum(amount) FILTER (WHERE currency = $1::text),"   \
+                     " 0) FROM charges WHERE state = 'INIT'")                                      \
+    X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
+    X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
+    X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
+    X(STATS_QUEUE, "SELECT currency, count(*), sum(amount), min(created_at) FROM charges"          \
+                   " WHERE state = 'INIT' GROUP BY currency ORDER BY currency")                    \
+    X(EVENTS_LOCK_, EVENTS_LOCK)                                                                   \
+    X(EVENT_INSERT, "INSERT INTO events (type, charge_id, order_id, payload, created_at)"          \
+                    " VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::bigint)"               \
+                    " ON CONFLICT DO NOTHING RETURNING seq")                                       \
+    X(EVENT_INSERT_REFUND, "INSERT INTO events (type, charge_id, order_id, payload, created_at,"   \
+                           " refund_id) VALUES ($1::text, $2::bigint, $3::text, $4::text,"         \
+                           " $5::bigint, $6::bigint) ON CONFLICT DO NOTHING RETURNING seq")        \
+    X(EVENTS_LIST, "SELECT seq, type, order_id, payload, created_at FROM events"                   \
+                   " WHERE seq > $1::bigint ORDER BY seq LIMIT $2::integer")                       \
+    X(EVENTS_LAST, "SELECT coalesce(max(seq), 0) FROM events")                                     \
+    X(AUDIT_INSERT, "INSERT INTO charge_events (charge_id, from_state, to_state, cause, actor,"    \
+                    " refused, detail, created_at, refund_id) VALUES ($1::bigint, $2::text,"       \
+                    " $3::text, $4::text, $5::text, $6::integer, $7::text, $8::bigint, $9::text)") \
+    X(AUDIT_LIST, "SELECT row_number() OVER (ORDER BY id), from_state, to_state, cause, actor,"    \
+                  " refused, detail, created_at, refund_id FROM charge_events"                     \
+                  " WHERE charge_id = $1::bigint ORDER BY id LIMIT $2::integer")                   \
+    X(NOTIFICATION_INSERT, "INSERT INTO notifications (gateway, dedup_id, order_id, status,"       \
+                           " outcome, received_at) VALUES ($1::text, $2::text, $3::text,"          \
+                           " $4::text, $5::text, $6::bigint) ON CONFLICT DO NOTHING")              \
+    X(REFUND_INSERT,                                                                               \
+      "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode, reason, metadata,"  \
+      " next_attempt_at, created_at, updated_at) VALUES ($1::text, $2::bigint, $3::bigint,"        \
+      " $4::text, $5::text, $6::text, $7::text, $8::bigint, $9::bigint, $9) RETURNING id")         \
+    X(REFUND_GET, "SELECT " REFUND_COLS " WHERE r.refund_id = $1::text")                           \
+    X(REFUND_GET_BY_ID, "SELECT " REFUND_COLS " WHERE r.id = $1::bigint")                          \
+    X(REFUNDS_LIST, "SELECT " REFUND_COLS " WHERE r.id > $1::bigint ORDER BY r.id"                 \
+                    " LIMIT $2::integer")                                                          \
+    X(REFUNDS_LIST_STATE, "SELECT " REFUND_COLS " WHERE r.state = $3::text AND r.id > $1::bigint"  \
+                          " ORDER BY r.id LIMIT $2::integer")                                      \
+    X(REFUNDS_OF_CHARGE, "SELECT " REFUND_COLS " WHERE r.charge_id = $3::bigint"                   \
+                         " AND r.id > $1::bigint ORDER BY r.id LIMIT $2::integer")                 \
+    X(REFUNDS_DUE, "SELECT " REFUND_COLS " WHERE r.state IN ('INIT', 'PROCESSING', 'PENDING',"     \
+                   " 'UNKNOWN') AND r.next_attempt_at <= $1::bigint AND r.id > $3::bigint"         \
+                   " ORDER BY r.id LIMIT $2::integer")                                             \
+    X(REFUNDS_NEXT_DUE, "SELECT coalesce(min(next_attempt_at), 0) FROM refunds WHERE " ACTIVE)     \
+    X(CHARGES_INTERRUPTED, "UPDATE charges SET next_attempt_at = $1::bigint"                       \
+                           " WHERE state = 'PROCESSING' AND next_attempt_at > $1"                  \
+                           " AND claimed_by IS NOT DISTINCT FROM $2::text")                        \
+    X(REFUNDS_INTERRUPTED, "UPDATE refunds SET next_attempt_at = $1::bigint"                       \
+                           " WHERE state = 'PROCESSING' AND next_attempt_at > $1"                  \
+                           " AND claimed_by IS NOT DISTINCT FROM $2::text")                        \
+    X(REFUND_LEFT, "SELECT amount - coalesce((SELECT sum(amount) FROM refunds"                     \
+                   " WHERE charge_id = $1::bigint AND state <> 'FAILED'), 0) FROM charges"         \
+                   " WHERE id = $1")                                                               \
+    X(REFUND_PATCH, "UPDATE refunds SET " REFUND_PATCH_SET " WHERE id = $1::bigint" NO_URL)        \
+    X(REFUND_TRANSITION,                                                                           \
+      "UPDATE refunds SET state = $10::text, " REFUND_PATCH_SET ","                                \
+      " claimed_by = CASE WHEN $10 = 'PROCESSING' THEN $12::text ELSE claimed_by END"              \
+      " WHERE id = $1::bigint AND state = ANY ($11::text[])" NO_URL)                               \
+    X(REFUND_SET_REVIEW, "UPDATE refunds SET review = $2::integer, review_reason = $3::text,"      \
+                         " updated_at = $4::bigint WHERE id = $1::bigint AND review <> $2")        \
+    X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = $1::bigint AND state = 'INIT'")             \
+    X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
+    X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
+    X(NOTIFY, "SELECT pg_notify('payterm_events', $1::text)")
+
+enum {
+#define PG__ENUM(id, sql) S_##id,
+    PG_STMTS(PG__ENUM)
+#undef PG__ENUM
+        S__COUNT
+};
+
+static const char *const stmt_sql[S__COUNT] = {
+#define PG__SQL(id, sql) sql,
+    PG_STMTS(PG__SQL)
+#undef PG__SQL
+};
+
+struct pg_store {
+    struct pt_store_head head; /* first: store.c reads the operations there */
+    PGconn *conn;
+    unsigned char prepared[S__COUNT];
+    int in_txn;
+    int events_in_txn;
+    void (*event_hook)(void *ctx);
+    void *event_hook_ctx;
+    char lane_id[64];
+    char errmsg[256];
+};
+
+#define PG(st) ((struct pg_store *)(void *)(st))
+
+static const struct pt_store_ops pg_ops;
+
+/* ---- parameters and results ---------------------------------------------- */
+
+#define MAX_PARAMS 14
+
+struct args {
+    const char *v[MAX_PARAMS];
+    int len[MAX_PARAMS];
+    int fmt[MAX_PARAMS];
+    char num[MAX_PARAMS][24];
+    int n;
+};
+
+static void a_int(struct args *a, int64_t x)
+{
+    snprintf(a->num[a->n], sizeof a->num[0], "%lld", (long long)x);
+    a->v[a->n] = a->num[a->n];
+    a->len[a->n] = 0;
+    a->fmt[a->n++] = 0;
+}
+
+/* Text as it is; NULL binds SQL NULL. */
+static void a_text(struct args *a, const char *s)
+{
+    a->v[a->n] = s;
+    a->len[a->n] = 0;
+    a->fmt[a->n++] = 0;
+}
+
+/* As store_sqlite.c's bind_text: "" binds NULL too. */
+static void a_opt(struct args *a, const char *s)
+{
+    a_text(a, s && *s ? s : NULL);
+}
+
+static void a_bytes(struct args *a, const void *p, size_t n)
+{
+    a->v[a->n] = p ? (const char *)p : "";
+    a->len[a->n] = (int)n;
+    a->fmt[a->n++] = 1;
+}
+
+/* Translates a failed result (or a lost connection) to a pt_err. */
+static int xlate(struct pg_store *st, const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(st->conn);
+    snprintf(st->errmsg, sizeof st->errmsg, "%s", msg && *msg ? msg : "unknown error");
+    size_t l = strlen(st->errmsg);
+    while (l && (st->errmsg[l - 1] == '\n' || st->errmsg[l - 1] == ' '))
+        st->errmsg[--l] = '\0';
+    if (PQstatus(st->conn) != CONNECTION_OK || !state)
+        return PT_EIO; /* the server is gone: storage unavailable */
+    if (!strcmp(state, "23505"))
+        return PT_EEXIST;
+    if (!strcmp(state, "PT001"))
+        return PT_ERANGE; /* refund_exceeds_charge */
+    if (!strcmp(state, "PT002"))
+        return PT_ESTATE; /* charge_not_refundable */
+    if (!strncmp(state, "23", 2) || !strncmp(state, "PT", 2) || !strncmp(state, "22", 2))
+        return PT_EINVAL; /* a constraint, a trigger's refusal, bad data */
+    if (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03") ||
+        !strcmp(state, "57014"))
+        return PT_EBUSY; /* serialization, deadlock, lock or statement timeout */
+    if (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3) || !strcmp(state, "53300"))
+        return PT_EIO; /* connection, shutdown, too many connections */
+    if (!strcmp(state, "53100"))
+        return PT_EFULL; /* disk full on the server */
+    if (!strcmp(state, "42501"))
+        return PT_EPERM;
+    return PT_ESTORAGE;
+}
+
+/* Outside a transaction, a broken connection is re-established first. */
+static int connected(struct pg_store *st)
+{
+    if (PQstatus(st->conn) == CONNECTION_OK)
+        return PT_OK;
+    if (st->in_txn)
+        return PT_EIO;
+    PQreset(st->conn);
+    memset(st->prepared, 0, sizeof st->prepared);
+    if (PQstatus(st->conn) != CONNECTION_OK) {
+        xlate(st, NULL);
+        return PT_EIO;
+    }
+    pt_log_info("store: reconnected to PostgreSQL");
+    return PT_OK;
+}
+
+/*
+ * Runs prepared statement id with a's parameters.  *res: the result (the
+ * caller PQclear()s it) or NULL on failure, when the pt_err is returned.
+ */
+static int q(struct pg_store *st, int id, const struct args *a, PGresult **res)
+{
+    *res = NULL;
+    int rc = connected(st);
+    if (rc)
+        return rc;
+    if (!st->prepared[id]) {
+        char name[8];
+        snprintf(name, sizeof name, "s%d", id);
+        PGresult *p = PQprepare(st->conn, name, stmt_sql[id], 0, NULL);
+        if (PQresultStatus(p) != PGRES_COMMAND_OK) {
+            rc = xlate(st, p);
+            pt_log_error("store: cannot prepare statement %d: %s", id, st->errmsg);
+            PQclear(p);
+            return rc;
+        }
+        PQclear(p);
+        st->prepared[id] = 1;
+    }
+    char name[8];
+    snprintf(name, sizeof name, "s%d", id);
+    PGresult *r = PQexecPrepared(st->conn, name, a ? a->n : 0, a ? a->v : NULL, a ? a->len : NULL,
+                                 a ? a->fmt : NULL, 0);
+    ExecStatusType s = PQresultStatus(r);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        rc = xlate(st, r);
+        PQclear(r);
+        return rc;
+    }
+    *res = r;
+    return PT_OK;
+}
+
+/* Runs a statement for its row count: *changed (may be NULL). */
+static int run(struct pg_store *st, int id, const struct args *a, int *changed)
+{
+    PGresult *r;
+    int rc = q(st, id, a, &r);
+    if (rc)
+        return rc;
+    if (changed)
+        *changed = atoi(PQcmdTuples(r));
+    PQclear(r);
+    return PT_OK;
+}
+
+static int64_t col_int(const PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static void col_text(const PGresult *r, int row, int col, char *dst, size_t cap)
+{
+    snprintf(dst, cap, "%s", PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col));
+}
+
+/* One row, one integer (PT_ENOTFOUND when there is no row). */
+static int scalar(struct pg_store *st, int id, const struct args *a, int64_t *out)
+{
+    PGresult *r;
+    int rc = q(st, id, a, &r);
+    if (rc)
+        return rc;
+    rc = PQntuples(r) ? PT_OK : PT_ENOTFOUND;
+    if (rc == PT_OK)
+        *out = col_int(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+static int exec_sql(struct pg_store *st, const char *sql)
+{
+    int rc = connected(st);
+    if (rc)
+        return rc;
+    PGresult *r = PQexec(st->conn, sql);
+    ExecStatusType s = PQresultStatus(r);
+    rc = (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? PT_OK : xlate(st, r);
+    PQclear(r);
+    return rc;
+}
+
+/* ---- open, schema, transactions ------------------------------------------ */
+
+static const char *pg_errmsg(struct pt_store *s)
+{
+    return PG(s)->errmsg[0] ? PG(s)->errmsg : PQerrorMessage(PG(s)->conn);
+}
+
+static int pg_schema_version(struct pt_store *s, int *version)
+{
+    struct pg_store *st = PG(s);
+    int64_t v = 0;
+    int rc = exec_sql(st, "CREATE TABLE IF NOT EXISTS payterm_schema ("
+                          " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                          " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+    if (rc)
+        return rc;
+    PGresult *r = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        rc = xlate(st, r);
+        PQclear(r);
+        return rc;
+    }
+    v = col_int(r, 0, 0);
+    PQclear(r);
+    *version = (int)v;
+    return PT_OK;
+}
+
+/* Applies sql/pg/ up to version, each migration in one transaction with its
+ * row in payterm_schema, under an advisory lock: lanes starting together
+ * apply each migration once. */
+static int pg_migrate_to(struct pt_store *s, int version)
+{
+    struct pg_store *st = PG(s);
+    int cur = 0;
+    int rc = pg_schema_version(s, &cur);
+    if (rc)
+        return rc;
+    if (cur > pt_pg_migrations_count)
+        return PT_ETOONEW;
+    for (int v = cur + 1; v <= version && v <= pt_pg_migrations_count; v++) {
+        const struct pt_migration *m = &pt_pg_migrations[v - 1];
+        if ((rc = exec_sql(st, "BEGIN")) ||
+            (rc = exec_sql(st, "SELECT pg_advisory_xact_lock(7302062520030)")))
+            return rc;
+        int now_at = 0;
+        PGresult *r = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK)
+            now_at = (int)col_int(r, 0, 0);
+        PQclear(r);
+        if (now_at >= v) { /* another lane applied it meanwhile */
+            exec_sql(st, "COMMIT");
+            continue;
+        }
+        char row[160];
+        snprintf(row, sizeof row, "INSERT INTO payterm_schema (version, name) VALUES (%d, '%s')", v,
+                 m->name);
+        if ((rc = exec_sql(st, m->sql)) || (rc = exec_sql(st, row)) ||
+            (rc = exec_sql(st, "COMMIT"))) {
+            pt_log_error("store: PostgreSQL migration %s failed: %s", m->name, st->errmsg);
+            exec_sql(st, "ROLLBACK");
+            return rc;
+        }
+        pt_log_info("store: applied PostgreSQL migration %s", m->name);
+    }
+    return PT_OK;
+}
+
+/* Reads the password file (first line), refusing one others may read. */
+static int read_password(const char *path, char *pw, size_t cap, char *errbuf, size_t errlen)
+{
+    struct stat sb;
+    FILE *f = fopen(path, "r");
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "store.password_file %s: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return PT_ECONFIG;
+    }
+    if (sb.st_mode & 077) {
+        fclose(f);
+        if (errbuf)
+            snprintf(errbuf, errlen,
+                     "store.password_file %s: mode %03o lets others read it; chmod 600 it", path,
+                     (unsigned)(sb.st_mode & 0777));
+        return PT_ECONFIG;
+    }
+    if (!fgets(pw, (int)cap, f)) {
+        pw[0] = '\0';
+    }
+    fclose(f);
+    pw[strcspn(pw, "\r\n")] = '\0';
+    if (!pw[0]) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "store.password_file %s is empty", path);
+        return PT_ECONFIG;
+    }
+    return PT_OK;
+}
+
+static void wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+    while (n--)
+        *v++ = 0;
+}
+
+static void pg_close(struct pt_store *s)
+{
+    struct pg_store *st = PG(s);
+    if (st->conn)
+        PQfinish(st->conn);
+    free(st);
+}
+
+int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, char *errbuf,
+                     size_t errlen)
+{
+    *out = NULL;
+    if (!opt->dsn || !*opt->dsn) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "store.dsn: required with store.backend \"postgresql\"");
+        return PT_ECONFIG;
+    }
+    struct pg_store *st = calloc(1, sizeof *st);
+    if (!st) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "out of memory");
+        return PT_ENOMEM;
+    }
+    st->head.ops = &pg_ops;
+    snprintf(st->lane_id, sizeof st->lane_id, "%s", opt->lane_id ? opt->lane_id : "");
+    char pw[256] = "";
+    int rc;
+    if (opt->password_file &&
+        (rc = read_password(opt->password_file, pw, sizeof pw, errbuf, errlen))) {
+        wipe(pw, sizeof pw);
+        free(st);
+        return rc;
+    }
+    const char *keys[] = {"dbname", "application_name", pw[0] ? "password" : NULL, NULL};
+    const char *vals[] = {opt->dsn, "payterm", pw[0] ? pw : NULL, NULL};
+    st->conn = PQconnectdbParams(keys, vals, 1);
+    wipe(pw, sizeof pw);
+    if (!st->conn || PQstatus(st->conn) != CONNECTION_OK) {
+        if (errbuf) {
+            char msg[384];
+            snprintf(msg, sizeof msg, "%s", st->conn ? PQerrorMessage(st->conn) : "out of memory");
+            msg[strcspn(msg, "\n")] = '\0';
+            snprintf(errbuf, errlen, "cannot connect to PostgreSQL (store.dsn): %s", msg);
+        }
+        pg_close((struct pt_store *)(void *)st);
+        return PT_EIO;
+    }
+    /* Every commit durable on return (SPEC section 16), whatever the
+     * server's default; statements never wait on a lock for ever. */
+    if ((rc = exec_sql(st, "SET synchronous_commit = on")) ||
+        (rc = exec_sql(st, "SET client_min_messages = warning"))) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot configure the PostgreSQL session: %s", st->errmsg);
+        pg_close((struct pt_store *)(void *)st);
+        return rc;
+    }
+    int version = 0;
+    if ((rc = pg_schema_version((struct pt_store *)(void *)st, &version))) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot read the PostgreSQL schema version: %s", st->errmsg);
+        pg_close((struct pt_store *)(void *)st);
+        return rc;
+    }
+    if (version > pt_pg_migrations_count) {
+        if (errbuf)
+            snprintf(errbuf, errlen,
+                     "the PostgreSQL database has schema version %d but this payterm only "
+                     "knows up to %d: upgrade payterm on this lane",
+                     version, pt_pg_migrations_count);
+        pg_close((struct pt_store *)(void *)st);
+        return PT_ETOONEW;
+    }
+    if (!opt->readonly && !opt->existing &&
+        (rc = pg_migrate_to((struct pt_store *)(void *)st, pt_pg_migrations_count))) {
+        if (errbuf)
+            snprintf(errbuf, errlen, "cannot migrate the PostgreSQL database to version %d: %s",
+                     pt_pg_migrations_count, st->errmsg);
+        pg_close((struct pt_store *)(void *)st);
+        return rc;
+    }
+    *out = (struct pt_store *)(void *)st;
+    return PT_OK;
+}
+
+static int pg_pragma_int(struct pt_store *s, const char *name, int *value)
+{
+    (void)s;
+    (void)name;
+    (void)value;
+    return PT_EUNSUPPORTED;
+}
+
+static void pg_set_event_hook(struct pt_store *s, void (*fn)(void *ctx), void *ctx)
+{
+    PG(s)->event_hook = fn;
+    PG(s)->event_hook_ctx = ctx;
+}
+
+static int pg_begin(struct pt_store *s)
+{
+    struct pg_store *st = PG(s);
+    if (st->in_txn)
+        return PT_EINVAL;
+    int rc = exec_sql(st, "BEGIN");
+    if (rc)
+        return rc;
+    st->in_txn = 1;
+    st->events_in_txn = 0;
+    return PT_OK;
+}
+
+static int pg_commit(struct pt_store *s)
+{
+    struct pg_store *st = PG(s);
+    if (!st->in_txn)
+        return PT_EINVAL;
+    PGresult *r = PQexec(st->conn, "COMMIT");
+    int rc = PQresultStatus(r) == PGRES_COMMAND_OK ? PT_OK : xlate(st, r);
+    /* "COMMIT" of a transaction that failed answers ROLLBACK. */
+    if (rc == PT_OK && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+        snprintf(st->errmsg, sizeof st->errmsg, "the transaction was rolled back");
+        rc = PT_ESTORAGE;
+    }
+    PQclear(r);
+    st->in_txn = 0;
+    if (rc == PT_OK && st->events_in_txn && st->event_hook)
+        st->event_hook(st->event_hook_ctx);
+    st->events_in_txn = 0;
+    return rc;
+}
+
+static int pg_rollback(struct pt_store *s)
+{
+    struct pg_store *st = PG(s);
+    if (!st->in_txn)
+        return PT_OK;
+    st->in_txn = 0;
+    st->events_in_txn = 0;
+    if (PQstatus(st->conn) != CONNECTION_OK)
+        return PT_OK; /* the server dropped it with the connection */
+    PGresult *r = PQexec(st->conn, "ROLLBACK");
+    PQclear(r);
+    return PT_OK;
+}
+
+/* The writer and its group commit are SQLite's; PostgreSQL commits each
+ * connection's transaction itself (and groups concurrent commits). */
+static void pg_attach(struct pt_store *s, struct pt_store_writer *w)
+{
+    (void)s;
+    (void)w;
+}
+
+static void pg_defer_commit(struct pt_store *s, struct pt_store_commit *ticket)
+{
+    (void)s;
+    (void)ticket;
+}
+
+static int pg_commit_deferred(const struct pt_store *s)
+{
+    (void)s;
+    return 0;
+}
+
+static int pg_backup(struct pt_store *s, const char *dest)
+{
+    (void)dest;
+    snprintf(PG(s)->errmsg, sizeof PG(s)->errmsg,
+             "backups of the PostgreSQL store are the server's (pg_dump, replication)");
+    return PT_EUNSUPPORTED;
+}
+
+static void pg_note_erased(struct pt_store *s)
+{
+    (void)s;
+}
+
+static int pg_checkpoint_truncate(struct pt_store *s)
+{
+    (void)s;
+    return PT_OK;
+}
+
+/* True while the server answers. */
+static int pg_writable(struct pt_store *s)
+{
+    struct pg_store *st = PG(s);
+    if (st->in_txn)
+        return PQstatus(st->conn) == CONNECTION_OK;
+    return exec_sql(st, "SELECT 1") == PT_OK;
+}
+
+/* ---- idempotency keys ------------------------------------------------------ */
+
+static int pg_key_get(struct pt_store *s, const char *scope, const char *key,
+                      struct pt_key_row *out)
+{
+    struct pg_store *st = PG(s);
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    PGresult *r;
+    int rc = q(st, S_KEY_GET, &a, &r);
+    if (rc)
+        return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return PT_ENOTFOUND;
+    }
+    memset(out, 0, sizeof *out);
+    size_t n = 0;
+    unsigned char *h = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 0), &n);
+    if (h && n == 32)
+        memcpy(out->request_hash, h, 32);
+    PQfreemem(h);
+    out->locked_at = col_int(r, 0, 1);
+    out->locked_by = col_int(r, 0, 2);
+    out->completed_at = col_int(r, 0, 3);
+    out->response_status = (int)col_int(r, 0, 4);
+    rc = PT_OK;
+    if (!PQgetisnull(r, 0, 5)) {
+        unsigned char *b = PQunescapeBytea((const unsigned char *)PQgetvalue(r, 0, 5), &n);
+        out->response_body = b ? malloc(n + 1) : NULL;
+        if (!out->response_body) {
+            rc = PT_ENOMEM;
+        } else {
+            memcpy(out->response_body, b, n);
+            out->response_body[n] = '\0';
+            out->response_len = n;
+        }
+        PQfreemem(b);
+    }
+    col_text(r, 0, 6, out->order_id, sizeof out->order_id);
+    out->expires_at = col_int(r, 0, 7);
+    PQclear(r);
+    return rc;
+}
+
+static int pg_key_insert(struct pt_store *s, const char *scope, const char *key,
+                         const unsigned char hash[32], int64_t instance, int64_t now,
+                         int64_t expires_at)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    a_bytes(&a, hash, 32);
+    a_int(&a, now);
+    a_int(&a, instance);
+    a_int(&a, expires_at);
+    PGresult *r;
+    int rc = q(PG(s), S_KEY_INSERT, &a, &r);
+    if (rc)
+        return rc;
+    rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST;
+    PQclear(r);
+    return rc;
+}
+
+static int pg_key_relock(struct pt_store *s, const char *scope, const char *key,
+                         int64_t old_locked_at, int64_t old_locked_by, int64_t instance,
+                         int64_t now)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    a_int(&a, old_locked_at);
+    a_int(&a, old_locked_by);
+    a_int(&a, now);
+    a_int(&a, instance);
+    int n = 0;
+    int rc = run(PG(s), S_KEY_RELOCK, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_EEXIST;
+}
+
+/*
+ * Many lanes write at once, so "found free and nobody else writes until
+ * this transaction ends" (SQLite's one writer) does not hold here: the
+ * lock is taken now, by the seed pattern's INSERT ... ON CONFLICT DO
+ * NOTHING.  A concurrent transaction inserting the same key waits on the
+ * unique index until this one ends, then finds the key taken.
+ */
+static int pg_key_take_later(struct pt_store *s, const char *scope, const char *key,
+                             const unsigned char hash[32], int64_t instance, int64_t now,
+                             int64_t expires_at, struct pt_key_lock *lock)
+{
+    int rc = pg_key_insert(s, scope, key, hash, instance, now, expires_at);
+    if (rc)
+        return rc;
+    memset(lock, 0, sizeof *lock);
+    lock->at = now;
+    lock->by = instance;
+    memcpy(lock->hash, hash, 32);
+    lock->expires_at = expires_at;
+    return PT_OK;
+}
+
+static int pg_key_set_order(struct pt_store *s, const char *scope, const char *key,
+                            struct pt_key_lock *lock, const char *order_id)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    a_opt(&a, order_id);
+    a_int(&a, lock->at);
+    a_int(&a, lock->by);
+    int n = 0;
+    int rc = run(PG(s), S_KEY_SET_ORDER, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int pg_key_complete(struct pt_store *s, const char *scope, const char *key,
+                           struct pt_key_lock *lock, int status, const char *body, size_t len,
+                           int64_t now)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    a_int(&a, status);
+    a_bytes(&a, body ? body : "", len);
+    a_int(&a, now);
+    a_int(&a, lock->at);
+    a_int(&a, lock->by);
+    int n = 0;
+    int rc = run(PG(s), S_KEY_COMPLETE, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int pg_key_delete(struct pt_store *s, const char *scope, const char *key,
+                         struct pt_key_lock *lock)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    a_int(&a, lock->at);
+    a_int(&a, lock->by);
+    int n = 0;
+    int rc = run(PG(s), S_KEY_DELETE, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int pg_key_delete_expired(struct pt_store *s, const char *scope, const char *key,
+                                 int64_t now)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_text(&a, key);
+    a_int(&a, now);
+    return run(PG(s), S_KEY_DELETE_EXPIRED, &a, NULL);
+}
+
+static int pg_key_sweep(struct pt_store *s, int64_t now, int *count)
+{
+    struct args a = {0};
+    a_int(&a, now);
+    int n = 0;
+    int rc = run(PG(s), S_KEY_SWEEP, &a, &n);
+    if (count)
+        *count = rc ? 0 : n;
+    return rc;
+}
+
+/* ---- charges --------------------------------------------------------------- */
+
+static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now)
+{
+    struct args a = {0};
+    a_text(&a, c->order_id);
+    a_text(&a, c->gateway);
+    a_text(&a, c->method);
+    a_int(&a, c->amount);
+    a_text(&a, c->currency);
+    a_text(&a, pt_state_name(c->state));
+    a_text(&a, pt_offline_mode_name(c->offline));
+    a_opt(&a, c->subject);
+    a_opt(&a, c->payment_code);
+    a_opt(&a, c->payment_method);
+    a_opt(&a, c->customer);
+    a_opt(&a, c->metadata);
+    a_int(&a, c->next_attempt_at);
+    a_int(&a, now);
+    PGresult *r;
+    int rc = q(PG(s), S_CHARGE_INSERT, &a, &r);
+    if (rc)
+        return rc;
+    rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST;
+    if (rc == PT_OK) {
+        c->id = col_int(r, 0, 0);
+        c->created_at = c->updated_at = now;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static void read_charge(const PGresult *r, int i, struct pt_charge *c)
+{
+    memset(c, 0, sizeof *c);
+    c->id = col_int(r, i, 0);
+    col_text(r, i, 1, c->order_id, sizeof c->order_id);
+    col_text(r, i, 2, c->gateway, sizeof c->gateway);
+    col_text(r, i, 3, c->method, sizeof c->method);
+    c->amount = col_int(r, i, 4);
+    col_text(r, i, 5, c->currency, sizeof c->currency);
+    if (pt_state_parse(PQgetvalue(r, i, 6), &c->state) != PT_OK)
+        c->state = PT_STATE_UNKNOWN; /* the CHECK makes this unreachable */
+    if (pt_offline_mode_parse(PQgetvalue(r, i, 7), &c->offline) != PT_OK)
+        c->offline = PT_OFFLINE_PREFER;
+    col_text(r, i, 8, c->subject, sizeof c->subject);
+    col_text(r, i, 9, c->payment_code, sizeof c->payment_code);
+    col_text(r, i, 10, c->payment_method, sizeof c->payment_method);
+    col_text(r, i, 11, c->customer, sizeof c->customer);
+    col_text(r, i, 12, c->metadata, sizeof c->metadata);
+    c->attempts = (int)col_int(r, i, 13);
+    c->next_attempt_at = col_int(r, i, 14);
+    c->first_sent_at = col_int(r, i, 15);
+    col_text(r, i, 16, c->gateway_trade_no, sizeof c->gateway_trade_no);
+    col_text(r, i, 17, c->action_url, sizeof c->action_url);
+    col_text(r, i, 18, c->error_code, sizeof c->error_code);
+    col_text(r, i, 19, c->error_message, sizeof c->error_message);
+    c->review = (int)col_int(r, i, 20);
+    col_text(r, i, 21, c->review_reason, sizeof c->review_reason);
+    c->created_at = col_int(r, i, 22);
+    c->updated_at = col_int(r, i, 23);
+    c->amount_refunded = col_int(r, i, 24);
+    c->refunds = (int)col_int(r, i, 25);
+}
+
+/* Runs a statement that returns charges into rows[]: *more when it found
+ * more than max (the statements ask for max + 1 where *more matters). */
+static int read_charges(struct pg_store *st, int id, const struct args *a, int max,
+                        struct pt_charge *rows, int *n, int *more)
+{
+    PGresult *r;
+    *n = 0;
+    if (more)
+        *more = 0;
+    int rc = q(st, id, a, &r);
+    if (rc)
+        return rc;
+    int got = PQntuples(r);
+    for (int i = 0; i < got && i < max; i++)
+        read_charge(r, i, &rows[(*n)++]);
+    if (more)
+        *more = got > max;
+    PQclear(r);
+    return PT_OK;
+}
+
+static int one_charge(struct pg_store *st, int id, const struct args *a, struct pt_charge *out)
+{
+    int n = 0;
+    int rc = read_charges(st, id, a, 1, out, &n, NULL);
+    return rc ? rc : n ? PT_OK : PT_ENOTFOUND;
+}
+
+static int pg_charge_get(struct pt_store *s, const char *order_id, struct pt_charge *out)
+{
+    struct args a = {0};
+    a_text(&a, order_id);
+    return one_charge(PG(s), S_CHARGE_GET, &a, out);
+}
+
+static int pg_charge_get_by_id(struct pt_store *s, int64_t id, struct pt_charge *out)
+{
+    struct args a = {0};
+    a_int(&a, id);
+    return one_charge(PG(s), S_CHARGE_GET_BY_ID, &a, out);
+}
+
+static void args_patch(struct args *a, int64_t id, const struct pt_charge_patch *p, int64_t now)
+{
+    static const struct pt_charge_patch none = PT_CHARGE_PATCH_NONE;
+    if (!p)
+        p = &none;
+    a_int(a, id);
+    a_int(a, now);
+    a_text(a, p->gateway_trade_no); /* NULL keeps; "" is stored as it is */
+    a_text(a, p->action_url);
+    a_text(a, p->error_code);
+    a_text(a, p->error_message);
+    a_int(a, p->attempts_add);
+    a_int(a, p->next_attempt_at);
+    a_int(a, p->first_sent_at);
+}
+
+/* '{INIT,PROCESSING}' for a mask of states. */
+static void state_array(unsigned mask, char *buf, size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "{");
+    for (int i = 0; i < PT_STATE__COUNT; i++)
+        if (mask & (1u << i))
+            o += (size_t)snprintf(buf + o, cap - o, "%s%s", o > 1 ? "," : "",
+                                  pt_state_name((enum pt_state)i));
+    snprintf(buf + o, cap - o, "}");
+}
+
+static int transition(struct pg_store *st, int id_stmt, int64_t id, unsigned from_mask,
+                      enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
+{
+    char states[128];
+    state_array(from_mask, states, sizeof states);
+    struct args a = {0};
+    args_patch(&a, id, patch, now);
+    a_text(&a, pt_state_name(to));
+    a_text(&a, states);
+    a_text(&a, st->lane_id);
+    int n = 0;
+    int rc = run(st, id_stmt, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+#define PT_FROM_MASKS (1u << PT_STATE__COUNT)
+
+static int pg_charge_transition(struct pt_store *s, int64_t id, unsigned from_mask,
+                                enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
+{
+    from_mask &= PT_FROM_MASKS - 1;
+    if (!from_mask || (unsigned)to >= PT_STATE__COUNT)
+        return PT_EINVAL;
+    return transition(PG(s), S_CHARGE_TRANSITION, id, from_mask, to, patch, now);
+}
+
+static int pg_charge_patch(struct pt_store *s, int64_t id, const struct pt_charge_patch *patch,
+                           int64_t now)
+{
+    struct args a = {0};
+    args_patch(&a, id, patch, now);
+    int n = 0;
+    int rc = run(PG(s), S_CHARGE_PATCH, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ENOTFOUND;
+}
+
+static int set_review(struct pg_store *st, int id_stmt, int64_t id, int review, const char *reason,
+                      int64_t now)
+{
+    struct args a = {0};
+    a_int(&a, id);
+    a_int(&a, review ? 1 : 0);
+    a_opt(&a, reason);
+    a_int(&a, now);
+    int n = 0;
+    int rc = run(st, id_stmt, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int pg_charge_set_review(struct pt_store *s, int64_t id, int review, const char *reason,
+                                int64_t now)
+{
+    return set_review(PG(s), S_CHARGE_SET_REVIEW, id, review, reason, now);
+}
+
+static int pg_charges_list(struct pt_store *s, int state, int64_t after_id, int max,
+                           struct pt_charge *rows, int *n, int *more)
+{
+    struct args a = {0};
+    a_int(&a, after_id);
+    a_int(&a, max + 1);
+    if (state >= 0)
+        a_text(&a, pt_state_name((enum pt_state)state));
+    return read_charges(PG(s), state < 0 ? S_CHARGES_LIST : S_CHARGES_LIST_STATE, &a, max, rows, n,
+                        more);
+}
+
+static int pg_charges_list_review(struct pt_store *s, int64_t after_id, int max,
+                                  struct pt_charge *rows, int *n, int *more)
+{
+    struct args a = {0};
+    a_int(&a, after_id);
+    a_int(&a, max + 1);
+    return read_charges(PG(s), S_CHARGES_LIST_REVIEW, &a, max, rows, n, more);
+}
+
+/* Inside a transaction the due charges are claimed (FOR UPDATE SKIP LOCKED):
+ * another lane's walk passes over them until this transaction ends. */
+static int pg_charges_due(struct pt_store *s, int64_t now, int64_t after_id, int max,
+                          struct pt_charge *rows, int *n)
+{
+    struct args a = {0};
+    a_int(&a, now);
+    a_int(&a, max);
+    a_int(&a, after_id);
+    return read_charges(PG(s), PG(s)->in_txn ? S_CHARGES_DUE_CLAIM : S_CHARGES_DUE, &a, max, rows,
+                        n, NULL);
+}
+
+static int pg_charges_next_due(struct pt_store *s, int64_t *when)
+{
+    return scalar(PG(s), S_CHARGES_NEXT_DUE, NULL, when);
+}
+
+/* Only this lane's own interrupted sends: another lane's may be on their
+ * way right now (they become due to anyone after their window). */
+static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
+{
+    struct pg_store *st = PG(s);
+    *n = 0;
+    int rc = pg_begin(s);
+    if (rc)
+        return rc;
+    static const int update[2] = {S_CHARGES_INTERRUPTED, S_REFUNDS_INTERRUPTED};
+    for (int i = 0; i < 2 && rc == PT_OK; i++) {
+        struct args a = {0};
+        a_int(&a, now);
+        a_text(&a, st->lane_id);
+        int k = 0;
+        if ((rc = run(st, update[i], &a, &k)) == PT_OK)
+            *n += k;
+    }
+    if (rc) {
+        pg_rollback(s);
+        return rc;
+    }
+    return pg_commit(s);
+}
+
+static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *count,
+                            int64_t *amount)
+{
+    struct args a = {0};
+    a_text(&a, currency);
+    PGresult *r;
+    int rc = q(PG(s), S_QUEUE_FIGURES, &a, &r);
+    if (rc)
+        return rc;
+    *count = col_int(r, 0, 0);
+    *amount = col_int(r, 0, 1);
+    PQclear(r);
+    return PT_OK;
+}
+
+static int by_state(struct pg_store *st, int id, int64_t *out)
+{
+    PGresult *r;
+    int rc = q(st, id, NULL, &r);
+    if (rc)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        enum pt_state state;
+        if (pt_state_parse(PQgetvalue(r, i, 0), &state) == PT_OK)
+            out[state] = col_int(r, i, 1);
+    }
+    PQclear(r);
+    return PT_OK;
+}
+
+static int pg_stats(struct pt_store *s, int final_states, struct pt_store_stats *out)
+{
+    struct pg_store *st = PG(s);
+    memset(out, 0, sizeof *out);
+    int rc = by_state(st, final_states ? S_STATS_STATE : S_STATS_ACTIVE, out->by_state);
+    if (rc || (rc = scalar(st, S_STATS_REVIEW, NULL, &out->review)))
+        return rc;
+    PGresult *r;
+    if ((rc = q(st, S_STATS_QUEUE, NULL, &r)))
+        return rc;
+    for (int i = 0; i < PQntuples(r) && out->ncur < PT_STATS_MAX_CURRENCIES; i++) {
+        col_text(r, i, 0, out->queue[out->ncur].currency, sizeof out->queue[0].currency);
+        out->queue[out->ncur].count = col_int(r, i, 1);
+        out->queue[out->ncur].amount = col_int(r, i, 2);
+        int64_t oldest = col_int(r, i, 3);
+        if (!out->queue_oldest_created_at || oldest < out->queue_oldest_created_at)
+            out->queue_oldest_created_at = oldest;
+        out->ncur++;
+    }
+    PQclear(r);
+    return PT_OK;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+/* An event's insert: the feed's lock first (held to the commit), then the
+ * row; the commit wakes the other lanes' long-polls (NOTIFY). */
+static int insert_event(struct pg_store *st, int id, const struct args *a, int64_t *seq)
+{
+    int rc = run(st, S_EVENTS_LOCK_, NULL, NULL);
+    if (rc)
+        return rc;
+    PGresult *r;
+    if ((rc = q(st, id, a, &r)))
+        return rc;
+    rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST; /* once per charge and type / per refund */
+    if (rc == PT_OK && seq)
+        *seq = col_int(r, 0, 0);
+    PQclear(r);
+    if (rc)
+        return rc;
+    struct args n = {0};
+    a_text(&n, st->lane_id);
+    if ((rc = run(st, S_NOTIFY, &n, NULL)))
+        return rc;
+    st->events_in_txn++;
+    return PT_OK;
+}
+
+static int pg_event_insert(struct pt_store *s, const char *type, int64_t charge_id,
+                           const char *order_id, const char *payload, int64_t now, int64_t *seq)
+{
+    struct args a = {0};
+    a_text(&a, type);
+    a_int(&a, charge_id);
+    a_text(&a, order_id);
+    a_text(&a, payload);
+    a_int(&a, now);
+    return insert_event(PG(s), S_EVENT_INSERT, &a, seq);
+}
+
+static int pg_events_list(struct pt_store *s, int64_t after, int max, struct pt_event_row *rows,
+                          int *n)
+{
+    struct args a = {0};
+    a_int(&a, after);
+    a_int(&a, max);
+    PGresult *r;
+    *n = 0;
+    int rc = q(PG(s), S_EVENTS_LIST, &a, &r);
+    if (rc)
+        return rc;
+    for (int i = 0; i < PQntuples(r) && *n < max; i++) {
+        struct pt_event_row *e = &rows[*n];
+        memset(e, 0, sizeof *e);
+        e->seq = col_int(r, i, 0);
+        col_text(r, i, 1, e->type, sizeof e->type);
+        col_text(r, i, 2, e->order_id, sizeof e->order_id);
+        e->payload = strdup(PQgetisnull(r, i, 3) ? "null" : PQgetvalue(r, i, 3));
+        e->created_at = col_int(r, i, 4);
+        if (!e->payload) {
+            PQclear(r);
+            pt_event_rows_free(rows, *n);
+            *n = 0;
+            return PT_ENOMEM;
+        }
+        (*n)++;
+    }
+    PQclear(r);
+    return PT_OK;
+}
+
+static int pg_events_last_seq(struct pt_store *s, int64_t *seq)
+{
+    return scalar(PG(s), S_EVENTS_LAST, NULL, seq);
+}
+
+/* ---- audit ----------------------------------------------------------------- */
+
+static int audit(struct pg_store *st, int64_t charge_id, const char *from, const char *to,
+                 const char *cause, const char *actor, int refused, const char *detail, int64_t now,
+                 const char *refund_id)
+{
+    /* The lane is part of the actor: "sync" on lane 3 is "sync@lane-3". */
+    char who[128];
+    if (st->lane_id[0] && !strchr(actor, '@'))
+        snprintf(who, sizeof who, "%s@%s", actor, st->lane_id);
+    else
+        snprintf(who, sizeof who, "%s", actor);
+    struct args a = {0};
+    a_int(&a, charge_id);
+    a_opt(&a, from);
+    a_opt(&a, to);
+    a_text(&a, cause);
+    a_text(&a, who);
+    a_int(&a, refused ? 1 : 0);
+    a_opt(&a, detail);
+    a_int(&a, now);
+    a_opt(&a, refund_id);
+    return run(st, S_AUDIT_INSERT, &a, NULL);
+}
+
+static int pg_audit(struct pt_store *s, int64_t charge_id, const char *from, const char *to,
+                    const char *cause, const char *actor, int refused, const char *detail,
+                    int64_t now)
+{
+    return audit(PG(s), charge_id, from, to, cause, actor, refused, detail, now, NULL);
+}
+
+static int pg_audit_first(struct pt_store *s, int64_t charge_id, const char *to, const char *cause,
+                          const char *actor, int64_t now)
+{
+    return audit(PG(s), charge_id, NULL, to, cause, actor, 0, NULL, now, NULL);
+}
+
+static int pg_audit_list(struct pt_store *s, int64_t charge_id, int max, struct pt_audit_row *rows,
+                         int *n)
+{
+    struct args a = {0};
+    a_int(&a, charge_id);
+    a_int(&a, max);
+    PGresult *r;
+    *n = 0;
+    int rc = q(PG(s), S_AUDIT_LIST, &a, &r);
+    if (rc)
+        return rc;
+    for (int i = 0; i < PQntuples(r) && *n < max; i++) {
+        struct pt_audit_row *e = &rows[(*n)++];
+        e->seq = col_int(r, i, 0);
+        col_text(r, i, 1, e->from_state, sizeof e->from_state);
+        col_text(r, i, 2, e->to_state, sizeof e->to_state);
+        col_text(r, i, 3, e->cause, sizeof e->cause);
+        col_text(r, i, 4, e->actor, sizeof e->actor);
+        e->refused = (int)col_int(r, i, 5);
+        col_text(r, i, 6, e->detail, sizeof e->detail);
+        e->created_at = col_int(r, i, 7);
+        col_text(r, i, 8, e->refund_id, sizeof e->refund_id);
+    }
+    PQclear(r);
+    return PT_OK;
+}
+
+/* ---- notifications, counts ------------------------------------------------ */
+
+static int pg_notification_insert(struct pt_store *s, const char *gateway, const char *dedup_id,
+                                  const char *order_id, const char *status, const char *outcome,
+                                  int64_t now)
+{
+    struct args a = {0};
+    a_text(&a, gateway);
+    a_text(&a, dedup_id);
+    a_opt(&a, order_id);
+    a_opt(&a, status);
+    a_text(&a, outcome);
+    a_int(&a, now);
+    int n = 0;
+    int rc = run(PG(s), S_NOTIFICATION_INSERT, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_EEXIST;
+}
+
+static int pg_count(struct pt_store *s, const char *table, int64_t *count)
+{
+    static const char *const known[] = {"charges", "charge_events", "idempotency_keys", "events",
+                                        "notifications"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        ok |= strcmp(table, known[i]) == 0;
+    if (!ok)
+        return PT_EINVAL;
+    struct pg_store *st = PG(s);
+    int rc = connected(st);
+    if (rc)
+        return rc;
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    PGresult *r = PQexec(st->conn, sql);
+    rc = PQresultStatus(r) == PGRES_TUPLES_OK ? PT_OK : xlate(st, r);
+    if (rc == PT_OK)
+        *count = col_int(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+/* ---- refunds --------------------------------------------------------------- */
+
+static int pg_refund_insert(struct pt_store *s, struct pt_refund *r, int64_t now)
+{
+    struct args a = {0};
+    a_text(&a, r->refund_id);
+    a_int(&a, r->charge_id);
+    a_int(&a, r->amount);
+    a_text(&a, pt_state_name(r->state));
+    a_text(&a, pt_offline_mode_name(r->offline));
+    a_opt(&a, r->reason);
+    a_opt(&a, r->metadata);
+    a_int(&a, r->next_attempt_at);
+    a_int(&a, now);
+    PGresult *res;
+    int rc = q(PG(s), S_REFUND_INSERT, &a, &res);
+    if (rc)
+        return rc;
+    r->id = col_int(res, 0, 0);
+    r->created_at = r->updated_at = now;
+    PQclear(res);
+    return PT_OK;
+}
+
+static void read_refund(const PGresult *res, int i, struct pt_refund *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = col_int(res, i, 0);
+    r->charge_id = col_int(res, i, 1);
+    col_text(res, i, 2, r->refund_id, sizeof r->refund_id);
+    col_text(res, i, 3, r->order_id, sizeof r->order_id);
+    col_text(res, i, 4, r->gateway, sizeof r->gateway);
+    r->amount = col_int(res, i, 5);
+    col_text(res, i, 6, r->currency, sizeof r->currency);
+    if (pt_state_parse(PQgetvalue(res, i, 7), &r->state) != PT_OK)
+        r->state = PT_STATE_UNKNOWN;
+    if (pt_offline_mode_parse(PQgetvalue(res, i, 8), &r->offline) != PT_OK)
+        r->offline = PT_OFFLINE_PREFER;
+    col_text(res, i, 9, r->reason, sizeof r->reason);
+    col_text(res, i, 10, r->metadata, sizeof r->metadata);
+    col_text(res, i, 11, r->gateway_refund_no, sizeof r->gateway_refund_no);
+    r->attempts = (int)col_int(res, i, 12);
+    r->next_attempt_at = col_int(res, i, 13);
+    r->first_sent_at = col_int(res, i, 14);
+    col_text(res, i, 15, r->error_code, sizeof r->error_code);
+    col_text(res, i, 16, r->error_message, sizeof r->error_message);
+    r->review = (int)col_int(res, i, 17);
+    col_text(res, i, 18, r->review_reason, sizeof r->review_reason);
+    r->created_at = col_int(res, i, 19);
+    r->updated_at = col_int(res, i, 20);
+}
+
+static int read_refunds(struct pg_store *st, int id, const struct args *a, int max,
+                        struct pt_refund *rows, int *n, int *more)
+{
+    PGresult *r;
+    *n = 0;
+    if (more)
+        *more = 0;
+    int rc = q(st, id, a, &r);
+    if (rc)
+        return rc;
+    int got = PQntuples(r);
+    for (int i = 0; i < got && i < max; i++)
+        read_refund(r, i, &rows[(*n)++]);
+    if (more)
+        *more = got > max;
+    PQclear(r);
+    return PT_OK;
+}
+
+static int pg_refund_get(struct pt_store *s, const char *refund_id, struct pt_refund *out)
+{
+    struct args a = {0};
+    a_text(&a, refund_id);
+    int n = 0;
+    int rc = read_refunds(PG(s), S_REFUND_GET, &a, 1, out, &n, NULL);
+    return rc ? rc : n ? PT_OK : PT_ENOTFOUND;
+}
+
+static int pg_refund_get_by_id(struct pt_store *s, int64_t id, struct pt_refund *out)
+{
+    struct args a = {0};
+    a_int(&a, id);
+    int n = 0;
+    int rc = read_refunds(PG(s), S_REFUND_GET_BY_ID, &a, 1, out, &n, NULL);
+    return rc ? rc : n ? PT_OK : PT_ENOTFOUND;
+}
+
+static int pg_refunds_list(struct pt_store *s, int64_t charge_id, int state, int64_t after_id,
+                           int max, struct pt_refund *rows, int *n, int *more)
+{
+    struct args a = {0};
+    a_int(&a, after_id);
+    a_int(&a, max + 1);
+    int id = S_REFUNDS_LIST;
+    if (charge_id > 0) {
+        a_int(&a, charge_id);
+        id = S_REFUNDS_OF_CHARGE;
+    } else if (state >= 0) {
+        a_text(&a, pt_state_name((enum pt_state)state));
+        id = S_REFUNDS_LIST_STATE;
+    }
+    return read_refunds(PG(s), id, &a, max, rows, n, more);
+}
+
+static int pg_refunds_due(struct pt_store *s, int64_t now, int64_t after_id, int max,
+                          struct pt_refund *rows, int *n)
+{
+    struct args a = {0};
+    a_int(&a, now);
+    a_int(&a, max);
+    a_int(&a, after_id);
+    return read_refunds(PG(s), S_REFUNDS_DUE, &a, max, rows, n, NULL);
+}
+
+static int pg_refunds_next_due(struct pt_store *s, int64_t *when)
+{
+    return scalar(PG(s), S_REFUNDS_NEXT_DUE, NULL, when);
+}
+
+static int pg_refund_left(struct pt_store *s, int64_t charge_id, int64_t *left)
+{
+    struct args a = {0};
+    a_int(&a, charge_id);
+    return scalar(PG(s), S_REFUND_LEFT, &a, left);
+}
+
+static int pg_refund_transition(struct pt_store *s, int64_t id, unsigned from_mask,
+                                enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
+{
+    from_mask &= PT_FROM_MASKS - 1;
+    if (!from_mask || !pt_refund_state_valid(to))
+        return PT_EINVAL;
+    return transition(PG(s), S_REFUND_TRANSITION, id, from_mask, to, patch, now);
+}
+
+static int pg_refund_patch(struct pt_store *s, int64_t id, const struct pt_charge_patch *patch,
+                           int64_t now)
+{
+    struct args a = {0};
+    args_patch(&a, id, patch, now);
+    int n = 0;
+    int rc = run(PG(s), S_REFUND_PATCH, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ENOTFOUND;
+}
+
+static int pg_refund_set_review(struct pt_store *s, int64_t id, int review, const char *reason,
+                                int64_t now)
+{
+    return set_review(PG(s), S_REFUND_SET_REVIEW, id, review, reason, now);
+}
+
+static int pg_refund_withdraw(struct pt_store *s, int64_t id)
+{
+    struct args a = {0};
+    a_int(&a, id);
+    int n = 0;
+    int rc = run(PG(s), S_REFUND_WITHDRAW, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int pg_refund_audit(struct pt_store *s, const struct pt_refund *r, const char *from,
+                           const char *to, const char *cause, const char *actor, int refused,
+                           const char *detail, int64_t now)
+{
+    return audit(PG(s), r->charge_id, from, to, cause, actor, refused, detail, now, r->refund_id);
+}
+
+static int pg_refund_event_insert(struct pt_store *s, const char *type, const struct pt_refund *r,
+                                  const char *payload, int64_t now, int64_t *seq)
+{
+    struct args a = {0};
+    a_text(&a, type);
+    a_int(&a, r->charge_id);
+    a_text(&a, r->order_id);
+    a_text(&a, payload);
+    a_int(&a, now);
+    a_int(&a, r->id);
+    return insert_event(PG(s), S_EVENT_INSERT_REFUND, &a, seq);
+}
+
+static int pg_refund_stats(struct pt_store *s, struct pt_refund_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = by_state(PG(s), S_REFUND_STATS, out->by_state);
+    return rc ? rc : scalar(PG(s), S_REFUND_STATS_REVIEW, NULL, &out->review);
+}
+
+static const struct pt_store_ops pg_ops = {
+    .name = "postgresql",
+    .errmsg = pg_errmsg,
+    .close = pg_close,
+    .schema_version = pg_schema_version,
+    .migrate_to = pg_migrate_to,
+    .pragma_int = pg_pragma_int,
+    .set_event_hook = pg_set_event_hook,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .attach = pg_attach,
+    .defer_commit = pg_defer_commit,
+    .commit_deferred = pg_commit_deferred,
+    .backup = pg_backup,
+    .note_erased = pg_note_erased,
+    .checkpoint_truncate = pg_checkpoint_truncate,
+    .writable = pg_writable,
+    .key_get = pg_key_get,
+    .key_insert = pg_key_insert,
+    .key_relock = pg_key_relock,
+    .key_take_later = pg_key_take_later,
+    .key_set_order = pg_key_set_order,
+    .key_complete = pg_key_complete,
+    .key_delete = pg_key_delete,
+    .key_delete_expired = pg_key_delete_expired,
+    .key_sweep = pg_key_sweep,
+    .charge_insert = pg_charge_insert,
+    .charge_get = pg_charge_get,
+    .charge_get_by_id = pg_charge_get_by_id,
+    .charge_transition = pg_charge_transition,
+    .charge_patch = pg_charge_patch,
+    .charge_set_review = pg_charge_set_review,
+    .charges_list = pg_charges_list,
+    .charges_list_review = pg_charges_list_review,
+    .charges_due = pg_charges_due,
+    .charges_next_due = pg_charges_next_due,
+    .sends_interrupted = pg_sends_interrupted,
+    .queue_figures = pg_queue_figures,
+    .stats = pg_stats,
+    .event_insert = pg_event_insert,
+    .events_list = pg_events_list,
+    .events_last_seq = pg_events_last_seq,
+    .audit = pg_audit,
+    .audit_first = pg_audit_first,
+    .audit_list = pg_audit_list,
+    .notification_insert = pg_notification_insert,
+    .count = pg_count,
+    .refund_insert = pg_refund_insert,
+    .refund_get = pg_refund_get,
+    .refund_get_by_id = pg_refund_get_by_id,
+    .refunds_list = pg_refunds_list,
+    .refunds_due = pg_refunds_due,
+    .refunds_next_due = pg_refunds_next_due,
+    .refund_left = pg_refund_left,
+    .refund_transition = pg_refund_transition,
+    .refund_patch = pg_refund_patch,
+    .refund_set_review = pg_refund_set_review,
+    .refund_withdraw = pg_refund_withdraw,
+    .refund_audit = pg_refund_audit,
+    .refund_event_insert = pg_refund_event_insert,
+    .refund_stats = pg_refund_stats,
+};
