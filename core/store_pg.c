@@ -160,7 +160,8 @@
     X(REFUND_INSERT,                                                                               \
       "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode, reason, metadata,"  \
       " next_attempt_at, created_at, updated_at) VALUES ($1::text, $2::bigint, $3::bigint,"        \
-      " $4::text, $5::text, $6::text, $7::text, $8::bigint, $9::bigint, $9) RETURNING id")         \
+      " $4::text, $5::text, $6::text, $7::text, $8::bigint, $9::bigint, $9)"                       \
+      " ON CONFLICT (refund_id) DO NOTHING RETURNING id")                                          \
     X(REFUND_GET, "SELECT " REFUND_COLS " WHERE r.refund_id = $1::text")                           \
     X(REFUND_GET_BY_ID, "SELECT " REFUND_COLS " WHERE r.id = $1::bigint")                          \
     X(REFUNDS_LIST, "SELECT " REFUND_COLS " WHERE r.id > $1::bigint ORDER BY r.id"                 \
@@ -1011,7 +1012,7 @@ static int transition(struct pg_store *st, int id_stmt, int64_t id, unsigned fro
     args_patch(&a, id, patch, now);
     a_text(&a, pt_state_name(to));
     a_text(&a, states);
-    a_text(&a, st->lane_id);
+    a_opt(&a, st->lane_id);
     int n = 0;
     int rc = run(st, id_stmt, &a, &n);
     return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
@@ -1109,7 +1110,7 @@ static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
     for (int i = 0; i < 2 && rc == PT_OK; i++) {
         struct args a = {0};
         a_int(&a, now);
-        a_text(&a, st->lane_id);
+        a_opt(&a, st->lane_id);
         int k = 0;
         if ((rc = run(st, update[i], &a, &k)) == PT_OK)
             *n += k;
@@ -1368,14 +1369,29 @@ static int pg_refund_insert(struct pt_store *s, struct pt_refund *r, int64_t now
     a_opt(&a, r->metadata);
     a_int(&a, r->next_attempt_at);
     a_int(&a, now);
-    PGresult *res;
-    int rc = q(PG(s), S_REFUND_INSERT, &a, &res);
+    /* A refusal (the triggers of sql/pg/001_init.sql) must not end the
+     * caller's transaction, as a failed statement does not in SQLite: the
+     * insert runs in a savepoint of its own.  (Refunds are few: the two
+     * round trips cost little; a new charge needs none, as it cannot fail
+     * that way.) */
+    struct pg_store *st = PG(s);
+    int rc = st->in_txn ? exec_sql(st, "SAVEPOINT refund_insert") : PT_OK;
     if (rc)
         return rc;
-    r->id = col_int(res, 0, 0);
-    r->created_at = r->updated_at = now;
+    PGresult *res;
+    rc = q(st, S_REFUND_INSERT, &a, &res);
+    if (st->in_txn)
+        exec_sql(st,
+                 rc ? "ROLLBACK TO SAVEPOINT refund_insert" : "RELEASE SAVEPOINT refund_insert");
+    if (rc)
+        return rc;
+    rc = PQntuples(res) == 1 ? PT_OK : PT_EEXIST;
+    if (rc == PT_OK) {
+        r->id = col_int(res, 0, 0);
+        r->created_at = r->updated_at = now;
+    }
     PQclear(res);
-    return PT_OK;
+    return rc;
 }
 
 static void read_refund(const PGresult *res, int i, struct pt_refund *r)

@@ -46,7 +46,7 @@ static int setup(void **state)
     pt_test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/c.db", dir);
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     return 0;
 }
 
@@ -85,13 +85,10 @@ static void new_charge(struct pt_charge *c)
 /* Puts a charge into a state behind the state machine's back (test setup). */
 static void force_state(struct pt_charge *c, enum pt_state s)
 {
-    sqlite3 *db;
     char sql[160];
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     snprintf(sql, sizeof sql, "UPDATE charges SET state='%s' WHERE id=%lld", pt_state_name(s),
              (long long)c->id);
-    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
+    pt_test_sql_exec(path, sql);
     assert_int_equal(pt_store_charge_get_by_id(st, c->id, c), PT_OK);
 }
 
@@ -609,8 +606,6 @@ static void test_offline_queue_figures_follow_the_charges(void **state)
     enum { N = 40 };
     struct pt_charge c[N];
     int made = 0;
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     unsigned seed = 12345;
     for (int step = 0; step < 600; step++) {
         unsigned r = (unsigned)rand_r(&seed);
@@ -640,13 +635,9 @@ static void test_offline_queue_figures_follow_the_charges(void **state)
                      "SELECT count(*), coalesce(sum(amount), 0) FROM charges"
                      " WHERE state = 'INIT' AND currency = '%s'",
                      cur[k]);
-            sqlite3_stmt *q;
-            assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
-            assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-            want_count[k] = sqlite3_column_int64(q, 0);
-            want_total[k] = sqlite3_column_int64(q, 1);
+            want_count[k] = pt_test_sql_int(path, sql, 0);
+            want_total[k] = pt_test_sql_int(path, sql, 1);
             all += want_count[k];
-            sqlite3_finalize(q);
         }
         for (int k = 0; k < 3; k++) {
             int64_t count = -1, total = -1;
@@ -655,7 +646,6 @@ static void test_offline_queue_figures_follow_the_charges(void **state)
             assert_int_equal(total, want_total[k]);
         }
     }
-    sqlite3_close(db);
 }
 
 /*
@@ -683,7 +673,7 @@ static void *insert_main(void *p)
     char err[256];
     struct pt_store *w;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &w, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &w, err, sizeof err), PT_OK);
     /* At most 3 s, whatever the machine (a slow board runs fewer). */
     double end = seconds_now() + 3.0;
     for (int i = 0; i < a->n && seconds_now() < end; i++, a->made++) {
@@ -708,7 +698,7 @@ static void test_work_list_floor_under_concurrent_inserts(void **state)
     pt_store_close(st);
     char err[256];
     struct pt_store_options o = {.path = path, .synchronous_normal = 1};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     struct inserter a = {.n = 4000};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, insert_main, &a), 0);

@@ -29,9 +29,9 @@ static struct pt_store_writer *writer;
 static void open_st(const struct pt_store_options *o)
 {
     char err[512];
-    assert_int_equal(pt_store_open(o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(o, &st, err, sizeof err), PT_OK);
     if (with_writer) {
-        assert_int_equal(pt_store_writer_new(o, &writer, err, sizeof err), PT_OK);
+        assert_int_equal(pt_test_writer_new(o, &writer, err, sizeof err), PT_OK);
         pt_store_attach(st, writer);
     }
 }
@@ -43,7 +43,7 @@ static struct pt_store *open_lane(void)
     char err[256];
     struct pt_store *s;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &s, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &s, err, sizeof err), PT_OK);
     pt_store_attach(s, writer);
     return s;
 }
@@ -635,6 +635,7 @@ static void test_recovered_key_keeps_one_answer(void **state)
 static void test_disk_full_is_503_and_nothing_half_written(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("a full local disk is the SQLite file's (the server's: tests/pg)");
     close_st();
     struct pt_store_options o = {.path = path, .max_page_count = 30};
     open_st(&o);
@@ -683,6 +684,7 @@ static void test_disk_full_is_503_and_nothing_half_written(void **state)
 static void test_healthz_follows_a_failing_disk(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("a full local disk is the SQLite file's (the server's: tests/pg)");
     static const enum pt_test_disk modes[] = {PT_TEST_DISK_FULL, PT_TEST_DISK_EIO};
     struct pt_reply r;
     char key[32], order[32];
@@ -1110,6 +1112,7 @@ static void free_bodies(int n, char *bodies[], struct pt_reply r[])
 static void test_batch_answers_each_request(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     cfg.offline_max_count = 100;
     const char *keys[] = {"b-ok1", "b-big", "b-ok2", "b-dup-order", "b-bad", "b-ok3"};
     char *bodies[] = {dup_body("O-B1", 100), dup_body("O-BIG", 6000),  dup_body("O-B2", 200),
@@ -1143,6 +1146,7 @@ static void test_batch_answers_each_request(void **state)
 static void test_batch_same_key_and_same_order_storms(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     cfg.offline_max_count = 100;
     const char *keys[BATCH_LANES];
     char *bodies[BATCH_LANES];
@@ -1186,6 +1190,7 @@ static void test_batch_same_key_and_same_order_storms(void **state)
 static void test_batch_offline_limits_at_the_boundary(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     struct pt_reply one;
     post("pre", charge_body("O-PRE", 100, NULL), &one);
     assert_int_equal(one.status, 202);
@@ -1237,6 +1242,7 @@ static void test_batch_offline_limits_at_the_boundary(void **state)
 static void test_batch_commit_failure_fails_every_member(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     cfg.offline_max_count = 100;
     /* f1 again last: a replay of an answer the batch holds. */
     const char *keys[] = {"f1", "f2", "f3", "f1"};
@@ -1281,6 +1287,7 @@ static void test_batch_commit_failure_fails_every_member(void **state)
 static void test_batch_request_handed_to_a_worker(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     cfg.offline_max_count = 100;
     enable_online();
     struct pt_store *lane[2];
@@ -1358,6 +1365,7 @@ static void test_nowait_gateway_coming_up_is_not_sent_here(void **state)
 static void test_rolled_back_batch_writes_nothing(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     enable_online();
     char wal[320];
     snprintf(wal, sizeof wal, "%s-wal", path);
@@ -1409,6 +1417,7 @@ static void *storm_main(void *p)
 static void test_threads_share_batches(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the writer's batches (group commit) are the SQLite store's");
     pt_test_skip_without_threads();
     cfg.offline_max_count = 100000;
     cfg.offline_limits[0].max_total = 1000000000;

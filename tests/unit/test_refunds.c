@@ -120,8 +120,8 @@ static int setup(void **state)
     snprintf(path, sizeof path, "%s/r.db", dir);
     char err[512];
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
-    assert_int_equal(pt_store_writer_new(&o, &writer, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_writer_new(&o, &writer, err, sizeof err), PT_OK);
     pt_store_attach(st, writer);
     pt_config_defaults(&cfg);
     cfg.gw[pt_gateway_index("stripe")].configured = 1;
@@ -466,7 +466,7 @@ static void *lane_main(void *p)
     char err[256], key[32], body[96];
     struct pt_store *s;
     struct pt_store_options o = {.path = path};
-    if (pt_store_open(&o, &s, err, sizeof err) != PT_OK)
+    if (pt_test_store_open(&o, &s, err, sizeof err) != PT_OK)
         return NULL;
     pt_store_attach(s, writer);
     snprintf(key, sizeof key, "storm-%d", l->i);

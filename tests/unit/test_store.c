@@ -68,11 +68,12 @@ static void raw_query(const char *path, const char *sql, char *out, size_t outle
 static void test_open_creates_wal_full(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("WAL and synchronous are SQLite's");
     char path[300], err[512], v[64];
     db_path(path, sizeof path, "a.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     int version = -1;
     assert_int_equal(pt_store_schema_version(st, &version), PT_OK);
     assert_int_equal(version, pt_store_schema_latest());
@@ -98,11 +99,12 @@ static void test_open_creates_wal_full(void **state)
 static void test_synchronous_full_by_default(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("WAL and synchronous are SQLite's");
     char path[300], err[512];
     db_path(path, sizeof path, "sync.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     int sync = -1;
     assert_int_equal(pt_store_pragma_int(st, "synchronous", &sync), PT_OK);
     assert_int_equal(sync, 2); /* FULL */
@@ -112,7 +114,7 @@ static void test_synchronous_full_by_default(void **state)
     pt_store_close(st);
 
     o.synchronous_normal = 1;
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     assert_int_equal(pt_store_pragma_int(st, "synchronous", &sync), PT_OK);
     assert_int_equal(sync, 1); /* NORMAL, only when asked for */
     pt_store_close(st);
@@ -123,6 +125,7 @@ static void test_synchronous_full_by_default(void **state)
 static void test_migration_2_counts_the_queue(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("sql/ migrations (PostgreSQL's are sql/pg/)");
     char path[300], err[512];
     snprintf(path, sizeof path, "%s/q.db", dir);
     sqlite3 *db;
@@ -145,7 +148,7 @@ static void test_migration_2_counts_the_queue(void **state)
 
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     int64_t count, total;
     assert_int_equal(pt_store_queue_figures(st, "USD", &count, &total), PT_OK);
     assert_int_equal(count, 3); /* A, B, D */
@@ -160,6 +163,7 @@ static void test_migration_2_counts_the_queue(void **state)
 static void test_migrate_from_each_version(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("sql/ migrations (PostgreSQL's are sql/pg/)");
     for (int from = 0; from < pt_migrations_count; from++) {
         char path[300], err[512], v[64];
         snprintf(path, sizeof path, "%s/m%d.db", dir, from);
@@ -170,7 +174,7 @@ static void test_migrate_from_each_version(void **state)
 
         struct pt_store *st;
         struct pt_store_options o = {.path = path};
-        assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+        assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
         int version = -1;
         assert_int_equal(pt_store_schema_version(st, &version), PT_OK);
         assert_int_equal(version, pt_migrations_count);
@@ -186,6 +190,7 @@ static void test_migrate_from_each_version(void **state)
 static void test_refund_migration_keeps_the_feed(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("sql/ migrations (PostgreSQL's are sql/pg/)");
     char path[300], err[512], v[256];
     db_path(path, sizeof path, "feed5.db");
     sqlite3 *db;
@@ -207,7 +212,7 @@ static void test_refund_migration_keeps_the_feed(void **state)
 
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_event_row rows[4];
     int n = 0;
     assert_int_equal(pt_store_events_list(st, 0, 4, rows, &n), PT_OK);
@@ -245,6 +250,7 @@ static void test_refund_migration_keeps_the_feed(void **state)
 static void test_audit_migration_keeps_the_trail(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("sql/ migrations (PostgreSQL's are sql/pg/)");
     char path[300], err[512], v[256];
     db_path(path, sizeof path, "trail6.db");
     sqlite3 *db;
@@ -272,7 +278,7 @@ static void test_audit_migration_keeps_the_trail(void **state)
 
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(
         pt_store_audit(st, 2, "PROCESSING", "SUCCESS", "gateway_paid", "sync", 0, NULL, 7), PT_OK);
@@ -313,6 +319,7 @@ static void test_audit_migration_keeps_the_trail(void **state)
 static void test_refund_pages_migration(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("sql/ migrations (PostgreSQL's are sql/pg/)");
     char path[300], err[512], v[256];
     db_path(path, sizeof path, "refunds7.db");
     sqlite3 *db;
@@ -345,7 +352,7 @@ static void test_refund_pages_migration(void **state)
 
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_charge c;
     assert_int_equal(pt_store_charge_get(st, "M8-1", &c), PT_OK);
     assert_int_equal(c.refunds, 3);
@@ -430,43 +437,41 @@ static void test_sends_interrupted_due_at_start(void **state)
     db_path(path, sizeof path, "interrupted.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     pt_store_close(st);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_exec(
-            db,
-            "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
-            " offline_mode, next_attempt_at, created_at, updated_at) VALUES"
-            " ('I-1', 'stripe', 'card_on_file', 500, 'USD', 'SUCCESS', 'prefer_online', 0, 1, 1),"
-            " ('I-2', 'stripe', 'card_on_file', 500, 'USD', 'PROCESSING', 'prefer_online',"
-            " 900000, 1, 1),"
-            " ('I-3', 'stripe', 'card_on_file', 500, 'USD', 'INIT', 'prefer_online', 700000, 1, 1),"
-            " ('I-4', 'stripe', 'card_on_file', 500, 'USD', 'PROCESSING', 'prefer_online',"
-            " 50, 1, 1);"
-            "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode,"
-            " next_attempt_at, created_at, updated_at) VALUES"
-            " ('IR-1', 1, 100, 'INIT', 'prefer_online', 800000, 2, 2);"
-            "UPDATE refunds SET state = 'PROCESSING';",
-            NULL, NULL, NULL),
-        SQLITE_OK);
-    sqlite3_close(db);
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    pt_test_sql_exec(
+        path,
+        "INSERT INTO charges (order_id, gateway, method, amount, currency, state,"
+        " offline_mode, next_attempt_at, created_at, updated_at) VALUES"
+        " ('I-1', 'stripe', 'card_on_file', 500, 'USD', 'SUCCESS', 'prefer_online', 0, 1, 1),"
+        " ('I-2', 'stripe', 'card_on_file', 500, 'USD', 'PROCESSING', 'prefer_online',"
+        " 900000, 1, 1),"
+        " ('I-3', 'stripe', 'card_on_file', 500, 'USD', 'INIT', 'prefer_online', 700000, 1, 1),"
+        " ('I-4', 'stripe', 'card_on_file', 500, 'USD', 'PROCESSING', 'prefer_online',"
+        " 50, 1, 1);"
+        "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode,"
+        " next_attempt_at, created_at, updated_at) VALUES"
+        " ('IR-1', 1, 100, 'INIT', 'prefer_online', 800000, 2, 2);"
+        "UPDATE refunds SET state = 'PROCESSING';");
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     int n = -1;
     assert_int_equal(pt_store_sends_interrupted(st, 100, &n), PT_OK);
     assert_int_equal(n, 2); /* I-2 and IR-1; I-4 was due already */
     pt_store_close(st);
-    raw_query(path, "SELECT group_concat(order_id || '=' || next_attempt_at) FROM charges", v,
-              sizeof v);
-    assert_string_equal(v, "I-1=0,I-2=100,I-3=700000,I-4=50");
-    raw_query(path, "SELECT next_attempt_at FROM refunds", v, sizeof v);
-    assert_string_equal(v, "100");
+    static const char *const order[] = {"I-1", "I-2", "I-3", "I-4"};
+    static const long long want[] = {0, 100, 700000, 50};
+    for (int i = 0; i < 4; i++) {
+        snprintf(v, sizeof v, "SELECT next_attempt_at FROM charges WHERE order_id = '%s'",
+                 order[i]);
+        assert_int_equal(pt_test_sql_int(path, v, 0), want[i]);
+    }
+    assert_int_equal(pt_test_sql_int(path, "SELECT next_attempt_at FROM refunds", 0), 100);
 }
 
 static void test_too_new_refused(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("PRAGMA user_version is SQLite's");
     char path[300], err[512], sql[64];
     db_path(path, sizeof path, "new.db");
     sqlite3 *db;
@@ -477,7 +482,7 @@ static void test_too_new_refused(void **state)
 
     struct pt_store *st = (struct pt_store *)1;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_ETOONEW);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_ETOONEW);
     assert_null(st);
     assert_non_null(strstr(err, "newer payterm"));
     assert_non_null(strstr(err, path));
@@ -492,6 +497,7 @@ static void test_too_new_refused(void **state)
 static void test_not_a_database(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("a file that is not a database is SQLite's");
     char path[300], err[512];
     db_path(path, sizeof path, "junk.db");
     pt_test_write_file(path,
@@ -500,7 +506,7 @@ static void test_not_a_database(void **state)
                        0600);
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    int rc = pt_store_open(&o, &st, err, sizeof err);
+    int rc = pt_test_store_open(&o, &st, err, sizeof err);
     assert_int_not_equal(rc, PT_OK);
     assert_non_null(strstr(err, path));
 }
@@ -543,11 +549,12 @@ static int guarded_insert(struct pt_store *st, int i)
 static void test_disk_full(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("a full local disk is the SQLite file's");
     char path[300], err[512];
     db_path(path, sizeof path, "full.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path, .max_page_count = 40};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     int i, rc = PT_OK;
     for (i = 0; i < 10000 && rc == PT_OK; i++)
         rc = guarded_insert(st, i);
@@ -584,12 +591,13 @@ static long long file_size(const char *path)
 static void test_writable_probe_is_one_frame(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the WAL probe frame is SQLite's");
     char path[300], wal[310], err[512];
     db_path(path, sizeof path, "probe.db");
     snprintf(wal, sizeof wal, "%s-wal", path);
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     assert_int_equal(guarded_insert(st, 1), PT_OK);
     long long w0 = file_size(wal);
     assert_true(pt_store_writable(st));
@@ -623,7 +631,7 @@ static void test_order_id_unique_and_checks(void **state)
     db_path(path, sizeof path, "uniq.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_charge c;
     fill_charge(&c, 1);
     assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_OK);
@@ -658,37 +666,34 @@ static void test_audit_append_only(void **state)
     db_path(path, sizeof path, "audit.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_charge c;
     fill_charge(&c, 7);
     assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_OK);
     assert_int_equal(pt_store_audit(st, c.id, NULL, "INIT", "created", "api", 0, NULL, 5), PT_OK);
     pt_store_close(st);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_not_equal(sqlite3_exec(db, "UPDATE charge_events SET actor='x'", NULL, NULL, NULL),
-                         SQLITE_OK);
-    assert_int_not_equal(sqlite3_exec(db, "DELETE FROM charge_events", NULL, NULL, NULL),
-                         SQLITE_OK);
-    sqlite3_close(db);
+    assert_false(pt_test_sql_ok(path, "UPDATE charge_events SET actor='x'"));
+    assert_false(pt_test_sql_ok(path, "DELETE FROM charge_events"));
+    assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM charge_events", 0), 1);
 }
 
 static void test_backup(void **state)
 {
     (void)state;
+    pt_test_sqlite_only("the online backup is SQLite's (PostgreSQL: pg_dump, replication)");
     char path[300], dest[300], err[512];
     db_path(path, sizeof path, "src.db");
     db_path(dest, sizeof dest, "backup.db");
     struct pt_store *st;
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     for (int i = 0; i < 20; i++)
         assert_int_equal(guarded_insert(st, i), PT_OK);
     assert_int_equal(pt_store_backup(st, dest), PT_OK);
     pt_store_close(st);
     struct pt_store *copy;
     o.path = dest;
-    assert_int_equal(pt_store_open(&o, &copy, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &copy, err, sizeof err), PT_OK);
     int64_t n;
     assert_int_equal(pt_store_count(copy, "charges", &n), PT_OK);
     assert_int_equal(n, 20);

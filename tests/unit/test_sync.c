@@ -207,7 +207,7 @@ static int setup(void **state)
     pt_test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/s.db", dir);
     struct pt_store_options o = {.path = path};
-    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     pt_config_defaults(&cfg);
     cfg.gw[pt_gateway_index("stripe")].configured = 1;
     cfg.sync_backoff_base_ms = 1000;

@@ -294,3 +294,190 @@ void pt_test_skip_without_threads(void)
     if (getenv("PT_TEST_EMULATED"))
         skip();
 }
+
+/* ---- the store on both backends ------------------------------------------- */
+
+#include "store.h"
+#ifdef PT_WITH_PG
+#include <libpq-fe.h>
+#endif
+
+int pt_test_pg(void)
+{
+    const char *f = getenv("PT_TEST_PG_STATE");
+    return f && *f;
+}
+
+void pt_test_sqlite_only(const char *why)
+{
+    if (!pt_test_pg())
+        return;
+    fprintf(stderr, "[  SKIP    ] on PostgreSQL: %s\n", why);
+    skip();
+}
+
+#ifdef PT_WITH_PG
+/* The cluster's DSN (line one of the state file) and this program's own
+ * database in it. */
+static void pg_dsn(char *dsn, size_t cap, const char *dbname)
+{
+    char line[512] = "";
+    FILE *f = fopen(getenv("PT_TEST_PG_STATE"), "r");
+    if (!f || !fgets(line, sizeof line, f)) {
+        fprintf(stderr, "PT_TEST_PG_STATE %s: cannot read it (tests/pg/cluster.sh start)\n",
+                getenv("PT_TEST_PG_STATE"));
+        abort();
+    }
+    fclose(f);
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(dsn, cap, "%s dbname=%s", line, dbname);
+}
+
+static void pg_exec(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "test PostgreSQL: %s: %s", sql, PQerrorMessage(c));
+        abort();
+    }
+    PQclear(r);
+}
+
+/* An empty database named after this program (created the first time). */
+static void pg_fresh(const char *dbname)
+{
+    char dsn[640];
+    pg_dsn(dsn, sizeof dsn, "postgres");
+    PGconn *c = PQconnectdb(dsn);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "test PostgreSQL: %s", PQerrorMessage(c));
+        abort();
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", dbname);
+    pg_exec(c, sql);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", dbname);
+    pg_exec(c, sql);
+    PQfinish(c);
+}
+#endif
+
+#ifdef PT_WITH_PG
+static char test_dsn[640]; /* the test database of the last pt_test_store_open */
+#endif
+
+int pt_test_store_open(const struct pt_store_options *o, struct pt_store **st, char *err,
+                       size_t errlen)
+{
+    if (!pt_test_pg())
+        return pt_store_open(o, st, err, errlen);
+#ifdef PT_WITH_PG
+    static char fresh_for[PT_STORE_PATH_MAX];
+    char *dsn = test_dsn;
+    char exe[256] = "", dbname[80];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    snprintf(dbname, sizeof dbname, "t_%s", strrchr(exe, '/') ? strrchr(exe, '/') + 1 : "store");
+    for (char *p = dbname; *p; p++)
+        if (!(*p >= 'a' && *p <= 'z') && !(*p >= '0' && *p <= '9'))
+            *p = '_';
+    if (!o->path || strcmp(fresh_for, o->path) != 0) {
+        pg_fresh(dbname);
+        snprintf(fresh_for, sizeof fresh_for, "%s", o->path ? o->path : "");
+    }
+    pg_dsn(dsn, sizeof test_dsn, dbname);
+    struct pt_store_options pg = *o;
+    pg.backend = PT_STORE_POSTGRESQL;
+    pg.dsn = dsn;
+    return pt_store_open(&pg, st, err, errlen);
+#else
+    (void)o;
+    *st = NULL;
+    snprintf(err, errlen, "PT_TEST_PG_STATE is set but this build has no PostgreSQL store");
+    return PT_EUNSUPPORTED;
+#endif
+}
+
+int pt_test_writer_new(const struct pt_store_options *o, struct pt_store_writer **w, char *err,
+                       size_t errlen)
+{
+    if (pt_test_pg()) {
+        *w = NULL;
+        return PT_OK;
+    }
+    return pt_store_writer_new(o, w, err, errlen);
+}
+
+/* want_row: 0 run it, 1 read a row, 2 only say whether it ran (no abort). */
+static long long sql_run(const char *path, const char *sql, int col, int want_row)
+{
+    long long v = 0;
+    if (pt_test_pg()) {
+#ifdef PT_WITH_PG
+        PGconn *c = PQconnectdb(test_dsn);
+        PGresult *r = PQexec(c, sql);
+        ExecStatusType s = PQresultStatus(r);
+        if (want_row == 2) {
+            v = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+            PQclear(r);
+            PQfinish(c);
+            return v;
+        }
+        if ((s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) || (want_row && PQntuples(r) < 1)) {
+            fprintf(stderr, "test SQL %s: %s", sql, PQerrorMessage(c));
+            abort();
+        }
+        if (want_row)
+            v = strtoll(PQgetvalue(r, 0, col), NULL, 10);
+        PQclear(r);
+        PQfinish(c);
+#endif
+        return v;
+    }
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    if (want_row != 1) { /* every statement of sql, as PQexec runs them */
+        if (sqlite3_open(path, &db) != SQLITE_OK)
+            abort();
+        v = sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
+        if (!v && want_row == 0) {
+            fprintf(stderr, "test SQL %s: %s\n", sql, sqlite3_errmsg(db));
+            abort();
+        }
+        sqlite3_close(db);
+        return v;
+    }
+    if (sqlite3_open(path, &db) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
+        fprintf(stderr, "test SQL %s: %s\n", sql, sqlite3_errmsg(db));
+        abort();
+    }
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        fprintf(stderr, "test SQL %s: %s\n", sql, sqlite3_errmsg(db));
+        abort();
+    }
+    if (want_row) {
+        if (rc != SQLITE_ROW)
+            abort();
+        v = sqlite3_column_int64(q, col);
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+void pt_test_sql_exec(const char *path, const char *sql)
+{
+    sql_run(path, sql, 0, 0);
+}
+
+long long pt_test_sql_int(const char *path, const char *sql, int col)
+{
+    return sql_run(path, sql, col, 1);
+}
+
+int pt_test_sql_ok(const char *path, const char *sql)
+{
+    return (int)sql_run(path, sql, 0, 2);
+}

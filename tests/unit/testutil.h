@@ -88,4 +88,33 @@ void pt_test_skip_without_threads(void);
  * core/json.c, so the tests do not trust the code they test. */
 int pt_test_utf8_clean(const char *s, size_t n);
 
+/*
+ * The store suites run on both backends (SPEC 16): with PT_TEST_PG_STATE
+ * set (the file tests/pg/cluster.sh start wrote), pt_test_store_open()
+ * opens the PostgreSQL store instead of the SQLite file at o->path, on a
+ * database of this test program's own, emptied the first time each path
+ * is opened (every test's setup makes a new temp dir) and kept for later
+ * opens of the same path (reopens, child processes: other lanes).
+ * pt_test_writer_new() gives no writer there (NULL: PostgreSQL commits
+ * each connection itself).  pt_test_pg() says which backend runs.
+ */
+struct pt_store;
+struct pt_store_options;
+struct pt_store_writer;
+int pt_test_store_open(const struct pt_store_options *o, struct pt_store **st, char *err,
+                       size_t errlen);
+int pt_test_writer_new(const struct pt_store_options *o, struct pt_store_writer **w, char *err,
+                       size_t errlen);
+int pt_test_pg(void);
+/* Test setup behind the store's back, on whichever backend runs: runs sql
+ * on the database at path (or the PostgreSQL test database), or reads
+ * column col of its first row as an integer.  Plain SQL both understand. */
+void pt_test_sql_exec(const char *path, const char *sql);
+long long pt_test_sql_int(const char *path, const char *sql, int col);
+/* 1 when sql ran, 0 when the database refused it (statements may be ';'-joined). */
+int pt_test_sql_ok(const char *path, const char *sql);
+/* Skips the calling test on PostgreSQL (what only SQLite has: files,
+ * PRAGMAs, the writer's batches), saying why. */
+void pt_test_sqlite_only(const char *why);
+
 #endif
