@@ -3,6 +3,7 @@
  * firmware/config_load.c).
  */
 #include "config.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -84,4 +85,19 @@ int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/payterm.db", cfg->data_dir);
+}
+
+void pt_config_store_options(const struct pt_config *cfg, const char *path,
+                             struct pt_store_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    o->synchronous_normal = cfg->synchronous_normal;
+    o->no_wal_vfs = cfg->wal_vfs_off;
+    if (cfg->store_postgresql) {
+        o->backend = PT_STORE_POSTGRESQL;
+        o->dsn = cfg->store_dsn;
+        o->password_file = cfg->store_password_file[0] ? cfg->store_password_file : NULL;
+        o->lane_id = cfg->lane_id[0] ? cfg->lane_id : NULL;
+    }
 }

@@ -33,6 +33,8 @@ struct pt_cfg_offline_age {
     int64_t max_age_s;
 };
 
+#define PT_CFG_LANE_MAX 33 /* lane_id: 1..32 of [A-Za-z0-9_.-] */
+
 struct pt_config {
     char data_dir[PT_CFG_PATH_MAX];
     char listen[128];
@@ -41,6 +43,13 @@ struct pt_config {
     enum pt_log_level log_level;
     int synchronous_normal; /* storage.synchronous = "NORMAL" */
     int wal_vfs_off;        /* storage.wal_vfs = false: SQLite's own VFS (pt_store_set_wal_vfs) */
+
+    /* store (SPEC 16): "sqlite" (default: data_dir/payterm.db) or
+     * "postgresql" (one database for a shop's lanes). */
+    int store_postgresql;
+    char store_dsn[PT_CFG_PATH_MAX];
+    char store_password_file[PT_CFG_PATH_MAX];
+    char lane_id[PT_CFG_LANE_MAX]; /* this daemon's name among the lanes */
 
     int64_t idem_ttl_s;
     int64_t idem_lock_timeout_s;
@@ -94,5 +103,12 @@ const struct pt_gw_settings *pt_config_gateway_c(const struct pt_config *cfg, co
 
 /* Path of the database inside data_dir. */
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen);
+
+/* The store's options for cfg: the backend, the SQLite file at path (from
+ * pt_config_db_path) or the PostgreSQL DSN, password file and lane.  The
+ * strings stay cfg's and path's. */
+struct pt_store_options;
+void pt_config_store_options(const struct pt_config *cfg, const char *path,
+                             struct pt_store_options *o);
 
 #endif

@@ -1009,6 +1009,20 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
     int rc;
     if (!answered_before_new(in, st, &g, &res, &c, out, &rc))
         rc = new_charge(in, st, &g, &c, nowait, now, out, &next);
+    if (rc == PT_EEXIST) {
+        /* The order was not there when read, and is now: another lane of a
+         * shared store (PostgreSQL, SPEC 16) took it meanwhile; its insert
+         * waited for that lane's commit.  Answered as an order that exists.
+         * (With SQLite's one writer the read and the insert are in one
+         * write transaction: this cannot happen there.) */
+        struct pt_charge have;
+        pt_reply_free(out);
+        memset(out, 0, sizeof *out);
+        if ((rc = pt_store_charge_get(st, c.order_id, &have)) == PT_OK) {
+            rc = existing_order(&have, &c, out);
+            next = STEP_COMPLETE;
+        }
+    }
     if (rc == PT_EAGAIN) {
         guard_abandon(st, &g); /* nothing written: the waiting thread starts over */
         pt_reply_free(out);

@@ -38,6 +38,11 @@ const char *pt_store_errmsg(struct pt_store *st)
     return st ? ops(st)->errmsg(st) : "no database";
 }
 
+int pt_store_schema_latest_of(const struct pt_store *st)
+{
+    return ops(st)->schema_latest();
+}
+
 const char *pt_store_backend(const struct pt_store *st)
 {
     return ops(st)->name;

@@ -90,6 +90,9 @@ const char *pt_store_errmsg(struct pt_store *st);
 /* Schema version (PRAGMA user_version) and the version this binary writes. */
 int pt_store_schema_version(struct pt_store *st, int *version);
 int pt_store_schema_latest(void);
+/* The version st's backend writes (SQLite: pt_store_schema_latest();
+ * PostgreSQL: the last of sql/pg/). */
+int pt_store_schema_latest_of(const struct pt_store *st);
 
 /*
  * Applies migrations up to `version` (tests build older databases with it).

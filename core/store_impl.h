@@ -15,6 +15,7 @@
 struct pt_store_ops {
     const char *name; /* "sqlite", "postgresql" */
     const char *(*errmsg)(struct pt_store *st);
+    int (*schema_latest)(void);
     void (*close)(struct pt_store *st);
     int (*schema_version)(struct pt_store *st, int *version);
     int (*migrate_to)(struct pt_store *st, int version);

@@ -409,22 +409,20 @@ static const char *pg_errmsg(struct pt_store *s)
 static int pg_schema_version(struct pt_store *s, int *version)
 {
     struct pg_store *st = PG(s);
-    int64_t v = 0;
-    int rc = exec_sql(st, "CREATE TABLE IF NOT EXISTS payterm_schema ("
-                          " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                          " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+    *version = 0;
+    int rc = connected(st);
     if (rc)
         return rc;
     PGresult *r = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema");
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = xlate(st, r);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+        *version = (int)col_int(r, 0, 0);
         PQclear(r);
-        return rc;
+        return PT_OK;
     }
-    v = col_int(r, 0, 0);
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    rc = state && !strcmp(state, "42P01") ? PT_OK : xlate(st, r); /* no table yet: 0 */
     PQclear(r);
-    *version = (int)v;
-    return PT_OK;
+    return rc;
 }
 
 /* Applies sql/pg/ up to version, each migration in one transaction with its
@@ -434,8 +432,10 @@ static int pg_migrate_to(struct pt_store *s, int version)
 {
     struct pg_store *st = PG(s);
     int cur = 0;
-    int rc = pg_schema_version(s, &cur);
-    if (rc)
+    int rc = exec_sql(st, "CREATE TABLE IF NOT EXISTS payterm_schema ("
+                          " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                          " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+    if (rc || (rc = pg_schema_version(s, &cur)))
         return rc;
     if (cur > pt_pg_migrations_count)
         return PT_ETOONEW;
@@ -1559,8 +1559,14 @@ static int pg_refund_stats(struct pt_store *s, struct pt_refund_stats *out)
     return rc ? rc : scalar(PG(s), S_REFUND_STATS_REVIEW, NULL, &out->review);
 }
 
+static int pg_schema_latest(void)
+{
+    return pt_pg_migrations_count;
+}
+
 static const struct pt_store_ops pg_ops = {
     .name = "postgresql",
+    .schema_latest = pg_schema_latest,
     .errmsg = pg_errmsg,
     .close = pg_close,
     .schema_version = pg_schema_version,

@@ -2624,6 +2624,7 @@ static int sq_refund_stats(struct pt_store *st, struct pt_refund_stats *out)
 
 static const struct pt_store_ops sqlite_ops = {
     .name = "sqlite",
+    .schema_latest = pt_store_schema_latest,
     .errmsg = sq_errmsg,
     .close = sq_close,
     .schema_version = sq_schema_version,

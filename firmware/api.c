@@ -2193,8 +2193,11 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     pthread_condattr_destroy(&ca);
     int listeners = opt->cfg->notify_listen[0] ? 2 : 1;
     unsigned max_conns = conn_limit(listeners);
-    int rc = pt_pool_new(opt->db_path, opt->cfg->synchronous_normal, POOL_SIZE, pt_api_feed_wake,
-                         api, opt->writer, &api->pool);
+    struct pt_store_options so;
+    pt_config_store_options(opt->cfg, opt->db_path, &so);
+    so.no_wal_vfs = 0; /* the daemon's pt_store_set_wal_vfs */
+    int rc =
+        pt_pool_new(opt->db_path, &so, POOL_SIZE, pt_api_feed_wake, api, opt->writer, &api->pool);
     if (rc)
         goto fail;
     rc = PT_ENOMEM;

@@ -97,9 +97,8 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
 {
     char path[PT_CFG_PATH_MAX + 16], err[768];
     pt_config_db_path(cfg, path, sizeof path);
-    struct pt_store_options o = {.path = path,
-                                 .synchronous_normal = cfg->synchronous_normal,
-                                 .no_wal_vfs = cfg->wal_vfs_off};
+    struct pt_store_options o;
+    pt_config_store_options(cfg, path, &o);
     if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
         pt_cli_error(cmd, "%s", err);
         return -1;
@@ -116,21 +115,20 @@ int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_c
     /* SQLite would say "unable to open database file"; the operator needs
      * the path, and to know that nothing was created in its place. */
     struct stat sb;
-    if (stat(path, &sb) != 0) {
+    if (!cfg->store_postgresql && stat(path, &sb) != 0) {
         pt_cli_error(cmd, "database %s: %s (data_dir %s; payterm init or payterm serve creates it)",
                      path, strerror(errno), cfg->data_dir);
         return -1;
     }
-    struct pt_store_options o = {.path = path,
-                                 .readonly = mode != PT_CLI_DB_MAINTAIN,
-                                 .existing = mode == PT_CLI_DB_MAINTAIN,
-                                 .synchronous_normal = cfg->synchronous_normal,
-                                 .no_wal_vfs = cfg->wal_vfs_off};
+    struct pt_store_options o;
+    pt_config_store_options(cfg, path, &o);
+    o.readonly = mode != PT_CLI_DB_MAINTAIN;
+    o.existing = mode == PT_CLI_DB_MAINTAIN;
     if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
         pt_cli_error(cmd, "%s", err);
         return -1;
     }
-    int version = 0, latest = pt_store_schema_latest();
+    int version = 0, latest = pt_store_schema_latest_of(*st);
     if (pt_store_schema_version(*st, &version) != PT_OK) {
         pt_cli_error(cmd, "database %s: cannot read its schema version: %s", path,
                      pt_store_errmsg(*st));

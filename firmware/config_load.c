@@ -493,12 +493,67 @@ static int get_origins(struct ctx *c, const cJSON *v, struct pt_config *cfg)
     return PT_OK;
 }
 
+/* A DSN that carries its password would put a secret in the config file:
+ * postgresql://user:secret@host, or ...?password=... / password=... */
+static int dsn_has_password(const char *dsn)
+{
+    const char *scheme = strstr(dsn, "://");
+    if (scheme) {
+        const char *auth = scheme + 3, *at = strchr(auth, '@'), *slash = strchr(auth, '/');
+        if (at && (!slash || at < slash)) {
+            const char *colon = memchr(auth, ':', (size_t)(at - auth));
+            if (colon)
+                return 1;
+        }
+    }
+    return strstr(dsn, "password=") != NULL;
+}
+
+static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
+{
+    static const char *const k[] = {"backend", "dsn", "password_file", "lane_id", NULL};
+    char backend[16] = "";
+    int rc;
+    if ((rc = want_object(c, v, "store")) || (rc = check_known(c, v, "store", k)) ||
+        (rc = get_string(c, v, "store", "backend", backend, sizeof backend, 0)) ||
+        (rc = get_string(c, v, "store", "dsn", cfg->store_dsn, sizeof cfg->store_dsn, 0)) ||
+        (rc = get_string(c, v, "store", "password_file", cfg->store_password_file,
+                         sizeof cfg->store_password_file, 0)) ||
+        (rc = get_string(c, v, "store", "lane_id", cfg->lane_id, sizeof cfg->lane_id, 0)))
+        return rc;
+    if (backend[0] && strcmp(backend, "sqlite") && strcmp(backend, "postgresql"))
+        return fail(c, "store.backend", "must be \"sqlite\" or \"postgresql\" (got \"%s\")",
+                    backend);
+    cfg->store_postgresql = strcmp(backend, "postgresql") == 0;
+    for (const char *p = cfg->lane_id; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '.' || *p == '-'))
+            return fail(c, "store.lane_id", "only letters, digits, '_', '.' and '-' (got \"%s\")",
+                        cfg->lane_id);
+    if (!cfg->store_postgresql) {
+        if (cfg->store_dsn[0] || cfg->store_password_file[0])
+            return fail(c, "store.dsn", "only with store.backend \"postgresql\"");
+        return PT_OK;
+    }
+    if (!cfg->store_dsn[0])
+        return fail(c, "store.dsn", "required with store.backend \"postgresql\"");
+    if (strncmp(cfg->store_dsn, "postgresql://", 13) && strncmp(cfg->store_dsn, "postgres://", 11))
+        return fail(c, "store.dsn", "must be a postgresql:// URI");
+    if (dsn_has_password(cfg->store_dsn))
+        return fail(c, "store.dsn",
+                    "holds a password: put it in the file named by store.password_file (0600)");
+    if (!cfg->lane_id[0])
+        return fail(c, "store.lane_id",
+                    "required with store.backend \"postgresql\": each lane's daemon names itself");
+    return PT_OK;
+}
+
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
     static const char *const known[] = {
-        "data_dir",     "listen", "notify_listen", "api_token_file", "log_level", "storage",
-        "idempotency",  "limits", "offline",       "sync",           "tls",       "gateways",
-        "cors_origins", NULL};
+        "data_dir", "listen",      "notify_listen", "api_token_file", "log_level",
+        "storage",  "idempotency", "limits",        "offline",        "sync",
+        "tls",      "gateways",    "cors_origins",  "store",          NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -536,6 +591,8 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
             return fail(c, "storage.wal_vfs", "must be true or false");
         cfg->wal_vfs_off = w && cJSON_IsFalse(w);
     }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "store")) && (rc = load_store(c, v, cfg)))
+        return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "idempotency")) &&
         (rc = load_idempotency(c, v, cfg)))
         return rc;

@@ -457,11 +457,15 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         goto fail;
     pt_config_db_path(&d->cfg, d->db_path, sizeof d->db_path);
     pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
-    struct pt_store_options so = {.path = d->db_path,
-                                  .synchronous_normal = d->cfg.synchronous_normal};
+    struct pt_store_options so;
+    pt_config_store_options(&d->cfg, d->db_path, &so);
+    so.no_wal_vfs = 0; /* pt_store_set_wal_vfs above */
     if ((rc = pt_store_open(&so, &d->st, err, errlen)) != PT_OK)
         goto fail;
-    if ((rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
+    /* The writer and its group commit are SQLite's (PostgreSQL commits
+     * each connection's transactions itself). */
+    if (so.backend == PT_STORE_SQLITE &&
+        (rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
         goto fail;
     pt_store_attach(d->st, d->writer);
 

@@ -16,7 +16,7 @@ struct pt_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char path[1024];
-    int synchronous_normal;
+    struct pt_store_options opt; /* its strings are the daemon's config's */
     int size, opened, nfree;
     struct pt_store *free_list[POOL_MAX];
     void (*hook)(void *);
@@ -24,8 +24,9 @@ struct pt_pool {
     struct pt_store_writer *writer;
 };
 
-int pt_pool_new(const char *path, int synchronous_normal, int size, void (*hook)(void *),
-                void *hook_ctx, struct pt_store_writer *writer, struct pt_pool **out)
+int pt_pool_new(const char *path, const struct pt_store_options *opt, int size,
+                void (*hook)(void *), void *hook_ctx, struct pt_store_writer *writer,
+                struct pt_pool **out)
 {
     struct pt_pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -33,7 +34,7 @@ int pt_pool_new(const char *path, int synchronous_normal, int size, void (*hook)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     snprintf(p->path, sizeof p->path, "%s", path);
-    p->synchronous_normal = synchronous_normal;
+    p->opt = *opt;
     p->size = size < 1 ? 1 : size > POOL_MAX ? POOL_MAX : size;
     p->hook = hook;
     p->hook_ctx = hook_ctx;
@@ -60,7 +61,8 @@ struct pt_store *pt_pool_get(struct pt_pool *p)
 
     char err[1024];
     struct pt_store *st = NULL;
-    struct pt_store_options o = {.path = p->path, .synchronous_normal = p->synchronous_normal};
+    struct pt_store_options o = p->opt;
+    o.path = p->path;
     if (pt_store_open(&o, &st, err, sizeof err) != PT_OK) {
         pt_log_error("%s", err);
         pthread_mutex_lock(&p->mu);

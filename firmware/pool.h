@@ -15,8 +15,10 @@ struct pt_pool;
 /* Creates a pool over the database at path (already migrated).  hook, when
  * not NULL, is installed as every connection's event hook; writer, when
  * not NULL, is the one every connection writes through. */
-int pt_pool_new(const char *path, int synchronous_normal, int size, void (*hook)(void *),
-                void *hook_ctx, struct pt_store_writer *writer, struct pt_pool **out);
+struct pt_store_options;
+int pt_pool_new(const char *path, const struct pt_store_options *opt, int size,
+                void (*hook)(void *), void *hook_ctx, struct pt_store_writer *writer,
+                struct pt_pool **out);
 
 /* Borrows a connection, waiting while all are in use.  NULL when the
  * database cannot be opened (the error is logged). */

@@ -200,7 +200,9 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
     y->stall_file = sf && *sf ? sf : NULL;
 #endif
     char err[1024];
-    struct pt_store_options o = {.path = db_path, .synchronous_normal = cfg->synchronous_normal};
+    struct pt_store_options o;
+    pt_config_store_options(cfg, db_path, &o);
+    o.no_wal_vfs = 0; /* the daemon's pt_store_set_wal_vfs */
     int rc = pt_store_open(&o, &y->st, err, sizeof err);
     if (rc) {
         pt_log_error("%s", err);
