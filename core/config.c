@@ -99,5 +99,6 @@ void pt_config_store_options(const struct pt_config *cfg, const char *path,
         o->dsn = cfg->store_dsn;
         o->password_file = cfg->store_password_file[0] ? cfg->store_password_file : NULL;
         o->lane_id = cfg->lane_id[0] ? cfg->lane_id : NULL;
+        o->claim_timeout_ms = cfg->idem_lock_timeout_s * 1000;
     }
 }

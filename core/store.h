@@ -60,6 +60,9 @@ struct pt_store_options {
     const char *dsn;
     const char *password_file;
     const char *lane_id;
+    /* PostgreSQL: a send another lane armed is left to it this long after
+     * it was armed (idempotency.lock_timeout_s; 0 = 60 s). */
+    int64_t claim_timeout_ms;
 };
 
 /* "sqlite" or "postgresql": the backend behind st. */

@@ -68,6 +68,18 @@
     "updated_at = $2::bigint, gateway_refund_no = coalesce($3::text, "                             \
     "gateway_refund_no)," PATCH_REST
 
+/*
+ * When a row in progress is due: at next_attempt_at - except a send
+ * another lane armed (PROCESSING, claimed_by not this lane), which stays
+ * that lane's until lock_timeout_s after it was armed as well (SPEC 16: a
+ * lane that dies mid-send leaves its charge to another after that).
+ * $lane: this lane, $timeout: the claim timeout in ms.
+ */
+#define DUE_AT(p, lane, timeout)                                                                   \
+    "(CASE WHEN " p "state = 'PROCESSING' AND " p "claimed_by IS DISTINCT FROM $" #lane            \
+    "::text THEN greatest(" p "next_attempt_at, " p "updated_at + $" #timeout "::bigint)"          \
+    " ELSE " p "next_attempt_at END)"
+
 /* A refund has no action URL: the patch's $4 is only typed, never used. */
 #define NO_URL " AND $4::text IS NOT DISTINCT FROM $4"
 
@@ -125,12 +137,16 @@
     X(CHARGES_LIST_STATE, "SELECT " CHARGE_COLS " FROM charges WHERE state = $3::text"             \
                           " AND id > $1::bigint ORDER BY id LIMIT $2::integer")                    \
     X(CHARGES_DUE, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                             \
-                   " AND next_attempt_at <= $1::bigint AND id > $3::bigint ORDER BY id"            \
-                   " LIMIT $2::integer")                                                           \
+                   " AND next_attempt_at <= $1::bigint AND " DUE_AT(                               \
+                       "", 4, 5) " <= $1"                                                          \
+                                 " AND id > $3::bigint ORDER BY id LIMIT $2::integer")             \
     X(CHARGES_DUE_CLAIM, "SELECT " CHARGE_COLS " FROM charges WHERE " ACTIVE                       \
-                         " AND next_attempt_at <= $1::bigint AND id > $3::bigint ORDER BY id"      \
-                         " LIMIT $2::integer FOR UPDATE SKIP LOCKED")                              \
-    X(CHARGES_NEXT_DUE, "SELECT coalesce(min(next_attempt_at), 0) FROM charges WHERE " ACTIVE)     \
+                         " AND next_attempt_at <= $1::bigint AND " DUE_AT(                         \
+                             "", 4, 5) " <= $1"                                                    \
+                                       " AND id > $3::bigint ORDER BY id LIMIT $2::integer"        \
+                                       " FOR UPDATE SKIP LOCKED")                                  \
+    X(CHARGES_NEXT_DUE,                                                                            \
+      "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM charges WHERE " ACTIVE)                  \
     X(QUEUE_FIGURES, "SELECT count(*), coalesce(sum(amount) FILTER (WHERE currency = $1::text),"   \
                      " 0) FROM charges WHERE state = 'INIT'")                                      \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
@@ -171,9 +187,10 @@
     X(REFUNDS_OF_CHARGE, "SELECT " REFUND_COLS " WHERE r.charge_id = $3::bigint"                   \
                          " AND r.id > $1::bigint ORDER BY r.id LIMIT $2::integer")                 \
     X(REFUNDS_DUE, "SELECT " REFUND_COLS " WHERE r.state IN ('INIT', 'PROCESSING', 'PENDING',"     \
-                   " 'UNKNOWN') AND r.next_attempt_at <= $1::bigint AND r.id > $3::bigint"         \
-                   " ORDER BY r.id LIMIT $2::integer")                                             \
-    X(REFUNDS_NEXT_DUE, "SELECT coalesce(min(next_attempt_at), 0) FROM refunds WHERE " ACTIVE)     \
+                   " 'UNKNOWN') AND r.next_attempt_at <= $1::bigint AND " DUE_AT(                  \
+                       "r.", 4, 5) " <= $1 AND r.id > $3::bigint ORDER BY r.id LIMIT $2::integer") \
+    X(REFUNDS_NEXT_DUE,                                                                            \
+      "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM refunds WHERE " ACTIVE)                  \
     X(CHARGES_INTERRUPTED, "UPDATE charges SET next_attempt_at = $1::bigint"                       \
                            " WHERE state = 'PROCESSING' AND next_attempt_at > $1"                  \
                            " AND claimed_by IS NOT DISTINCT FROM $2::text")                        \
@@ -217,6 +234,7 @@ struct pg_store {
     void (*event_hook)(void *ctx);
     void *event_hook_ctx;
     char lane_id[64];
+    int64_t claim_timeout_ms; /* another lane's send stays its own this long */
     char errmsg[256];
 };
 
@@ -532,6 +550,7 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
     }
     st->head.ops = &pg_ops;
     snprintf(st->lane_id, sizeof st->lane_id, "%s", opt->lane_id ? opt->lane_id : "");
+    st->claim_timeout_ms = opt->claim_timeout_ms > 0 ? opt->claim_timeout_ms : 60000;
     char pw[256] = "";
     int rc;
     if (opt->password_file &&
@@ -1088,13 +1107,18 @@ static int pg_charges_due(struct pt_store *s, int64_t now, int64_t after_id, int
     a_int(&a, now);
     a_int(&a, max);
     a_int(&a, after_id);
+    a_opt(&a, PG(s)->lane_id);
+    a_int(&a, PG(s)->claim_timeout_ms);
     return read_charges(PG(s), PG(s)->in_txn ? S_CHARGES_DUE_CLAIM : S_CHARGES_DUE, &a, max, rows,
                         n, NULL);
 }
 
 static int pg_charges_next_due(struct pt_store *s, int64_t *when)
 {
-    return scalar(PG(s), S_CHARGES_NEXT_DUE, NULL, when);
+    struct args a = {0};
+    a_opt(&a, PG(s)->lane_id);
+    a_int(&a, PG(s)->claim_timeout_ms);
+    return scalar(PG(s), S_CHARGES_NEXT_DUE, &a, when);
 }
 
 /* Only this lane's own interrupted sends: another lane's may be on their
@@ -1483,12 +1507,17 @@ static int pg_refunds_due(struct pt_store *s, int64_t now, int64_t after_id, int
     a_int(&a, now);
     a_int(&a, max);
     a_int(&a, after_id);
+    a_opt(&a, PG(s)->lane_id);
+    a_int(&a, PG(s)->claim_timeout_ms);
     return read_refunds(PG(s), S_REFUNDS_DUE, &a, max, rows, n, NULL);
 }
 
 static int pg_refunds_next_due(struct pt_store *s, int64_t *when)
 {
-    return scalar(PG(s), S_REFUNDS_NEXT_DUE, NULL, when);
+    struct args a = {0};
+    a_opt(&a, PG(s)->lane_id);
+    a_int(&a, PG(s)->claim_timeout_ms);
+    return scalar(PG(s), S_REFUNDS_NEXT_DUE, &a, when);
 }
 
 static int pg_refund_left(struct pt_store *s, int64_t charge_id, int64_t *left)

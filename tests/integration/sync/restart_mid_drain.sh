@@ -44,8 +44,8 @@ wait_until 20 one_processing || fail "no charge became PROCESSING after the link
 sleep 0.5 # the request is at the gateway now, held by the delay
 daemon_kill KILL
 sim_clear
-claimed=$(sqlite3 "$T/data/payterm.db" "SELECT order_id FROM charges WHERE state = 'PROCESSING'" | tr '\n' ' ')
-queued=$(sqlite3 "$T/data/payterm.db" "SELECT count(*) FROM charges WHERE state = 'INIT'")
+claimed=$(db_query "SELECT order_id FROM charges WHERE state = 'PROCESSING'" | tr '\n' ' ')
+queued=$(db_query "SELECT count(*) FROM charges WHERE state = 'INIT'")
 log "killed with PROCESSING: $claimed; still queued: $queued"
 expect "charges PROCESSING at the kill (only the one being sent)" 1 "$(wc -w <<<"$claimed")"
 expect "charges still queued at the kill" 5 "$queued"

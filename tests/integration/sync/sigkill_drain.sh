@@ -47,7 +47,7 @@ in_flight_midway() { # in_flight_midway MIN_CAPTURED MIN_PROCESSING
 # The charges the dead daemon left PROCESSING, read from its database while
 # it is down (the ground truth of what was in flight at the kill).
 processing_in_db() {
-    sqlite3 "$T/data/payterm.db" "SELECT order_id FROM charges WHERE state = 'PROCESSING' ORDER BY id" | tr '\n' ' '
+    db_query "SELECT order_id FROM charges WHERE state = 'PROCESSING' ORDER BY id" | tr '\n' ' '
 }
 # kill_in_flight MIN_CAPTURED: SIGKILL at a moment a send is in flight (the
 # check and the kill race by a few ms against a 600 ms answer: tried again

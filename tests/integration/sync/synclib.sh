@@ -171,6 +171,32 @@ write_base_config() {
 EOF
 }
 
+# PT_SYNC_STORE=postgresql: the daemon's store is a PostgreSQL database of
+# this test's own, in the pg fixture's cluster (PT_TEST_PG_STATE,
+# tests/pg/cluster.sh), as lane "lane-1": the same script, the other backend.
+STORE_CONFIG=""
+PG_DB=""
+pg_store_setup() {
+    : "${PT_TEST_PG_STATE:?PT_SYNC_STORE=postgresql needs the pg fixture (PT_TEST_PG_STATE)}"
+    PG_CONN=$(sed -n 1p "$PT_TEST_PG_STATE")
+    PG_DB=sync_$(tr -c 'a-z0-9\n' _ <<<"$TEST_NAME")_$$
+    psql -q "$PG_CONN dbname=postgres" -c "CREATE DATABASE $PG_DB" ||
+        fail "cannot create database $PG_DB"
+    STORE_CONFIG=$T/store.json
+    printf '{"store": {"backend": "postgresql", "dsn": "postgresql://payterm@/%s?host=%s&port=5432", "lane_id": "lane-1"}}\n' \
+        "$PG_DB" "$(sed -n 2p "$PT_TEST_PG_STATE")" >"$STORE_CONFIG"
+}
+[ "${PT_SYNC_STORE:-sqlite}" != postgresql ] || pg_store_setup
+# db_query SQL: what the daemon's store holds (SQLite file or PostgreSQL),
+# one value per line.
+db_query() {
+    if [ -n "$PG_DB" ]; then
+        psql -qAt "$PG_CONN dbname=$PG_DB" -c "$1"
+    else
+        sqlite3 "$T/data/payterm.db" "$1"
+    fi
+}
+
 DAEMON_RUNS=0
 # daemon_start: starts payterm serve with base.json, the simulator's
 # gateways.json and the test's extra config (if any); waits for /healthz.
@@ -179,6 +205,7 @@ daemon_start() {
     DAEMON_RUNS=$((DAEMON_RUNS + 1))
     local logf="$T/payterm.$DAEMON_RUNS.log"
     local cfgs=(-c "$T/base.json" -c "$T/sim/gateways.json")
+    [ -z "$STORE_CONFIG" ] || cfgs+=(-c "$STORE_CONFIG")
     [ -z "${EXTRA_CONFIG:-}" ] || cfgs+=(-c "$EXTRA_CONFIG")
     mkdir -p "$T/answers"
     PAYTERM_TEST_ANSWER_LOG="$T/answers" "$PAYTERM" serve "${cfgs[@]}" >"$logf" 2>&1 &
