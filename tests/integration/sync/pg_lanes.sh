@@ -1,57 +1,67 @@
 #!/usr/bin/env bash
-# pg_lanes.sh PAYTERM - two lanes' daemons on one PostgreSQL store (SPEC 16)
-# against the simulator:
-#   * the same Idempotency-Key posted to both lanes at once -> one charge,
+# pg_lanes.sh PAYTERM [LANES] - LANES (default 2) lanes' daemons on one
+# PostgreSQL store (SPEC 16) against the simulator:
+#   * the same Idempotency-Key posted to every lane at once -> one charge,
 #     one capture;
-#   * one order_id under different keys on both lanes at once -> one charge;
-#   * charges queued offline on both lanes, then the network returns and
-#     both drain -> every order captured exactly once, one charge.succeeded
-#     each in the shop's one feed (read from either lane), the audit naming
-#     the lane.
+#   * one order_id under different keys on every lane at once -> one charge;
+#   * charges queued offline on every lane, then the network returns and all
+#     drain the shop's one queue -> every order captured exactly once, one
+#     charge.succeeded each in the one feed (read from the last lane), the
+#     audit naming the lanes;
+#   * lane 1 is SIGKILLed while its sends are in flight: the other lanes
+#     leave its PROCESSING charges alone until idempotency.lock_timeout_s
+#     after they were armed, then resolve them by query -> still exactly one
+#     capture per order, nothing left in progress.
 # The cluster is the pg fixture's (PT_TEST_PG_STATE, tests/pg/cluster.sh);
 # this test gets a database of its own in it.
-. "$(dirname "$0")/synclib.sh" "$@"
+. "$(dirname "$0")/synclib.sh" "$1"
+LANES=${2:-2}
 : "${PT_TEST_PG_STATE:?set by ctest (the pg fixture)}"
 PGCONN=$(sed -n 1p "$PT_TEST_PG_STATE")
-PGHOST_DIR=$(sed -n 2p "$PT_TEST_PG_STATE")
 DB=lanes_$$
 psql -q "$PGCONN dbname=postgres" -c "CREATE DATABASE $DB" || fail "cannot create database $DB"
 pg() { psql -qAt "$PGCONN dbname=$DB" -c "$1"; }
-DSN="postgresql://payterm@/$DB?host=$PGHOST_DIR&port=5432"
+DSN="postgresql://payterm@/$DB?host=$(sed -n 2p "$PT_TEST_PG_STATE")&port=5432"
+CLAIM_S=3 # idempotency.lock_timeout_s: how long a dead lane's sends stay its own
+SYNC_REQUEST_TIMEOUT_MS=1000
 
-D2_PID=""
-trap 'rc=$?; stop_pid "$D2_PID" TERM; (exit $rc); on_exit' EXIT
+LANE_PIDS=()
+trap 'rc=$?; for p in "${LANE_PIDS[@]}"; do stop_pid "$p" TERM; done; (exit $rc); on_exit' EXIT
+[ "$LANES" -ge 2 ] || { echo "pg_lanes.sh: LANES must be 2 or more" >&2; exit 2; }
 
-cat >"$T/lane1.json" <<J
-{"store": {"backend": "postgresql", "dsn": "$DSN", "lane_id": "lane-1"}}
-J
-sync_start "$T/lane1.json"
+lane_config() { # lane_config N -> the store fragment of lane N
+    printf '{"store": {"backend": "postgresql", "dsn": "%s", "lane_id": "lane-%d"},
+             "idempotency": {"lock_timeout_s": %d}}\n' "$DSN" "$1" "$CLAIM_S" >"$T/lane$1.json"
+    echo "$T/lane$1.json"
+}
+sync_start "$(lane_config 1)"
+URLS=("$API")
+# Lanes 2..LANES: their own data dir and port, the same store.
+for n in $(seq 2 "$LANES"); do
+    port=$(pick_port)
+    jq --arg d "$T/data$n" --arg l "127.0.0.1:$port" '.data_dir = $d | .listen = $l' \
+        "$T/base.json" >"$T/base$n.json"
+    "$PAYTERM" serve -c "$T/base$n.json" -c "$T/sim/gateways.json" -c "$(lane_config "$n")" \
+        >"$T/payterm.lane$n.log" 2>&1 &
+    LANE_PIDS+=($!)
+    URLS+=("http://127.0.0.1:$port")
+done
+for u in "${URLS[@]}"; do
+    wait_until 30 curl -sf "$u/healthz" -o /dev/null || fail "lane $u did not start (see $T)"
+done
+log "$LANES lanes on one store ($DB): ${URLS[*]}"
+lane_url() { echo "${URLS[$(($1 % LANES))]}"; } # lane_url I -> the lane request I goes to
 
-# The second lane: its own data dir and port, the same store.
-API2_PORT=$(pick_port)
-API2=http://127.0.0.1:$API2_PORT
-jq --arg d "$T/data2" --arg l "127.0.0.1:$API2_PORT" '.data_dir = $d | .listen = $l' \
-    "$T/base.json" >"$T/base2.json"
-sed 's/lane-1/lane-2/' "$T/lane1.json" >"$T/lane2.json"
-"$PAYTERM" serve -c "$T/base2.json" -c "$T/sim/gateways.json" -c "$T/lane2.json" \
-    >"$T/payterm.lane2.log" 2>&1 &
-D2_PID=$!
-wait_until 30 curl -sf "$API2/healthz" -o /dev/null ||
-    fail "lane 2 did not start: $(tail -n 5 "$T/payterm.lane2.log")"
-log "lane 1 on $API_PORT, lane 2 on $API2_PORT, one store: $DB"
-
-# storm NAME SAME_KEY ORDER - 16 POSTs at once, alternating the lanes.
+# storm NAME SAME_KEY ORDER - 16 POSTs at once, spread over the lanes.
 storm() {
-    local name=$1 same=$2 order=$3 i key url
+    local name=$1 same=$2 order=$3 i key
     : >"$T/$name.cfg"
     for i in $(seq 16); do
         key=storm-$name
         [ "$same" = 1 ] || key=storm-$name-$i
-        url=$API
-        [ $((i % 2)) = 0 ] && url=$API2
         printf '{"order_id":"%s",%s}' "$order" "$(stripe_card 700)" >"$T/$name.req.$i"
         cat >>"$T/$name.cfg" <<C
-url = "$url/v1/charges"
+url = "$(lane_url "$i")/v1/charges"
 request = "POST"
 header = "Content-Type: application/json"
 header = "Idempotency-Key: $key"
@@ -64,47 +74,76 @@ C
         [ "$i" = 16 ] || echo next >>"$T/$name.cfg"
     done
     curl -sZ --parallel-max 16 -K "$T/$name.cfg" >"$T/$name.status" || true
+    local bad
+    bad=$(grep -cvE '^(200|201|202|409)$' "$T/$name.status" || true)
+    [ "$bad" = 0 ] || cat "$T"/"$name".body.* >&2
+    expect "answers other than 200/201/202/409 in the $name storm" 0 "$bad"
+    expect "charges for $order after the $name storm on $LANES lanes" 1 \
+        "$(pg "SELECT count(*) FROM charges WHERE order_id = '$order'")"
 }
-
 storm key 1 LANE-KEY-1
-expect "charges for LANE-KEY-1 after a same-key storm on two lanes" 1 \
-    "$(pg "SELECT count(*) FROM charges WHERE order_id = 'LANE-KEY-1'")"
-bad=$(grep -cvE '^(200|201|202|409)$' "$T/key.status" || true)
-expect "answers other than 200/201/202/409 in the same-key storm" 0 "$bad"
-
 storm order 0 LANE-ORDER-1
-expect "charges for LANE-ORDER-1 after a same-order storm on two lanes" 1 \
-    "$(pg "SELECT count(*) FROM charges WHERE order_id = 'LANE-ORDER-1'")"
-bad=$(grep -cvE '^(200|201|202|409)$' "$T/order.status" || true)
-[ "$bad" = 0 ] || cat "$T"/order.body.* >&2
-expect "answers other than 200/201/202/409 in the same-order storm" 0 "$bad"
-
 wait_final LANE-KEY-1 30
 wait_final LANE-ORDER-1 30
 
-# Offline on both lanes, then both drain the shop's one queue.
-sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
+# queue PREFIX COUNT AMOUNT_BASE: COUNT charges queued offline, spread over the lanes.
+queue() {
+    local i o st
+    for i in $(seq 1 "$2"); do
+        o=$(printf '%s-%02d' "$1" "$i")
+        ORDERS+=("$o")
+        st=$(curl -sS -o "$T/q.body" -w '%{http_code}' --max-time 30 "$(lane_url "$i")/v1/charges" \
+            -H 'Content-Type: application/json' -H "Idempotency-Key: q-$o" \
+            -d "{\"order_id\":\"$o\",$(stripe_card $(($3 + i)))}")
+        expect "$o queued" 202 "$st"
+    done
+}
+sync_all() { for u in "${URLS[@]}"; do curl -sS -X POST "$u/v1/sync" -o /dev/null; done; }
+
+# Offline on every lane, then all of them drain the shop's one queue.
 ORDERS=()
-for i in $(seq 1 12); do
-    o=$(printf 'LANE-Q-%02d' "$i")
-    ORDERS+=("$o")
-    if [ $((i % 2)) = 1 ]; then a=$API; else a=$API2; fi
-    st=$(curl -sS -o "$T/q.body" -w '%{http_code}' --max-time 30 "$a/v1/charges" \
-        -H 'Content-Type: application/json' -H "Idempotency-Key: q-$o" \
-        -d "{\"order_id\":\"$o\",$(stripe_card $((900 + i)))}")
-    expect "$o queued on lane $((2 - i % 2))" 202 "$st"
-done
+sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
+queue LANE-Q 12 900
 sim_clear
-api /v1/sync -X POST >/dev/null
-curl -sS -X POST "$API2/v1/sync" >/dev/null
+sync_all
 for o in "${ORDERS[@]}"; do wait_final "$o" 60; done
 expect_all_captured_once LANE-KEY-1 LANE-ORDER-1 "${ORDERS[@]}"
-# The feed is the shop's: lane 2 serves the same events as lane 1.
-expect "charge.succeeded events in lane 2's feed" 14 \
-    "$(curl -sS "$API2/v1/events?after=0&limit=100" | jq '[.data[] | select(.type == "charge.succeeded")] | length')"
-# Each lane's daemon is named in the audit's actor.
-expect "audit rows naming lane-2" 1 \
-    "$(pg "SELECT count(*) > 0 FROM charge_events WHERE actor LIKE '%@lane-2'" | sed 's/t/1/;s/f/0/')"
+expect "charge.succeeded events in the last lane's feed" 14 \
+    "$(curl -sS "${URLS[$((LANES - 1))]}/v1/events?after=0&limit=100" | jq '[.data[] | select(.type == "charge.succeeded")] | length')"
+expect "lanes named in the audit's actor" "$LANES" \
+    "$(pg "SELECT count(DISTINCT substring(actor from '@(lane-[0-9]+)$')) FROM charge_events WHERE actor LIKE '%@lane-%'")"
+
+# A lane dies with sends in flight (each answer 800 ms late): the one that
+# holds PROCESSING charges first is SIGKILLed.
+sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
+queue LANE-K 16 2000
+sim_clear
+sim_fault '{"gateway":"stripe","mode":"delay","count":-1,"delay_ms":800}'
+sync_all
+claimed() { pg "SELECT claimed_by FROM charges WHERE state = 'PROCESSING' AND claimed_by IS NOT NULL ORDER BY id LIMIT 1"; }
+has_claim() { [ -n "$(claimed)" ]; }
+wait_until 20 has_claim || fail "no lane ever had a send in flight"
+victim_lane=$(claimed)
+k=${victim_lane#lane-}
+if [ "$k" = 1 ]; then victim_pid=$D_PID; D_PID=""; else victim_pid=${LANE_PIDS[$((k - 2))]}; fi
+kill -KILL "$victim_pid"
+VICTIMS=$(pg "SELECT string_agg(quote_literal(order_id), ',') FROM charges WHERE state = 'PROCESSING' AND claimed_by = '$victim_lane'")
+log "$victim_lane killed with sends in flight: $VICTIMS"
+[ -n "$VICTIMS" ] || fail "$victim_lane was killed with nothing in flight"
+sim_clear
+LIVE=()
+for n in $(seq 1 "$LANES"); do [ "$n" = "$k" ] || LIVE+=("${URLS[$((n - 1))]}"); done
+API=${LIVE[0]} # state and events are read from a live lane now
+for u in "${LIVE[@]}"; do curl -sS -X POST "$u/v1/sync" -o /dev/null; done
+for o in "${ORDERS[@]}"; do wait_final "$o" 60; done
+expect_all_captured_once LANE-KEY-1 LANE-ORDER-1 "${ORDERS[@]}"
 expect "charges left in progress" 0 \
     "$(pg "SELECT count(*) FROM charges WHERE state NOT IN ('SUCCESS', 'FAILED', 'CANCELED')")"
+# The dead lane's sends were settled by the others, none before the claim
+# timeout had passed since they were armed.
+expect "$victim_lane's interrupted sends settled by another lane" \
+    "$(pg "SELECT count(*) FROM charges WHERE order_id IN ($VICTIMS)")" \
+    "$(pg "SELECT count(*) FROM charges c WHERE order_id IN ($VICTIMS) AND EXISTS (SELECT 1 FROM charge_events e WHERE e.charge_id = c.id AND e.to_state = 'SUCCESS' AND e.actor NOT LIKE '%@$victim_lane')")"
+expect "$victim_lane's sends touched by another lane before the claim timeout" 0 \
+    "$(pg "SELECT count(*) FROM charges c WHERE order_id IN ($VICTIMS) AND EXISTS (SELECT 1 FROM charge_events a, charge_events b WHERE a.charge_id = c.id AND b.charge_id = c.id AND a.to_state = 'PROCESSING' AND a.actor LIKE '%@$victim_lane' AND b.id > a.id AND b.actor NOT LIKE '%@$victim_lane' AND b.created_at < a.created_at + $CLAIM_S * 1000)")"
 pass
