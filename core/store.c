@@ -43,6 +43,23 @@ int pt_store_schema_latest_of(const struct pt_store *st)
     return ops(st)->schema_latest();
 }
 
+int pt_store_charge_queue_guarded(struct pt_store *st, const struct pt_store_queued_charge *q,
+                                  int64_t now)
+{
+    return ops(st)->charge_queue_guarded ? ops(st)->charge_queue_guarded(st, q, now)
+                                         : PT_EUNSUPPORTED;
+}
+
+int pt_store_has_queue_guarded(const struct pt_store *st)
+{
+    return ops(st)->charge_queue_guarded != NULL;
+}
+
+uint64_t pt_store_round_trips(const struct pt_store *st)
+{
+    return ops(st)->round_trips ? ops(st)->round_trips(st) : 0;
+}
+
 const char *pt_store_backend(const struct pt_store *st)
 {
     return ops(st)->name;

@@ -65,6 +65,10 @@ struct pt_store_options {
     int64_t claim_timeout_ms;
 };
 
+/* Requests st sent to its database server so far (0 for SQLite, which has
+ * none): what the PostgreSQL store's one-round-trip paths are held to. */
+uint64_t pt_store_round_trips(const struct pt_store *st);
+
 /* "sqlite" or "postgresql": the backend behind st. */
 const char *pt_store_backend(const struct pt_store *st);
 
@@ -313,6 +317,33 @@ int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const ch
 /* Deletes completed records whose expires_at <= now; *count = rows swept.
  * Uncompleted (locked) records are left for lock recovery. */
 int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count);
+
+/*
+ * The guarded new charge queued offline in one statement, where the
+ * backend has one (PostgreSQL: one round trip, one durable commit, SPEC
+ * 16): the charge INIT with its first audit row and its key completed with
+ * the answer, all or nothing, only if the key was never used and the queue
+ * has room.  The answer is body_head, the charge's id, body_tail.
+ * PT_OK: done, c->id set.  PT_EAGAIN: not the plain case (the key or the
+ * order exists, a race with another lane, the offline limits): nothing was
+ * written, the caller takes the usual path, which answers every one of
+ * those.  PT_EUNSUPPORTED: the backend has no such statement (SQLite, whose
+ * one transaction on the one writer is as cheap).
+ */
+struct pt_store_queued_charge {
+    const char *scope, *key;
+    const unsigned char *hash; /* 32 bytes */
+    struct pt_charge *c;       /* INIT, next_attempt_at set */
+    const char *body_head, *body_tail;
+    int64_t expires_at;
+    int64_t max_count; /* offline.max_count */
+    int64_t max_total; /* offline.limits.<currency>.max_total */
+    const char *actor; /* of the audit row */
+};
+int pt_store_charge_queue_guarded(struct pt_store *st, const struct pt_store_queued_charge *q,
+                                  int64_t now);
+/* Whether st's backend has that statement (nothing else need be prepared). */
+int pt_store_has_queue_guarded(const struct pt_store *st);
 
 /* ---- charges ---------------------------------------------------------- */
 

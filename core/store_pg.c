@@ -147,8 +147,8 @@
                                        " FOR UPDATE SKIP LOCKED")                                  \
     X(CHARGES_NEXT_DUE,                                                                            \
       "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM charges WHERE " ACTIVE)                  \
-    X(QUEUE_FIGURES, "SELECT count(*), coalesce(sum(amount) FILTER (WHERE currency = $1::text),"   \
-                     " 0) FROM charges WHERE state = 'INIT'")                                      \
+    X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0), coalesce(sum(total) FILTER"                  \
+                     " (WHERE currency = $1::text), 0) FROM offline_queue")                        \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
@@ -210,7 +210,23 @@
     X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = $1::bigint AND state = 'INIT'")             \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
-    X(NOTIFY, "SELECT pg_notify('payterm_events', $1::text)")
+    X(NOTIFY, "SELECT pg_notify('payterm_events', $1::text)")                                      \
+    X(CHARGE_QUEUE_GUARDED,                                                                        \
+      "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
+      " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
+      " next_attempt_at, created_at, updated_at) SELECT $1::text, $2::text, $3::text, $4::bigint," \
+      " $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, 0,"        \
+      " $12::bigint, $13::bigint, $13 WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"            \
+      " WHERE scope = $14::text AND key = $15::text)"                                              \
+      " AND (SELECT coalesce(sum(count), 0) FROM offline_queue) < $19::bigint"                     \
+      " AND (SELECT coalesce(sum(total), 0) FROM offline_queue WHERE currency = $5)"               \
+      " + $4 <= $20::bigint RETURNING id),"                                                        \
+      " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"           \
+      " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                                     \
+      " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"               \
+      " response_status, response_body, created_at, expires_at) SELECT $14, $15, $16::bytea,"      \
+      " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $22::bigint FROM c)"    \
+      " SELECT id FROM c")
 
 enum {
 #define PG__ENUM(id, sql) S_##id,
@@ -235,16 +251,20 @@ struct pg_store {
     void *event_hook_ctx;
     char lane_id[64];
     int64_t claim_timeout_ms; /* another lane's send stays its own this long */
+    uint64_t round_trips;     /* requests sent to the server so far */
     char errmsg[256];
 };
 
 #define PG(st) ((struct pg_store *)(void *)(st))
 
+/* Every request to the server and its answer: one round trip, counted. */
+#define RT(st, call) ((st)->round_trips++, (call))
+
 static const struct pt_store_ops pg_ops;
 
 /* ---- parameters and results ---------------------------------------------- */
 
-#define MAX_PARAMS 14
+#define MAX_PARAMS 24
 
 struct args {
     const char *v[MAX_PARAMS];
@@ -344,7 +364,7 @@ static int q(struct pg_store *st, int id, const struct args *a, PGresult **res)
     if (!st->prepared[id]) {
         char name[8];
         snprintf(name, sizeof name, "s%d", id);
-        PGresult *p = PQprepare(st->conn, name, stmt_sql[id], 0, NULL);
+        PGresult *p = RT(st, PQprepare(st->conn, name, stmt_sql[id], 0, NULL));
         if (PQresultStatus(p) != PGRES_COMMAND_OK) {
             rc = xlate(st, p);
             pt_log_error("store: cannot prepare statement %d: %s", id, st->errmsg);
@@ -356,8 +376,8 @@ static int q(struct pg_store *st, int id, const struct args *a, PGresult **res)
     }
     char name[8];
     snprintf(name, sizeof name, "s%d", id);
-    PGresult *r = PQexecPrepared(st->conn, name, a ? a->n : 0, a ? a->v : NULL, a ? a->len : NULL,
-                                 a ? a->fmt : NULL, 0);
+    PGresult *r = RT(st, PQexecPrepared(st->conn, name, a ? a->n : 0, a ? a->v : NULL,
+                                        a ? a->len : NULL, a ? a->fmt : NULL, 0));
     ExecStatusType s = PQresultStatus(r);
     if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
         rc = xlate(st, r);
@@ -410,7 +430,7 @@ static int exec_sql(struct pg_store *st, const char *sql)
     int rc = connected(st);
     if (rc)
         return rc;
-    PGresult *r = PQexec(st->conn, sql);
+    PGresult *r = RT(st, PQexec(st->conn, sql));
     ExecStatusType s = PQresultStatus(r);
     rc = (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? PT_OK : xlate(st, r);
     PQclear(r);
@@ -431,7 +451,7 @@ static int pg_schema_version(struct pt_store *s, int *version)
     int rc = connected(st);
     if (rc)
         return rc;
-    PGresult *r = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema");
+    PGresult *r = RT(st, PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema"));
     if (PQresultStatus(r) == PGRES_TUPLES_OK) {
         *version = (int)col_int(r, 0, 0);
         PQclear(r);
@@ -463,7 +483,8 @@ static int pg_migrate_to(struct pt_store *s, int version)
             (rc = exec_sql(st, "SELECT pg_advisory_xact_lock(7302062520030)")))
             return rc;
         int now_at = 0;
-        PGresult *r = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema");
+        PGresult *r =
+            RT(st, PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema"));
         if (PQresultStatus(r) == PGRES_TUPLES_OK)
             now_at = (int)col_int(r, 0, 0);
         PQclear(r);
@@ -642,7 +663,7 @@ static int pg_commit(struct pt_store *s)
     struct pg_store *st = PG(s);
     if (!st->in_txn)
         return PT_EINVAL;
-    PGresult *r = PQexec(st->conn, "COMMIT");
+    PGresult *r = RT(st, PQexec(st->conn, "COMMIT"));
     int rc = PQresultStatus(r) == PGRES_COMMAND_OK ? PT_OK : xlate(st, r);
     /* "COMMIT" of a transaction that failed answers ROLLBACK. */
     if (rc == PT_OK && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
@@ -666,7 +687,7 @@ static int pg_rollback(struct pt_store *s)
     st->events_in_txn = 0;
     if (PQstatus(st->conn) != CONNECTION_OK)
         return PT_OK; /* the server dropped it with the connection */
-    PGresult *r = PQexec(st->conn, "ROLLBACK");
+    PGresult *r = RT(st, PQexec(st->conn, "ROLLBACK"));
     PQclear(r);
     return PT_OK;
 }
@@ -1371,7 +1392,7 @@ static int pg_count(struct pt_store *s, const char *table, int64_t *count)
         return rc;
     char sql[64];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
-    PGresult *r = PQexec(st->conn, sql);
+    PGresult *r = RT(st, PQexec(st->conn, sql));
     rc = PQresultStatus(r) == PGRES_TUPLES_OK ? PT_OK : xlate(st, r);
     if (rc == PT_OK)
         *count = col_int(r, 0, 0);
@@ -1588,6 +1609,66 @@ static int pg_refund_stats(struct pt_store *s, struct pt_refund_stats *out)
     return rc ? rc : scalar(PG(s), S_REFUND_STATS_REVIEW, NULL, &out->review);
 }
 
+/* The whole guarded new charge queued offline as one statement: one round
+ * trip, one durable commit (autocommit).  Every case but the plain one -
+ * the key used before, the order taken (a unique violation: the statement
+ * and all it wrote are undone), the queue full - is PT_EAGAIN, and the
+ * caller's usual path answers it. */
+static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_queued_charge *g,
+                                   int64_t now)
+{
+    struct pg_store *st = PG(s);
+    if (st->in_txn)
+        return PT_EUNSUPPORTED; /* its own transaction, or nothing */
+    const struct pt_charge *c = g->c;
+    char who[128];
+    if (st->lane_id[0])
+        snprintf(who, sizeof who, "%s@%s", g->actor, st->lane_id);
+    else
+        snprintf(who, sizeof who, "%s", g->actor);
+    struct args a = {0};
+    a_text(&a, c->order_id);
+    a_text(&a, c->gateway);
+    a_text(&a, c->method);
+    a_int(&a, c->amount);
+    a_text(&a, c->currency);
+    a_text(&a, pt_offline_mode_name(c->offline));
+    a_opt(&a, c->subject);
+    a_opt(&a, c->payment_code);
+    a_opt(&a, c->payment_method);
+    a_opt(&a, c->customer);
+    a_opt(&a, c->metadata);
+    a_int(&a, c->next_attempt_at);
+    a_int(&a, now);
+    a_text(&a, g->scope);
+    a_text(&a, g->key);
+    a_bytes(&a, g->hash, 32);
+    a_text(&a, g->body_head);
+    a_text(&a, g->body_tail);
+    a_int(&a, g->max_count);
+    a_int(&a, g->max_total);
+    a_text(&a, who);
+    a_int(&a, g->expires_at);
+    PGresult *r;
+    int rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r);
+    if (rc == PT_EEXIST)
+        return PT_EAGAIN;
+    if (rc)
+        return rc;
+    rc = PQntuples(r) == 1 ? PT_OK : PT_EAGAIN;
+    if (rc == PT_OK) {
+        g->c->id = col_int(r, 0, 0);
+        g->c->created_at = g->c->updated_at = now;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static uint64_t pg_round_trips(const struct pt_store *s)
+{
+    return ((const struct pg_store *)(const void *)s)->round_trips;
+}
+
 static int pg_schema_latest(void)
 {
     return pt_pg_migrations_count;
@@ -1596,6 +1677,8 @@ static int pg_schema_latest(void)
 static const struct pt_store_ops pg_ops = {
     .name = "postgresql",
     .schema_latest = pg_schema_latest,
+    .charge_queue_guarded = pg_charge_queue_guarded,
+    .round_trips = pg_round_trips,
     .errmsg = pg_errmsg,
     .close = pg_close,
     .schema_version = pg_schema_version,

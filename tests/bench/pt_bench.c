@@ -8,7 +8,8 @@
  * noisy neighbour hits both alike.
  *
  * usage: pt_bench [--dir DIR] [--json FILE] [--quick] [--only PART]
- *   PART: storage, http, concurrent, drain, footprint or online (default: all)
+ *   PART: storage, http, concurrent, drain, footprint, online or pg (default: all;
+ *   pg only in a build with the PostgreSQL store)
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
  */
@@ -1830,10 +1831,241 @@ static void bench_online(const char *dir, double floor_p50)
     add_result("online_charge", "us", p50, p99, 1e6 / p50, floor, p50 / floor, note);
 }
 
+/* ---- the store server on PostgreSQL (SPEC 13, 16) ------------------------------ */
+
+#ifdef PT_WITH_PG
+#include <libpq-fe.h>
+
+/* The cluster's connection string (tests/pg/cluster.sh's state, line 1). */
+static char pg_conn[600];
+
+static void pg_sql(const char *db, const char *sql)
+{
+    char dsn[700];
+    snprintf(dsn, sizeof dsn, "%s dbname=%s", pg_conn, db);
+    PGconn *c = PQconnectdb(dsn);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "pt_bench: %s: %s", sql, PQerrorMessage(c));
+        exit(1);
+    }
+    PQclear(r);
+    PQfinish(c);
+}
+
+/*
+ * The seed design's de-duplication pattern, as its table and its three
+ * statements (SELECT the key; INSERT ... ON CONFLICT DO NOTHING the lock;
+ * UPDATE it completed with the answer), each its own transaction as the
+ * seed ran them, new keys every time, by pgbench: transactions per second
+ * with `clients` clients for `seconds`.
+ */
+static double seed_rate(const char *dir, int clients, double seconds)
+{
+    char script[PATH_MAX], out[PATH_MAX], cmd[2 * PATH_MAX + 800];
+    snprintf(script, sizeof script, "%s/seed_pattern.sql", dir);
+    snprintf(out, sizeof out, "%s/pgbench.out", dir);
+    FILE *f = fopen(script, "w");
+    if (!f)
+        die("seed script", PT_EIO);
+    fputs("\\set k random(1, 1000000000000)\n"
+          "SELECT response_status, response_body FROM idempotency_keys"
+          " WHERE scope = 'POST /v1/charges' AND key = 'seed-' || :client_id || '-' || :k;\n"
+          "INSERT INTO idempotency_keys (scope, key, request_hash, locked_at, locked_by,"
+          " created_at, expires_at) VALUES ('POST /v1/charges', 'seed-' || :client_id || '-' || :k,"
+          " decode(repeat('ab', 32), 'hex'), 1700000000000, 1, 1700000000000, 1700086400000)"
+          " ON CONFLICT (scope, key) DO NOTHING;\n"
+          "UPDATE idempotency_keys SET completed_at = 1700000000001, response_status = 202,"
+          " response_body = convert_to('{\"id\":1,\"order_id\":\"BENCH-1\",\"state\":\"INIT\","
+          "\"amount\":8888,\"currency\":\"CNY\"}', 'UTF8'), locked_at = NULL, locked_by = NULL"
+          " WHERE scope = 'POST /v1/charges' AND key = 'seed-' || :client_id || '-' || :k;\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "pgbench -n -f '%s' -c %d -j %d -T %d '%s dbname=seed' > '%s' 2>&1",
+             script, clients, clients < 2 ? 1 : 2, (int)(seconds + 0.5), pg_conn, out);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "pt_bench: pgbench failed (see %s)\n", out);
+        exit(1);
+    }
+    f = fopen(out, "r");
+    char line[256];
+    double tps = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "tps = %lf", &tps) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (tps <= 0) {
+        fprintf(stderr, "pt_bench: no tps in %s\n", out);
+        exit(1);
+    }
+    return tps;
+}
+
+/* The guarded new charge as a lane's daemon runs it on PostgreSQL: the
+ * intake's plain queued case in one statement (pt_store_charge_queue_guarded,
+ * core/intake.c queue_in_one), with the same charge, key and answer as
+ * guarded_new_charge. */
+static void pg_guarded_new_charge(struct pt_store *st, long i)
+{
+    char key[48], params[400];
+    struct pt_charge c;
+    memset(&c, 0, sizeof c);
+    snprintf(key, sizeof key, "bench-key-%ld", i);
+    snprintf(c.order_id, sizeof c.order_id, "BENCH-%08ld", i);
+    strcpy(c.gateway, "alipay");
+    strcpy(c.method, "barcode");
+    strcpy(c.currency, "CNY");
+    strcpy(c.payment_code, "287634438256643941");
+    strcpy(c.subject, "Large latte");
+    c.amount = 8888;
+    c.state = PT_STATE_INIT;
+    snprintf(params, sizeof params,
+             "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
+             "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
+             "\"order_id\":\"%s\",\"payment_code\":\"287634438256643941\","
+             "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
+             c.order_id);
+    unsigned char hash[32];
+    pt_idem_fingerprint("POST", "/v1/charges", params, hash);
+    int64_t now = 1700000000000 + i;
+    c.next_attempt_at = now;
+    c.created_at = c.updated_at = now;
+    char *body = pt_charge_json_text(&c); /* {"id":0,... */
+    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
+                                       .key = key,
+                                       .hash = hash,
+                                       .c = &c,
+                                       .body_head = "{\"id\":",
+                                       .body_tail = body + 7,
+                                       .expires_at = now + 86400000,
+                                       .max_count = 1000000000,
+                                       .max_total = 1000000000000000,
+                                       .actor = "api"};
+    int rc = pt_store_charge_queue_guarded(st, &q, now);
+    if (rc)
+        die("queued charge in one statement", rc);
+    free(body);
+}
+
+struct pg_lane {
+    struct pt_store *st;
+    long next, done;
+    double end_us;
+};
+
+static void *pg_lane_main(void *p)
+{
+    struct pg_lane *l = p;
+    while (now_us() < l->end_us) {
+        pg_guarded_new_charge(l->st, l->next++);
+        l->done++;
+    }
+    return NULL;
+}
+
+/* payterm's guarded new charge on the PostgreSQL store, as a lane's daemon
+ * runs it (store_pg.c), `lanes` connections at once: charges per second. */
+static double pg_lanes_rate(struct pt_store **st, int lanes, long *next, double seconds)
+{
+    pthread_t th[LANES_MAX];
+    struct pg_lane l[LANES_MAX];
+    double t0 = now_us();
+    for (int i = 0; i < lanes; i++) {
+        l[i] = (struct pg_lane){
+            .st = st[i], .next = *next + (long)i * 10000000L, .end_us = t0 + seconds * 1e6};
+        if (pthread_create(&th[i], NULL, pg_lane_main, &l[i]) != 0)
+            exit(1);
+    }
+    long done = 0;
+    for (int i = 0; i < lanes; i++) {
+        pthread_join(th[i], NULL);
+        done += l[i].done;
+    }
+    *next += (long)lanes * 10000000L;
+    return done / ((now_us() - t0) / 1e6);
+}
+
+/*
+ * pg_new_charge: one lane's guarded new charges against the seed pattern
+ * with one pgbench client; pg_eight_lanes: eight lanes at once against
+ * eight pgbench clients.  rate = payterm's charges per second, floor = the
+ * seed pattern's new keys per second in the same run, ratio = rate / floor
+ * (budget >= 3 for both; and eight lanes >= 3x one lane).  Runs in the
+ * order seed, payterm, payterm, seed for each, twice.
+ */
+static void bench_pg(const char *dir)
+{
+    char state[PATH_MAX], cmd[2 * PATH_MAX];
+    snprintf(state, sizeof state, "%s/pg.state", dir);
+    snprintf(cmd, sizeof cmd, "'%s' start '%s' >/dev/null", PT_PG_CLUSTER, state);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "pt_bench: cannot start PostgreSQL (%s)\n", PT_PG_CLUSTER);
+        exit(1);
+    }
+    FILE *f = fopen(state, "r");
+    if (!f || !fgets(pg_conn, sizeof pg_conn, f))
+        die("pg state", PT_EIO);
+    fclose(f);
+    pg_conn[strcspn(pg_conn, "\n")] = '\0';
+    pg_sql("postgres", "CREATE DATABASE seed");
+    pg_sql("postgres", "CREATE DATABASE bench");
+    pg_sql("seed", "CREATE TABLE idempotency_keys (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY"
+                   " KEY, scope TEXT NOT NULL, key TEXT NOT NULL, request_hash BYTEA NOT NULL,"
+                   " locked_at BIGINT, locked_by BIGINT, completed_at BIGINT, response_status"
+                   " INTEGER, response_body BYTEA, order_id TEXT, created_at BIGINT NOT NULL,"
+                   " expires_at BIGINT NOT NULL, UNIQUE (scope, key))");
+    char dsn[700], err[512];
+    snprintf(dsn, sizeof dsn, "%s dbname=bench", pg_conn);
+    struct pt_store *st[LANES_MAX];
+    for (int i = 0; i < LANES_MAX; i++) {
+        char lane[16];
+        snprintf(lane, sizeof lane, "bench-%d", i + 1);
+        struct pt_store_options o = {.backend = PT_STORE_POSTGRESQL, .dsn = dsn, .lane_id = lane};
+        int rc = pt_store_open(&o, &st[i], err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "pt_bench: %s\n", err);
+            exit(1);
+        }
+    }
+    double secs = quick ? 1.0 : 3.0;
+    long next = 1;
+    pg_lanes_rate(st, LANES_MAX, &next, 0.5); /* warm-up: statements prepared */
+    double s1 = 0, p1 = 0, s8 = 0, p8 = 0;
+    for (int round = 0; round < 2; round++) {
+        s1 += seed_rate(dir, 1, secs) / 4;
+        p1 += pg_lanes_rate(st, 1, &next, secs) / 4;
+        p1 += pg_lanes_rate(st, 1, &next, secs) / 4;
+        s1 += seed_rate(dir, 1, secs) / 4;
+        s8 += seed_rate(dir, LANES_MAX, secs) / 4;
+        p8 += pg_lanes_rate(st, LANES_MAX, &next, secs) / 4;
+        p8 += pg_lanes_rate(st, LANES_MAX, &next, secs) / 4;
+        s8 += seed_rate(dir, LANES_MAX, secs) / 4;
+    }
+    char note[256];
+    snprintf(note, sizeof note,
+             "key + charge + audit + stored response in 1 statement (1 round trip, 1 durable "
+             "commit), 1 lane; floor = the seed's 3 statements by pgbench, 1 client (%.0f/s); "
+             "ratio = rate / floor, budget >= 3",
+             s1);
+    add_result("pg_new_charge", "us", 1e6 / p1, 0, p1, s1, p1 / s1, note);
+    snprintf(note, sizeof note,
+             "8 lanes (connections) at once; floor = the seed pattern with 8 pgbench clients "
+             "(%.0f/s); 8 lanes / 1 lane = %.2f (budget >= 3); ratio budget >= 3",
+             s8, p8 / p1);
+    add_result("pg_eight_lanes", "us", LANES_MAX * 1e6 / p8, 0, p8, s8, p8 / s8, note);
+    for (int i = 0; i < LANES_MAX; i++)
+        pt_store_close(st[i]);
+    snprintf(cmd, sizeof cmd, "'%s' stop '%s'", PT_PG_CLUSTER, state);
+    if (system(cmd) != 0)
+        fprintf(stderr, "pt_bench: could not stop PostgreSQL\n");
+}
+#endif
+
 static int is_part(const char *name)
 {
-    static const char *const parts[] = {"storage", "http",      "concurrent",
-                                        "drain",   "footprint", "online"};
+    static const char *const parts[] = {"storage",   "http",   "concurrent", "drain",
+                                        "footprint", "online", "pg"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strcmp(name, parts[i]) == 0)
             return 1;
@@ -1854,7 +2086,7 @@ int main(int argc, char **argv)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick] "
-                            "[--only storage|http|concurrent|drain|footprint|online]\n");
+                            "[--only storage|http|concurrent|drain|footprint|online|pg]\n");
             return 2;
         }
     }
@@ -1887,6 +2119,10 @@ int main(int argc, char **argv)
     }
     if (PART("footprint"))
         bench_footprint(dir);
+#ifdef PT_WITH_PG
+    if (PART("pg"))
+        bench_pg(dir);
+#endif
 #undef PART
     print_and_write(json);
     return 0;

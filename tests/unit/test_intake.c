@@ -366,6 +366,45 @@ static void test_queued_replayed_and_conflicts(void **state)
     assert_int_equal(count("charges"), 1);
 }
 
+/* On PostgreSQL a guarded new charge queued offline is one round trip and
+ * one durable commit (SPEC 16), with the answer the usual path gives: the
+ * replay is the same bytes, and the key and the order taken make the next
+ * requests take the usual path (a replay, a conflict). */
+static void test_new_queued_charge_is_one_round_trip(void **state)
+{
+    (void)state;
+    pt_test_pg_only("the round trips of the PostgreSQL store");
+    struct pt_reply r, r2;
+    post("rt-0", charge_body("O-RT-0", 100, NULL), &r); /* its statement prepared */
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    uint64_t trips = pt_store_round_trips(st);
+    post("rt-1", charge_body("O-RT-1", 100, NULL), &r);
+    assert_int_equal(pt_store_round_trips(st) - trips, 1);
+    assert_int_equal(r.status, 202);
+    assert_false(r.replayed);
+    post("rt-1", charge_body("O-RT-1", 100, NULL), &r2);
+    assert_true(r2.replayed);
+    assert_int_equal(r2.status, 202);
+    assert_int_equal(r2.len, r.len);
+    assert_memory_equal(r2.body, r.body, r.len);
+    pt_reply_free(&r2);
+    /* The same order under a new key: the charge, not a second one. */
+    post("rt-2", charge_body("O-RT-1", 100, NULL), &r2);
+    assert_int_equal(r2.status, 200);
+    pt_reply_free(&r2);
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 2);
+    struct pt_audit_row rows[4];
+    int n = 0;
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-RT-1", &c), PT_OK);
+    assert_int_equal(pt_store_audit_list(st, c.id, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].to_state, "INIT");
+    assert_string_equal(rows[0].cause, "created");
+}
+
 /* "Same parameters" is every parameter of the charge as it was created, read
  * back from its row: each one that differs is a conflict, and the same ones
  * still get the charge after the sync engine has moved it on. */
@@ -1450,6 +1489,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_key_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_body_names_fields_and_is_stored, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_new_queued_charge_is_one_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_replayed_and_conflicts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_key_same_order_compares_every_parameter, setup,
                                         teardown),

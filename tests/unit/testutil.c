@@ -316,6 +316,14 @@ void pt_test_sqlite_only(const char *why)
     skip();
 }
 
+void pt_test_pg_only(const char *why)
+{
+    if (pt_test_pg())
+        return;
+    fprintf(stderr, "[  SKIP    ] on SQLite: %s\n", why);
+    skip();
+}
+
 #ifdef PT_WITH_PG
 /* The cluster's DSN (line one of the state file) and this program's own
  * database in it. */

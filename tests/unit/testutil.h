@@ -116,5 +116,7 @@ int pt_test_sql_ok(const char *path, const char *sql);
 /* Skips the calling test on PostgreSQL (what only SQLite has: files,
  * PRAGMAs, the writer's batches), saying why. */
 void pt_test_sqlite_only(const char *why);
+/* And the other way round. */
+void pt_test_pg_only(const char *why);
 
 #endif
