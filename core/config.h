@@ -50,6 +50,7 @@ struct pt_config {
     char store_dsn[PT_CFG_PATH_MAX];
     char store_password_file[PT_CFG_PATH_MAX];
     char lane_id[PT_CFG_LANE_MAX]; /* this daemon's name among the lanes */
+    int store_fallback_local;      /* store.fallback = "local" */
 
     int64_t idem_ttl_s;
     int64_t idem_lock_timeout_s;

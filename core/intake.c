@@ -106,8 +106,13 @@ int pt_order_id_valid(const char *s)
     return 1;
 }
 
+/* The storage error behind this thread's last 503 storage_unavailable
+ * (create_charge tells PT_EIO, a server gone, from the rest). */
+static _Thread_local int last_storage_rc;
+
 static void storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
 {
+    last_storage_rc = rc;
     pt_log_error("storage failure: %s (%s)", pt_strerror(rc),
                  st ? pt_store_errmsg(st) : "the batch's commit");
     pt_reply_error(r, 503, "storage_unavailable",
@@ -1085,8 +1090,9 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
         return PT_OK;
     struct guard g;
     struct pt_idem_result res;
+    last_storage_rc = 0;
     if (!guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out, &res))
-        return out->status == 503 ? PT_ESTORAGE : PT_OK;
+        return out->status == 503 ? (last_storage_rc ? last_storage_rc : PT_ESTORAGE) : PT_OK;
     struct pt_charge c = {0};
     enum step next = STEP_COMPLETE;
     int rc;
@@ -1150,19 +1156,51 @@ void pt_intake_settle(const struct pt_intake *in, int rc, struct pt_reply *out)
     out->wake_on_settle = 0;
 }
 
+/*
+ * store.fallback "local" (SPEC 16): the store server could not be reached
+ * (PT_EIO: the connection is gone, so nothing of the request was kept
+ * there), and the charge is taken into the lane's own SQLite queue instead
+ * - queued, never sent from there: the sync engine moves it to the store
+ * server when it answers again (fallback.c), and the order_id, unique in
+ * both, keeps it one charge.  Replays of its key during the outage are
+ * answered there too.
+ */
+int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_header,
+                                    const char *body, size_t len, int64_t now, struct pt_reply *out)
+{
+    struct pt_intake local = *in;
+    memset(&local.online, 0, sizeof local.online); /* queued, never sent from here */
+    memset(&local.fallback, 0, sizeof local.fallback);
+    pt_reply_free(out);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(in->fallback.mu);
+    int rc = create_charge(&local, in->fallback.st, key_header, body, len, now, 0, out);
+    pthread_mutex_unlock(in->fallback.mu);
+    if (out->status == 202 && !out->replayed)
+        pt_log_warn("store server unreachable: the charge is queued in this lane's local store "
+                    "and moves to the store server when it answers again");
+    return rc;
+}
+
 /* A completed or refused request under the nowait variant still answers
  * (and stores its answer) as the other does; only PT_EAGAIN differs. */
 int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
                             const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
-    return create_charge(in, st, key_header, body, len, now, 0, out);
+    int rc = create_charge(in, st, key_header, body, len, now, 0, out);
+    if (rc == PT_EIO && in->fallback.st)
+        rc = pt_intake_create_charge_locally(in, key_header, body, len, now, out);
+    return rc;
 }
 
 int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *st,
                                    const char *key_header, const char *body, size_t len,
                                    int64_t now, struct pt_reply *out)
 {
-    return create_charge(in, st, key_header, body, len, now, 1, out);
+    int rc = create_charge(in, st, key_header, body, len, now, 1, out);
+    if (rc == PT_EIO && in->fallback.st)
+        rc = pt_intake_create_charge_locally(in, key_header, body, len, now, out);
+    return rc;
 }
 
 /*

@@ -10,6 +10,7 @@
 #ifndef PT_INTAKE_H
 #define PT_INTAKE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -105,10 +106,19 @@ struct pt_online_ops {
     void *ctx;
 };
 
+/* store.fallback "local" (SPEC 16): the lane's own SQLite store, where a
+ * new charge is queued while the store server cannot be reached; one
+ * connection, used by one request at a time (mu). */
+struct pt_intake_fallback {
+    struct pt_store *st;
+    pthread_mutex_t *mu;
+};
+
 struct pt_intake {
     const struct pt_config *cfg;
     struct pt_idem_options idem;
     struct pt_online_ops online;
+    struct pt_intake_fallback fallback; /* st NULL: none */
 };
 
 /* POST /v1/charges.  key_header may be NULL (missing).  Always fills out;
@@ -127,6 +137,13 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, con
 int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *st,
                                    const char *key_header, const char *body, size_t len,
                                    int64_t now, struct pt_reply *out);
+
+/* The same, queued in in->fallback.st (the lane's own store) because the
+ * store server cannot be reached (pt_intake_create_charge does this itself
+ * when the server goes away in the middle of a request). */
+int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_header,
+                                    const char *body, size_t len, int64_t now,
+                                    struct pt_reply *out);
 
 /*
  * When st had its commit deferred (pt_store_defer_commit), the answer in

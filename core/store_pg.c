@@ -580,8 +580,11 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
         free(st);
         return rc;
     }
-    const char *keys[] = {"dbname", "application_name", pw[0] ? "password" : NULL, NULL};
-    const char *vals[] = {opt->dsn, "payterm", pw[0] ? pw : NULL, NULL};
+    /* connect_timeout first, so that the DSN may set its own: a server
+     * gone must cost a request seconds, not the kernel's TCP patience. */
+    const char *keys[] = {"connect_timeout", "dbname", "application_name",
+                          pw[0] ? "password" : NULL, NULL};
+    const char *vals[] = {"5", opt->dsn, "payterm", pw[0] ? pw : NULL, NULL};
     st->conn = PQconnectdbParams(keys, vals, 1);
     wipe(pw, sizeof pw);
     if (!st->conn || PQstatus(st->conn) != CONNECTION_OK) {

@@ -886,6 +886,12 @@ static MHD_RESULT healthz(struct pt_api *api, struct MHD_Connection *conn, struc
     struct pt_store *st = pt_pool_get(api->pool);
     int ok = st && pt_store_writable(st);
     pt_pool_put(api->pool, st);
+    const struct pt_intake_fallback *fb = &api->opt.intake.fallback;
+    if (!ok && fb->st) { /* the store server is gone; the lane's own queue takes charges */
+        pthread_mutex_lock(fb->mu);
+        ok = pt_store_writable(fb->st);
+        pthread_mutex_unlock(fb->mu);
+    }
     const char *body = ok ? "{\"status\":\"ok\"}" : "{\"status\":\"storage_unavailable\"}";
     return send_text(conn, rq, ok ? 200 : 503, "application/json", (char *)body, strlen(body), 0,
                      ok ? 0 : 2);
@@ -1015,10 +1021,18 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
 {
     const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
     struct pt_store *st = pt_pool_get(api->pool);
-    if (!st)
-        return storage_error(conn, rq, PT_EIO);
     struct pt_reply rep;
     int64_t now = pt_host_now_ms();
+    if (!st && !order_id && api->opt.intake.fallback.st) {
+        /* No connection to the store server at all (store.fallback local):
+         * the charge goes to the lane's own queue. */
+        pt_intake_create_charge_locally(&api->opt.intake, key, rq->body, rq->len, now, &rep);
+        MHD_RESULT ret = send_reply(conn, rq, &rep);
+        pt_reply_free(&rep);
+        return ret;
+    }
+    if (!st)
+        return storage_error(conn, rq, PT_EIO);
     int rc = PT_OK;
     /* On the event loop, the commit joins the writer's batch; the loop
      * commits it once it has read every request that is in (settle_batch). */

@@ -511,16 +511,20 @@ static int dsn_has_password(const char *dsn)
 
 static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
 {
-    static const char *const k[] = {"backend", "dsn", "password_file", "lane_id", NULL};
-    char backend[16] = "";
+    static const char *const k[] = {"backend", "dsn", "password_file", "lane_id", "fallback", NULL};
+    char backend[16] = "", fallback[16] = "";
     int rc;
     if ((rc = want_object(c, v, "store")) || (rc = check_known(c, v, "store", k)) ||
         (rc = get_string(c, v, "store", "backend", backend, sizeof backend, 0)) ||
         (rc = get_string(c, v, "store", "dsn", cfg->store_dsn, sizeof cfg->store_dsn, 0)) ||
         (rc = get_string(c, v, "store", "password_file", cfg->store_password_file,
                          sizeof cfg->store_password_file, 0)) ||
-        (rc = get_string(c, v, "store", "lane_id", cfg->lane_id, sizeof cfg->lane_id, 0)))
+        (rc = get_string(c, v, "store", "lane_id", cfg->lane_id, sizeof cfg->lane_id, 0)) ||
+        (rc = get_string(c, v, "store", "fallback", fallback, sizeof fallback, 0)))
         return rc;
+    if (fallback[0] && strcmp(fallback, "local") && strcmp(fallback, "none"))
+        return fail(c, "store.fallback", "must be \"local\" or \"none\" (got \"%s\")", fallback);
+    cfg->store_fallback_local = strcmp(fallback, "local") == 0;
     if (backend[0] && strcmp(backend, "sqlite") && strcmp(backend, "postgresql"))
         return fail(c, "store.backend", "must be \"sqlite\" or \"postgresql\" (got \"%s\")",
                     backend);
@@ -533,6 +537,9 @@ static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
     if (!cfg->store_postgresql) {
         if (cfg->store_dsn[0] || cfg->store_password_file[0])
             return fail(c, "store.dsn", "only with store.backend \"postgresql\"");
+        if (cfg->store_fallback_local)
+            return fail(c, "store.fallback",
+                        "only with store.backend \"postgresql\" (SQLite is the local store)");
         return PT_OK;
     }
     if (!cfg->store_dsn[0])

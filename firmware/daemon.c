@@ -48,6 +48,10 @@ struct pt_daemon {
     struct pt_config cfg;
     char db_path[PT_CFG_PATH_MAX + 16];
     struct pt_store *st;
+    /* store.fallback "local": the lane's own SQLite queue while the store
+     * server is unreachable (one connection, one request at a time). */
+    struct pt_store *local;
+    pthread_mutex_t local_mu;
     /* The one write connection: every store of the daemon writes through it
      * (group commit, docs/writer.md). */
     struct pt_store_writer *writer;
@@ -467,6 +471,16 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     if (so.backend == PT_STORE_SQLITE &&
         (rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
         goto fail;
+    pthread_mutex_init(&d->local_mu, NULL);
+    if (so.backend == PT_STORE_POSTGRESQL && d->cfg.store_fallback_local) {
+        struct pt_store_options lo = {.path = d->db_path,
+                                      .synchronous_normal = d->cfg.synchronous_normal};
+        if ((rc = pt_store_open(&lo, &d->local, err, errlen)) != PT_OK)
+            goto fail;
+        pt_log_info("store.fallback local: while the store server cannot be reached, charges "
+                    "queue in %s",
+                    d->db_path);
+    }
     pt_store_attach(d->st, d->writer);
 
     /* A random token for this run: a lock held by another token belongs to
@@ -508,6 +522,8 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     };
     if (d->ngw)
         ao.intake.online = pt_sync_online_ops(d->sync);
+    if (d->local)
+        ao.intake.fallback = (struct pt_intake_fallback){d->local, &d->local_mu};
     if ((rc = pt_api_start(&ao, &d->api, err, errlen)) != PT_OK)
         goto fail;
     struct pt_syncer *y = NULL;
@@ -550,6 +566,7 @@ void pt_daemon_stop(struct pt_daemon *d)
     for (int i = 0; i < pt_gateway_count(); i++)
         if (d->gw[i].name[0])
             pt_gw_config_free(&d->gw[i]);
+    pt_store_close(d->local);
     pt_store_close(d->st);
     pt_store_writer_destroy(d->writer);
     pt_zeroize(d->token, sizeof d->token);

@@ -2,6 +2,7 @@
  * syncer.c - the sync engine's background thread (see syncer.h).
  */
 #include "syncer.h"
+#include "fallback.h"
 #include "err.h"
 #include "gate.h"
 #include "host.h"
@@ -20,6 +21,9 @@ struct pt_syncer {
     struct pt_sync *sync;
     const struct pt_config *cfg;
     struct pt_store *st;
+    /* store.fallback "local": the lane's own SQLite store, whose queued
+     * charges each pass moves to the store server (fallback.c). */
+    struct pt_store *local;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
@@ -143,6 +147,20 @@ static void *run(void *p)
                                                  ? PT_SYNC_KEYS_INTERVAL_MS
                                                  : PT_SYNC_KEYS_RETRY_MS);
         step(y);
+        int local_waiting = 0;
+        if (y->local) {
+            int moved = 0;
+            int64_t left = 0;
+            int mrc = pt_fallback_move(y->local, y->st, pt_host_now_ms(), &moved);
+            if (pt_fallback_waiting(y->local, &left) == PT_OK && left > 0) {
+                local_waiting = 1;
+                if (mrc)
+                    pt_log_warn("sync: %lld charge(s) wait in the local store for the store "
+                                "server (%s)",
+                                (long long)left, pt_store_errmsg(y->st));
+            }
+            step(y);
+        }
         struct pt_drain_stats ds;
         int rc = pt_sync_drain(y->sync, y->st, &ds);
         if (rc)
@@ -165,7 +183,7 @@ static void *run(void *p)
         int64_t now = pt_host_mono_ms();
         clock_skew = pt_host_now_ms() - now;
         next = 0;
-        if (rc || down) {
+        if (rc || down || local_waiting) {
             /* A gateway is down: look again (probe) every interval, not
              * every second. */
             next = next_probe > now ? next_probe : now + interval;
@@ -209,6 +227,16 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
         free(y);
         return rc;
     }
+    if (cfg->store_postgresql && cfg->store_fallback_local) {
+        struct pt_store_options lo = {.path = db_path,
+                                      .synchronous_normal = cfg->synchronous_normal};
+        if ((rc = pt_store_open(&lo, &y->local, err, sizeof err))) {
+            pt_log_error("%s", err);
+            pt_store_close(y->st);
+            free(y);
+            return rc;
+        }
+    }
     if (event_hook)
         pt_store_set_event_hook(y->st, event_hook, hook_ctx);
     pt_store_attach(y->st, writer);
@@ -232,6 +260,7 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
                      strerror(e));
         pthread_cond_destroy(&y->cv);
         pthread_mutex_destroy(&y->mu);
+        pt_store_close(y->local);
         pt_store_close(y->st);
         free(y);
         return PT_ESYS;
@@ -251,6 +280,7 @@ void pt_syncer_stop(struct pt_syncer *y)
     pthread_join(y->thread, NULL);
     pthread_cond_destroy(&y->cv);
     pthread_mutex_destroy(&y->mu);
+    pt_store_close(y->local);
     pt_store_close(y->st);
     free(y);
 }

@@ -1,0 +1,144 @@
+/*
+ * fallback.c - the lane's local queue moved to the store server (see
+ * fallback.h).  Nothing here speaks SQL: the store's operations on both
+ * backends.
+ */
+#include "fallback.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "charges.h"
+#include "err.h"
+#include "log.h"
+#include "store.h"
+
+enum { MOVE_BATCH = 32 };
+
+/* The server's row for an order the local copy names: the same charge? */
+static int same_charge(const struct pt_charge *a, const struct pt_charge *b)
+{
+    char *x = pt_charge_params_text(a), *y = pt_charge_params_text(b);
+    int same = x && y && strcmp(x, y) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Copies c (INIT, as queued locally) to the server with its first audit
+ * row and one that says where it came from.  PT_EEXIST: the order is there
+ * already (*there is it). */
+static int copy_to_server(struct pt_store *server, const struct pt_charge *c, int64_t now,
+                          struct pt_charge *there)
+{
+    struct pt_charge copy = *c;
+    copy.id = 0;
+    copy.state = PT_STATE_INIT;
+    copy.next_attempt_at = now; /* due at once: it has waited long enough */
+    int rc = pt_store_begin(server);
+    if (rc)
+        return rc;
+    if ((rc = pt_store_charge_insert(server, &copy, c->created_at)) == PT_OK &&
+        (rc = pt_store_audit_first(server, copy.id, "INIT", "created", "api@local",
+                                   c->created_at)) == PT_OK)
+        rc = pt_store_audit(server, copy.id, "INIT", "INIT", "moved_from_local_store", "sync", 0,
+                            "queued in the lane's local store while the store server was "
+                            "unreachable",
+                            now);
+    if (rc) {
+        pt_store_rollback(server);
+        if (rc == PT_EEXIST && pt_store_charge_get(server, c->order_id, there) == PT_OK)
+            return PT_EEXIST;
+        return rc == PT_EEXIST ? PT_ESTORAGE : rc;
+    }
+    return pt_store_commit(server);
+}
+
+/* The local copy is done with: CANCELED there (it never left the device),
+ * with the reason, never to be sent or moved again. */
+static int mark_moved(struct pt_store *local, const struct pt_charge *c, int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.error_code = "moved_to_store_server";
+    p.error_message = "this charge was moved to the store server, which holds it now";
+    int rc = pt_store_begin(local);
+    if (rc)
+        return rc;
+    rc = pt_store_charge_transition(local, c->id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, now);
+    if (rc == PT_OK)
+        rc = pt_store_audit(local, c->id, "INIT", "CANCELED", "moved_to_store_server", "sync", 0,
+                            NULL, now);
+    if (rc == PT_OK && c->payment_code[0])
+        pt_store_note_erased(local); /* the code's old page is still in the WAL */
+    if (rc) {
+        pt_store_rollback(local);
+        return rc == PT_ESTATE ? PT_OK : rc; /* moved on meanwhile: nothing to mark */
+    }
+    return pt_store_commit(local);
+}
+
+static int hold_for_review(struct pt_store *local, const struct pt_charge *c, int64_t now)
+{
+    if (c->review)
+        return PT_OK;
+    int rc = pt_store_begin(local);
+    if (rc)
+        return rc;
+    rc = pt_store_charge_set_review(local, c->id, 1, "order_id_taken_on_store_server", now);
+    if (rc == PT_OK)
+        rc = pt_store_audit(local, c->id, "INIT", "INIT", "order_id_taken_on_store_server", "sync",
+                            1, "the store server has another charge with this order_id", now);
+    if (rc && rc != PT_ESTATE) {
+        pt_store_rollback(local);
+        return rc;
+    }
+    return pt_store_commit(local);
+}
+
+int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t now, int *moved)
+{
+    *moved = 0;
+    struct pt_charge *batch = malloc(sizeof *batch * MOVE_BATCH);
+    if (!batch)
+        return PT_ENOMEM;
+    int64_t after = 0;
+    int rc = PT_OK;
+    for (;;) {
+        int n = 0, more = 0;
+        if ((rc = pt_store_charges_list(local, PT_STATE_INIT, after, MOVE_BATCH, batch, &n, &more)))
+            break;
+        for (int i = 0; i < n && rc == PT_OK; i++) {
+            struct pt_charge *c = &batch[i], there;
+            after = c->id;
+            if (c->review)
+                continue; /* held for an operator (below) */
+            rc = copy_to_server(server, c, now, &there);
+            if (rc == PT_EEXIST && !same_charge(c, &there)) {
+                pt_log_error("charge %s queued locally: the store server has another charge "
+                             "with this order_id; held for review in the local store",
+                             c->order_id);
+                rc = hold_for_review(local, c, now);
+                continue;
+            }
+            if (rc != PT_OK && rc != PT_EEXIST)
+                break; /* the server is gone again: next pass */
+            if (rc == PT_EEXIST)
+                pt_log_info("charge %s was on the store server already (moved before)",
+                            c->order_id);
+            if ((rc = mark_moved(local, c, now)) == PT_OK)
+                (*moved)++;
+        }
+        if (rc || !more)
+            break;
+    }
+    free(batch);
+    if (*moved)
+        pt_log_info("moved %d charge(s) from the local store to the store server", *moved);
+    return rc;
+}
+
+int pt_fallback_waiting(struct pt_store *local, int64_t *count)
+{
+    int64_t total = 0;
+    return pt_store_queue_figures(local, "XXX", count, &total);
+}
