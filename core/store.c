@@ -60,6 +60,11 @@ uint64_t pt_store_round_trips(const struct pt_store *st)
     return ops(st)->round_trips ? ops(st)->round_trips(st) : 0;
 }
 
+int pt_store_wait_events(struct pt_store *st, int timeout_ms)
+{
+    return ops(st)->wait_events ? ops(st)->wait_events(st, timeout_ms) : PT_EUNSUPPORTED;
+}
+
 const char *pt_store_backend(const struct pt_store *st)
 {
     return ops(st)->name;

@@ -475,6 +475,16 @@ void pt_event_rows_free(struct pt_event_row *rows, int n);
 /* Highest seq so far (0 when none). */
 int pt_store_events_last_seq(struct pt_store *st, int64_t *seq);
 
+/*
+ * The shop's one feed across lanes (PostgreSQL, SPEC 16): LISTENs on this
+ * connection for the events any lane commits (NOTIFY payterm_events) and
+ * waits up to timeout_ms for one.  1 when one came, 0 on timeout, PT_EIO
+ * when the server went away (open a new store), PT_EUNSUPPORTED on SQLite
+ * (one lane: its own commits wake its long-polls).  The connection is for
+ * this alone from then on.
+ */
+int pt_store_wait_events(struct pt_store *st, int timeout_ms);
+
 /* ---- audit ----------------------------------------------------------------- */
 
 /* Appends one audit row for charge_id.  from/to may be NULL. */

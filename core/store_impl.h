@@ -16,7 +16,8 @@ struct pt_store_ops {
     const char *name; /* "sqlite", "postgresql" */
     const char *(*errmsg)(struct pt_store *st);
     int (*schema_latest)(void);
-    uint64_t (*round_trips)(const struct pt_store *st); /* NULL: no server */
+    uint64_t (*round_trips)(const struct pt_store *st);      /* NULL: no server */
+    int (*wait_events)(struct pt_store *st, int timeout_ms); /* NULL: unsupported */
     /* NULL: not offered (pt_store_charge_queue_guarded says PT_EUNSUPPORTED). */
     int (*charge_queue_guarded)(struct pt_store *st, const struct pt_store_queued_charge *q,
                                 int64_t now);

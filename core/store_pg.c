@@ -24,6 +24,7 @@
  * no PRAGMAs, no WAL wipe.
  */
 #include <errno.h>
+#include <poll.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,7 @@ struct pg_store {
     char lane_id[64];
     int64_t claim_timeout_ms; /* another lane's send stays its own this long */
     uint64_t round_trips;     /* requests sent to the server so far */
+    int listening;            /* LISTEN payterm_events sent (pt_store_wait_events) */
     char errmsg[256];
 };
 
@@ -1667,6 +1669,39 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     return rc;
 }
 
+static int pg_wait_events(struct pt_store *s, int timeout_ms)
+{
+    struct pg_store *st = PG(s);
+    if (!st->listening) {
+        int rc = exec_sql(st, "LISTEN payterm_events");
+        if (rc)
+            return rc;
+        st->listening = 1;
+    }
+    int got = 0;
+    PGnotify *n;
+    for (int round = 0; round < 2 && !got; round++) {
+        if (!PQconsumeInput(st->conn)) {
+            xlate(st, NULL);
+            return PT_EIO;
+        }
+        while ((n = PQnotifies(st->conn))) {
+            got = 1;
+            PQfreemem(n);
+        }
+        if (got || round)
+            break;
+        struct pollfd p = {.fd = PQsocket(st->conn), .events = POLLIN};
+        if (p.fd < 0)
+            return PT_EIO;
+        if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+            return PT_EIO;
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+            break; /* the timeout */
+    }
+    return got;
+}
+
 static uint64_t pg_round_trips(const struct pt_store *s)
 {
     return ((const struct pg_store *)(const void *)s)->round_trips;
@@ -1682,6 +1717,7 @@ static const struct pt_store_ops pg_ops = {
     .schema_latest = pg_schema_latest,
     .charge_queue_guarded = pg_charge_queue_guarded,
     .round_trips = pg_round_trips,
+    .wait_events = pg_wait_events,
     .errmsg = pg_errmsg,
     .close = pg_close,
     .schema_version = pg_schema_version,

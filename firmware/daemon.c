@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,11 @@ struct pt_daemon {
      * server is unreachable (one connection, one request at a time). */
     struct pt_store *local;
     pthread_mutex_t local_mu;
+    /* PostgreSQL: the thread that wakes this lane's long-polls when any
+     * lane commits an event (LISTEN, feed_listener). */
+    pthread_t listener;
+    int listener_on;
+    atomic_int listener_stop;
     /* The one write connection: every store of the daemon writes through it
      * (group commit, docs/writer.md). */
     struct pt_store_writer *writer;
@@ -68,6 +74,8 @@ struct pt_daemon {
     /* cfg and gw[] change only with the gate closed (pt_daemon_reload). */
     struct pt_gate *gate;
 };
+
+static void *feed_listener(void *p);
 
 static void between(void *p)
 {
@@ -526,6 +534,19 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         ao.intake.fallback = (struct pt_intake_fallback){d->local, &d->local_mu};
     if ((rc = pt_api_start(&ao, &d->api, err, errlen)) != PT_OK)
         goto fail;
+    if (so.backend == PT_STORE_POSTGRESQL) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (stack)
+            pthread_attr_setstacksize(&attr, stack);
+        d->listener_on = pthread_create(&d->listener, &attr, feed_listener, d) == 0;
+        pthread_attr_destroy(&attr);
+        if (!d->listener_on) {
+            snprintf(err, errlen, "cannot start the event listener thread");
+            rc = PT_ESYS;
+            goto fail;
+        }
+    }
     struct pt_syncer *y = NULL;
     rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, d->writer, d->gate, stack, pt_api_feed_wake,
                          d->api, &y);
@@ -541,6 +562,39 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
 fail:
     pt_daemon_stop(d);
     return rc ? rc : PT_EIO;
+}
+
+/*
+ * The shop has one fulfilment feed (SPEC 16): another lane's event must
+ * wake this lane's long-polls as its own commits do.  One connection
+ * LISTENs; a second passes between checks of the stop flag (idle: one
+ * wake-up a second, as the other timers).  A server gone is waited out and
+ * the connection made again.
+ */
+static void *feed_listener(void *p)
+{
+    struct pt_daemon *d = p;
+    struct pt_store *st = NULL;
+    struct pt_store_options so;
+    pt_config_store_options(&d->cfg, d->db_path, &so);
+    while (!atomic_load(&d->listener_stop)) {
+        char err[512];
+        if (!st && pt_store_open(&so, &st, err, sizeof err) != PT_OK) {
+            st = NULL;
+            sleep(1);
+            continue;
+        }
+        int rc = pt_store_wait_events(st, 1000);
+        if (rc == 1)
+            pt_api_feed_wake(d->api);
+        else if (rc < 0) {
+            pt_store_close(st);
+            st = NULL;
+            sleep(1);
+        }
+    }
+    pt_store_close(st);
+    return NULL;
 }
 
 struct pt_store *pt_daemon_store(struct pt_daemon *d)
@@ -560,6 +614,11 @@ void pt_daemon_stop(struct pt_daemon *d)
     d->syncer = NULL;
     pthread_mutex_unlock(&d->mu);
     pt_syncer_stop(y);
+    if (d->listener_on) {
+        atomic_store(&d->listener_stop, 1);
+        pthread_join(d->listener, NULL);
+        d->listener_on = 0;
+    }
     pt_api_stop(d->api);
     pt_sync_destroy(d->sync);
     pt_curl_destroy(d->curl);

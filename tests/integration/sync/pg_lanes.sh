@@ -86,6 +86,23 @@ storm order 0 LANE-ORDER-1
 wait_final LANE-KEY-1 30
 wait_final LANE-ORDER-1 30
 
+# One feed for the shop: a long-poll on the last lane is woken by an event
+# lane 1 commits (LISTEN/NOTIFY), not by its timeout (which would answer
+# with no events).
+LAST=${URLS[$((LANES - 1))]}
+seq0=$(curl -sS "$LAST/v1/events?after=0&limit=100" | jq '.next')
+poll_t0=$SECONDS
+curl -sS --max-time 40 "$LAST/v1/events?after=$seq0&wait=25" >"$T/longpoll.json" &
+POLL=$!
+sleep 1
+charge "k-LANE-FEED" "LANE-FEED-1" "$(stripe_card 710)"
+wait "$POLL" || fail "the long-poll on the last lane failed"
+# (At its 25 s timeout it would read the feed too: woken, it answers long before.)
+[ $((SECONDS - poll_t0)) -lt 15 ] ||
+    fail "the last lane's long-poll waited $((SECONDS - poll_t0)) s: lane 1's event did not wake it"
+expect "events the last lane's long-poll got from lane 1's commit" "LANE-FEED-1" \
+    "$(jq -r '[.data[].order_id] | unique | join(",")' "$T/longpoll.json")"
+
 # queue PREFIX COUNT AMOUNT_BASE: COUNT charges queued offline, spread over the lanes.
 queue() {
     local i o st
@@ -107,8 +124,8 @@ queue LANE-Q 12 900
 sim_clear
 sync_all
 for o in "${ORDERS[@]}"; do wait_final "$o" 60; done
-expect_all_captured_once LANE-KEY-1 LANE-ORDER-1 "${ORDERS[@]}"
-expect "charge.succeeded events in the last lane's feed" 14 \
+expect_all_captured_once LANE-KEY-1 LANE-ORDER-1 LANE-FEED-1 "${ORDERS[@]}"
+expect "charge.succeeded events in the last lane's feed" 15 \
     "$(curl -sS "${URLS[$((LANES - 1))]}/v1/events?after=0&limit=100" | jq '[.data[] | select(.type == "charge.succeeded")] | length')"
 expect "lanes named in the audit's actor" "$LANES" \
     "$(pg "SELECT count(DISTINCT substring(actor from '@(lane-[0-9]+)$')) FROM charge_events WHERE actor LIKE '%@lane-%'")"
@@ -136,7 +153,7 @@ for n in $(seq 1 "$LANES"); do [ "$n" = "$k" ] || LIVE+=("${URLS[$((n - 1))]}");
 API=${LIVE[0]} # state and events are read from a live lane now
 for u in "${LIVE[@]}"; do curl -sS -X POST "$u/v1/sync" -o /dev/null; done
 for o in "${ORDERS[@]}"; do wait_final "$o" 60; done
-expect_all_captured_once LANE-KEY-1 LANE-ORDER-1 "${ORDERS[@]}"
+expect_all_captured_once LANE-KEY-1 LANE-ORDER-1 LANE-FEED-1 "${ORDERS[@]}"
 expect "charges left in progress" 0 \
     "$(pg "SELECT count(*) FROM charges WHERE state NOT IN ('SUCCESS', 'FAILED', 'CANCELED')")"
 # The dead lane's sends were settled by the others, none before the claim
