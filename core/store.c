@@ -65,6 +65,14 @@ int pt_store_wait_events(struct pt_store *st, int timeout_ms)
     return ops(st)->wait_events ? ops(st)->wait_events(st, timeout_ms) : PT_EUNSUPPORTED;
 }
 
+int pt_store_charges_claim(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken)
+{
+    if (ops(st)->charges_claim)
+        return ops(st)->charges_claim(st, ids, n, taken);
+    memset(taken, 1, (size_t)n);
+    return PT_OK;
+}
+
 const char *pt_store_backend(const struct pt_store *st)
 {
     return ops(st)->name;

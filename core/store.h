@@ -414,6 +414,15 @@ int pt_store_charges_list_review(struct pt_store *st, int64_t after_id, int max,
 int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
                          struct pt_charge *rows, int *n);
 
+/*
+ * Inside a write transaction, before a run of queued charges is armed:
+ * taken[i] = 1 for each ids[i] this transaction may arm now.  PostgreSQL
+ * locks those rows FOR UPDATE SKIP LOCKED, so a charge another lane is
+ * arming right now is passed over at once instead of waited for (and then
+ * found PROCESSING); SQLite, one writer, takes all.
+ */
+int pt_store_charges_claim(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
+
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
 /* At a daemon's start, when nothing can be on its way (the data directory's

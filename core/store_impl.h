@@ -18,6 +18,8 @@ struct pt_store_ops {
     int (*schema_latest)(void);
     uint64_t (*round_trips)(const struct pt_store *st);      /* NULL: no server */
     int (*wait_events)(struct pt_store *st, int timeout_ms); /* NULL: unsupported */
+    /* NULL: every row is this writer's (one writer). */
+    int (*charges_claim)(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
     /* NULL: not offered (pt_store_charge_queue_guarded says PT_EUNSUPPORTED). */
     int (*charge_queue_guarded)(struct pt_store *st, const struct pt_store_queued_charge *q,
                                 int64_t now);

@@ -211,6 +211,8 @@
     X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = $1::bigint AND state = 'INIT'")             \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
+    X(CHARGES_CLAIM, "SELECT id FROM charges WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \
+                     " FOR UPDATE SKIP LOCKED")                                                    \
     X(NOTIFY, "SELECT pg_notify('payterm_events', $1::text)")                                      \
     X(CHARGE_QUEUE_GUARDED,                                                                        \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
@@ -1669,6 +1671,34 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     return rc;
 }
 
+static int pg_charges_claim(struct pt_store *s, const int64_t *ids, int n, unsigned char *taken)
+{
+    struct pg_store *st = PG(s);
+    memset(taken, 0, (size_t)n);
+    if (n <= 0)
+        return PT_OK;
+    /* '{1,2,3}': at most a run's ids, each up to 20 digits. */
+    char arr[64 * 22];
+    size_t o = 0;
+    for (int i = 0; i < n && o + 24 < sizeof arr; i++)
+        o += (size_t)snprintf(arr + o, sizeof arr - o, "%s%lld", i ? "," : "{", (long long)ids[i]);
+    snprintf(arr + o, sizeof arr - o, "}");
+    struct args a = {0};
+    a_text(&a, arr);
+    PGresult *r;
+    int rc = q(st, S_CHARGES_CLAIM, &a, &r);
+    if (rc)
+        return rc;
+    for (int k = 0; k < PQntuples(r); k++) {
+        int64_t id = col_int(r, k, 0);
+        for (int i = 0; i < n; i++)
+            if (ids[i] == id)
+                taken[i] = 1;
+    }
+    PQclear(r);
+    return PT_OK;
+}
+
 static int pg_wait_events(struct pt_store *s, int timeout_ms)
 {
     struct pg_store *st = PG(s);
@@ -1718,6 +1748,7 @@ static const struct pt_store_ops pg_ops = {
     .charge_queue_guarded = pg_charge_queue_guarded,
     .round_trips = pg_round_trips,
     .wait_events = pg_wait_events,
+    .charges_claim = pg_charges_claim,
     .errmsg = pg_errmsg,
     .close = pg_close,
     .schema_version = pg_schema_version,

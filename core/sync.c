@@ -496,8 +496,19 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
         }
         out = 0;
         int alone = 0; /* a payment-code charge was marked: the run ends */
+        /* The rows this run may arm (another lane of a shared store may be
+         * arming some right now: passed over, not waited for). */
+        int64_t ids[RUN_MAX];
+        unsigned char taken[RUN_MAX];
+        int first = i, span = n - i < RUN_MAX ? n - i : RUN_MAX;
+        for (int j = 0; j < span; j++)
+            ids[j] = cs[i + j].id;
+        if (rc == PT_OK && span > 0)
+            rc = pt_store_charges_claim(st, ids, span, taken);
         for (; rc == PT_OK && i < n && out < RUN_MAX && !alone; i++) {
             struct pt_charge *c = &cs[i];
+            if (i - first < span && !taken[i - first])
+                continue; /* another lane's now */
             const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
             if (m && m->payment_code && out > 0)
                 break; /* it goes in a run of its own, next */
