@@ -115,6 +115,30 @@ static void test_errors_name_the_key(void **state)
         {"{\"storage\":{\"synchronous\":\"OFF\"}}", "'storage.synchronous'"},
         {"{\"storage\":{\"wal_vfs\":\"no\"}}", "'storage.wal_vfs'"},
         {"{\"gateways\":{\"paypal\":{}}}", "'gateways.paypal'"},
+        /* The store server (SPEC 16). */
+        {"{\"store\":{\"backend\":\"mysql\"}}", "'store.backend'"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"lane_id\":\"l1\"}}", "'store.dsn'"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"host=db\",\"lane_id\":\"l1\"}}",
+         "'store.dsn': must be a postgresql:// URI"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"postgresql://u:secret@db/p\","
+         "\"lane_id\":\"l1\"}}",
+         "'store.dsn': holds a password"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"postgresql://u@db/p?password=x\","
+         "\"lane_id\":\"l1\"}}",
+         "'store.dsn': holds a password"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"postgresql://u@db/p\"}}",
+         "'store.lane_id': required"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"postgresql://u@db/p\","
+         "\"lane_id\":\"lane 1\"}}",
+         "'store.lane_id'"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"postgresql://u@db/p\","
+         "\"lane_id\":\"l1\",\"fallback\":\"disk\"}}",
+         "'store.fallback'"},
+        {"{\"store\":{\"fallback\":\"local\"}}", "'store.fallback': only with"},
+        {"{\"store\":{\"dsn\":\"postgresql://db/p\"}}", "'store.dsn': only with"},
+        {"{\"store\":{\"backend\":\"postgresql\",\"dsn\":\"postgresql://u@db/p\","
+         "\"lane_id\":\"l1\",\"pool\":4}}",
+         "'store.pool'"},
         {"{\"gateways\":{\"alipay\":{\"app_id\":\"x\"}}}", "'gateways.alipay.private_key_file'"},
         {"{\"gateways\":{\"stripe\":{\"secret_key_file\":\"k\",\"endpoint\":\"http://x\"}}}",
          "'gateways.stripe.endpoint'"},
@@ -144,6 +168,14 @@ static void test_errors_name_the_key(void **state)
     /* A UTF-8 byte order mark, as some editors write it, is not an error. */
     struct pt_config cfg;
     char err[512] = "";
+    assert_int_equal(load_text("{\"store\":{\"backend\":\"postgresql\",\"dsn\":"
+                               "\"postgresql://payterm@db.shop.lan/payterm\",\"lane_id\":"
+                               "\"lane-3\",\"fallback\":\"local\"}}",
+                               &cfg, err, sizeof err),
+                     PT_OK);
+    assert_true(cfg.store_postgresql);
+    assert_true(cfg.store_fallback_local);
+    assert_string_equal(cfg.lane_id, "lane-3");
     assert_int_equal(load_text("\xef\xbb\xbf{\"log_level\":\"debug\"}", &cfg, err, sizeof err),
                      PT_OK);
 }
