@@ -22,7 +22,7 @@ psql -q "$PGCONN dbname=postgres" -c "CREATE DATABASE $DB" || fail "cannot creat
 pg() { psql -qAt "$PGCONN dbname=$DB" -c "$1"; }
 DSN="postgresql://payterm@/$DB?host=$(sed -n 2p "$T/pg.state")&port=5432"
 D2_PID=""
-trap 'rc=$?; stop_pid "$D2_PID" TERM; "$CLUSTER" stop "$T/pg.state"; (exit $rc); on_exit' EXIT
+trap 'rc=$?; stop_pid "$D2_PID" TERM; "$CLUSTER" stop "$T/pg.state"; set +e; (exit $rc); on_exit' EXIT
 
 printf '{"store": {"backend": "postgresql", "dsn": "%s", "lane_id": "lane-1", "fallback": "local"}}\n' \
     "$DSN" >"$T/lane1.json"

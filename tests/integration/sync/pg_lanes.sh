@@ -26,7 +26,7 @@ CLAIM_S=3 # idempotency.lock_timeout_s: how long a dead lane's sends stay its ow
 SYNC_REQUEST_TIMEOUT_MS=1000
 
 LANE_PIDS=()
-trap 'rc=$?; for p in "${LANE_PIDS[@]}"; do stop_pid "$p" TERM; done; (exit $rc); on_exit' EXIT
+trap 'rc=$?; for p in "${LANE_PIDS[@]}"; do stop_pid "$p" TERM; done; set +e; (exit $rc); on_exit' EXIT
 [ "$LANES" -ge 2 ] || { echo "pg_lanes.sh: LANES must be 2 or more" >&2; exit 2; }
 
 lane_config() { # lane_config N -> the store fragment of lane N
