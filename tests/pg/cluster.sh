@@ -25,6 +25,21 @@ as_user() {
     if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
 }
 
+# PostgreSQL will not run as root; as nobody it needs to reach its own
+# binaries.  A root directory of mode 0700 (seen in chroots made from a
+# mktemp -d) stops that for every program: say so and give others search
+# permission on / only (what a Debian system has anyway: 0755).
+if [ "$(id -u)" = 0 ] && ! runuser -u nobody -- test -x "$bindir/initdb" 2>/dev/null; then
+    if ! runuser -u nobody -- test -x / 2>/dev/null; then
+        echo "cluster.sh: / has mode $(stat -c %a /); adding o+x so that PostgreSQL can run as nobody" >&2
+        chmod o+x /
+    fi
+    runuser -u nobody -- test -x "$bindir/initdb" || {
+        echo "cluster.sh: user nobody cannot run $bindir/initdb (check the modes of its directories)" >&2
+        exit 1
+    }
+fi
+
 case "$cmd" in
 start)
     [ -f "$state" ] && "$0" stop "$state" 2>/dev/null || true
