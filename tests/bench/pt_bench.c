@@ -138,31 +138,39 @@ static void floor_close(struct floor_db *f)
 static const struct pt_idem_options idem_opt = {
     .ttl_ms = 86400000, .lock_timeout_ms = 60000, .instance = 1};
 
-/* What POST /v1/charges does on the offline path: take the key, insert the
- * charge and its audit row, store the response (the charge object, as the
- * API sends it), one durable commit. */
-static void guarded_new_charge(struct pt_store *st, long i)
+/* Charge i of the guarded-new-charge rows: its key, the charge and the
+ * request's fingerprint (the same on both backends). */
+static void bench_charge(long i, char key[48], struct pt_charge *c, unsigned char hash[32])
 {
-    char key[48], params[400];
-    struct pt_charge c;
-    memset(&c, 0, sizeof c);
-    snprintf(key, sizeof key, "bench-key-%ld", i);
-    snprintf(c.order_id, sizeof c.order_id, "BENCH-%08ld", i);
-    strcpy(c.gateway, "alipay");
-    strcpy(c.method, "barcode");
-    strcpy(c.currency, "CNY");
-    strcpy(c.payment_code, "287634438256643941");
-    strcpy(c.subject, "Large latte");
-    c.amount = 8888;
-    c.state = PT_STATE_INIT;
+    char params[400];
+    memset(c, 0, sizeof *c);
+    snprintf(key, 48, "bench-key-%ld", i);
+    snprintf(c->order_id, sizeof c->order_id, "BENCH-%08ld", i);
+    strcpy(c->gateway, "alipay");
+    strcpy(c->method, "barcode");
+    strcpy(c->currency, "CNY");
+    strcpy(c->payment_code, "287634438256643941");
+    strcpy(c->subject, "Large latte");
+    c->amount = 8888;
+    c->state = PT_STATE_INIT;
     snprintf(params, sizeof params,
              "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
              "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
              "\"order_id\":\"%s\",\"payment_code\":\"287634438256643941\","
              "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
-             c.order_id);
-    unsigned char hash[32];
+             c->order_id);
     pt_idem_fingerprint("POST", "/v1/charges", params, hash);
+}
+
+/* What POST /v1/charges does on the offline path: take the key, insert the
+ * charge and its audit row, store the response (the charge object, as the
+ * API sends it), one durable commit. */
+static void guarded_new_charge(struct pt_store *st, long i)
+{
+    char key[48];
+    struct pt_charge c;
+    unsigned char hash[32];
+    bench_charge(i, key, &c, hash);
     struct pt_idem_result r;
     int64_t now = 1700000000000 + i;
     int rc;
@@ -1908,26 +1916,10 @@ static double seed_rate(const char *dir, int clients, double seconds)
  * guarded_new_charge. */
 static void pg_guarded_new_charge(struct pt_store *st, long i)
 {
-    char key[48], params[400];
+    char key[48];
     struct pt_charge c;
-    memset(&c, 0, sizeof c);
-    snprintf(key, sizeof key, "bench-key-%ld", i);
-    snprintf(c.order_id, sizeof c.order_id, "BENCH-%08ld", i);
-    strcpy(c.gateway, "alipay");
-    strcpy(c.method, "barcode");
-    strcpy(c.currency, "CNY");
-    strcpy(c.payment_code, "287634438256643941");
-    strcpy(c.subject, "Large latte");
-    c.amount = 8888;
-    c.state = PT_STATE_INIT;
-    snprintf(params, sizeof params,
-             "{\"amount\":8888,\"currency\":\"CNY\",\"customer\":\"\",\"gateway\":\"alipay\","
-             "\"metadata\":\"\",\"method\":\"barcode\",\"offline\":\"prefer_online\","
-             "\"order_id\":\"%s\",\"payment_code\":\"287634438256643941\","
-             "\"payment_method\":\"\",\"subject\":\"Large latte\"}",
-             c.order_id);
     unsigned char hash[32];
-    pt_idem_fingerprint("POST", "/v1/charges", params, hash);
+    bench_charge(i, key, &c, hash);
     int64_t now = 1700000000000 + i;
     c.next_attempt_at = now;
     c.created_at = c.updated_at = now;
