@@ -60,6 +60,14 @@ uint64_t pt_store_round_trips(const struct pt_store *st)
     return ops(st)->round_trips ? ops(st)->round_trips(st) : 0;
 }
 
+int pt_store_refunds_claim(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken)
+{
+    if (ops(st)->refunds_claim)
+        return ops(st)->refunds_claim(st, ids, n, taken);
+    memset(taken, 1, (size_t)n);
+    return PT_OK;
+}
+
 int pt_store_wait_events(struct pt_store *st, int timeout_ms)
 {
     return ops(st)->wait_events ? ops(st)->wait_events(st, timeout_ms) : PT_EUNSUPPORTED;

@@ -422,6 +422,8 @@ int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int
  * found PROCESSING); SQLite, one writer, takes all.
  */
 int pt_store_charges_claim(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
+/* The same for a run of queued refunds. */
+int pt_store_refunds_claim(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
 
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);

@@ -20,6 +20,7 @@ struct pt_store_ops {
     int (*wait_events)(struct pt_store *st, int timeout_ms); /* NULL: unsupported */
     /* NULL: every row is this writer's (one writer). */
     int (*charges_claim)(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
+    int (*refunds_claim)(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
     /* NULL: not offered (pt_store_charge_queue_guarded says PT_EUNSUPPORTED). */
     int (*charge_queue_guarded)(struct pt_store *st, const struct pt_store_queued_charge *q,
                                 int64_t now);

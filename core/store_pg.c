@@ -38,6 +38,16 @@
 
 #define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
 
+/* A CTE that counts the charges of `from` (id, state, currency, amount)
+ * into this connection's slot ($slot) of the offline queue's figures: the
+ * inserts count their charges in themselves (sql/pg/002). */
+#define COUNT_IN(from, slot)                                                                       \
+    "q AS (INSERT INTO offline_queue (slot, currency, count, total) SELECT $" #slot "::integer,"   \
+    " currency, count(*), sum(amount) FROM " from                                                  \
+    " GROUP BY currency ON CONFLICT (currency, slot)"                                              \
+    " DO UPDATE SET count = offline_queue.count + EXCLUDED.count,"                                 \
+    " total = offline_queue.total + EXCLUDED.total)"
+
 #define CHARGE_COLS                                                                                \
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
@@ -115,11 +125,13 @@
     X(KEY_SWEEP, "DELETE FROM idempotency_keys WHERE expires_at <= $1::bigint"                     \
                  " AND completed_at IS NOT NULL")                                                  \
     X(CHARGE_INSERT,                                                                               \
-      "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
-      " subject, payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"     \
-      " created_at, updated_at) VALUES ($1::text, $2::text, $3::text, $4::bigint, $5::text,"       \
-      " $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, $12::text, 0,"               \
-      " $13::bigint, $14::bigint, $14) ON CONFLICT (order_id) DO NOTHING RETURNING id")            \
+      "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
+      " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
+      " next_attempt_at, created_at, updated_at) VALUES ($1::text, $2::text, $3::text,"            \
+      " $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,"       \
+      " $12::text, 0, $13::bigint, $14::bigint, $14) ON CONFLICT (order_id) DO NOTHING"            \
+      " RETURNING id, state, currency, amount), " COUNT_IN("c WHERE c.state = 'INIT'",             \
+                                                           15) " SELECT id FROM c")                \
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = $1::text")                 \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = $1::bigint")               \
     X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = $1::bigint")                      \
@@ -213,6 +225,8 @@
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(CHARGES_CLAIM, "SELECT id FROM charges WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \
                      " FOR UPDATE SKIP LOCKED")                                                    \
+    X(REFUNDS_CLAIM, "SELECT id FROM refunds WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \
+                     " FOR UPDATE SKIP LOCKED")                                                    \
     X(NOTIFY, "SELECT pg_notify('payterm_events', $1::text)")                                      \
     X(CHARGE_QUEUE_GUARDED,                                                                        \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
@@ -221,15 +235,19 @@
       " $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, 0,"        \
       " $12::bigint, $13::bigint, $13 WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"            \
       " WHERE scope = $14::text AND key = $15::text)"                                              \
-      " AND (SELECT coalesce(sum(count), 0) FROM offline_queue) < $19::bigint"                     \
-      " AND (SELECT coalesce(sum(total), 0) FROM offline_queue WHERE currency = $5)"               \
-      " + $4 <= $20::bigint RETURNING id),"                                                        \
-      " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"           \
-      " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                                     \
-      " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"               \
-      " response_status, response_body, created_at, expires_at) SELECT $14, $15, $16::bytea,"      \
-      " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $22::bigint FROM c)"    \
-      " SELECT id FROM c")
+      " AND (SELECT coalesce(sum(count), 0) < $19::bigint AND coalesce(sum(total) FILTER"          \
+      " (WHERE currency = $5), 0) + $4 <= $20::bigint FROM offline_queue)"                         \
+      " RETURNING id, state, currency, amount), " COUNT_IN(                                        \
+          "c",                                                                                     \
+          23) ","                                                                                  \
+              " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"   \
+              " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                             \
+              " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"       \
+              " response_status, response_body, created_at, expires_at) SELECT $14, $15, "         \
+              "$16::bytea,"                                                                        \
+              " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $22::bigint "   \
+              "FROM c)"                                                                            \
+              " SELECT id FROM c")
 
 enum {
 #define PG__ENUM(id, sql) S_##id,
@@ -256,6 +274,8 @@ struct pg_store {
     int64_t claim_timeout_ms; /* another lane's send stays its own this long */
     uint64_t round_trips;     /* requests sent to the server so far */
     int listening;            /* LISTEN payterm_events sent (pt_store_wait_events) */
+    int session_ok;           /* session_setup() done on this server process */
+    int slot;                 /* this connection's offline_queue slot (sql/pg/002) */
     char errmsg[256];
 };
 
@@ -338,18 +358,31 @@ static int xlate(struct pg_store *st, const PGresult *res)
     return PT_ESTORAGE;
 }
 
-/* Outside a transaction, a broken connection is re-established first. */
+static int session_setup(struct pg_store *st);
+
+/* Outside a transaction, a broken connection is re-established first, and
+ * its session set up again: a new server process knows none of it, and a
+ * commit must never run under the server's own synchronous_commit. */
 static int connected(struct pg_store *st)
 {
-    if (PQstatus(st->conn) == CONNECTION_OK)
+    if (PQstatus(st->conn) == CONNECTION_OK && st->session_ok)
         return PT_OK;
     if (st->in_txn)
         return PT_EIO;
-    PQreset(st->conn);
-    memset(st->prepared, 0, sizeof st->prepared);
     if (PQstatus(st->conn) != CONNECTION_OK) {
-        xlate(st, NULL);
-        return PT_EIO;
+        PQreset(st->conn);
+        memset(st->prepared, 0, sizeof st->prepared);
+        st->session_ok = 0;
+        st->listening = 0;
+        if (PQstatus(st->conn) != CONNECTION_OK) {
+            xlate(st, NULL);
+            return PT_EIO;
+        }
+    }
+    int rc = session_setup(st);
+    if (rc) {
+        pt_log_error("store: cannot set up the PostgreSQL session: %s", st->errmsg);
+        return rc;
     }
     pt_log_info("store: reconnected to PostgreSQL");
     return PT_OK;
@@ -439,6 +472,34 @@ static int exec_sql(struct pg_store *st, const char *sql)
     rc = (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? PT_OK : xlate(st, r);
     PQclear(r);
     return rc;
+}
+
+/*
+ * What every session of the store needs, on its first connection and after
+ * every reconnection: commits durable on return whatever the server's
+ * default (SPEC section 16), quiet notices, and a slot of its own in the
+ * offline queue's figures (sql/pg/002), held under a session advisory lock
+ * (two-key form, first key 73020625) while the connection lives: the first
+ * of the 1024 slots free from the process id on; if all are taken, one
+ * shared with others (1024 + pid % 64), which is only slower.
+ */
+static int session_setup(struct pg_store *st)
+{
+    static const char sql[] =
+        "SET synchronous_commit = on; SET client_min_messages = warning;"
+        " SELECT set_config('payterm.slot', coalesce((SELECT s FROM (SELECT (pg_backend_pid() + i)"
+        " % 1024 AS s FROM generate_series(0, 1023) i) f WHERE pg_try_advisory_lock(73020625, s)"
+        " LIMIT 1), 1024 + pg_backend_pid() % 64)::text, false)";
+    PGresult *r = RT(st, PQexec(st->conn, sql));
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        int rc = xlate(st, r);
+        PQclear(r);
+        return rc;
+    }
+    st->slot = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    st->session_ok = 1;
+    return PT_OK;
 }
 
 /* ---- open, schema, transactions ------------------------------------------ */
@@ -603,8 +664,7 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
     }
     /* Every commit durable on return (SPEC section 16), whatever the
      * server's default; statements never wait on a lock for ever. */
-    if ((rc = exec_sql(st, "SET synchronous_commit = on")) ||
-        (rc = exec_sql(st, "SET client_min_messages = warning"))) {
+    if ((rc = session_setup(st))) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot configure the PostgreSQL session: %s", st->errmsg);
         pg_close((struct pt_store *)(void *)st);
@@ -935,6 +995,7 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     a_opt(&a, c->metadata);
     a_int(&a, c->next_attempt_at);
     a_int(&a, now);
+    a_int(&a, PG(s)->slot);
     PGresult *r;
     int rc = q(PG(s), S_CHARGE_INSERT, &a, &r);
     if (rc)
@@ -1656,6 +1717,7 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     a_int(&a, g->max_total);
     a_text(&a, who);
     a_int(&a, g->expires_at);
+    a_int(&a, st->slot);
     PGresult *r;
     int rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r);
     if (rc == PT_EEXIST)
@@ -1671,9 +1733,10 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     return rc;
 }
 
-static int pg_charges_claim(struct pt_store *s, const int64_t *ids, int n, unsigned char *taken)
+/* Locks the rows of ids still INIT, passing over those another transaction
+ * holds (SKIP LOCKED): taken[i] = 1 for each one locked. */
+static int claim(struct pg_store *st, int stmt, const int64_t *ids, int n, unsigned char *taken)
 {
-    struct pg_store *st = PG(s);
     memset(taken, 0, (size_t)n);
     if (n <= 0)
         return PT_OK;
@@ -1686,7 +1749,7 @@ static int pg_charges_claim(struct pt_store *s, const int64_t *ids, int n, unsig
     struct args a = {0};
     a_text(&a, arr);
     PGresult *r;
-    int rc = q(st, S_CHARGES_CLAIM, &a, &r);
+    int rc = q(st, stmt, &a, &r);
     if (rc)
         return rc;
     for (int k = 0; k < PQntuples(r); k++) {
@@ -1697,6 +1760,16 @@ static int pg_charges_claim(struct pt_store *s, const int64_t *ids, int n, unsig
     }
     PQclear(r);
     return PT_OK;
+}
+
+static int pg_charges_claim(struct pt_store *s, const int64_t *ids, int n, unsigned char *taken)
+{
+    return claim(PG(s), S_CHARGES_CLAIM, ids, n, taken);
+}
+
+static int pg_refunds_claim(struct pt_store *s, const int64_t *ids, int n, unsigned char *taken)
+{
+    return claim(PG(s), S_REFUNDS_CLAIM, ids, n, taken);
 }
 
 static int pg_wait_events(struct pt_store *s, int timeout_ms)
@@ -1749,6 +1822,7 @@ static const struct pt_store_ops pg_ops = {
     .round_trips = pg_round_trips,
     .wait_events = pg_wait_events,
     .charges_claim = pg_charges_claim,
+    .refunds_claim = pg_refunds_claim,
     .errmsg = pg_errmsg,
     .close = pg_close,
     .schema_version = pg_schema_version,

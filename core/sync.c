@@ -1702,8 +1702,18 @@ static int send_queued_refunds(struct pt_sync *s, struct pt_store *st, struct pt
                 rc = PT_OK;
         }
         out = 0;
+        /* As for charges: a refund another lane is arming is passed over. */
+        int64_t ids[RUN_MAX];
+        unsigned char taken[RUN_MAX];
+        int first = i, span = n - i < RUN_MAX ? n - i : RUN_MAX;
+        for (int j = 0; j < span; j++)
+            ids[j] = rs[i + j].id;
+        if (rc == PT_OK && span > 0)
+            rc = pt_store_refunds_claim(st, ids, span, taken);
         for (; rc == PT_OK && i < n && out < RUN_MAX; i++) {
             struct pt_refund *r = &rs[i];
+            if (i - first < span && !taken[i - first])
+                continue; /* another lane's now */
             if (down[gw_index(r->gateway)])
                 continue;
             if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &cs[out])))

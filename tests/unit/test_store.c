@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 static char dir[256];
@@ -659,6 +660,128 @@ static void test_order_id_unique_and_checks(void **state)
     pt_store_close(st);
 }
 
+/* The store's sessions on the server, as pg_locks shows them: how many hold
+ * an offline-queue slot (sql/pg/002), and how many distinct slots. */
+#define SLOT_HOLDERS                                                                               \
+    "SELECT count(*), count(DISTINCT l.objid) FROM pg_locks l JOIN pg_stat_activity a"             \
+    " USING (pid) WHERE l.locktype = 'advisory' AND l.classid = 73020625 AND l.granted"            \
+    " AND a.application_name = 'payterm' AND a.datname = current_database()"
+
+/* Each connection of every lane counts the offline queue into a slot of its
+ * own, so two lanes' new charges never wait on each other's row lock. */
+static void test_pg_each_connection_has_its_own_slot(void **state)
+{
+    (void)state;
+    pt_test_pg_only("the offline queue's slots are the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "slots.db");
+    struct pt_store *st[3];
+    struct pt_store_options o = {.path = path};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pt_test_store_open(&o, &st[i], err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 3);
+    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 1), 3);
+    pt_store_close(st[1]);
+    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 2);
+    pt_store_close(st[0]);
+    pt_store_close(st[2]);
+}
+
+/*
+ * A server process that goes away (a restart, a DBA's pg_terminate_backend)
+ * takes its session with it.  The store reconnects at its next call and
+ * sets the session up again - synchronous_commit = on and its slot, in the
+ * one request - before any statement runs on it.
+ */
+static void test_pg_session_set_up_again_after_reconnect(void **state)
+{
+    (void)state;
+    pt_test_pg_only("reconnection is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "reconnect.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 1);
+#define STORE_SESSIONS                                                                             \
+    "FROM pg_stat_activity WHERE application_name = 'payterm' AND datname = current_database()"
+    pt_test_sql_exec(path, "SELECT pg_terminate_backend(pid) " STORE_SESSIONS);
+    for (int i = 0; i < 100 && pt_test_sql_int(path, "SELECT count(*) " STORE_SESSIONS, 0) > 0; i++)
+        usleep(20000);
+    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 0);
+    struct pt_charge c;
+    fill_charge(&c, 7);
+    /* The first call finds the connection gone (one failure at most, outside
+     * a transaction); the next reconnects and works. */
+    int rc = pt_store_charge_insert(st, &c, 5);
+    if (rc != PT_OK) {
+        assert_int_equal(rc, PT_EIO);
+        assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_OK);
+    }
+    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 1);
+    assert_int_equal(
+        pt_test_sql_int(path, "SELECT sum(count) FROM offline_queue WHERE currency = 'CNY'", 0), 1);
+    pt_store_close(st);
+}
+
+/*
+ * Two lanes arm runs from one queue: each takes the rows the other is not
+ * arming right now and passes over the rest at once (FOR UPDATE SKIP
+ * LOCKED), charges and refunds alike; a row no longer INIT is not taken.
+ */
+static void test_pg_runs_are_claimed_skip_locked(void **state)
+{
+    (void)state;
+    pt_test_pg_only("claims are the PostgreSQL store's (SQLite has one writer)");
+    char path[300], err[512];
+    db_path(path, sizeof path, "claim.db");
+    struct pt_store *a, *b;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_test_store_open(&o, &a, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &b, err, sizeof err), PT_OK);
+    struct pt_charge c[4];
+    for (int i = 0; i < 4; i++) {
+        fill_charge(&c[i], 20 + i);
+        assert_int_equal(pt_store_charge_insert(a, &c[i], 5), PT_OK);
+    }
+    pt_test_sql_exec(path, "UPDATE charges SET state = 'SUCCESS' WHERE order_id = 'FULL-000023'");
+    struct pt_refund r[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(r[i].refund_id, sizeof r[i].refund_id, "RC-%d", i);
+        r[i].charge_id = c[3].id;
+        r[i].amount = 10;
+        r[i].state = PT_STATE_INIT;
+        assert_int_equal(pt_store_refund_insert(a, &r[i], 6), PT_OK);
+    }
+    pt_test_sql_exec(path, "UPDATE refunds SET state = 'PROCESSING' WHERE refund_id = 'RC-2'");
+    int64_t cid[3] = {c[0].id, c[1].id, c[3].id}, rid[3] = {r[0].id, r[1].id, r[2].id};
+    unsigned char taken[3];
+    /* Lane a arms charge 0 and refund 0. */
+    assert_int_equal(pt_store_begin(a), PT_OK);
+    assert_int_equal(pt_store_charges_claim(a, cid, 1, taken), PT_OK);
+    assert_int_equal(taken[0], 1);
+    assert_int_equal(pt_store_refunds_claim(a, rid, 1, taken), PT_OK);
+    assert_int_equal(taken[0], 1);
+    /* Lane b, meanwhile: not those (not waited for), the others yes; charge
+     * 3 (SUCCESS) and refund 2 (PROCESSING) are not queued any more. */
+    assert_int_equal(pt_store_begin(b), PT_OK);
+    assert_int_equal(pt_store_charges_claim(b, cid, 3, taken), PT_OK);
+    assert_memory_equal(taken, ((unsigned char[]){0, 1, 0}), 3);
+    assert_int_equal(pt_store_refunds_claim(b, rid, 3, taken), PT_OK);
+    assert_memory_equal(taken, ((unsigned char[]){0, 1, 0}), 3);
+    assert_int_equal(pt_store_rollback(b), PT_OK);
+    assert_int_equal(pt_store_rollback(a), PT_OK);
+    /* Once a's transaction is over, b may take them. */
+    assert_int_equal(pt_store_begin(b), PT_OK);
+    assert_int_equal(pt_store_charges_claim(b, cid, 2, taken), PT_OK);
+    assert_memory_equal(taken, ((unsigned char[]){1, 1}), 2);
+    assert_int_equal(pt_store_refunds_claim(b, rid, 2, taken), PT_OK);
+    assert_memory_equal(taken, ((unsigned char[]){1, 1}), 2);
+    assert_int_equal(pt_store_rollback(b), PT_OK);
+    pt_store_close(b);
+    pt_store_close(a);
+}
+
 static void test_audit_append_only(void **state)
 {
     (void)state;
@@ -717,6 +840,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_writable_probe_is_one_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_id_unique_and_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_each_connection_has_its_own_slot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_session_set_up_again_after_reconnect, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_backup, setup, teardown),
     };
     pt_test_disk_install(); /* before the first database is opened */
