@@ -39,10 +39,12 @@
 #define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
 
 /* A CTE that counts the charges of `from` (id, state, currency, amount)
- * into this connection's slot ($slot) of the offline queue's figures: the
- * inserts count their charges in themselves (sql/pg/002). */
-#define COUNT_IN(from, slot)                                                                       \
-    "q AS (INSERT INTO offline_queue (slot, currency, count, total) SELECT $" #slot "::integer,"   \
+ * into this connection's slot (payterm.slot, session_setup) of the offline
+ * queue's figures: the inserts count their charges in themselves
+ * (sql/pg/002). */
+#define COUNT_IN(from)                                                                             \
+    "q AS (INSERT INTO offline_queue (slot, currency, count, total) SELECT"                        \
+    " current_setting('payterm.slot')::integer,"                                                   \
     " currency, count(*), sum(amount) FROM " from                                                  \
     " GROUP BY currency ON CONFLICT (currency, slot)"                                              \
     " DO UPDATE SET count = offline_queue.count + EXCLUDED.count,"                                 \
@@ -130,8 +132,8 @@
       " next_attempt_at, created_at, updated_at) VALUES ($1::text, $2::text, $3::text,"            \
       " $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,"       \
       " $12::text, 0, $13::bigint, $14::bigint, $14) ON CONFLICT (order_id) DO NOTHING"            \
-      " RETURNING id, state, currency, amount), " COUNT_IN("c WHERE c.state = 'INIT'",             \
-                                                           15) " SELECT id FROM c")                \
+      " RETURNING id, state, currency, amount), " COUNT_IN(                                        \
+          "c WHERE c.state = 'INIT'") " SELECT id FROM c")                                         \
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = $1::text")                 \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = $1::bigint")               \
     X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = $1::bigint")                      \
@@ -238,16 +240,15 @@
       " AND (SELECT coalesce(sum(count), 0) < $19::bigint AND coalesce(sum(total) FILTER"          \
       " (WHERE currency = $5), 0) + $4 <= $20::bigint FROM offline_queue)"                         \
       " RETURNING id, state, currency, amount), " COUNT_IN(                                        \
-          "c",                                                                                     \
-          23) ","                                                                                  \
-              " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"   \
-              " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                             \
-              " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"       \
-              " response_status, response_body, created_at, expires_at) SELECT $14, $15, "         \
-              "$16::bytea,"                                                                        \
-              " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $22::bigint "   \
-              "FROM c)"                                                                            \
-              " SELECT id FROM c")
+          "c") ","                                                                                 \
+               " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"  \
+               " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                            \
+               " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"      \
+               " response_status, response_body, created_at, expires_at) SELECT $14, $15, "        \
+               "$16::bytea,"                                                                       \
+               " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $22::bigint "  \
+               "FROM c)"                                                                           \
+               " SELECT id FROM c")
 
 enum {
 #define PG__ENUM(id, sql) S_##id,
@@ -275,7 +276,6 @@ struct pg_store {
     uint64_t round_trips;     /* requests sent to the server so far */
     int listening;            /* LISTEN payterm_events sent (pt_store_wait_events) */
     int session_ok;           /* session_setup() done on this server process */
-    int slot;                 /* this connection's offline_queue slot (sql/pg/002) */
     char errmsg[256];
 };
 
@@ -496,7 +496,6 @@ static int session_setup(struct pg_store *st)
         PQclear(r);
         return rc;
     }
-    st->slot = atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
     st->session_ok = 1;
     return PT_OK;
@@ -995,7 +994,6 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     a_opt(&a, c->metadata);
     a_int(&a, c->next_attempt_at);
     a_int(&a, now);
-    a_int(&a, PG(s)->slot);
     PGresult *r;
     int rc = q(PG(s), S_CHARGE_INSERT, &a, &r);
     if (rc)
@@ -1717,7 +1715,6 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     a_int(&a, g->max_total);
     a_text(&a, who);
     a_int(&a, g->expires_at);
-    a_int(&a, st->slot);
     PGresult *r;
     int rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r);
     if (rc == PT_EEXIST)
