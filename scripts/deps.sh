@@ -72,14 +72,35 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "deps.sh: installing:$missing"
-for a in $arches; do dpkg --add-architecture "$a"; done
 export DEBIAN_FRONTEND=noninteractive
+# Another apt or dpkg (a boot-time apt-daily run, an earlier job) may hold the
+# lock: wait for it rather than fail on it.
+wait_lock="-o DPkg::Lock::Timeout=600"
+dpkg_busy() {
+    for c in /proc/[0-9]*/comm; do
+        case $(cat "$c" 2>/dev/null) in dpkg | apt | apt-get | unattended-upgr) return 0 ;; esac
+    done
+    return 1
+}
+# A dpkg run cut off half-way (a power cut, the OOM killer, a job that timed
+# out) leaves its journal in /var/lib/dpkg/updates, and every apt-get then
+# refuses to go on ("dpkg was interrupted").  Finish it first, once no other
+# dpkg is at work.
+if [ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ]; then
+    n=0
+    while dpkg_busy && [ $n -lt 600 ]; do sleep 1; n=$((n + 1)); done
+    if [ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ]; then
+        echo "deps.sh: an earlier dpkg run was cut off; finishing it first (dpkg --configure -a)" >&2
+        dpkg --configure -a
+    fi
+fi
+for a in $arches; do dpkg --add-architecture "$a"; done
 # A mirror in the middle of a sync can fail one index; retry, then go on with
 # what we have (the install step fails clearly if a package is really missing).
 for try in 1 2 3; do
-    apt-get update -qq && break
+    apt-get $wait_lock update -qq && break
     echo "deps.sh: apt-get update failed (try $try of 3)" >&2
     sleep 5
 done
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get $wait_lock install -y -qq --no-install-recommends $missing >/dev/null
