@@ -25,11 +25,41 @@ static int same_charge(const struct pt_charge *a, const struct pt_charge *b)
     return same;
 }
 
+/* The key that made a local charge, to go with it. */
+struct moved_key {
+    int have;
+    char scope[PT_KEY_SCOPE_MAX], key[PT_KEY_NAME_MAX];
+    struct pt_key_row row;
+};
+
+/* Inside the server's transaction: the key's completed record, its answer
+ * the bytes the client got from the lane, so a retry on any lane replays
+ * them.  A key the server has already (used there for another request) is
+ * the server's: left as it is, the charge moves without it. */
+static int copy_key(struct pt_store *server, const struct pt_charge *c, struct moved_key *k,
+                    int64_t now)
+{
+    struct pt_key_lock lock;
+    int rc = pt_store_key_take_later(server, k->scope, k->key, k->row.request_hash, 0, now,
+                                     k->row.expires_at, &lock);
+    if (rc == PT_EEXIST) {
+        pt_log_warn("charge %s queued locally: its idempotency key is taken on the store "
+                    "server; a retry of it there is not answered from the lane's record",
+                    c->order_id);
+        return PT_OK;
+    }
+    if (rc == PT_OK &&
+        (rc = pt_store_key_set_order(server, k->scope, k->key, &lock, c->order_id)) == PT_OK)
+        rc = pt_store_key_complete(server, k->scope, k->key, &lock, k->row.response_status,
+                                   k->row.response_body, k->row.response_len, k->row.completed_at);
+    return rc == PT_ESTATE ? PT_ESTORAGE : rc;
+}
+
 /* Copies c (INIT, as queued locally) to the server with its first audit
- * row and one that says where it came from.  PT_EEXIST: the order is there
- * already (*there is it). */
-static int copy_to_server(struct pt_store *server, const struct pt_charge *c, int64_t now,
-                          struct pt_charge *there)
+ * row, one that says where it came from and the key that made it (k, when
+ * k->have).  PT_EEXIST: the order is there already (*there is it). */
+static int copy_to_server(struct pt_store *server, const struct pt_charge *c, struct moved_key *k,
+                          int64_t now, struct pt_charge *there)
 {
     struct pt_charge copy = *c;
     copy.id = 0;
@@ -45,6 +75,8 @@ static int copy_to_server(struct pt_store *server, const struct pt_charge *c, in
                             "queued in the lane's local store while the store server was "
                             "unreachable",
                             now);
+    if (rc == PT_OK && k->have)
+        rc = copy_key(server, c, k, now);
     if (rc) {
         pt_store_rollback(server);
         if (rc == PT_EEXIST && pt_store_charge_get(server, c->order_id, there) == PT_OK)
@@ -112,7 +144,12 @@ int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t no
             after = c->id;
             if (c->review)
                 continue; /* held for an operator (below) */
-            rc = copy_to_server(server, c, now, &there);
+            struct moved_key k = {0};
+            rc = pt_store_key_of_order(local, c->order_id, k.scope, k.key, &k.row);
+            k.have = rc == PT_OK;
+            if (rc == PT_OK || rc == PT_ENOTFOUND)
+                rc = copy_to_server(server, c, &k, now, &there);
+            pt_key_row_free(&k.row);
             if (rc == PT_EEXIST && !same_charge(c, &there)) {
                 pt_log_error("charge %s queued locally: the store server has another charge "
                              "with this order_id; held for review in the local store",

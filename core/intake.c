@@ -829,8 +829,9 @@ static int goes_online(const struct pt_intake *in, struct pt_store *st, const st
 }
 
 /* The gateway is not to be asked now: c waits in the queue, or the 503. */
-static int queue_new(const struct pt_intake *in, struct pt_store *st, struct pt_charge *c,
-                     enum pt_offline_mode mode, int64_t now, struct pt_reply *out, enum step *next)
+static int queue_new(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                     struct pt_charge *c, enum pt_offline_mode mode, int64_t now,
+                     struct pt_reply *out, enum step *next)
 {
     *next = STEP_RELEASE;
     if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
@@ -847,10 +848,12 @@ static int queue_new(const struct pt_intake *in, struct pt_store *st, struct pt_
         return rc;
     }
     /* The key completes in this same transaction, so it needs no link to
-     * the order for lock recovery. */
+     * the order for lock recovery; its record still names the order, for a
+     * lane's local store whose keys move with their charges. */
     c->next_attempt_at = now;
     if ((rc = pt_charge_create(st, c, "api", now)))
         return rc;
+    pt_store_key_name_order(&g->lock, c->order_id);
     pt_log_info("charge %s queued offline (%s %lld %s)", c->order_id, c->gateway,
                 (long long)c->amount, c->currency);
     pt_reply_charge(out, 202, c);
@@ -959,7 +962,7 @@ static int new_charge(const struct pt_intake *in, struct pt_store *st, struct gu
     if (rc)
         return rc;
     return online ? charge_online(in, st, g, c, mode, now, out, next)
-                  : queue_new(in, st, c, mode, now, out, next);
+                  : queue_new(in, st, g, c, mode, now, out, next);
 }
 
 /*

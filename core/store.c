@@ -211,6 +211,19 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
     return ops(st)->key_set_order(st, scope, key, lock, order_id);
 }
 
+void pt_store_key_name_order(struct pt_key_lock *lock, const char *order_id)
+{
+    if (lock->pending)
+        snprintf(lock->order_id, sizeof lock->order_id, "%s", order_id ? order_id : "");
+}
+
+int pt_store_key_of_order(struct pt_store *st, const char *order_id, char scope[PT_KEY_SCOPE_MAX],
+                          char key[PT_KEY_NAME_MAX], struct pt_key_row *out)
+{
+    return ops(st)->key_of_order ? ops(st)->key_of_order(st, order_id, scope, key, out)
+                                 : PT_EUNSUPPORTED;
+}
+
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
                           struct pt_key_lock *lock, int status, const char *body, size_t len,
                           int64_t now)

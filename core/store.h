@@ -280,6 +280,8 @@ struct pt_key_lock {
     unsigned txn; /* pending: the transaction it belongs to */
     unsigned char hash[32];
     int64_t expires_at;
+    /* pending: the order its completed record names (pt_store_key_name_order). */
+    char order_id[PT_ORDER_ID_MAX];
 };
 
 /*
@@ -298,6 +300,29 @@ int pt_store_key_take_later(struct pt_store *st, const char *scope, const char *
  * PT_ESTATE when the caller no longer holds the lock. */
 int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *key,
                            struct pt_key_lock *lock, const char *order_id);
+
+/*
+ * The order a pending lock's completed record is to name: written with the
+ * answer by pt_store_key_complete, at no extra statement.  The queued
+ * charge's key needs no link for lock recovery (both commit together), but
+ * a lane's local store (store.fallback "local") moves each key with the
+ * charge it made (pt_store_key_of_order).  A lock already written is
+ * linked by pt_store_key_set_order; this leaves it alone.
+ */
+void pt_store_key_name_order(struct pt_key_lock *lock, const char *order_id);
+
+/* Scope and key as stored: scope 1-128 bytes, key 1-255 (idem.h). */
+enum { PT_KEY_SCOPE_MAX = 129, PT_KEY_NAME_MAX = 256 };
+
+/*
+ * The completed record of the key whose request created order_id, with its
+ * scope and name, so it can be moved with the charge (fallback.c).
+ * PT_ENOTFOUND when no completed record names the order.  Scans the keys:
+ * for a lane's local store, which holds what an outage left; PostgreSQL
+ * has no such lookup (PT_EUNSUPPORTED).
+ */
+int pt_store_key_of_order(struct pt_store *st, const char *order_id, char scope[PT_KEY_SCOPE_MAX],
+                          char key[PT_KEY_NAME_MAX], struct pt_key_row *out);
 
 /* Stores the response and releases the lock.  PT_ESTATE when the caller no
  * longer holds it (nothing is changed then). */

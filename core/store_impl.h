@@ -57,6 +57,9 @@ struct pt_store_ops {
                       struct pt_key_lock *lock);
     int (*key_delete_expired)(struct pt_store *st, const char *scope, const char *key, int64_t now);
     int (*key_sweep)(struct pt_store *st, int64_t now, int *count);
+    /* NULL: PT_EUNSUPPORTED (a lane's local store only). */
+    int (*key_of_order)(struct pt_store *st, const char *order_id, char *scope, char *key,
+                        struct pt_key_row *out);
     int (*charge_insert)(struct pt_store *st, struct pt_charge *c, int64_t now);
     int (*charge_get)(struct pt_store *st, const char *order_id, struct pt_charge *out);
     int (*charge_get_by_id)(struct pt_store *st, int64_t id, struct pt_charge *out);

@@ -185,13 +185,16 @@ static const struct pt_store_ops sqlite_ops;
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
                " response_body, order_id, expires_at FROM idempotency_keys"                        \
                " WHERE scope = ?1 AND key = ?2")                                                   \
+    X(KEY_OF_ORDER, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"    \
+                    " response_body, order_id, expires_at, scope, key FROM idempotency_keys"       \
+                    " WHERE order_id = ?1 AND completed_at IS NOT NULL ORDER BY id LIMIT 1")       \
     X(KEY_INSERT, "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, locked_at,"   \
                   " locked_by, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6)")       \
     X(KEY_EXISTS, "SELECT 1 FROM idempotency_keys WHERE scope = ?1 AND key = ?2")                  \
     X(KEY_INSERT_DONE,                                                                             \
       "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, completed_at,"            \
-      " response_status, response_body, created_at, expires_at)"                                   \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")                                                  \
+      " response_status, response_body, created_at, expires_at, order_id)"                         \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")                                              \
     X(KEY_INSERT_HELD,                                                                             \
       "INSERT OR IGNORE INTO idempotency_keys (scope, key, request_hash, locked_at,"               \
       " locked_by, created_at, expires_at, order_id)"                                              \
@@ -1402,14 +1405,9 @@ static int sq_writable(struct pt_store *st)
 
 /* ---- idempotency keys ------------------------------------------------- */
 
-static int sq_key_get(struct pt_store *st, const char *scope, const char *key,
-                      struct pt_key_row *out)
+/* Steps s, a key's columns from column 0 in KEY_GET's order, into *out. */
+static int read_key_row(struct pt_store *st, sqlite3_stmt *s, struct pt_key_row *out)
 {
-    sqlite3_stmt *s = stmt(st, S_KEY_GET);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE) {
         sqlite3_reset(s);
@@ -1444,6 +1442,34 @@ static int sq_key_get(struct pt_store *st, const char *scope, const char *key,
     }
     copy_col(s, 6, out->order_id, sizeof out->order_id);
     out->expires_at = sqlite3_column_int64(s, 7);
+    return rc; /* s is left on its row: the caller may read more columns */
+}
+
+static int sq_key_get(struct pt_store *st, const char *scope, const char *key,
+                      struct pt_key_row *out)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_GET);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    int rc = read_key_row(st, s, out);
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int sq_key_of_order(struct pt_store *st, const char *order_id, char *scope, char *key,
+                           struct pt_key_row *out)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_OF_ORDER);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, order_id, -1, SQLITE_STATIC);
+    int rc = read_key_row(st, s, out);
+    if (rc == PT_OK || rc == PT_ENOMEM) {
+        copy_col(s, 8, scope, PT_KEY_SCOPE_MAX);
+        copy_col(s, 9, key, PT_KEY_NAME_MAX);
+    }
     sqlite3_reset(s);
     return rc;
 }
@@ -1598,6 +1624,7 @@ static int sq_key_complete(struct pt_store *st, const char *scope, const char *k
         sqlite3_bind_blob(s, 6, body ? body : "", (int)len, SQLITE_STATIC);
         sqlite3_bind_int64(s, 7, lock->at);
         sqlite3_bind_int64(s, 8, lock->expires_at);
+        bind_text(s, 9, lock->order_id);
         int rc = run(st, s);
         if (rc)
             return rc;
@@ -2647,6 +2674,7 @@ static const struct pt_store_ops sqlite_ops = {
     .key_take_later = sq_key_take_later,
     .key_set_order = sq_key_set_order,
     .key_complete = sq_key_complete,
+    .key_of_order = sq_key_of_order,
     .key_delete = sq_key_delete,
     .key_delete_expired = sq_key_delete_expired,
     .key_sweep = sq_key_sweep,

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "charges.h"
+#include "fallback.h"
 #include "err.h"
 #include "json.h"
 #include "store.h"
@@ -733,6 +734,94 @@ static void test_work_list_floor_under_concurrent_inserts(void **state)
         fail_msg("%d of %d charges were found by the work list", finished, a.made);
 }
 
+/* A charge queued in a lane's local store as the API queues one: its key
+ * found free, the charge, the key's answer naming the order. */
+static void queue_locally(struct pt_store *local, const char *key, const char *order,
+                          const unsigned char h[32], const char *answer, int64_t now)
+{
+    struct pt_charge c;
+    card_charge(&c, order, 700);
+    c.next_attempt_at = now;
+    struct pt_key_lock lock;
+    assert_int_equal(pt_store_begin(local), PT_OK);
+    assert_int_equal(
+        pt_store_key_take_later(local, "POST /v1/charges", key, h, 1, now, now + 86400000, &lock),
+        PT_OK);
+    assert_int_equal(pt_charge_create(local, &c, "api", now), PT_OK);
+    pt_store_key_name_order(&lock, c.order_id);
+    assert_int_equal(pt_store_key_complete(local, "POST /v1/charges", key, &lock, 202, answer,
+                                           strlen(answer), now + 1),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(local), PT_OK);
+}
+
+/*
+ * store.fallback "local" (SPEC 16): a charge queued in the lane's own
+ * SQLite store while the store server was unreachable moves to the server
+ * with the key that made it, so a retry of that key on any lane replays the
+ * lane's answer byte for byte.  Moved twice (the lane died between the
+ * server's commit and its own mark): still one charge and one key there.
+ */
+static void test_fallback_moves_the_key_with_its_charge(void **state)
+{
+    (void)state;
+    char lpath[320], err[512];
+    snprintf(lpath, sizeof lpath, "%s/local.db", dir);
+    struct pt_store_options o = {.path = lpath};
+    struct pt_store *local;
+    assert_int_equal(pt_store_open(&o, &local, err, sizeof err), PT_OK);
+    const char *scope = "POST /v1/charges";
+    const char *answer = "{\"id\":1,\"order_id\":\"FB-K1\",\"state\":\"INIT\"}";
+    unsigned char h[32];
+    memset(h, 0x5a, sizeof h);
+    queue_locally(local, "k-1", "FB-K1", h, answer, 1000);
+    /* A key whose request made no charge (a refused body): nothing names an order. */
+    struct pt_key_lock lock;
+    assert_int_equal(pt_store_begin(local), PT_OK);
+    assert_int_equal(pt_store_key_take_later(local, scope, "k-bad", h, 1, 1100, 90000, &lock),
+                     PT_OK);
+    assert_int_equal(pt_store_key_complete(local, scope, "k-bad", &lock, 400, "{}", 2, 1101),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(local), PT_OK);
+
+    char ks[PT_KEY_SCOPE_MAX], kn[PT_KEY_NAME_MAX];
+    struct pt_key_row row;
+    assert_int_equal(pt_store_key_of_order(local, "FB-K1", ks, kn, &row), PT_OK);
+    assert_string_equal(ks, scope);
+    assert_string_equal(kn, "k-1");
+    pt_key_row_free(&row);
+    assert_int_equal(pt_store_key_of_order(local, "FB-NONE", ks, kn, &row), PT_ENOTFOUND);
+
+    int moved = 0;
+    assert_int_equal(pt_fallback_move(local, st, 5000, &moved), PT_OK);
+    assert_int_equal(moved, 1);
+    assert_int_equal(pt_store_key_get(st, scope, "k-1", &row), PT_OK);
+    assert_int_equal(row.response_status, 202);
+    assert_int_equal(row.response_len, strlen(answer));
+    assert_memory_equal(row.response_body, answer, row.response_len);
+    assert_memory_equal(row.request_hash, h, sizeof h);
+    assert_string_equal(row.order_id, "FB-K1");
+    assert_true(row.completed_at > 0);
+    assert_int_equal(row.locked_at, 0);
+    assert_int_equal(row.expires_at, 1000 + 86400000);
+    pt_key_row_free(&row);
+    assert_int_equal(pt_store_key_get(st, scope, "k-bad", &row), PT_ENOTFOUND);
+
+    /* Set back to INIT behind the store's back: moved again, refused there. */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(lpath, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "UPDATE charges SET state = 'INIT' WHERE order_id = 'FB-K1'", 0, 0, 0),
+        SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pt_fallback_move(local, st, 6000, &moved), PT_OK);
+    assert_int_equal(moved, 1);
+    assert_int_equal(
+        pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE order_id = 'FB-K1'", 0), 1);
+    assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM idempotency_keys", 0), 1);
+    pt_store_close(local);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -752,6 +841,8 @@ int main(void)
         cmocka_unit_test(test_charge_json_text_equals_cjson),
         cmocka_unit_test(test_params_text_is_canonical),
         cmocka_unit_test_setup_teardown(test_offline_queue_figures_follow_the_charges, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_moves_the_key_with_its_charge, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

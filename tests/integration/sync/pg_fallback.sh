@@ -6,8 +6,9 @@
 #   * lane 2 (no fallback) answers 503 storage_unavailable, and nothing of
 #     those requests is anywhere;
 #   * PostgreSQL returns: lane 1 moves its local charges over, each once
-#     (every order exactly once on the server), and the network returns:
-#     each captured exactly once;
+#     (every order exactly once on the server) with the key that made it,
+#     so a retry on any lane replays the first answer's bytes; and the
+#     network returns: each captured exactly once;
 #   * a local copy set back to INIT by hand (as if the lane died between
 #     the server's commit and its own mark) is moved again: the server's
 #     UNIQUE order_id refuses the second copy, still one charge.
@@ -112,6 +113,20 @@ expect "the local FB-0 (other amount) held for review" "INIT|1|order_id_taken_on
 expect "FB-L2 on the server (its 503 kept nothing)" 0 "$(pg "SELECT count(*) FROM charges WHERE order_id = 'FB-L2'")"
 expect "local copies marked moved" 13 \
     "$(sqlite3 "$T/data/payterm.db" "SELECT count(*) FROM charges WHERE state = 'CANCELED' AND error_code = 'moved_to_store_server'")"
+# A key used during the outage moved with its charge: a retry now, on
+# either lane, is the first answer's bytes, replayed - not a new answer
+# about the order, and never a second charge.
+expect "keys moved to the server with their charges" 13 \
+    "$(pg "SELECT count(*) FROM idempotency_keys WHERE key LIKE 'k-FB-%' AND order_id LIKE 'FB-%'")"
+charge "k-FB-3" "FB-3" "$(stripe_card 503)"
+expect "a retry of k-FB-3 on lane 1 after the move" "202 1" "$ST $REPLAYED"
+cmp -s "$BODY" "$T/first.3" || fail "the retry of k-FB-3 after the move got other bytes: $(cat "$BODY")"
+API_SAVED=$API
+API=$API2
+charge "k-FB-1" "FB-1" "$(stripe_card 501)"
+API=$API_SAVED
+expect "a retry of k-FB-1 on lane 2 after the move" "202 1" "$ST $REPLAYED"
+cmp -s "$BODY" "$T/first.1" || fail "the retry of k-FB-1 on lane 2 got other bytes: $(cat "$BODY")"
 # Moved twice: the server refuses the second copy.
 sqlite3 "$T/data/payterm.db" "UPDATE charges SET state = 'INIT' WHERE order_id = 'FB-2'"
 api /v1/sync -X POST >/dev/null
