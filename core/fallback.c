@@ -86,27 +86,22 @@ static int copy_to_server(struct pt_store *server, const struct pt_charge *c, st
     return pt_store_commit(server);
 }
 
-/* The local copy is done with: CANCELED there (it never left the device),
- * with the reason, never to be sent or moved again. */
+/* Inside the local transaction: the copy is done with - CANCELED there
+ * (it never left the device), with the reason, never to be sent or moved
+ * again.  PT_ESTATE: not INIT any more (canceled on the lane meanwhile). */
 static int mark_moved(struct pt_store *local, const struct pt_charge *c, int64_t now)
 {
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.error_code = "moved_to_store_server";
+    p.error_code = PT_FALLBACK_MOVED;
     p.error_message = "this charge was moved to the store server, which holds it now";
-    int rc = pt_store_begin(local);
-    if (rc)
-        return rc;
-    rc = pt_store_charge_transition(local, c->id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, now);
+    int rc =
+        pt_store_charge_transition(local, c->id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, now);
     if (rc == PT_OK)
-        rc = pt_store_audit(local, c->id, "INIT", "CANCELED", "moved_to_store_server", "sync", 0,
-                            NULL, now);
+        rc = pt_store_audit(local, c->id, "INIT", "CANCELED", PT_FALLBACK_MOVED, "sync", 0, NULL,
+                            now);
     if (rc == PT_OK && c->payment_code[0])
         pt_store_note_erased(local); /* the code's old page is still in the WAL */
-    if (rc) {
-        pt_store_rollback(local);
-        return rc == PT_ESTATE ? PT_OK : rc; /* moved on meanwhile: nothing to mark */
-    }
-    return pt_store_commit(local);
+    return rc;
 }
 
 static int hold_for_review(struct pt_store *local, const struct pt_charge *c, int64_t now)
@@ -127,6 +122,52 @@ static int hold_for_review(struct pt_store *local, const struct pt_charge *c, in
     return pt_store_commit(local);
 }
 
+/*
+ * One charge.  The local copy is marked moved first, in a transaction that
+ * stays open (BEGIN IMMEDIATE: the lane's own cancel of it waits) until the
+ * server has committed its copy, and commits after it: a cancel on the lane
+ * and the move cannot both win.  Canceled first, the mark finds it not INIT
+ * and nothing is copied; moved first, the cancel finds it moved and goes to
+ * the server.  The lane stopping between the two commits leaves the local
+ * copy INIT: the next pass finds the order on the server, the same charge,
+ * and only marks it.  *moved: 1 when the charge is on the server now.
+ */
+static int move_one(struct pt_store *local, struct pt_store *server, const struct pt_charge *c,
+                    int64_t now, int *moved)
+{
+    *moved = 0;
+    int rc = pt_store_begin(local);
+    if (rc)
+        return rc;
+    if ((rc = mark_moved(local, c, now)) != PT_OK) {
+        pt_store_rollback(local);
+        return rc == PT_ESTATE ? PT_OK : rc; /* canceled on the lane meanwhile */
+    }
+    struct moved_key k = {0};
+    struct pt_charge there;
+    rc = pt_store_key_of_order(local, c->order_id, k.scope, k.key, &k.row);
+    k.have = rc == PT_OK;
+    if (rc == PT_OK || rc == PT_ENOTFOUND)
+        rc = copy_to_server(server, c, &k, now, &there);
+    pt_key_row_free(&k.row);
+    if (rc == PT_EEXIST && !same_charge(c, &there)) {
+        pt_store_rollback(local);
+        pt_log_error("charge %s queued locally: the store server has another charge with this "
+                     "order_id; held for review in the local store",
+                     c->order_id);
+        return hold_for_review(local, c, now);
+    }
+    if (rc != PT_OK && rc != PT_EEXIST) {
+        pt_store_rollback(local);
+        return rc; /* the server is gone again: next pass */
+    }
+    if (rc == PT_EEXIST)
+        pt_log_info("charge %s was on the store server already (moved before)", c->order_id);
+    if ((rc = pt_store_commit(local)) == PT_OK)
+        *moved = 1;
+    return rc;
+}
+
 int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t now, int *moved)
 {
     *moved = 0;
@@ -140,30 +181,12 @@ int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t no
         if ((rc = pt_store_charges_list(local, PT_STATE_INIT, after, MOVE_BATCH, batch, &n, &more)))
             break;
         for (int i = 0; i < n && rc == PT_OK; i++) {
-            struct pt_charge *c = &batch[i], there;
-            after = c->id;
-            if (c->review)
-                continue; /* held for an operator (below) */
-            struct moved_key k = {0};
-            rc = pt_store_key_of_order(local, c->order_id, k.scope, k.key, &k.row);
-            k.have = rc == PT_OK;
-            if (rc == PT_OK || rc == PT_ENOTFOUND)
-                rc = copy_to_server(server, c, &k, now, &there);
-            pt_key_row_free(&k.row);
-            if (rc == PT_EEXIST && !same_charge(c, &there)) {
-                pt_log_error("charge %s queued locally: the store server has another charge "
-                             "with this order_id; held for review in the local store",
-                             c->order_id);
-                rc = hold_for_review(local, c, now);
-                continue;
-            }
-            if (rc != PT_OK && rc != PT_EEXIST)
-                break; /* the server is gone again: next pass */
-            if (rc == PT_EEXIST)
-                pt_log_info("charge %s was on the store server already (moved before)",
-                            c->order_id);
-            if ((rc = mark_moved(local, c, now)) == PT_OK)
-                (*moved)++;
+            int one = 0;
+            after = batch[i].id;
+            if (batch[i].review)
+                continue; /* held for an operator (move_one) */
+            rc = move_one(local, server, &batch[i], now, &one);
+            *moved += one;
         }
         if (rc || !more)
             break;
@@ -172,6 +195,11 @@ int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t no
     if (*moved)
         pt_log_info("moved %d charge(s) from the local store to the store server", *moved);
     return rc;
+}
+
+int pt_fallback_is_moved(const struct pt_charge *c)
+{
+    return c->state == PT_STATE_CANCELED && strcmp(c->error_code, PT_FALLBACK_MOVED) == 0;
 }
 
 int pt_fallback_waiting(struct pt_store *local, int64_t *count)

@@ -8,13 +8,19 @@
 
 #include <stdint.h>
 
+struct pt_charge;
 struct pt_store;
+
+/* The error code of a local copy that was moved (CANCELED there). */
+#define PT_FALLBACK_MOVED "moved_to_store_server"
 
 /*
  * Moves every charge still queued (INIT) in `local` into `server`: the
- * charge with its trail, in one transaction of the server, then marked
- * moved in `local` (CANCELED, error "moved_to_store_server", audited) in
- * one of its own.  A charge moved before - the server committed, the lane
+ * charge with its first audit rows and the key that made it (its answer,
+ * so a retry on any lane replays it), in one transaction of the server,
+ * inside the local one that marks the copy moved (CANCELED, error
+ * PT_FALLBACK_MOVED, audited): a cancel on the lane and the move cannot
+ * both win.  A charge moved before - the server committed, the lane
  * stopped before it marked its copy - is found by its order_id, UNIQUE on
  * the server: with the same parameters it is the same charge and only the
  * local mark is written; with others it stays local, under review
@@ -23,6 +29,10 @@ struct pt_store;
  * again): what was moved stays moved, the rest waits for the next pass.
  */
 int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t now, int *moved);
+
+/* 1 when c, read from a lane's local store, is a copy moved to the server
+ * (the server's charge is the one to read or change). */
+int pt_fallback_is_moved(const struct pt_charge *c);
 
 /* Charges waiting in `local` to be moved (for /v1/status and the log). */
 int pt_fallback_waiting(struct pt_store *local, int64_t *count);

@@ -17,6 +17,7 @@
 #include "refunds.h"
 #include "crypto.h"
 #include "err.h"
+#include "fallback.h"
 #include "gateway.h"
 #include "json.h"
 #include "log.h"
@@ -225,6 +226,9 @@ static int guard_prepare(struct pt_store *st, const char *path, const char *key_
 }
 
 /* Steps 1-3 (see guard_enter). */
+static void answer_recorded(const struct guard *g, struct pt_idem_result *res,
+                            struct pt_reply *out);
+
 static int guard_try(const struct pt_intake *in, struct pt_store *st, const char *path,
                      const char *key_header, const char *body, size_t len, int empty_is_object,
                      int64_t now, struct guard *g, struct pt_reply *out, struct pt_idem_result *res)
@@ -253,11 +257,28 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
             return 0;
         }
     }
-    switch (res->status) {
-    case PT_IDEM_NEW:
-    case PT_IDEM_RECOVERED:
+    if (res->status == PT_IDEM_NEW || res->status == PT_IDEM_RECOVERED) {
         g->lock = res->lock;
         return 1;
+    }
+    answer_recorded(g, res, out);
+    if (g->in_txn) {
+        /* The answer may rest on what other requests of a batch wrote (a key
+         * they completed): it stands only once they are durable. */
+        g->in_txn = 0;
+        if ((rc = pt_store_rollback(st)) != PT_OK) {
+            pt_reply_free(out);
+            memset(out, 0, sizeof *out);
+            storage_unavailable(out, st, rc);
+        }
+    }
+    return 0;
+}
+
+/* The answer a key's record gives (anything but NEW and RECOVERED). */
+static void answer_recorded(const struct guard *g, struct pt_idem_result *res, struct pt_reply *out)
+{
+    switch (res->status) {
     case PT_IDEM_REPLAY:
         out->status = res->response_status;
         set_body(out, res->body);
@@ -282,17 +303,54 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
         pt_reply_error(out, 503, "storage_unavailable", "unexpected idempotency state");
         break;
     }
-    if (g->in_txn) {
-        /* The answer may rest on what other requests of a batch wrote (a key
-         * they completed): it stands only once they are durable. */
-        g->in_txn = 0;
-        if ((rc = pt_store_rollback(st)) != PT_OK) {
-            pt_reply_free(out);
-            memset(out, 0, sizeof *out);
-            storage_unavailable(out, st, rc);
-        }
+}
+
+/*
+ * store.fallback "local" (SPEC 16): a key the lane used while the store
+ * server was unreachable has its record in the lane's own store.  Until its
+ * charge is moved (the next sync pass) the server does not know the key
+ * and would take a retry as a new request: the lane's record answers it,
+ * as during the outage - the same bytes, or 422 for another body.  After
+ * the move the server's copy of the record says the same.  1 when *out is
+ * that answer.
+ */
+static int answered_locally(const struct pt_intake *in, const char *path, const char *key_header,
+                            const char *body, size_t len, int empty_is_object, int64_t now,
+                            struct pt_reply *out)
+{
+    if (!in->fallback.st)
+        return 0;
+    struct guard g;
+    struct pt_reply refused = {0};
+    if (!guard_prepare(in->fallback.st, path, key_header, body, len, empty_is_object, &g,
+                       &refused)) {
+        pt_reply_free(&refused); /* the store server's path answers it */
+        guard_free(&g);
+        return 0;
     }
-    return 0;
+    struct pt_idem_result res = {0};
+    pthread_mutex_lock(in->fallback.mu);
+    int rc = pt_idem_lookup(in->fallback.st, &in->idem, g.scope, g.key, g.hash, now, &res);
+    pthread_mutex_unlock(in->fallback.mu);
+    int hit = rc == PT_OK && (res.status == PT_IDEM_REPLAY || res.status == PT_IDEM_MISMATCH);
+    if (hit) {
+        memset(out, 0, sizeof *out); /* the caller's, not filled yet */
+        answer_recorded(&g, &res, out);
+    }
+    pt_idem_result_free(&res);
+    guard_free(&g);
+    return hit;
+}
+
+int pt_intake_local_charge(const struct pt_intake *in, const char *order_id, struct pt_charge *c)
+{
+    if (!in->fallback.st)
+        return 0;
+    pthread_mutex_lock(in->fallback.mu);
+    int rc = pt_store_charge_get(in->fallback.st, order_id, c);
+    pthread_mutex_unlock(in->fallback.mu);
+    /* Held for review: the server's charge of that order_id is the one. */
+    return rc == PT_OK && !pt_fallback_is_moved(c) && !c->review;
 }
 
 /*
@@ -1174,8 +1232,7 @@ int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_
     struct pt_intake local = *in;
     memset(&local.online, 0, sizeof local.online); /* queued, never sent from here */
     memset(&local.fallback, 0, sizeof local.fallback);
-    pt_reply_free(out);
-    memset(out, 0, sizeof *out);
+    memset(out, 0, sizeof *out); /* not filled yet (the API's), or freed by the caller below */
     pthread_mutex_lock(in->fallback.mu);
     int rc = create_charge(&local, in->fallback.st, key_header, body, len, now, 0, out);
     pthread_mutex_unlock(in->fallback.mu);
@@ -1190,9 +1247,13 @@ int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_
 int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
                             const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
+    if (answered_locally(in, "/v1/charges", key_header, body, len, 0, now, out))
+        return PT_OK;
     int rc = create_charge(in, st, key_header, body, len, now, 0, out);
-    if (rc == PT_EIO && in->fallback.st)
+    if (rc == PT_EIO && in->fallback.st) {
+        pt_reply_free(out); /* the 503 */
         rc = pt_intake_create_charge_locally(in, key_header, body, len, now, out);
+    }
     return rc;
 }
 
@@ -1200,9 +1261,13 @@ int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *
                                    const char *key_header, const char *body, size_t len,
                                    int64_t now, struct pt_reply *out)
 {
+    if (answered_locally(in, "/v1/charges", key_header, body, len, 0, now, out))
+        return PT_OK;
     int rc = create_charge(in, st, key_header, body, len, now, 1, out);
-    if (rc == PT_EIO && in->fallback.st)
+    if (rc == PT_EIO && in->fallback.st) {
+        pt_reply_free(out); /* the 503 */
         rc = pt_intake_create_charge_locally(in, key_header, body, len, now, out);
+    }
     return rc;
 }
 
@@ -1224,9 +1289,45 @@ static int find_order(struct pt_store *st, struct guard *g, const char *order_id
 
 /* ---- POST /v1/charges/{order_id}/cancel -------------------------------------- */
 
+static int cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                  const char *key_header, const char *body, size_t len, int64_t now,
+                  struct pt_reply *out);
+
+/*
+ * store.fallback "local" (SPEC 16): a charge the lane queued in its own
+ * store and has not moved is canceled there - it never left the lane, and
+ * only INIT charges are moved, so it stays there, canceled (GET answers it
+ * from there).  Otherwise the store server's charge is the one, and with
+ * no connection to the server (st NULL) the answer is 503.
+ */
 int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                      const char *key_header, const char *body, size_t len, int64_t now,
                      struct pt_reply *out)
+{
+    struct pt_charge c;
+    if (pt_intake_local_charge(in, order_id, &c)) {
+        struct pt_intake local = *in;
+        memset(&local.online, 0, sizeof local.online); /* INIT: nothing to ask a gateway */
+        memset(&local.fallback, 0, sizeof local.fallback);
+        pthread_mutex_lock(in->fallback.mu);
+        int rc = cancel(&local, in->fallback.st, order_id, key_header, body, len, now, out);
+        pthread_mutex_unlock(in->fallback.mu);
+        if (rc != PT_EAGAIN)
+            return rc;
+        /* Moved to the server meanwhile: canceled there. */
+        pt_reply_free(out);
+    }
+    if (!st) {
+        memset(out, 0, sizeof *out);
+        storage_unavailable(out, NULL, PT_EIO);
+        return PT_EIO;
+    }
+    return cancel(in, st, order_id, key_header, body, len, now, out);
+}
+
+static int cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
+                  const char *key_header, const char *body, size_t len, int64_t now,
+                  struct pt_reply *out)
 {
     memset(out, 0, sizeof *out);
     char path[128];
@@ -1263,6 +1364,11 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
         pt_reply_charge(out, c.state == PT_STATE_CANCELED ? 200 : 409, &c);
         break;
     case PT_STATE_CANCELED:
+        if (pt_fallback_is_moved(&c)) { /* a lane's local copy, moved meanwhile */
+            guard_abandon(st, &g);
+            rc = PT_EAGAIN;
+            goto out;
+        }
         pt_reply_charge(out, 200, &c);
         break;
     case PT_STATE_SUCCESS:
@@ -1319,6 +1425,8 @@ out:
     wake_to_wipe(in);
     pt_idem_result_free(&res);
     guard_free(&g);
+    if (rc == PT_EAGAIN)
+        return rc;
     return out->status == 503 && rc ? rc : PT_OK;
 }
 

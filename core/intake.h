@@ -121,6 +121,12 @@ struct pt_intake {
     struct pt_intake_fallback fallback; /* st NULL: none */
 };
 
+/* store.fallback "local": 1 when the lane's own store holds order_id as a
+ * charge of its own - queued there during an outage and not moved to the
+ * store server (or canceled before it was) - read into *c.  0 without a
+ * fallback store, or when the server's charge is the one. */
+int pt_intake_local_charge(const struct pt_intake *in, const char *order_id, struct pt_charge *c);
+
 /* POST /v1/charges.  key_header may be NULL (missing).  Always fills out;
  * returns PT_OK or the storage error that made it answer 503. */
 int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,

@@ -535,10 +535,14 @@ static int query_int(struct MHD_Connection *conn, const char *name, int64_t def,
 static MHD_RESULT get_charge(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                              const char *order_id)
 {
+    struct pt_charge c;
+    /* store.fallback local: one the lane queued in its own store during an
+     * outage, and has not moved to the store server, is read there. */
+    if (pt_intake_local_charge(&api->opt.intake, order_id, &c))
+        return send_json_text(conn, rq, 200, pt_charge_json_text(&c));
     struct pt_store *st = pt_pool_get(api->pool);
     if (!st)
         return storage_error(conn, rq, PT_EIO);
-    struct pt_charge c;
     int rc = pt_store_charge_get(st, order_id, &c);
     pt_pool_put(api->pool, st);
     if (rc == PT_ENOTFOUND) {
@@ -1023,10 +1027,14 @@ static MHD_RESULT guarded(struct pt_api *api, struct MHD_Connection *conn, struc
     struct pt_store *st = pt_pool_get(api->pool);
     struct pt_reply rep;
     int64_t now = pt_host_now_ms();
-    if (!st && !order_id && api->opt.intake.fallback.st) {
+    if (!st && api->opt.intake.fallback.st && (!order_id || op == pt_intake_cancel)) {
         /* No connection to the store server at all (store.fallback local):
-         * the charge goes to the lane's own queue. */
-        pt_intake_create_charge_locally(&api->opt.intake, key, rq->body, rq->len, now, &rep);
+         * the charge goes to the lane's own queue, and one queued there is
+         * canceled there. */
+        if (order_id)
+            op(&api->opt.intake, NULL, order_id, key, rq->body, rq->len, now, &rep);
+        else
+            pt_intake_create_charge_locally(&api->opt.intake, key, rq->body, rq->len, now, &rep);
         MHD_RESULT ret = send_reply(conn, rq, &rep);
         pt_reply_free(&rep);
         return ret;

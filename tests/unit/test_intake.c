@@ -8,6 +8,7 @@
 
 #include "charges.h"
 #include "err.h"
+#include "fallback.h"
 #include "intake.h"
 #include "store.h"
 
@@ -1483,6 +1484,87 @@ static void test_threads_share_batches(void **state)
                   (unsigned long long)batches);
 }
 
+/*
+ * store.fallback "local" (SPEC 16), the lane's side: a charge queued in the
+ * lane's own store while the store server was unreachable, and not moved
+ * yet, is the lane's - a retry of its key is the lane's answer (not a new
+ * request on the server), and it is read and canceled there.  Canceled, it
+ * is never moved (never sent); moved, the server's charge is the one.
+ */
+static void test_fallback_lane_answers_for_its_own_charges(void **state)
+{
+    (void)state;
+    char lpath[320], err[512];
+    snprintf(lpath, sizeof lpath, "%s/local.db", dir);
+    struct pt_store_options o = {.path = lpath};
+    struct pt_store *local;
+    assert_int_equal(pt_store_open(&o, &local, err, sizeof err), PT_OK);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    in.fallback = (struct pt_intake_fallback){local, &mu};
+    const int64_t now = 1700000000000;
+    struct pt_reply r, first;
+    char body[1024];
+    snprintf(body, sizeof body, "%s", charge_body("FB-1", 700, NULL));
+    pt_intake_create_charge_locally(&in, "k-1", body, strlen(body), now, &first);
+    assert_int_equal(first.status, 202);
+
+    /* The server is back, the move has not run: the lane's record answers. */
+    post("k-1", body, &r);
+    assert_int_equal(r.status, 202);
+    assert_true(r.replayed);
+    assert_int_equal(r.len, first.len);
+    assert_memory_equal(r.body, first.body, first.len);
+    pt_reply_free(&r);
+    post("k-1", charge_body("FB-1", 800, NULL), &r);
+    assert_int_equal(r.status, 422);
+    assert_string_equal(err_code(&r), "idempotency_key_reused");
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 0);
+    assert_int_equal(count("idempotency_keys"), 0);
+    struct pt_charge c;
+    assert_true(pt_intake_local_charge(&in, "FB-1", &c));
+    assert_int_equal(c.state, PT_STATE_INIT);
+
+    /* Canceled on the lane (the server reachable or not): stays there. */
+    pt_intake_cancel(&in, st, "FB-1", "c-1", "", 0, now + 1, &r);
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    pt_intake_cancel(&in, NULL, "FB-1", "c-1", "", 0, now + 2, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(r.replayed);
+    pt_reply_free(&r);
+    assert_true(pt_intake_local_charge(&in, "FB-1", &c));
+    assert_int_equal(c.state, PT_STATE_CANCELED);
+    int moved = -1;
+    assert_int_equal(pt_fallback_move(local, st, now + 3, &moved), PT_OK);
+    assert_int_equal(moved, 0);
+    assert_int_equal(count("charges"), 0);
+
+    /* Moved: the server's charge is the one, canceled there. */
+    snprintf(body, sizeof body, "%s", charge_body("FB-2", 900, NULL));
+    pt_reply_free(&first);
+    pt_intake_create_charge_locally(&in, "k-2", body, strlen(body), now + 4, &first);
+    assert_int_equal(first.status, 202);
+    assert_int_equal(pt_fallback_move(local, st, now + 5, &moved), PT_OK);
+    assert_int_equal(moved, 1);
+    assert_false(pt_intake_local_charge(&in, "FB-2", &c));
+    pt_intake_cancel(&in, NULL, "FB-2", "c-2", "", 0, now + 6, &r);
+    assert_int_equal(r.status, 503); /* on the server, which is not there */
+    pt_reply_free(&r);
+    pt_intake_cancel(&in, st, "FB-2", "c-2", "", 0, now + 7, &r);
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    assert_int_equal(pt_store_charge_get(st, "FB-2", &c), PT_OK);
+    assert_int_equal(c.state, PT_STATE_CANCELED);
+    post("k-2", body, &r); /* the key moved with it: the same bytes */
+    assert_int_equal(r.status, 202);
+    assert_memory_equal(r.body, first.body, first.len);
+    pt_reply_free(&r);
+    pt_reply_free(&first);
+    in.fallback = (struct pt_intake_fallback){0};
+    pt_store_close(local);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1528,6 +1610,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nowait_gateway_coming_up_is_not_sent_here, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_threads_share_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_lane_answers_for_its_own_charges, setup,
+                                        teardown),
     };
     failed += cmocka_run_group_tests_name("batches", batches, NULL, NULL);
     return failed;

@@ -9,6 +9,9 @@
 #     (every order exactly once on the server) with the key that made it,
 #     so a retry on any lane replays the first answer's bytes; and the
 #     network returns: each captured exactly once;
+#   * a charge queued on lane 1 is read and canceled there during the
+#     outage (the customer walked away): it stays there, canceled, its
+#     cancel replayed there, never moved and never sent;
 #   * a local copy set back to INIT by hand (as if the lane died between
 #     the server's commit and its own mark) is moved again: the server's
 #     UNIQUE order_id refuses the second copy, still one charge.
@@ -99,6 +102,22 @@ expect "lane 2 (no fallback) while PostgreSQL is down" 503 "$st"
 expect "lane 2's error code" storage_unavailable "$(jq -r .error.code "$T/l2.body")"
 [ ! -f "$T/data2/payterm.db" ] ||
     expect "charges in lane 2's local file" 0 "$(sqlite3 "$T/data2/payterm.db" "SELECT count(*) FROM charges")"
+# The kiosk's view of a charge queued on the lane: read and canceled there
+# (the customer walked away) - it never left the lane, and never will.
+expect "GET FB-1 on lane 1 while PostgreSQL is down" "200 INIT" \
+    "$(curl -s -o "$T/get.json" -w '%{http_code}' "$API/v1/charges/FB-1") $(jq -r .state "$T/get.json")"
+charge "k-FB-C" "FB-C" "$(stripe_card 550)"
+expect "FB-C while PostgreSQL is down" 202 "$ST"
+cancel "k-cancel-C" "FB-C"
+expect "cancel FB-C on lane 1 while PostgreSQL is down" "200 CANCELED" "$ST $(field .state)"
+cp "$BODY" "$T/cancel.C"
+cancel "k-cancel-C" "FB-C"
+expect "a retry of the cancel during the outage" 200 "$ST"
+cmp -s "$BODY" "$T/cancel.C" || fail "the retry of the cancel got other bytes: $(cat "$BODY")"
+st=$(curl -sS -o "$T/l2c.body" -w '%{http_code}' --max-time 30 -X POST \
+    "$API2/v1/charges/FB-1/cancel" -H 'Idempotency-Key: k-L2-cancel')
+expect "cancel on lane 2 (no fallback, FB-1 is lane 1's) while PostgreSQL is down" \
+    "503 storage_unavailable" "$st $(jq -r .error.code "$T/l2c.body")"
 
 "$CLUSTER" pg_ctl "$T/pg.state" start || fail "cannot restart PostgreSQL"
 log "PostgreSQL back"
@@ -127,6 +146,15 @@ charge "k-FB-1" "FB-1" "$(stripe_card 501)"
 API=$API_SAVED
 expect "a retry of k-FB-1 on lane 2 after the move" "202 1" "$ST $REPLAYED"
 cmp -s "$BODY" "$T/first.1" || fail "the retry of k-FB-1 on lane 2 got other bytes: $(cat "$BODY")"
+# The canceled one stayed on the lane, canceled: read and its cancel
+# replayed there, never on the server, never sent.
+expect "FB-C on the server (canceled before it left the lane)" 0 \
+    "$(pg "SELECT count(*) FROM charges WHERE order_id = 'FB-C'")"
+expect "GET FB-C on lane 1 after PostgreSQL returned" "200 CANCELED" \
+    "$(curl -s -o "$T/get.json" -w '%{http_code}' "$API/v1/charges/FB-C") $(jq -r .state "$T/get.json")"
+cancel "k-cancel-C" "FB-C"
+expect "a retry of the cancel after PostgreSQL returned" 200 "$ST"
+cmp -s "$BODY" "$T/cancel.C" || fail "the retry of the cancel after the outage got other bytes: $(cat "$BODY")"
 # Moved twice: the server refuses the second copy.
 sqlite3 "$T/data/payterm.db" "UPDATE charges SET state = 'INIT' WHERE order_id = 'FB-2'"
 api /v1/sync -X POST >/dev/null
