@@ -63,6 +63,12 @@ struct pt_store_options {
     /* PostgreSQL: a send another lane armed is left to it this long after
      * it was armed (idempotency.lock_timeout_s; 0 = 60 s). */
     int64_t claim_timeout_ms;
+    /* PostgreSQL: a server that cannot be reached at open is no error: the
+     * store opens unconnected and connects - session, schema version,
+     * migrations - at the first use that finds the server; until then
+     * every operation is PT_EIO.  For a lane with store.fallback "local",
+     * which must start (a reboot during the outage) and queue on its own. */
+    int connect_later;
 };
 
 /* Requests st sent to its database server so far (0 for SQLite, which has

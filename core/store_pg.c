@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "err.h"
 #include "log.h"
@@ -276,6 +277,9 @@ struct pg_store {
     uint64_t round_trips;     /* requests sent to the server so far */
     int listening;            /* LISTEN payterm_events sent (pt_store_wait_events) */
     int session_ok;           /* session_setup() done on this server process */
+    int schema_ok;            /* 1: schema checked (and migrated); -1: being checked */
+    int readonly, existing;   /* pt_store_options: migrate or not, once connected */
+    int64_t retry_at;         /* monotonic ms: no new connection attempt before */
     char errmsg[256];
 };
 
@@ -359,32 +363,65 @@ static int xlate(struct pg_store *st, const PGresult *res)
 }
 
 static int session_setup(struct pg_store *st);
+static int schema_ready(struct pg_store *st, char *errbuf, size_t errlen);
+
+/* A failed connection attempt is not repeated for this long: while the
+ * server is gone, a request falls back at once instead of waiting out
+ * connect_timeout again (a host that drops packets costs seconds). */
+#define RETRY_MS 1000
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* Outside a transaction, a broken connection is re-established first, and
  * its session set up again: a new server process knows none of it, and a
- * commit must never run under the server's own synchronous_commit. */
+ * commit must never run under the server's own synchronous_commit.  A
+ * store opened before the server could be reached (connect_later) checks
+ * the schema the first time. */
 static int connected(struct pg_store *st)
 {
-    if (PQstatus(st->conn) == CONNECTION_OK && st->session_ok)
+    if (PQstatus(st->conn) == CONNECTION_OK && st->session_ok && st->schema_ok)
         return PT_OK;
     if (st->in_txn)
         return PT_EIO;
     if (PQstatus(st->conn) != CONNECTION_OK) {
+        if (mono_ms() < st->retry_at) {
+            snprintf(st->errmsg, sizeof st->errmsg,
+                     "the PostgreSQL server could not be reached a moment ago");
+            return PT_EIO;
+        }
         PQreset(st->conn);
         memset(st->prepared, 0, sizeof st->prepared);
         st->session_ok = 0;
         st->listening = 0;
         if (PQstatus(st->conn) != CONNECTION_OK) {
             xlate(st, NULL);
+            st->retry_at = mono_ms() + RETRY_MS;
             return PT_EIO;
         }
     }
-    int rc = session_setup(st);
-    if (rc) {
-        pt_log_error("store: cannot set up the PostgreSQL session: %s", st->errmsg);
-        return rc;
+    int rc;
+    if (!st->session_ok) {
+        if ((rc = session_setup(st))) {
+            pt_log_error("store: cannot set up the PostgreSQL session: %s", st->errmsg);
+            return rc;
+        }
+        pt_log_info("store: %s PostgreSQL", st->schema_ok ? "reconnected to" : "connected to");
     }
-    pt_log_info("store: reconnected to PostgreSQL");
+    if (!st->schema_ok) {
+        char err[384];
+        st->schema_ok = -1; /* its statements pass through here */
+        rc = schema_ready(st, err, sizeof err);
+        st->schema_ok = rc == PT_OK;
+        if (rc) {
+            pt_log_error("store: %s", err);
+            return PT_EIO; /* the lane goes on as without a server */
+        }
+    }
     return PT_OK;
 }
 
@@ -651,6 +688,15 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
     const char *vals[] = {"5", opt->dsn, "payterm", pw[0] ? pw : NULL, NULL};
     st->conn = PQconnectdbParams(keys, vals, 1);
     wipe(pw, sizeof pw);
+    st->readonly = opt->readonly;
+    st->existing = opt->existing;
+    if (st->conn && PQstatus(st->conn) != CONNECTION_OK && opt->connect_later) {
+        snprintf(st->errmsg, sizeof st->errmsg, "%s", PQerrorMessage(st->conn));
+        st->errmsg[strcspn(st->errmsg, "\n")] = '\0';
+        st->retry_at = mono_ms() + RETRY_MS;
+        *out = (struct pt_store *)(void *)st; /* connects at its first use (connected) */
+        return PT_OK;
+    }
     if (!st->conn || PQstatus(st->conn) != CONNECTION_OK) {
         if (errbuf) {
             char msg[384];
@@ -669,11 +715,25 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
         pg_close((struct pt_store *)(void *)st);
         return rc;
     }
+    st->schema_ok = -1;
+    if ((rc = schema_ready(st, errbuf, errlen))) {
+        pg_close((struct pt_store *)(void *)st);
+        return rc;
+    }
+    st->schema_ok = 1;
+    *out = (struct pt_store *)(void *)st;
+    return PT_OK;
+}
+
+/* The schema's version known to this payterm, migrated up to the newest
+ * unless the store was opened readonly or existing. */
+static int schema_ready(struct pg_store *st, char *errbuf, size_t errlen)
+{
     int version = 0;
-    if ((rc = pg_schema_version((struct pt_store *)(void *)st, &version))) {
+    int rc = pg_schema_version((struct pt_store *)(void *)st, &version);
+    if (rc) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot read the PostgreSQL schema version: %s", st->errmsg);
-        pg_close((struct pt_store *)(void *)st);
         return rc;
     }
     if (version > pt_pg_migrations_count) {
@@ -682,18 +742,15 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
                      "the PostgreSQL database has schema version %d but this payterm only "
                      "knows up to %d: upgrade payterm on this lane",
                      version, pt_pg_migrations_count);
-        pg_close((struct pt_store *)(void *)st);
         return PT_ETOONEW;
     }
-    if (!opt->readonly && !opt->existing &&
+    if (!st->readonly && !st->existing &&
         (rc = pg_migrate_to((struct pt_store *)(void *)st, pt_pg_migrations_count))) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot migrate the PostgreSQL database to version %d: %s",
                      pt_pg_migrations_count, st->errmsg);
-        pg_close((struct pt_store *)(void *)st);
         return rc;
     }
-    *out = (struct pt_store *)(void *)st;
     return PT_OK;
 }
 

@@ -472,6 +472,9 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     struct pt_store_options so;
     pt_config_store_options(&d->cfg, d->db_path, &so);
     so.no_wal_vfs = 0; /* pt_store_set_wal_vfs above */
+    /* A lane with its own queue starts without the store server (a reboot
+     * during the outage) and connects when it answers. */
+    so.connect_later = so.backend == PT_STORE_POSTGRESQL && d->cfg.store_fallback_local;
     if ((rc = pt_store_open(&so, &d->st, err, errlen)) != PT_OK)
         goto fail;
     /* The writer and its group commit are SQLite's (PostgreSQL commits
@@ -506,8 +509,14 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
      * sends a crash interrupted are resolved in the first pass, not when
      * their run's window ends. */
     int interrupted = 0;
-    if ((rc = pt_store_sends_interrupted(d->st, d->platform.now_ms(d->platform.ctx),
-                                         &interrupted)) != PT_OK) {
+    rc = pt_store_sends_interrupted(d->st, d->platform.now_ms(d->platform.ctx), &interrupted);
+    if (rc == PT_EIO && d->local) {
+        pt_log_warn("the store server cannot be reached (%s): charges queue in %s until it "
+                    "answers",
+                    pt_store_errmsg(d->st), d->db_path);
+        rc = PT_OK; /* this lane's interrupted sends: taken up after lock_timeout_s */
+    }
+    if (rc != PT_OK) {
         snprintf(err, errlen, "cannot read the database %s: %s", d->db_path, pt_strerror(rc));
         goto fail;
     }

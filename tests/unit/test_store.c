@@ -688,6 +688,35 @@ static void test_pg_each_connection_has_its_own_slot(void **state)
 }
 
 /*
+ * store.fallback "local" lanes open their store with connect_later: a
+ * server that cannot be reached at start is then no error (the lane starts
+ * on its own queue), and every operation is PT_EIO - the answer the lane
+ * falls back on - until the server answers.  Without it, the open fails
+ * and says why.
+ */
+static void test_pg_connect_later(void **state)
+{
+    (void)state;
+    pt_test_pg_only("connecting later is the PostgreSQL store's");
+    char err[512] = "";
+    struct pt_store_options o = {.backend = PT_STORE_POSTGRESQL,
+                                 .dsn =
+                                     "postgresql://payterm@/payterm?host=/nonexistent&port=5432"};
+    struct pt_store *st = NULL;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_EIO);
+    assert_null(st);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL (store.dsn)"));
+    o.connect_later = 1;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_non_null(st);
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "O-1", &c), PT_EIO);
+    assert_int_equal(pt_store_begin(st), PT_EIO);
+    assert_int_equal(pt_store_charge_get(st, "O-1", &c), PT_EIO);
+    pt_store_close(st);
+}
+
+/*
  * A server process that goes away (a restart, a DBA's pg_terminate_backend)
  * takes its session with it.  The store reconnects at its next call and
  * sets the session up again - synchronous_commit = on and its slot, in the
@@ -842,6 +871,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_each_connection_has_its_own_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_session_set_up_again_after_reconnect, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_backup, setup, teardown),

@@ -9,6 +9,8 @@
 #     (every order exactly once on the server) with the key that made it,
 #     so a retry on any lane replays the first answer's bytes; and the
 #     network returns: each captured exactly once;
+#   * lane 1 restarted during the outage starts on its own store and goes
+#     on taking charges and answering retries;
 #   * a charge queued on lane 1 is read and canceled there during the
 #     outage (the customer walked away): it stays there, canceled, its
 #     cancel replayed there, never moved and never sent;
@@ -118,24 +120,38 @@ st=$(curl -sS -o "$T/l2c.body" -w '%{http_code}' --max-time 30 -X POST \
     "$API2/v1/charges/FB-1/cancel" -H 'Idempotency-Key: k-L2-cancel')
 expect "cancel on lane 2 (no fallback, FB-1 is lane 1's) while PostgreSQL is down" \
     "503 storage_unavailable" "$st $(jq -r .error.code "$T/l2c.body")"
+# Lane 1 restarted during the outage (the power cut took the shop's
+# router and server down too): it starts on its own store and goes on.
+daemon_kill TERM
+daemon_start
+expect "lane 1's /healthz after a restart while PostgreSQL is down" 200 \
+    "$(curl -s -o /dev/null -w '%{http_code}' "$API/healthz")"
+charge "k-FB-R" "FB-R" "$(stripe_card 560)"
+expect "FB-R after lane 1 restarted during the outage" "202 INIT" "$ST $(field .state)"
+ORDERS+=(FB-R)
+charge "k-FB-3" "FB-3" "$(stripe_card 503)"
+expect "a retry of k-FB-3 after the restart" "202 1" "$ST $REPLAYED"
+cmp -s "$BODY" "$T/first.3" || fail "the retry of k-FB-3 after the restart got other bytes: $(cat "$BODY")"
+grep -q "the store server cannot be reached" "$T/payterm.$DAEMON_RUNS.log" ||
+    fail "lane 1 did not say at start that the store server cannot be reached"
 
 "$CLUSTER" pg_ctl "$T/pg.state" start || fail "cannot restart PostgreSQL"
 log "PostgreSQL back"
 api /v1/sync -X POST >/dev/null
-moved() { [ "$(pg "SELECT count(*) FROM charges WHERE order_id LIKE 'FB-%'")" = 14 ]; }
+moved() { [ "$(pg "SELECT count(*) FROM charges WHERE order_id LIKE 'FB-%'")" = 15 ]; }
 wait_until 30 moved || fail "the local charges were not moved: $(pg "SELECT string_agg(order_id, ' ') FROM charges")"
-expect "charges lane 1 logged as moved" 13 \
+expect "charges lane 1 logged as moved" 14 \
     "$(cat "$T"/payterm.*.log | sed -n 's/.*moved \([0-9]*\) charge(s) from the local store.*/\1/p' | awk '{s += $1} END {print s + 0}')"
 expect "FB-0 on the server: the first one only" "500" "$(pg "SELECT string_agg(amount::text, ',') FROM charges WHERE order_id = 'FB-0'")"
 expect "the local FB-0 (other amount) held for review" "INIT|1|order_id_taken_on_store_server" \
     "$(sqlite3 "$T/data/payterm.db" "SELECT state, review, review_reason FROM charges WHERE order_id = 'FB-0'")"
 expect "FB-L2 on the server (its 503 kept nothing)" 0 "$(pg "SELECT count(*) FROM charges WHERE order_id = 'FB-L2'")"
-expect "local copies marked moved" 13 \
+expect "local copies marked moved" 14 \
     "$(sqlite3 "$T/data/payterm.db" "SELECT count(*) FROM charges WHERE state = 'CANCELED' AND error_code = 'moved_to_store_server'")"
 # A key used during the outage moved with its charge: a retry now, on
 # either lane, is the first answer's bytes, replayed - not a new answer
 # about the order, and never a second charge.
-expect "keys moved to the server with their charges" 13 \
+expect "keys moved to the server with their charges" 14 \
     "$(pg "SELECT count(*) FROM idempotency_keys WHERE key LIKE 'k-FB-%' AND order_id LIKE 'FB-%'")"
 charge "k-FB-3" "FB-3" "$(stripe_card 503)"
 expect "a retry of k-FB-3 on lane 1 after the move" "202 1" "$ST $REPLAYED"
@@ -166,5 +182,5 @@ sim_clear
 api /v1/sync -X POST >/dev/null
 for o in "${ORDERS[@]}"; do wait_final "$o" 60; done
 expect_all_captured_once "${ORDERS[@]}"
-expect "charges on the server" 14 "$(pg "SELECT count(*) FROM charges")"
+expect "charges on the server" 15 "$(pg "SELECT count(*) FROM charges")"
 pass
