@@ -44,10 +44,10 @@
  * queue's figures: the inserts count their charges in themselves
  * (sql/pg/002). */
 #define COUNT_IN(from)                                                                             \
-    "q AS (INSERT INTO offline_queue (slot, currency, count, total) SELECT"                        \
-    " current_setting('payterm.slot')::integer,"                                                   \
+    "q AS (INSERT INTO offline_queue (lane, slot, currency, count, total) SELECT"                  \
+    " lane, current_setting('payterm.slot')::integer,"                                             \
     " currency, count(*), sum(amount) FROM " from                                                  \
-    " GROUP BY currency ON CONFLICT (currency, slot)"                                              \
+    " GROUP BY lane, currency ON CONFLICT (lane, currency, slot)"                                  \
     " DO UPDATE SET count = offline_queue.count + EXCLUDED.count,"                                 \
     " total = offline_queue.total + EXCLUDED.total)"
 
@@ -130,10 +130,11 @@
     X(CHARGE_INSERT,                                                                               \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
       " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
-      " next_attempt_at, created_at, updated_at) VALUES ($1::text, $2::text, $3::text,"            \
+      " next_attempt_at, created_at, updated_at, lane) VALUES ($1::text, $2::text, $3::text,"      \
       " $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,"       \
-      " $12::text, 0, $13::bigint, $14::bigint, $14) ON CONFLICT (order_id) DO NOTHING"            \
-      " RETURNING id, state, currency, amount), " COUNT_IN(                                        \
+      " $12::text, 0, $13::bigint, $14::bigint, $14, current_setting('payterm.lane'))"             \
+      " ON CONFLICT (order_id) DO NOTHING"                                                         \
+      " RETURNING id, state, currency, amount, lane), " COUNT_IN(                                  \
           "c WHERE c.state = 'INIT'") " SELECT id FROM c")                                         \
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = $1::text")                 \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = $1::bigint")               \
@@ -164,7 +165,10 @@
     X(CHARGES_NEXT_DUE,                                                                            \
       "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM charges WHERE " ACTIVE)                  \
     X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0), coalesce(sum(total) FILTER"                  \
-                     " (WHERE currency = $1::text), 0) FROM offline_queue")                        \
+                     " (WHERE currency = $1::text), 0) FROM offline_queue"                         \
+                     " WHERE lane = current_setting('payterm.lane')")                              \
+    X(QUEUE_FIGURES_LOCKED, "SELECT queued, total FROM"                                            \
+                            " payterm_lane_queue(current_setting('payterm.lane'), $1::text)")      \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
@@ -234,13 +238,14 @@
     X(CHARGE_QUEUE_GUARDED,                                                                        \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
       " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
-      " next_attempt_at, created_at, updated_at) SELECT $1::text, $2::text, $3::text, $4::bigint," \
-      " $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, 0,"        \
-      " $12::bigint, $13::bigint, $13 WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"            \
+      " next_attempt_at, created_at, updated_at, lane) SELECT $1::text, $2::text, $3::text,"       \
+      " $4::bigint, $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text, $10::text,"          \
+      " $11::text, 0, $12::bigint, $13::bigint, $13, current_setting('payterm.lane')"              \
+      " WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"                                          \
       " WHERE scope = $14::text AND key = $15::text)"                                              \
-      " AND (SELECT coalesce(sum(count), 0) < $19::bigint AND coalesce(sum(total) FILTER"          \
-      " (WHERE currency = $5), 0) + $4 <= $20::bigint FROM offline_queue)"                         \
-      " RETURNING id, state, currency, amount), " COUNT_IN(                                        \
+      " AND (SELECT queued < $19::bigint AND total + $4 <= $20::bigint"                            \
+      " FROM payterm_lane_queue(current_setting('payterm.lane'), $5))"                             \
+      " RETURNING id, state, currency, amount, lane), " COUNT_IN(                                  \
           "c") ","                                                                                 \
                " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"  \
                " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                            \
@@ -514,7 +519,8 @@ static int exec_sql(struct pg_store *st, const char *sql)
 /*
  * What every session of the store needs, on its first connection and after
  * every reconnection: commits durable on return whatever the server's
- * default (SPEC section 16), quiet notices, and a slot of its own in the
+ * default (SPEC section 16), quiet notices, its lane (payterm.lane: the
+ * lane the charges it queues count against, sql/pg/003), and a slot of its own in the
  * offline queue's figures (sql/pg/002), held under a session advisory lock
  * (two-key form, first key 73020625) while the connection lives: the first
  * of the 1024 slots free from the process id on; if all are taken, one
@@ -523,11 +529,14 @@ static int exec_sql(struct pg_store *st, const char *sql)
 static int session_setup(struct pg_store *st)
 {
     static const char sql[] =
-        "SET synchronous_commit = on; SET client_min_messages = warning;"
-        " SELECT set_config('payterm.slot', coalesce((SELECT s FROM (SELECT (pg_backend_pid() + i)"
+        "SELECT set_config('synchronous_commit', 'on', false),"
+        " set_config('client_min_messages', 'warning', false),"
+        " set_config('payterm.lane', $1::text, false),"
+        " set_config('payterm.slot', coalesce((SELECT s FROM (SELECT (pg_backend_pid() + i)"
         " % 1024 AS s FROM generate_series(0, 1023) i) f WHERE pg_try_advisory_lock(73020625, s)"
         " LIMIT 1), 1024 + pg_backend_pid() % 64)::text, false)";
-    PGresult *r = RT(st, PQexec(st->conn, sql));
+    const char *lane = st->lane_id;
+    PGresult *r = RT(st, PQexecParams(st->conn, sql, 1, NULL, &lane, NULL, NULL, 0));
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
         int rc = xlate(st, r);
         PQclear(r);
@@ -1296,7 +1305,9 @@ static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *c
     struct args a = {0};
     a_text(&a, currency);
     PGresult *r;
-    int rc = q(PG(s), S_QUEUE_FIGURES, &a, &r);
+    /* In a transaction (a charge about to be queued): under the lane's lock
+     * (sql/pg/003), so two of its requests cannot both take the last place. */
+    int rc = q(PG(s), PG(s)->in_txn ? S_QUEUE_FIGURES_LOCKED : S_QUEUE_FIGURES, &a, &r);
     if (rc)
         return rc;
     *count = col_int(r, 0, 0);

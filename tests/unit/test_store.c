@@ -13,6 +13,7 @@
 #include "store.h"
 
 #include <sqlite3.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -687,6 +688,99 @@ static void test_pg_each_connection_has_its_own_slot(void **state)
     pt_store_close(st[2]);
 }
 
+/* A lane's guarded new charge, queued with room for one charge (another thread). */
+struct last_place {
+    struct pt_store *st;
+    int i;
+    int rc;
+};
+
+static void *queue_at_the_last_place(void *p)
+{
+    struct last_place *lp = p;
+    struct pt_charge c;
+    fill_charge(&c, lp->i);
+    char key[32];
+    snprintf(key, sizeof key, "k-%d", lp->i);
+    unsigned char hash[32] = {2};
+    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
+                                       .key = key,
+                                       .hash = hash,
+                                       .c = &c,
+                                       .body_head = "{\"id\":",
+                                       .body_tail = "}",
+                                       .expires_at = 1000000,
+                                       .max_count = 1,
+                                       .max_total = 1000000,
+                                       .actor = "api"};
+    lp->rc = pt_store_charge_queue_guarded(lp->st, &q, 5);
+    return NULL;
+}
+
+/*
+ * The offline limits are each lane's (its own offline.* configuration):
+ * exact across that lane's connections - one request reading the figures
+ * in its transaction (the usual path) and another's one-statement guarded
+ * charge at the same moment cannot both take the last place - and another
+ * lane neither counts them nor waits for them.
+ */
+static void test_pg_offline_limits_per_lane_exact(void **state)
+{
+    (void)state;
+    pt_test_pg_only("lanes sharing one queue are the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "lanes.db");
+    struct pt_store *a1, *a2, *b;
+    struct pt_store_options oa = {.path = path, .lane_id = "lane-a"};
+    struct pt_store_options ob = {.path = path, .lane_id = "lane-b"};
+    assert_int_equal(pt_test_store_open(&oa, &a1, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&oa, &a2, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&ob, &b, err, sizeof err), PT_OK);
+    int64_t count = -1, total = -1;
+    /* Lane a, connection 1: the usual path, its figures read in its
+     * transaction, the charge inserted, not committed yet. */
+    assert_int_equal(pt_store_begin(a1), PT_OK);
+    assert_int_equal(pt_store_queue_figures(a1, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 0);
+    struct pt_charge c;
+    fill_charge(&c, 1);
+    assert_int_equal(pt_store_charge_insert(a1, &c, 5), PT_OK);
+    /* Lane a, connection 2, meanwhile: the guarded charge with room for one. */
+    struct last_place lp = {.st = a2, .i = 2, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_at_the_last_place, &lp), 0);
+    /* Lane b is not held up by lane a, and counts only its own. */
+    struct last_place lb = {.st = b, .i = 3, .rc = -1};
+    queue_at_the_last_place(&lb);
+    assert_int_equal(lb.rc, PT_OK);
+    usleep(300 * 1000); /* connection 2's statement is at the server by now */
+    assert_int_equal(pt_store_commit(a1), PT_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(lp.rc, PT_EAGAIN); /* the last place was taken */
+    assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE state = 'INIT'", 0),
+                     2);
+    assert_int_equal(pt_store_queue_figures(a2, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(total, c.amount);
+    assert_int_equal(pt_store_queue_figures(b, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(total, 103);
+    /* Sent by lane b's sync engine, lane a's charge leaves lane a's figures. */
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_begin(b), PT_OK);
+    assert_int_equal(
+        pt_store_charge_transition(b, c.id, 1u << PT_STATE_INIT, PT_STATE_PROCESSING, &p, 6),
+        PT_OK);
+    assert_int_equal(pt_store_commit(b), PT_OK);
+    assert_int_equal(pt_store_queue_figures(a2, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 0);
+    assert_int_equal(pt_store_queue_figures(b, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 1);
+    pt_store_close(a1);
+    pt_store_close(a2);
+    pt_store_close(b);
+}
+
 /*
  * store.fallback "local" lanes open their store with connect_later: a
  * server that cannot be reached at start is then no error (the lane starts
@@ -872,6 +966,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pg_each_connection_has_its_own_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_offline_limits_per_lane_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_session_set_up_again_after_reconnect, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_backup, setup, teardown),
