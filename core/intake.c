@@ -320,25 +320,28 @@ static int answered_locally(const struct pt_intake *in, const char *path, const 
 {
     if (!in->fallback.st)
         return 0;
-    struct guard g;
+    /* On the heap: the request's own guard is still to come on this stack,
+     * which may be 64 KiB (thread_stack_kib). */
+    struct guard *g = malloc(sizeof *g);
+    if (!g)
+        return 0; /* the store server's path answers */
     struct pt_reply refused = {0};
-    if (!guard_prepare(in->fallback.st, path, key_header, body, len, empty_is_object, &g,
-                       &refused)) {
-        pt_reply_free(&refused); /* the store server's path answers it */
-        guard_free(&g);
-        return 0;
+    int hit = 0;
+    if (guard_prepare(in->fallback.st, path, key_header, body, len, empty_is_object, g, &refused)) {
+        struct pt_idem_result res = {0};
+        pthread_mutex_lock(in->fallback.mu);
+        int rc = pt_idem_lookup(in->fallback.st, &in->idem, g->scope, g->key, g->hash, now, &res);
+        pthread_mutex_unlock(in->fallback.mu);
+        hit = rc == PT_OK && (res.status == PT_IDEM_REPLAY || res.status == PT_IDEM_MISMATCH);
+        if (hit) {
+            memset(out, 0, sizeof *out); /* the caller's, not filled yet */
+            answer_recorded(g, &res, out);
+        }
+        pt_idem_result_free(&res);
     }
-    struct pt_idem_result res = {0};
-    pthread_mutex_lock(in->fallback.mu);
-    int rc = pt_idem_lookup(in->fallback.st, &in->idem, g.scope, g.key, g.hash, now, &res);
-    pthread_mutex_unlock(in->fallback.mu);
-    int hit = rc == PT_OK && (res.status == PT_IDEM_REPLAY || res.status == PT_IDEM_MISMATCH);
-    if (hit) {
-        memset(out, 0, sizeof *out); /* the caller's, not filled yet */
-        answer_recorded(&g, &res, out);
-    }
-    pt_idem_result_free(&res);
-    guard_free(&g);
+    pt_reply_free(&refused); /* a refusal is the store server's path to answer */
+    guard_free(g);
+    free(g);
     return hit;
 }
 
@@ -1293,6 +1296,18 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
                   const char *key_header, const char *body, size_t len, int64_t now,
                   struct pt_reply *out);
 
+/* pt_intake_local_charge without the charge (on the heap: 6.7 KB, and the
+ * cancel's own frame follows on a stack that may be 64 KiB). */
+static int held_locally(const struct pt_intake *in, const char *order_id)
+{
+    if (!in->fallback.st)
+        return 0;
+    struct pt_charge *c = malloc(sizeof *c);
+    int mine = c && pt_intake_local_charge(in, order_id, c);
+    free(c);
+    return mine;
+}
+
 /*
  * store.fallback "local" (SPEC 16): a charge the lane queued in its own
  * store and has not moved is canceled there - it never left the lane, and
@@ -1304,8 +1319,7 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
                      const char *key_header, const char *body, size_t len, int64_t now,
                      struct pt_reply *out)
 {
-    struct pt_charge c;
-    if (pt_intake_local_charge(in, order_id, &c)) {
+    if (held_locally(in, order_id)) {
         struct pt_intake local = *in;
         memset(&local.online, 0, sizeof local.online); /* INIT: nothing to ask a gateway */
         memset(&local.fallback, 0, sizeof local.fallback);

@@ -690,11 +690,17 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
         free(st);
         return rc;
     }
-    /* connect_timeout first, so that the DSN may set its own: a server
-     * gone must cost a request seconds, not the kernel's TCP patience. */
-    const char *keys[] = {"connect_timeout", "dbname", "application_name",
-                          pw[0] ? "password" : NULL, NULL};
-    const char *vals[] = {"5", opt->dsn, "payterm", pw[0] ? pw : NULL, NULL};
+    /* The timeouts first, so that the DSN may set its own: a server gone
+     * must cost a request seconds, not the kernel's TCP patience - at
+     * connect, and on a connection whose host stopped answering (a switch
+     * without power): tcp_user_timeout gives up on data unacknowledged for
+     * 4 s, the keepalives find an idle connection dead in about 20 s.  (A
+     * slow server still acknowledges: only an unreachable host trips it.) */
+    const char *keys[] = {"connect_timeout",     "tcp_user_timeout",        "keepalives_idle",
+                          "keepalives_interval", "keepalives_count",        "dbname",
+                          "application_name",    pw[0] ? "password" : NULL, NULL};
+    const char *vals[] = {"5", "4000", "10", "3", "3", opt->dsn, "payterm", pw[0] ? pw : NULL,
+                          NULL};
     st->conn = PQconnectdbParams(keys, vals, 1);
     wipe(pw, sizeof pw);
     st->readonly = opt->readonly;
