@@ -57,10 +57,13 @@ static int copy_key(struct pt_store *server, const struct pt_charge *c, struct m
 
 /* Copies c (INIT, as queued locally) to the server with its first audit
  * row, one that says where it came from and the key that made it (k, when
- * k->have).  PT_EEXIST: the order is there already (*there is it). */
+ * k->have).  PT_EEXIST: the order is there already (*there is it).
+ * *sent_commit: the COMMIT was sent (a failure then may still have
+ * committed). */
 static int copy_to_server(struct pt_store *server, const struct pt_charge *c, struct moved_key *k,
-                          int64_t now, struct pt_charge *there)
+                          int64_t now, struct pt_charge *there, int *sent_commit)
 {
+    *sent_commit = 0;
     struct pt_charge copy = *c;
     copy.id = 0;
     copy.state = PT_STATE_INIT;
@@ -83,6 +86,7 @@ static int copy_to_server(struct pt_store *server, const struct pt_charge *c, st
             return PT_EEXIST;
         return rc == PT_EEXIST ? PT_ESTORAGE : rc;
     }
+    *sent_commit = 1; /* failed from here, its outcome is unknown */
     return pt_store_commit(server);
 }
 
@@ -122,47 +126,78 @@ static int hold_for_review(struct pt_store *local, const struct pt_charge *c, in
     return pt_store_commit(local);
 }
 
+/* The local copy's marker, INIT -> INIT in one short local transaction:
+ * code PT_FALLBACK_MOVING (set) or none (code "": cleared).  PT_ESTATE:
+ * not INIT any more (canceled on the lane meanwhile). */
+static int mark_moving(struct pt_store *local, const struct pt_charge *c, const char *code,
+                       int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.error_code = code;
+    p.error_message = code[0] ? "being moved to the store server" : "";
+    int rc = pt_store_begin(local);
+    if (rc)
+        return rc;
+    rc = pt_store_charge_transition(local, c->id, 1u << PT_STATE_INIT, PT_STATE_INIT, &p, now);
+    if (rc) {
+        pt_store_rollback(local);
+        return rc;
+    }
+    return pt_store_commit(local);
+}
+
 /*
- * One charge.  The local copy is marked moved first, in a transaction that
- * stays open (BEGIN IMMEDIATE: the lane's own cancel of it waits) until the
- * server has committed its copy, and commits after it: a cancel on the lane
- * and the move cannot both win.  Canceled first, the mark finds it not INIT
- * and nothing is copied; moved first, the cancel finds it moved and goes to
- * the server.  The lane stopping between the two commits leaves the local
- * copy INIT: the next pass finds the order on the server, the same charge,
- * and only marks it.  *moved: 1 when the charge is on the server now.
+ * One charge, in three steps, none holding the local store while the
+ * server is asked (the lane's own requests never wait on the network):
+ *   1. the local copy is marked moving (short local transaction, only if
+ *      still INIT): from here a cancel on the lane no longer cancels it
+ *      there but on the server, and answers 503 while the server does not
+ *      have it yet - so the client is never told "canceled" for a charge
+ *      the server may hold;
+ *   2. the server takes the copy, its trail and its key, and commits;
+ *   3. the local copy is marked moved (CANCELED, PT_FALLBACK_MOVED).
+ * A failure before the server's COMMIT clears the mark (nothing is there);
+ * a COMMIT whose outcome is unknown, or a lane that stops after it, leaves
+ * the copy moving: the next pass copies it again, and the server's UNIQUE
+ * order_id finds it there, the same charge, and it is only marked.
+ * *moved: 1 when the charge is on the server now.
  */
 static int move_one(struct pt_store *local, struct pt_store *server, const struct pt_charge *c,
                     int64_t now, int *moved)
 {
     *moved = 0;
-    int rc = pt_store_begin(local);
+    int rc = mark_moving(local, c, PT_FALLBACK_MOVING, now);
     if (rc)
-        return rc;
-    if ((rc = mark_moved(local, c, now)) != PT_OK) {
-        pt_store_rollback(local);
         return rc == PT_ESTATE ? PT_OK : rc; /* canceled on the lane meanwhile */
-    }
     struct moved_key k = {0};
     struct pt_charge there;
+    int sent_commit = 0;
     rc = pt_store_key_of_order(local, c->order_id, k.scope, k.key, &k.row);
     k.have = rc == PT_OK;
     if (rc == PT_OK || rc == PT_ENOTFOUND)
-        rc = copy_to_server(server, c, &k, now, &there);
+        rc = copy_to_server(server, c, &k, now, &there, &sent_commit);
     pt_key_row_free(&k.row);
     if (rc == PT_EEXIST && !same_charge(c, &there)) {
-        pt_store_rollback(local);
         pt_log_error("charge %s queued locally: the store server has another charge with this "
                      "order_id; held for review in the local store",
                      c->order_id);
+        if ((rc = mark_moving(local, c, "", now)) && rc != PT_ESTATE)
+            return rc;
         return hold_for_review(local, c, now);
     }
     if (rc != PT_OK && rc != PT_EEXIST) {
-        pt_store_rollback(local);
+        if (!sent_commit) /* nothing of it is on the server */
+            mark_moving(local, c, "", now);
         return rc; /* the server is gone again: next pass */
     }
     if (rc == PT_EEXIST)
         pt_log_info("charge %s was on the store server already (moved before)", c->order_id);
+    if ((rc = pt_store_begin(local)))
+        return rc;
+    if ((rc = mark_moved(local, c, now)) != PT_OK) {
+        pt_store_rollback(local);
+        return rc == PT_ESTATE ? PT_OK : rc;
+    }
     if ((rc = pt_store_commit(local)) == PT_OK)
         *moved = 1;
     return rc;
@@ -200,6 +235,11 @@ int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t no
 int pt_fallback_is_moved(const struct pt_charge *c)
 {
     return c->state == PT_STATE_CANCELED && strcmp(c->error_code, PT_FALLBACK_MOVED) == 0;
+}
+
+int pt_fallback_is_moving(const struct pt_charge *c)
+{
+    return c->state == PT_STATE_INIT && strcmp(c->error_code, PT_FALLBACK_MOVING) == 0;
 }
 
 int pt_fallback_waiting(struct pt_store *local, int64_t *count)

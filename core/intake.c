@@ -348,12 +348,20 @@ static int answered_locally(const struct pt_intake *in, const char *path, const 
 int pt_intake_local_charge(const struct pt_intake *in, const char *order_id, struct pt_charge *c)
 {
     if (!in->fallback.st)
-        return 0;
+        return PT_LOCAL_NONE;
     pthread_mutex_lock(in->fallback.mu);
     int rc = pt_store_charge_get(in->fallback.st, order_id, c);
     pthread_mutex_unlock(in->fallback.mu);
-    /* Held for review: the server's charge of that order_id is the one. */
-    return rc == PT_OK && !pt_fallback_is_moved(c) && !c->review;
+    /* Moved, or held for review (the server has another charge of that
+     * order_id): the server's charge is the one. */
+    if (rc != PT_OK || pt_fallback_is_moved(c) || c->review)
+        return PT_LOCAL_NONE;
+    /* Being moved (the server may have it), or canceled here before it
+     * was (the server may have taken the order_id since): the server's
+     * answer first. */
+    if (pt_fallback_is_moving(c) || c->state != PT_STATE_INIT)
+        return PT_LOCAL_SHADOW;
+    return PT_LOCAL_OWN;
 }
 
 /*
@@ -1296,47 +1304,83 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
                   const char *key_header, const char *body, size_t len, int64_t now,
                   struct pt_reply *out);
 
-/* pt_intake_local_charge without the charge (on the heap: 6.7 KB, and the
- * cancel's own frame follows on a stack that may be 64 KiB). */
-static int held_locally(const struct pt_intake *in, const char *order_id)
+/* pt_intake_local_charge without the charge, or with the copy's moving
+ * mark (on the heap: a charge is 6.7 KB, and the cancel's own frame
+ * follows on a stack that may be 64 KiB). */
+static int held_locally(const struct pt_intake *in, const char *order_id, int *moving)
 {
+    *moving = 0;
     if (!in->fallback.st)
-        return 0;
+        return PT_LOCAL_NONE;
     struct pt_charge *c = malloc(sizeof *c);
-    int mine = c && pt_intake_local_charge(in, order_id, c);
+    int where = c ? pt_intake_local_charge(in, order_id, c) : PT_LOCAL_NONE;
+    *moving = where != PT_LOCAL_NONE && pt_fallback_is_moving(c);
     free(c);
-    return mine;
+    return where;
+}
+
+/* The cancel run on the lane's own store (nothing to ask a gateway:
+ * what is there is INIT or canceled).  PT_EAGAIN: the copy is being moved
+ * (marked since it was looked at): the server's to cancel. */
+static int cancel_locally(const struct pt_intake *in, const char *order_id, const char *key_header,
+                          const char *body, size_t len, int64_t now, struct pt_reply *out)
+{
+    struct pt_intake local = *in;
+    memset(&local.online, 0, sizeof local.online);
+    memset(&local.fallback, 0, sizeof local.fallback);
+    pthread_mutex_lock(in->fallback.mu);
+    int rc = cancel(&local, in->fallback.st, order_id, key_header, body, len, now, out);
+    pthread_mutex_unlock(in->fallback.mu);
+    return rc;
 }
 
 /*
  * store.fallback "local" (SPEC 16): a charge the lane queued in its own
- * store and has not moved is canceled there - it never left the lane, and
- * only INIT charges are moved, so it stays there, canceled (GET answers it
- * from there).  Otherwise the store server's charge is the one, and with
- * no connection to the server (st NULL) the answer is 503.
+ * store and has not moved is canceled there - it never left the lane.  One
+ * being moved is the server's to cancel; while the server does not have it
+ * yet (or cannot be asked) the answer is 503, never "canceled" for a charge
+ * the server may hold.  One canceled here before it was moved is the
+ * server's answer first (the order_id may have been taken there since),
+ * else the lane's.  Otherwise the store server's charge is the one, and
+ * with no connection to the server (st NULL) the answer is 503.
  */
 int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                      const char *key_header, const char *body, size_t len, int64_t now,
                      struct pt_reply *out)
 {
-    if (held_locally(in, order_id)) {
-        struct pt_intake local = *in;
-        memset(&local.online, 0, sizeof local.online); /* INIT: nothing to ask a gateway */
-        memset(&local.fallback, 0, sizeof local.fallback);
-        pthread_mutex_lock(in->fallback.mu);
-        int rc = cancel(&local, in->fallback.st, order_id, key_header, body, len, now, out);
-        pthread_mutex_unlock(in->fallback.mu);
+    int moving = 0;
+    int where = held_locally(in, order_id, &moving);
+    if (where == PT_LOCAL_OWN) {
+        int rc = cancel_locally(in, order_id, key_header, body, len, now, out);
         if (rc != PT_EAGAIN)
             return rc;
-        /* Moved to the server meanwhile: canceled there. */
+        pt_reply_free(out);
+        where = PT_LOCAL_SHADOW; /* marked moving meanwhile */
+        moving = 1;
+    }
+    int rc = PT_EIO;
+    if (st) {
+        rc = cancel(in, st, order_id, key_header, body, len, now, out);
+        /* Not there (yet), or the server gone: the lane's copy decides. */
+        if (where == PT_LOCAL_NONE || (out->status != 404 && rc != PT_EIO))
+            return rc;
         pt_reply_free(out);
     }
-    if (!st) {
-        memset(out, 0, sizeof *out);
-        storage_unavailable(out, NULL, PT_EIO);
-        return PT_EIO;
-    }
-    return cancel(in, st, order_id, key_header, body, len, now, out);
+    if (where == PT_LOCAL_SHADOW && !moving)
+        return cancel_locally(in, order_id, key_header, body, len, now, out);
+    memset(out, 0, sizeof *out);
+    if (moving)
+        pt_reply_error(out, 503, "storage_unavailable",
+                       "charge %s is being moved from this lane to the store server, which "
+                       "cannot confirm it yet; nothing was canceled: retry with the same "
+                       "Idempotency-Key",
+                       order_id);
+    else
+        pt_reply_error(out, 503, "storage_unavailable",
+                       "the store server cannot be reached; nothing was canceled: retry with "
+                       "the same Idempotency-Key");
+    out->retry_after_s = RETRY_STORAGE_S;
+    return PT_EIO;
 }
 
 static int cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
@@ -1348,9 +1392,9 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
     snprintf(path, sizeof path, "/v1/charges/%s/cancel", order_id);
     struct guard g;
     struct pt_idem_result res;
-    if (!guard_enter(in, st, path, key_header, body, len, 1, now, &g, out, &res)) {
-        return out->status == 503 ? PT_ESTORAGE : PT_OK;
-    }
+    last_storage_rc = 0;
+    if (!guard_enter(in, st, path, key_header, body, len, 1, now, &g, out, &res))
+        return out->status == 503 ? (last_storage_rc ? last_storage_rc : PT_ESTORAGE) : PT_OK;
     int rc = PT_OK;
     struct pt_charge c;
     char actor[80], msg[200] = "";
@@ -1371,6 +1415,11 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
         goto storage;
     switch (c.state) {
     case PT_STATE_INIT:
+        if (pt_fallback_is_moving(&c)) { /* a lane's local copy, being moved */
+            guard_abandon(st, &g);
+            rc = PT_EAGAIN;
+            goto out;
+        }
         rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "canceled_by_client", actor,
                                   NULL, now);
         if (rc && rc != PT_EEXIST && rc != PT_ESTATE)

@@ -121,10 +121,15 @@ struct pt_intake {
     struct pt_intake_fallback fallback; /* st NULL: none */
 };
 
-/* store.fallback "local": 1 when the lane's own store holds order_id as a
- * charge of its own - queued there during an outage and not moved to the
- * store server (or canceled before it was) - read into *c.  0 without a
- * fallback store, or when the server's charge is the one. */
+/*
+ * store.fallback "local": what the lane's own store says of order_id, the
+ * charge read into *c.  PT_LOCAL_OWN: queued there during an outage and
+ * not moved - the lane answers for it.  PT_LOCAL_SHADOW: being moved, or
+ * canceled there before it was - the server's answer first, the lane's
+ * when the server has no such order or cannot be asked.  PT_LOCAL_NONE:
+ * no fallback store, not there, moved, or held for review - the server's.
+ */
+enum { PT_LOCAL_NONE, PT_LOCAL_OWN, PT_LOCAL_SHADOW };
 int pt_intake_local_charge(const struct pt_intake *in, const char *order_id, struct pt_charge *c);
 
 /* POST /v1/charges.  key_header may be NULL (missing).  Always fills out;

@@ -213,8 +213,7 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
 
 void pt_store_key_name_order(struct pt_key_lock *lock, const char *order_id)
 {
-    if (lock->pending)
-        snprintf(lock->order_id, sizeof lock->order_id, "%s", order_id ? order_id : "");
+    snprintf(lock->order_id, sizeof lock->order_id, "%s", order_id ? order_id : "");
 }
 
 int pt_store_key_of_order(struct pt_store *st, const char *order_id, char scope[PT_KEY_SCOPE_MAX],

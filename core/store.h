@@ -286,7 +286,7 @@ struct pt_key_lock {
     unsigned txn; /* pending: the transaction it belongs to */
     unsigned char hash[32];
     int64_t expires_at;
-    /* pending: the order its completed record names (pt_store_key_name_order). */
+    /* The order its completed record names (pt_store_key_name_order). */
     char order_id[PT_ORDER_ID_MAX];
 };
 
@@ -308,12 +308,12 @@ int pt_store_key_set_order(struct pt_store *st, const char *scope, const char *k
                            struct pt_key_lock *lock, const char *order_id);
 
 /*
- * The order a pending lock's completed record is to name: written with the
- * answer by pt_store_key_complete, at no extra statement.  The queued
+ * The order the lock's completed record is to name: written with the
+ * answer by pt_store_key_complete, in the same statement (SQLite; the
+ * PostgreSQL store links keys by pt_store_key_set_order only).  The queued
  * charge's key needs no link for lock recovery (both commit together), but
  * a lane's local store (store.fallback "local") moves each key with the
- * charge it made (pt_store_key_of_order).  A lock already written is
- * linked by pt_store_key_set_order; this leaves it alone.
+ * charge it made (pt_store_key_of_order).
  */
 void pt_store_key_name_order(struct pt_key_lock *lock, const char *order_id);
 

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,7 +285,6 @@ struct pg_store {
     int session_ok;           /* session_setup() done on this server process */
     int schema_ok;            /* 1: schema checked (and migrated); -1: being checked */
     int readonly, existing;   /* pt_store_options: migrate or not, once connected */
-    int64_t retry_at;         /* monotonic ms: no new connection attempt before */
     char errmsg[256];
 };
 
@@ -370,16 +370,35 @@ static int xlate(struct pg_store *st, const PGresult *res)
 static int session_setup(struct pg_store *st);
 static int schema_ready(struct pg_store *st, char *errbuf, size_t errlen);
 
-/* A failed connection attempt is not repeated for this long: while the
- * server is gone, a request falls back at once instead of waiting out
- * connect_timeout again (a host that drops packets costs seconds). */
+/* After a failed connection attempt, no connection of this process tries
+ * again for a while - 1 s, doubling while the server stays gone, up to
+ * 16 s: a request falls back at once instead of waiting out
+ * connect_timeout (a host that drops packets costs seconds), and only one
+ * attempt in a while pays it. */
 #define RETRY_MS 1000
+#define RETRY_MAX_MS 16000
+static _Atomic int64_t down_until; /* monotonic ms; 0: no failure */
+static _Atomic int64_t down_backoff;
 
 static int64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void server_down(void)
+{
+    int64_t b = atomic_load(&down_backoff);
+    b = b ? (b * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : b * 2) : RETRY_MS;
+    atomic_store(&down_backoff, b);
+    atomic_store(&down_until, mono_ms() + b);
+}
+
+static void server_up(void)
+{
+    atomic_store(&down_backoff, 0);
+    atomic_store(&down_until, 0);
 }
 
 /* Outside a transaction, a broken connection is re-established first, and
@@ -393,21 +412,24 @@ static int connected(struct pg_store *st)
         return PT_OK;
     if (st->in_txn)
         return PT_EIO;
-    if (PQstatus(st->conn) != CONNECTION_OK) {
-        if (mono_ms() < st->retry_at) {
+    if (PQstatus(st->conn) != CONNECTION_OK || !st->schema_ok) {
+        if (mono_ms() < atomic_load(&down_until)) {
             snprintf(st->errmsg, sizeof st->errmsg,
                      "the PostgreSQL server could not be reached a moment ago");
             return PT_EIO;
         }
+    }
+    if (PQstatus(st->conn) != CONNECTION_OK) {
         PQreset(st->conn);
         memset(st->prepared, 0, sizeof st->prepared);
         st->session_ok = 0;
         st->listening = 0;
         if (PQstatus(st->conn) != CONNECTION_OK) {
             xlate(st, NULL);
-            st->retry_at = mono_ms() + RETRY_MS;
+            server_down();
             return PT_EIO;
         }
+        server_up();
     }
     int rc;
     if (!st->session_ok) {
@@ -424,6 +446,7 @@ static int connected(struct pg_store *st)
         st->schema_ok = rc == PT_OK;
         if (rc) {
             pt_log_error("store: %s", err);
+            server_down(); /* not at every statement */
             return PT_EIO; /* the lane goes on as without a server */
         }
     }
@@ -519,7 +542,8 @@ static int exec_sql(struct pg_store *st, const char *sql)
 /*
  * What every session of the store needs, on its first connection and after
  * every reconnection: commits durable on return whatever the server's
- * default (SPEC section 16), quiet notices, its lane (payterm.lane: the
+ * default (SPEC section 16), READ COMMITTED whatever the role's default
+ * (the lane's limits read a fresh snapshot, sql/pg/003), quiet notices, its lane (payterm.lane: the
  * lane the charges it queues count against, sql/pg/003), and a slot of its own in the
  * offline queue's figures (sql/pg/002), held under a session advisory lock
  * (two-key form, first key 73020625) while the connection lives: the first
@@ -530,6 +554,7 @@ static int session_setup(struct pg_store *st)
 {
     static const char sql[] =
         "SELECT set_config('synchronous_commit', 'on', false),"
+        " set_config('default_transaction_isolation', 'read committed', false),"
         " set_config('client_min_messages', 'warning', false),"
         " set_config('payterm.lane', $1::text, false),"
         " set_config('payterm.slot', coalesce((SELECT s FROM (SELECT (pg_backend_pid() + i)"
@@ -589,9 +614,12 @@ static int pg_migrate_to(struct pt_store *s, int version)
         return PT_ETOONEW;
     for (int v = cur + 1; v <= version && v <= pt_pg_migrations_count; v++) {
         const struct pt_migration *m = &pt_pg_migrations[v - 1];
-        if ((rc = exec_sql(st, "BEGIN")) ||
-            (rc = exec_sql(st, "SELECT pg_advisory_xact_lock(7302062520030)")))
+        if ((rc = exec_sql(st, "BEGIN")))
             return rc;
+        if ((rc = exec_sql(st, "SELECT pg_advisory_xact_lock(7302062520030)"))) {
+            exec_sql(st, "ROLLBACK");
+            return rc;
+        }
         int now_at = 0;
         PGresult *r =
             RT(st, PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM payterm_schema"));
@@ -708,7 +736,7 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
     if (st->conn && PQstatus(st->conn) != CONNECTION_OK && opt->connect_later) {
         snprintf(st->errmsg, sizeof st->errmsg, "%s", PQerrorMessage(st->conn));
         st->errmsg[strcspn(st->errmsg, "\n")] = '\0';
-        st->retry_at = mono_ms() + RETRY_MS;
+        server_down();
         *out = (struct pt_store *)(void *)st; /* connects at its first use (connected) */
         return PT_OK;
     }
@@ -722,6 +750,7 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
         pg_close((struct pt_store *)(void *)st);
         return PT_EIO;
     }
+    server_up(); /* this process reaches it again */
     /* Every commit durable on return (SPEC section 16), whatever the
      * server's default; statements never wait on a lock for ever. */
     if ((rc = session_setup(st))) {

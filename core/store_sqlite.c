@@ -205,10 +205,12 @@ static const struct pt_store_ops sqlite_ops;
     X(KEY_SET_ORDER, "UPDATE idempotency_keys SET order_id = ?3 WHERE scope = ?1 AND key = ?2"     \
                      " AND " HELD(4, 5))                                                           \
     X(KEY_COMPLETE, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"         \
-                    " response_body = ?4, locked_at = NULL, locked_by = NULL"                      \
+                    " response_body = ?4, locked_at = NULL, locked_by = NULL,"                     \
+                    " order_id = coalesce(?9, order_id)"                                           \
                     " WHERE scope = ?1 AND key = ?2 AND " HELD(7, 8))                              \
     X(KEY_COMPLETE_ID, "UPDATE idempotency_keys SET completed_at = ?5, response_status = ?3,"      \
-                       " response_body = ?4, locked_at = NULL, locked_by = NULL"                   \
+                       " response_body = ?4, locked_at = NULL, locked_by = NULL,"                  \
+                       " order_id = coalesce(?9, order_id)"                                        \
                        " WHERE id = ?6 AND scope = ?1 AND key = ?2 AND " HELD(7, 8))               \
     X(KEY_DELETE, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2 AND " HELD(3, 4))    \
     X(KEY_DELETE_EXPIRED, "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2"             \
@@ -1646,6 +1648,7 @@ static int sq_key_complete(struct pt_store *st, const char *scope, const char *k
             sqlite3_bind_int64(s, 6, st->last_key_rowid);
         sqlite3_bind_int64(s, 7, lock->at);
         sqlite3_bind_int64(s, 8, lock->by);
+        bind_text(s, 9, lock->order_id); /* "": NULL, the link kept */
         int rc = run(st, s);
         if (rc)
             return rc;

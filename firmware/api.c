@@ -537,14 +537,18 @@ static MHD_RESULT get_charge(struct pt_api *api, struct MHD_Connection *conn, st
 {
     struct pt_charge c;
     /* store.fallback local: one the lane queued in its own store during an
-     * outage, and has not moved to the store server, is read there. */
-    if (pt_intake_local_charge(&api->opt.intake, order_id, &c))
+     * outage, and has not moved to the store server, is read there; one
+     * being moved or canceled there, when the server has none or cannot be
+     * asked (pt_intake_local_charge). */
+    int where = pt_intake_local_charge(&api->opt.intake, order_id, &c);
+    if (where == PT_LOCAL_OWN)
         return send_json_text(conn, rq, 200, pt_charge_json_text(&c));
     struct pt_store *st = pt_pool_get(api->pool);
-    if (!st)
-        return storage_error(conn, rq, PT_EIO);
-    int rc = pt_store_charge_get(st, order_id, &c);
+    int rc = st ? pt_store_charge_get(st, order_id, &c) : PT_EIO;
     pt_pool_put(api->pool, st);
+    if (where == PT_LOCAL_SHADOW && (rc == PT_ENOTFOUND || rc == PT_EIO) &&
+        pt_intake_local_charge(&api->opt.intake, order_id, &c) != PT_LOCAL_NONE)
+        return send_json_text(conn, rq, 200, pt_charge_json_text(&c));
     if (rc == PT_ENOTFOUND) {
         char msg[128];
         snprintf(msg, sizeof msg, "no charge with order_id '%s'", order_id);
@@ -2218,6 +2222,9 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     struct pt_store_options so;
     pt_config_store_options(opt->cfg, opt->db_path, &so);
     so.no_wal_vfs = 0; /* the daemon's pt_store_set_wal_vfs */
+    /* With a local queue, a connection opens while the server is gone and
+     * fails at once (store_pg.c's backoff): the request falls back. */
+    so.connect_later = so.backend == PT_STORE_POSTGRESQL && opt->cfg->store_fallback_local;
     int rc =
         pt_pool_new(opt->db_path, &so, POOL_SIZE, pt_api_feed_wake, api, opt->writer, &api->pool);
     if (rc)

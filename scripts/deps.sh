@@ -91,13 +91,14 @@ if [ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ]; then
     while dpkg_busy && [ $n -lt 600 ]; do sleep 1; n=$((n + 1)); done
     if [ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ]; then
         echo "deps.sh: an earlier dpkg run was cut off; finishing it first (dpkg --configure -a)" >&2
-        dpkg --configure -a
+        dpkg --configure -a || echo "deps.sh: dpkg --configure -a failed; apt-get says why below" >&2
     fi
 fi
 for a in $arches; do dpkg --add-architecture "$a"; done
 # A mirror in the middle of a sync can fail one index; retry, then go on with
 # what we have (the install step fails clearly if a package is really missing).
 for try in 1 2 3; do
+    # shellcheck disable=SC2086
     apt-get $wait_lock update -qq && break
     echo "deps.sh: apt-get update failed (try $try of 3)" >&2
     sleep 5

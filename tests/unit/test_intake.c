@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1522,7 +1523,7 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
     assert_int_equal(count("charges"), 0);
     assert_int_equal(count("idempotency_keys"), 0);
     struct pt_charge c;
-    assert_true(pt_intake_local_charge(&in, "FB-1", &c));
+    assert_int_equal(pt_intake_local_charge(&in, "FB-1", &c), PT_LOCAL_OWN);
     assert_int_equal(c.state, PT_STATE_INIT);
 
     /* Canceled on the lane (the server reachable or not): stays there. */
@@ -1533,7 +1534,7 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
     assert_int_equal(r.status, 200);
     assert_true(r.replayed);
     pt_reply_free(&r);
-    assert_true(pt_intake_local_charge(&in, "FB-1", &c));
+    assert_int_equal(pt_intake_local_charge(&in, "FB-1", &c), PT_LOCAL_SHADOW);
     assert_int_equal(c.state, PT_STATE_CANCELED);
     int moved = -1;
     assert_int_equal(pt_fallback_move(local, st, now + 3, &moved), PT_OK);
@@ -1547,7 +1548,7 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
     assert_int_equal(first.status, 202);
     assert_int_equal(pt_fallback_move(local, st, now + 5, &moved), PT_OK);
     assert_int_equal(moved, 1);
-    assert_false(pt_intake_local_charge(&in, "FB-2", &c));
+    assert_int_equal(pt_intake_local_charge(&in, "FB-2", &c), PT_LOCAL_NONE);
     pt_intake_cancel(&in, NULL, "FB-2", "c-2", "", 0, now + 6, &r);
     assert_int_equal(r.status, 503); /* on the server, which is not there */
     pt_reply_free(&r);
@@ -1561,6 +1562,45 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
     assert_memory_equal(r.body, first.body, first.len);
     pt_reply_free(&r);
     pt_reply_free(&first);
+
+    /* Being moved when the server's COMMIT went silent (the mark left on
+     * the copy): the server may hold it, so it is never canceled on the
+     * lane - 503 while the server has no such charge or cannot be asked,
+     * canceled there once it has; the next move then only marks it. */
+    snprintf(body, sizeof body, "%s", charge_body("FB-3", 300, NULL));
+    pt_intake_create_charge_locally(&in, "k-3", body, strlen(body), now + 8, &first);
+    assert_int_equal(first.status, 202);
+    pt_reply_free(&first);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(lpath, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE charges SET error_code = '" PT_FALLBACK_MOVING
+                                  "' WHERE order_id = 'FB-3'",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pt_intake_local_charge(&in, "FB-3", &c), PT_LOCAL_SHADOW);
+    pt_intake_cancel(&in, st, "FB-3", "c-3", "", 0, now + 9, &r);
+    assert_int_equal(r.status, 503); /* the server has no FB-3 (yet) */
+    pt_reply_free(&r);
+    pt_intake_cancel(&in, NULL, "FB-3", "c-3", "", 0, now + 9, &r);
+    assert_int_equal(r.status, 503); /* the server cannot be asked */
+    pt_reply_free(&r);
+    assert_int_equal(pt_intake_local_charge(&in, "FB-3", &c), PT_LOCAL_SHADOW);
+    assert_int_equal(c.state, PT_STATE_INIT); /* not canceled on the lane */
+    struct pt_charge there = c;               /* the server's copy: its COMMIT did go through */
+    there.id = 0;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_charge_insert(st, &there, now + 10), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    pt_intake_cancel(&in, st, "FB-3", "c-3", "", 0, now + 11, &r);
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    assert_int_equal(pt_fallback_move(local, st, now + 12, &moved), PT_OK);
+    assert_int_equal(moved, 1);
+    assert_int_equal(pt_store_charge_get(st, "FB-3", &c), PT_OK);
+    assert_int_equal(c.state, PT_STATE_CANCELED); /* one charge, canceled, never sent */
+    assert_int_equal(pt_intake_local_charge(&in, "FB-3", &c), PT_LOCAL_NONE);
     in.fallback = (struct pt_intake_fallback){0};
     pt_store_close(local);
 }
