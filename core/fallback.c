@@ -55,7 +55,8 @@ static int copy_key(struct pt_store *server, const struct pt_charge *c, struct m
     return rc == PT_ESTATE ? PT_ESTORAGE : rc;
 }
 
-/* Copies c (INIT, as queued locally) to the server with its first audit
+/* Inside the server's transaction (begun by the caller; ended here):
+ * copies c (INIT, as queued locally) to the server with its first audit
  * row, one that says where it came from and the key that made it (k, when
  * k->have).  PT_EEXIST: the order is there already (*there is it).
  * *sent_commit: the COMMIT was sent (a failure then may still have
@@ -68,9 +69,7 @@ static int copy_to_server(struct pt_store *server, const struct pt_charge *c, st
     copy.id = 0;
     copy.state = PT_STATE_INIT;
     copy.next_attempt_at = now; /* due at once: it has waited long enough */
-    int rc = pt_store_begin(server);
-    if (rc)
-        return rc;
+    int rc;
     if ((rc = pt_store_charge_insert(server, &copy, c->created_at)) == PT_OK &&
         (rc = pt_store_audit_first(server, copy.id, "INIT", "created", "api@local",
                                    c->created_at)) == PT_OK)
@@ -149,15 +148,17 @@ static int mark_moving(struct pt_store *local, const struct pt_charge *c, const 
 /*
  * One charge, in three steps, none holding the local store while the
  * server is asked (the lane's own requests never wait on the network):
- *   1. the local copy is marked moving (short local transaction, only if
- *      still INIT): from here a cancel on the lane no longer cancels it
- *      there but on the server, and answers 503 while the server does not
- *      have it yet - so the client is never told "canceled" for a charge
- *      the server may hold;
+ *   1. once the server has answered BEGIN (while it is gone nothing is
+ *      marked), the local copy is marked moving (short local transaction,
+ *      only if still INIT): from here a cancel on the lane no longer
+ *      cancels it there but on the server, and answers 503 while the
+ *      server does not have it yet - so the client is never told
+ *      "canceled" for a charge the server may hold;
  *   2. the server takes the copy, its trail and its key, and commits;
  *   3. the local copy is marked moved (CANCELED, PT_FALLBACK_MOVED).
- * A failure before the server's COMMIT clears the mark (nothing is there);
- * a COMMIT whose outcome is unknown, or a lane that stops after it, leaves
+ * A failure before the server's COMMIT clears the mark this pass set (one
+ * an earlier pass left stays: that pass's COMMIT may have gone through); a
+ * COMMIT whose outcome is unknown, or a lane that stops after it, leaves
  * the copy moving: the next pass copies it again, and the server's UNIQUE
  * order_id finds it there, the same charge, and it is only marked.
  * *moved: 1 when the charge is on the server now.
@@ -166,9 +167,14 @@ static int move_one(struct pt_store *local, struct pt_store *server, const struc
                     int64_t now, int *moved)
 {
     *moved = 0;
-    int rc = mark_moving(local, c, PT_FALLBACK_MOVING, now);
+    const int was_moving = pt_fallback_is_moving(c);
+    int rc = pt_store_begin(server);
     if (rc)
+        return rc; /* the server is gone: next pass */
+    if ((rc = mark_moving(local, c, PT_FALLBACK_MOVING, now))) {
+        pt_store_rollback(server);
         return rc == PT_ESTATE ? PT_OK : rc; /* canceled on the lane meanwhile */
+    }
     struct moved_key k = {0};
     struct pt_charge there;
     int sent_commit = 0;
@@ -176,6 +182,8 @@ static int move_one(struct pt_store *local, struct pt_store *server, const struc
     k.have = rc == PT_OK;
     if (rc == PT_OK || rc == PT_ENOTFOUND)
         rc = copy_to_server(server, c, &k, now, &there, &sent_commit);
+    else
+        pt_store_rollback(server);
     pt_key_row_free(&k.row);
     if (rc == PT_EEXIST && !same_charge(c, &there)) {
         pt_log_error("charge %s queued locally: the store server has another charge with this "
@@ -186,7 +194,7 @@ static int move_one(struct pt_store *local, struct pt_store *server, const struc
         return hold_for_review(local, c, now);
     }
     if (rc != PT_OK && rc != PT_EEXIST) {
-        if (!sent_commit) /* nothing of it is on the server */
+        if (!sent_commit && !was_moving) /* nothing of it can be on the server */
             mark_moving(local, c, "", now);
         return rc; /* the server is gone again: next pass */
     }
@@ -196,6 +204,10 @@ static int move_one(struct pt_store *local, struct pt_store *server, const struc
         return rc;
     if ((rc = mark_moved(local, c, now)) != PT_OK) {
         pt_store_rollback(local);
+        if (rc == PT_ESTATE) /* cannot be: a moving copy is canceled on the server only */
+            pt_log_error("charge %s: its local copy changed while it was moved; the store "
+                         "server's charge is the one",
+                         c->order_id);
         return rc == PT_ESTATE ? PT_OK : rc;
     }
     if ((rc = pt_store_commit(local)) == PT_OK)

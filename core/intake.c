@@ -1350,6 +1350,14 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
 {
     int moving = 0;
     int where = held_locally(in, order_id, &moving);
+    if (where == PT_LOCAL_SHADOW) {
+        /* A key this lane answered is answered so again, whatever the
+         * server holds of that order_id now. */
+        char path[128];
+        snprintf(path, sizeof path, "/v1/charges/%s/cancel", order_id);
+        if (answered_locally(in, path, key_header, body, len, 1, now, out))
+            return PT_OK;
+    }
     if (where == PT_LOCAL_OWN) {
         int rc = cancel_locally(in, order_id, key_header, body, len, now, out);
         if (rc != PT_EAGAIN)

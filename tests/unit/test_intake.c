@@ -1540,6 +1540,30 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
     assert_int_equal(pt_fallback_move(local, st, now + 3, &moved), PT_OK);
     assert_int_equal(moved, 0);
     assert_int_equal(count("charges"), 0);
+    /* Another lane takes the order_id on the server since: the lane's
+     * cancel key still answers what it answered, and cancels nothing there. */
+    struct pt_reply lane_answer;
+    pt_intake_cancel(&in, NULL, "FB-1", "c-1", "", 0, now + 3, &lane_answer);
+    struct pt_charge other;
+    memset(&other, 0, sizeof other);
+    snprintf(other.order_id, sizeof other.order_id, "FB-1");
+    strcpy(other.gateway, "stripe");
+    strcpy(other.method, "card_on_file");
+    strcpy(other.currency, "USD");
+    strcpy(other.payment_method, "pm_card_visa");
+    other.amount = 4321;
+    other.state = PT_STATE_INIT;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_charge_insert(st, &other, now + 3), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    pt_intake_cancel(&in, st, "FB-1", "c-1", "", 0, now + 3, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.len, lane_answer.len);
+    assert_memory_equal(r.body, lane_answer.body, r.len);
+    pt_reply_free(&r);
+    pt_reply_free(&lane_answer);
+    assert_int_equal(pt_store_charge_get(st, "FB-1", &other), PT_OK);
+    assert_int_equal(other.state, PT_STATE_INIT); /* the other lane's charge, untouched */
 
     /* Moved: the server's charge is the one, canceled there. */
     snprintf(body, sizeof body, "%s", charge_body("FB-2", 900, NULL));
@@ -1580,6 +1604,19 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
                      SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(pt_intake_local_charge(&in, "FB-3", &c), PT_LOCAL_SHADOW);
+#ifdef PT_WITH_PG
+    /* A pass while the server is gone leaves the mark alone (the earlier
+     * COMMIT may have gone through). */
+    struct pt_store_options dead = {.backend = PT_STORE_POSTGRESQL,
+                                    .dsn = "postgresql://payterm@/x?host=/nonexistent&port=5432",
+                                    .connect_later = 1};
+    struct pt_store *gone;
+    assert_int_equal(pt_store_open(&dead, &gone, err, sizeof err), PT_OK);
+    assert_int_equal(pt_fallback_move(local, gone, now + 9, &moved), PT_EIO);
+    pt_store_close(gone);
+    assert_int_equal(pt_intake_local_charge(&in, "FB-3", &c), PT_LOCAL_SHADOW);
+    assert_true(pt_fallback_is_moving(&c));
+#endif
     pt_intake_cancel(&in, st, "FB-3", "c-3", "", 0, now + 9, &r);
     assert_int_equal(r.status, 503); /* the server has no FB-3 (yet) */
     pt_reply_free(&r);
