@@ -305,6 +305,16 @@ static void answer_recorded(const struct guard *g, struct pt_idem_result *res, s
     }
 }
 
+/* The intake for the lane's own store: no gateway is asked from there
+ * (what it holds is queued, or canceled), and it has no fallback itself. */
+static struct pt_intake on_the_lane(const struct pt_intake *in)
+{
+    struct pt_intake local = *in;
+    memset(&local.online, 0, sizeof local.online);
+    memset(&local.fallback, 0, sizeof local.fallback);
+    return local;
+}
+
 /*
  * store.fallback "local" (SPEC 16): a key the lane used while the store
  * server was unreachable has its record in the lane's own store.  Until its
@@ -1240,9 +1250,7 @@ void pt_intake_settle(const struct pt_intake *in, int rc, struct pt_reply *out)
 int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_header,
                                     const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
-    struct pt_intake local = *in;
-    memset(&local.online, 0, sizeof local.online); /* queued, never sent from here */
-    memset(&local.fallback, 0, sizeof local.fallback);
+    struct pt_intake local = on_the_lane(in); /* queued, never sent from here */
     memset(out, 0, sizeof *out); /* not filled yet (the API's), or freed by the caller below */
     pthread_mutex_lock(in->fallback.mu);
     int rc = create_charge(&local, in->fallback.st, key_header, body, len, now, 0, out);
@@ -1325,9 +1333,7 @@ static int held_locally(const struct pt_intake *in, const char *order_id, int *m
 static int cancel_locally(const struct pt_intake *in, const char *order_id, const char *key_header,
                           const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
-    struct pt_intake local = *in;
-    memset(&local.online, 0, sizeof local.online);
-    memset(&local.fallback, 0, sizeof local.fallback);
+    struct pt_intake local = on_the_lane(in);
     pthread_mutex_lock(in->fallback.mu);
     int rc = cancel(&local, in->fallback.st, order_id, key_header, body, len, now, out);
     pthread_mutex_unlock(in->fallback.mu);

@@ -765,11 +765,8 @@ static void queue_locally(struct pt_store *local, const char *key, const char *o
 static void test_fallback_moves_the_key_with_its_charge(void **state)
 {
     (void)state;
-    char lpath[320], err[512];
-    snprintf(lpath, sizeof lpath, "%s/local.db", dir);
-    struct pt_store_options o = {.path = lpath};
-    struct pt_store *local;
-    assert_int_equal(pt_store_open(&o, &local, err, sizeof err), PT_OK);
+    char lpath[PT_STORE_PATH_MAX];
+    struct pt_store *local = pt_test_local_store(dir, lpath);
     const char *scope = "POST /v1/charges";
     const char *answer = "{\"id\":1,\"order_id\":\"FB-K1\",\"state\":\"INIT\"}";
     unsigned char h[32];

@@ -1495,11 +1495,8 @@ static void test_threads_share_batches(void **state)
 static void test_fallback_lane_answers_for_its_own_charges(void **state)
 {
     (void)state;
-    char lpath[320], err[512];
-    snprintf(lpath, sizeof lpath, "%s/local.db", dir);
-    struct pt_store_options o = {.path = lpath};
-    struct pt_store *local;
-    assert_int_equal(pt_store_open(&o, &local, err, sizeof err), PT_OK);
+    char lpath[PT_STORE_PATH_MAX], err[512];
+    struct pt_store *local = pt_test_local_store(dir, lpath);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     in.fallback = (struct pt_intake_fallback){local, &mu};
     const int64_t now = 1700000000000;

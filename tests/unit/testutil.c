@@ -489,3 +489,16 @@ int pt_test_sql_ok(const char *path, const char *sql)
 {
     return (int)sql_run(path, sql, 0, 2);
 }
+
+struct pt_store *pt_test_local_store(const char *dir, char *path)
+{
+    char err[512];
+    snprintf(path, PT_STORE_PATH_MAX, "%s/local.db", dir);
+    struct pt_store_options o = {.path = path};
+    struct pt_store *st = NULL;
+    if (pt_store_open(&o, &st, err, sizeof err) != PT_OK) {
+        fprintf(stderr, "pt_test_local_store: %s\n", err);
+        abort();
+    }
+    return st;
+}

@@ -113,6 +113,10 @@ void pt_test_sql_exec(const char *path, const char *sql);
 long long pt_test_sql_int(const char *path, const char *sql, int col);
 /* 1 when sql ran, 0 when the database refused it (statements may be ';'-joined). */
 int pt_test_sql_ok(const char *path, const char *sql);
+/* A lane's own SQLite store (store.fallback "local") at dir/local.db,
+ * whichever backend the suite runs; its path in path (PT_STORE_PATH_MAX). */
+struct pt_store *pt_test_local_store(const char *dir, char *path);
+
 /* Skips the calling test on PostgreSQL (what only SQLite has: files,
  * PRAGMAs, the writer's batches), saying why. */
 void pt_test_sqlite_only(const char *why);
