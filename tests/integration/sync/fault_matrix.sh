@@ -31,8 +31,12 @@ delay)
     # anyway, the simulated customer pays it and the charge ends FAILED +
     # review with one capture - a design question raised with the lead, not
     # something this test should bless.
-    SYNC_REQUEST_TIMEOUT_MS=1000
-    DELAY_MS=1400
+    # The first request holds its key for the whole timeout: 2 s, so that
+    # the retry of case_captured still finds it running on a loaded machine
+    # (ASan, a parallel CI run: 1 s was missed once, the retry landing after
+    # the first answer).
+    SYNC_REQUEST_TIMEOUT_MS=2000
+    DELAY_MS=2600
     cat >"$T/extra.json" <<EOF
 {"sync": {"backoff_base_ms": 1500, "backoff_max_ms": 3000, "max_attempts": 10}}
 EOF
@@ -257,11 +261,12 @@ if [ "$MODE" = delay ]; then
         gw=${gm%%.*}
         new_order "$gw"
     o=$O
-        arm "$gw" 3500
+        # Past the first query: the timeout (2 s) + 1x..2x backoff_base_ms.
+        arm "$gw" 6500
         charge "k-$o" "$o" "$(body_for "$gm" 1400)"
         expect "$gm $o: first answer" 202 "$ST"
         wait_state "$o" SUCCESS 30
-        sleep 3 # let the late original answer land at the simulator too
+        sleep 4 # let the late original answer land at the simulator too
         expect "$gm $o: captures" 1 "$(captures "$o")"
         expect "$gm $o: trades" 1 "$(trades "$o")"
         expect_terminal_once "$o" charge.succeeded
