@@ -1495,7 +1495,7 @@ static void test_threads_share_batches(void **state)
 static void test_fallback_lane_answers_for_its_own_charges(void **state)
 {
     (void)state;
-    char lpath[PT_STORE_PATH_MAX], err[512];
+    char lpath[PT_STORE_PATH_MAX];
     struct pt_store *local = pt_test_local_store(dir, lpath);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     in.fallback = (struct pt_intake_fallback){local, &mu};
@@ -1608,6 +1608,7 @@ static void test_fallback_lane_answers_for_its_own_charges(void **state)
                                     .dsn = "postgresql://payterm@/x?host=/nonexistent&port=5432",
                                     .connect_later = 1};
     struct pt_store *gone;
+    char err[512];
     assert_int_equal(pt_store_open(&dead, &gone, err, sizeof err), PT_OK);
     assert_int_equal(pt_fallback_move(local, gone, now + 9, &moved), PT_EIO);
     pt_store_close(gone);
