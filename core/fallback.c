@@ -89,22 +89,28 @@ static int copy_to_server(struct pt_store *server, const struct pt_charge *c, st
     return pt_store_commit(server);
 }
 
-/* Inside the local transaction: the copy is done with - CANCELED there
- * (it never left the device), with the reason, never to be sent or moved
- * again.  PT_ESTATE: not INIT any more (canceled on the lane meanwhile). */
+/* The copy is done with, in one local transaction: CANCELED there (it
+ * never left the device), with the reason, never to be sent or moved
+ * again.  PT_ESTATE: not INIT any more. */
 static int mark_moved(struct pt_store *local, const struct pt_charge *c, int64_t now)
 {
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     p.error_code = PT_FALLBACK_MOVED;
     p.error_message = "this charge was moved to the store server, which holds it now";
-    int rc =
-        pt_store_charge_transition(local, c->id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, now);
+    int rc = pt_store_begin(local);
+    if (rc)
+        return rc;
+    rc = pt_store_charge_transition(local, c->id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, now);
     if (rc == PT_OK)
         rc = pt_store_audit(local, c->id, "INIT", "CANCELED", PT_FALLBACK_MOVED, "sync", 0, NULL,
                             now);
     if (rc == PT_OK && c->payment_code[0])
         pt_store_note_erased(local); /* the code's old page is still in the WAL */
-    return rc;
+    if (rc) {
+        pt_store_rollback(local);
+        return rc;
+    }
+    return pt_store_commit(local);
 }
 
 static int hold_for_review(struct pt_store *local, const struct pt_charge *c, int64_t now)
@@ -200,19 +206,15 @@ static int move_one(struct pt_store *local, struct pt_store *server, const struc
     }
     if (rc == PT_EEXIST)
         pt_log_info("charge %s was on the store server already (moved before)", c->order_id);
-    if ((rc = pt_store_begin(local)))
-        return rc;
     if ((rc = mark_moved(local, c, now)) != PT_OK) {
-        pt_store_rollback(local);
         if (rc == PT_ESTATE) /* cannot be: a moving copy is canceled on the server only */
             pt_log_error("charge %s: its local copy changed while it was moved; the store "
                          "server's charge is the one",
                          c->order_id);
         return rc == PT_ESTATE ? PT_OK : rc;
     }
-    if ((rc = pt_store_commit(local)) == PT_OK)
-        *moved = 1;
-    return rc;
+    *moved = 1;
+    return PT_OK;
 }
 
 int pt_fallback_move(struct pt_store *local, struct pt_store *server, int64_t now, int *moved)

@@ -1261,14 +1261,14 @@ int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_
     return rc;
 }
 
-/* A completed or refused request under the nowait variant still answers
- * (and stores its answer) as the other does; only PT_EAGAIN differs. */
-int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
-                            const char *body, size_t len, int64_t now, struct pt_reply *out)
+/* Either variant, the lane's own records and queue first and last. */
+static int create_anywhere(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                           const char *body, size_t len, int64_t now, int nowait,
+                           struct pt_reply *out)
 {
     if (answered_locally(in, "/v1/charges", key_header, body, len, 0, now, out))
         return PT_OK;
-    int rc = create_charge(in, st, key_header, body, len, now, 0, out);
+    int rc = create_charge(in, st, key_header, body, len, now, nowait, out);
     if (rc == PT_EIO && in->fallback.st) {
         pt_reply_free(out); /* the 503 */
         rc = pt_intake_create_charge_locally(in, key_header, body, len, now, out);
@@ -1276,18 +1276,19 @@ int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, con
     return rc;
 }
 
+/* A completed or refused request under the nowait variant still answers
+ * (and stores its answer) as the other does; only PT_EAGAIN differs. */
+int pt_intake_create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                            const char *body, size_t len, int64_t now, struct pt_reply *out)
+{
+    return create_anywhere(in, st, key_header, body, len, now, 0, out);
+}
+
 int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *st,
                                    const char *key_header, const char *body, size_t len,
                                    int64_t now, struct pt_reply *out)
 {
-    if (answered_locally(in, "/v1/charges", key_header, body, len, 0, now, out))
-        return PT_OK;
-    int rc = create_charge(in, st, key_header, body, len, now, 1, out);
-    if (rc == PT_EIO && in->fallback.st) {
-        pt_reply_free(out); /* the 503 */
-        rc = pt_intake_create_charge_locally(in, key_header, body, len, now, out);
-    }
-    return rc;
+    return create_anywhere(in, st, key_header, body, len, now, 1, out);
 }
 
 /*
@@ -1427,13 +1428,15 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
     }
     if (rc)
         goto storage;
+    if (pt_fallback_is_moving(&c) || pt_fallback_is_moved(&c)) {
+        /* A lane's local copy, being moved or moved meanwhile: the
+         * server's to cancel. */
+        guard_abandon(st, &g);
+        rc = PT_EAGAIN;
+        goto out;
+    }
     switch (c.state) {
     case PT_STATE_INIT:
-        if (pt_fallback_is_moving(&c)) { /* a lane's local copy, being moved */
-            guard_abandon(st, &g);
-            rc = PT_EAGAIN;
-            goto out;
-        }
         rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "canceled_by_client", actor,
                                   NULL, now);
         if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
@@ -1441,11 +1444,6 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
         pt_reply_charge(out, c.state == PT_STATE_CANCELED ? 200 : 409, &c);
         break;
     case PT_STATE_CANCELED:
-        if (pt_fallback_is_moved(&c)) { /* a lane's local copy, moved meanwhile */
-            guard_abandon(st, &g);
-            rc = PT_EAGAIN;
-            goto out;
-        }
         pt_reply_charge(out, 200, &c);
         break;
     case PT_STATE_SUCCESS:
