@@ -426,6 +426,8 @@ static int connected(struct pg_store *st)
         st->listening = 0;
         if (PQstatus(st->conn) != CONNECTION_OK) {
             xlate(st, NULL);
+            if (!atomic_load(&down_backoff)) /* once an outage, not once a try */
+                pt_log_error("store: cannot connect to PostgreSQL again: %s", st->errmsg);
             server_down();
             return PT_EIO;
         }
@@ -684,6 +686,21 @@ static void wipe(void *p, size_t n)
         *v++ = 0;
 }
 
+/*
+ * After a failed connection: 1 when the server answered and turned this
+ * lane away - its role, its password, its database: a mistake in the
+ * configuration, which waiting will not mend - rather than being out of
+ * reach.  libpq's ping says whether a server answers there (one that is
+ * starting or stopping answers "no").  A connection that took about its
+ * whole connect_timeout met a host that did not answer: no second wait.
+ */
+static int refused(const char *const *keys, const char *const *vals, int64_t took_ms)
+{
+    if (took_ms >= 4000)
+        return 0;
+    return PQpingParams(keys, vals, 1) == PQPING_OK;
+}
+
 static void pg_close(struct pt_store *s)
 {
     struct pg_store *st = PG(s);
@@ -729,10 +746,26 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
                           "application_name",    pw[0] ? "password" : NULL, NULL};
     const char *vals[] = {"5", "4000", "10", "3", "3", opt->dsn, "payterm", pw[0] ? pw : NULL,
                           NULL};
+    int64_t t0 = mono_ms();
     st->conn = PQconnectdbParams(keys, vals, 1);
+    int turned_away =
+        st->conn && PQstatus(st->conn) != CONNECTION_OK && refused(keys, vals, mono_ms() - t0);
     wipe(pw, sizeof pw);
     st->readonly = opt->readonly;
     st->existing = opt->existing;
+    if (turned_away) {
+        if (errbuf) {
+            char msg[384];
+            snprintf(msg, sizeof msg, "%s", PQerrorMessage(st->conn));
+            msg[strcspn(msg, "\n")] = '\0';
+            snprintf(errbuf, errlen,
+                     "store.dsn: the PostgreSQL server refused this lane (check the DSN's user "
+                     "and database, and store.password_file): %s",
+                     msg);
+        }
+        pg_close((struct pt_store *)(void *)st);
+        return PT_ECONFIG;
+    }
     if (st->conn && PQstatus(st->conn) != CONNECTION_OK && opt->connect_later) {
         snprintf(st->errmsg, sizeof st->errmsg, "%s", PQerrorMessage(st->conn));
         st->errmsg[strcspn(st->errmsg, "\n")] = '\0';

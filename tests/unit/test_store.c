@@ -811,6 +811,34 @@ static void test_pg_connect_later(void **state)
 }
 
 /*
+ * A server that answers and turns the lane away - no such role, no such
+ * database, a wrong password - is a mistake in the lane's configuration,
+ * not an outage: the store does not open, connect_later or not, and the
+ * error names store.dsn with the server's reason.  (Before, a fallback
+ * lane started and queued every charge locally, for ever.)
+ */
+static void test_pg_refused_is_a_config_error(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a server's refusal is the PostgreSQL store's");
+    char dsn[700], err[512] = "";
+    const char *wrong[] = {" user=no_such_role", " dbname=no_such_database"};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        pt_test_pg_dsn(dsn, sizeof dsn - 40, "postgres");
+        strcat(dsn, wrong[i]);
+        for (int later = 0; later <= 1; later++) {
+            struct pt_store_options o = {
+                .backend = PT_STORE_POSTGRESQL, .dsn = dsn, .connect_later = later};
+            struct pt_store *st = NULL;
+            assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_ECONFIG);
+            assert_null(st);
+            assert_non_null(strstr(err, "store.dsn: the PostgreSQL server refused this lane"));
+            assert_non_null(strstr(err, i == 0 ? "no_such_role" : "no_such_database"));
+        }
+    }
+}
+
+/*
  * A server process that goes away (a restart, a DBA's pg_terminate_backend)
  * takes its session with it.  The store reconnects at its next call and
  * sets the session up again - synchronous_commit = on and its slot, in the
@@ -966,6 +994,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pg_each_connection_has_its_own_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_refused_is_a_config_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_offline_limits_per_lane_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_session_set_up_again_after_reconnect, setup,
                                         teardown),

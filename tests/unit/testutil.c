@@ -329,6 +329,11 @@ void pt_test_pg_only(const char *why)
  * database in it. */
 static void pg_dsn(char *dsn, size_t cap, const char *dbname)
 {
+    pt_test_pg_dsn(dsn, cap, dbname);
+}
+
+void pt_test_pg_dsn(char *dsn, size_t cap, const char *dbname)
+{
     char line[512] = "";
     FILE *f = fopen(getenv("PT_TEST_PG_STATE"), "r");
     if (!f || !fgets(line, sizeof line, f)) {

@@ -117,6 +117,10 @@ int pt_test_sql_ok(const char *path, const char *sql);
  * whichever backend the suite runs; its path in path (PT_STORE_PATH_MAX). */
 struct pt_store *pt_test_local_store(const char *dir, char *path);
 
+/* The test cluster's connection string with dbname=dbname (later keys
+ * appended to it override its own: " user=someone"). */
+void pt_test_pg_dsn(char *dsn, size_t cap, const char *dbname);
+
 /* Skips the calling test on PostgreSQL (what only SQLite has: files,
  * PRAGMAs, the writer's batches), saying why. */
 void pt_test_sqlite_only(const char *why);

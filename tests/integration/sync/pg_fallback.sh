@@ -5,6 +5,8 @@
 #     bytes from there;
 #   * lane 2 (no fallback) answers 503 storage_unavailable, and nothing of
 #     those requests is anywhere;
+#   * a lane whose role the server refuses does not start (exit 1, the
+#     error names store.dsn and the role), fallback or not;
 #   * PostgreSQL returns: lane 1 moves its local charges over, each once
 #     (every order exactly once on the server) with the key that made it,
 #     so a retry on any lane replays the first answer's bytes; and the
@@ -42,6 +44,20 @@ printf '{"store": {"backend": "postgresql", "dsn": "%s", "lane_id": "lane-2"}}\n
     >"$T/payterm.lane2.log" 2>&1 &
 D2_PID=$!
 wait_until 30 curl -sf "$API2/healthz" -o /dev/null || fail "lane 2 did not start"
+
+# A lane whose role the server does not know is misconfigured, not cut off:
+# it must not start and queue locally for ever, but stop at once and say why.
+API3_PORT=$(pick_port)
+jq --arg d "$T/data3" --arg l "127.0.0.1:$API3_PORT" '.data_dir = $d | .listen = $l' \
+    "$T/base.json" >"$T/base3.json"
+printf '{"store": {"backend": "postgresql", "dsn": "%s&user=no_such_role", "lane_id": "lane-3", "fallback": "local"}}\n' \
+    "$DSN" >"$T/lane3.json"
+rc=0
+timeout 20 "$PAYTERM" serve -c "$T/base3.json" -c "$T/sim/gateways.json" -c "$T/lane3.json" \
+    >"$T/payterm.lane3.log" 2>&1 || rc=$?
+expect "a lane with an unknown role: serve's exit status" 1 "$rc"
+grep -q 'store.dsn: the PostgreSQL server refused this lane.*no_such_role' "$T/payterm.lane3.log" ||
+    fail "lane 3's log does not name store.dsn and the role: $(tail -n 3 "$T/payterm.lane3.log")"
 
 # The gateways are down too (the shop's uplink): the charges queue.
 sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
