@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -395,10 +396,29 @@ static void server_down(void)
     atomic_store(&down_until, mono_ms() + b);
 }
 
+/* The last failure to connect logged by this process: each reason once an
+ * outage (a refusal that follows a lost network is logged too), not once a
+ * try; forgotten when a connection gets in again. */
+static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
+static char failure_logged[256]; /* pg_store.errmsg's size */
+
+static void log_connect_failure(const char *why)
+{
+    pthread_mutex_lock(&failure_lock);
+    if (strncmp(failure_logged, why, sizeof failure_logged - 1) != 0) {
+        snprintf(failure_logged, sizeof failure_logged, "%s", why);
+        pt_log_error("store: cannot connect to PostgreSQL: %s", why);
+    }
+    pthread_mutex_unlock(&failure_lock);
+}
+
 static void server_up(void)
 {
     atomic_store(&down_backoff, 0);
     atomic_store(&down_until, 0);
+    pthread_mutex_lock(&failure_lock);
+    failure_logged[0] = '\0';
+    pthread_mutex_unlock(&failure_lock);
 }
 
 /* Outside a transaction, a broken connection is re-established first, and
@@ -426,8 +446,7 @@ static int connected(struct pg_store *st)
         st->listening = 0;
         if (PQstatus(st->conn) != CONNECTION_OK) {
             xlate(st, NULL);
-            if (!atomic_load(&down_backoff)) /* once an outage, not once a try */
-                pt_log_error("store: cannot connect to PostgreSQL again: %s", st->errmsg);
+            log_connect_failure(st->errmsg);
             server_down();
             return PT_EIO;
         }
@@ -687,18 +706,63 @@ static void wipe(void *p, size_t n)
 }
 
 /*
- * After a failed connection: 1 when the server answered and turned this
- * lane away - its role, its password, its database: a mistake in the
- * configuration, which waiting will not mend - rather than being out of
- * reach.  libpq's ping says whether a server answers there (one that is
- * starting or stopping answers "no").  A connection that took about its
- * whole connect_timeout met a host that did not answer: no second wait.
+ * The server's answers that no wait mends: no such role or a wrong
+ * password (28000, 28P01), no such database (3D000), no right to connect
+ * to it (42501) - a mistake in the lane's configuration.  Anything else
+ * (too many clients, starting up, a pooler whose server is gone, no
+ * answer) is an outage.
  */
-static int refused(const char *const *keys, const char *const *vals, int64_t took_ms)
+static const char *refusal_in(const char *msg)
 {
-    if (took_ms >= 4000)
-        return 0;
-    return PQpingParams(keys, vals, 1) == PQPING_OK;
+    static const char *const codes[] = {" 28000: ", " 28P01: ", " 3D000: ", " 42501: "};
+    for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+        const char *at = strstr(msg, codes[i]);
+        if (at) {
+            while (at > msg && at[-1] != '\n')
+                at--; /* its line: "connection to server ... failed: FATAL:  28P01: ..." */
+            return at;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * After a connection that failed quickly (a server that answers answers
+ * at once; one that took about connect_timeout met no one: no second
+ * wait), once more, with the SQLSTATE in the server's messages (libpq
+ * leaves it out by default, and the words are in the server's language).
+ * Returns that connection when it got in (the server was just starting);
+ * else NULL, with why set to the server's refusal if it was one, "" if not.
+ */
+static PGconn *connect_again(const char *const *keys, const char *const *vals, char *why,
+                             size_t cap)
+{
+    why[0] = '\0';
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    if (!c)
+        return NULL;
+    PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
+    int64_t deadline = mono_ms() + 5000;
+    PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
+    while (PQstatus(c) != CONNECTION_BAD && ps != PGRES_POLLING_OK && ps != PGRES_POLLING_FAILED) {
+        struct pollfd p = {.fd = PQsocket(c),
+                           .events = ps == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+        int64_t left = deadline - mono_ms();
+        if (p.fd < 0 || left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ps = PQconnectPoll(c);
+    }
+    if (PQstatus(c) == CONNECTION_OK) {
+        PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
+        return c;
+    }
+    const char *line = ps == PGRES_POLLING_FAILED ? refusal_in(PQerrorMessage(c)) : NULL;
+    if (line) {
+        snprintf(why, cap, "%s", line);
+        why[strcspn(why, "\n")] = '\0';
+    }
+    PQfinish(c);
+    return NULL;
 }
 
 static void pg_close(struct pt_store *s)
@@ -748,21 +812,23 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
                           NULL};
     int64_t t0 = mono_ms();
     st->conn = PQconnectdbParams(keys, vals, 1);
-    int turned_away =
-        st->conn && PQstatus(st->conn) != CONNECTION_OK && refused(keys, vals, mono_ms() - t0);
+    char why[384] = "";
+    if (st->conn && PQstatus(st->conn) != CONNECTION_OK && mono_ms() - t0 < 4000) {
+        PGconn *again = connect_again(keys, vals, why, sizeof why);
+        if (again) {
+            PQfinish(st->conn);
+            st->conn = again;
+        }
+    }
     wipe(pw, sizeof pw);
     st->readonly = opt->readonly;
     st->existing = opt->existing;
-    if (turned_away) {
-        if (errbuf) {
-            char msg[384];
-            snprintf(msg, sizeof msg, "%s", PQerrorMessage(st->conn));
-            msg[strcspn(msg, "\n")] = '\0';
+    if (why[0]) {
+        if (errbuf)
             snprintf(errbuf, errlen,
                      "store.dsn: the PostgreSQL server refused this lane (check the DSN's user "
                      "and database, and store.password_file): %s",
-                     msg);
-        }
+                     why);
         pg_close((struct pt_store *)(void *)st);
         return PT_ECONFIG;
     }

@@ -48,6 +48,10 @@ start)
     [ "$(id -u)" = 0 ] && chown nobody "$dir"
     as_user "$bindir/initdb" -D "$dir/data" -U payterm --auth=trust -E UTF8 --no-locale \
         >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+    # Trust on its socket, but for the role pw_lane: a password (the store's
+    # password_file, and a wrong one refused).
+    { echo "local all pw_lane scram-sha-256"; cat "$dir/data/pg_hba.conf"; } >"$dir/hba.new"
+    as_user cp "$dir/hba.new" "$dir/data/pg_hba.conf"
     # Durable as a shop's server must be (fsync, synchronous_commit on), on
     # a socket only; small, since every test database is tiny.
     as_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \

@@ -836,6 +836,42 @@ static void test_pg_refused_is_a_config_error(void **state)
             assert_non_null(strstr(err, i == 0 ? "no_such_role" : "no_such_database"));
         }
     }
+    /* A password: the right one gets in, a wrong one is refused. */
+    pt_test_pg_admin("DROP ROLE IF EXISTS pw_lane");
+    pt_test_pg_admin("CREATE ROLE pw_lane LOGIN SUPERUSER PASSWORD 'right-one'");
+    char pwfile[300];
+    db_path(pwfile, sizeof pwfile, "pg.password");
+    pt_test_pg_dsn(dsn, sizeof dsn - 40, "postgres");
+    strcat(dsn, " user=pw_lane");
+    struct pt_store_options o = {.backend = PT_STORE_POSTGRESQL,
+                                 .dsn = dsn,
+                                 .password_file = pwfile,
+                                 .readonly = 1,
+                                 .connect_later = 1};
+    struct pt_store *st = NULL;
+    pt_test_write_file(pwfile, "right-one\n", 0600);
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    int version = -1;
+    assert_int_equal(pt_store_schema_version(st, &version), PT_OK);
+    pt_store_close(st);
+    pt_test_write_file(pwfile, "wrong-one\n", 0600);
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_ECONFIG);
+    assert_null(st);
+    assert_non_null(strstr(err, "store.dsn: the PostgreSQL server refused this lane"));
+    assert_non_null(strstr(err, "28P01"));
+    assert_null(strstr(err, "wrong-one"));
+    /* What waiting mends is an outage, not a refusal: a role at its
+     * connection limit (53300) opens for later, as a server out of reach. */
+    pt_test_pg_admin("ALTER ROLE pw_lane CONNECTION LIMIT 0 NOSUPERUSER");
+    pt_test_write_file(pwfile, "right-one\n", 0600);
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_non_null(st);
+    assert_int_equal(pt_store_schema_version(st, &version), PT_EIO);
+    pt_store_close(st);
+    o.connect_later = 0;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_EIO);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL (store.dsn)"));
+    pt_test_pg_admin("DROP ROLE pw_lane");
 }
 
 /*

@@ -356,6 +356,19 @@ static void pg_exec(PGconn *c, const char *sql)
     PQclear(r);
 }
 
+void pt_test_pg_admin(const char *sql)
+{
+    char dsn[640];
+    pg_dsn(dsn, sizeof dsn, "postgres");
+    PGconn *c = PQconnectdb(dsn);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "test PostgreSQL: %s", PQerrorMessage(c));
+        abort();
+    }
+    pg_exec(c, sql);
+    PQfinish(c);
+}
+
 /* An empty database named after this program (created the first time). */
 static void pg_fresh(const char *dbname)
 {

@@ -120,6 +120,8 @@ struct pt_store *pt_test_local_store(const char *dir, char *path);
 /* The test cluster's connection string with dbname=dbname (later keys
  * appended to it override its own: " user=someone"). */
 void pt_test_pg_dsn(char *dsn, size_t cap, const char *dbname);
+/* Runs sql on the test cluster's postgres database as its superuser. */
+void pt_test_pg_admin(const char *sql);
 
 /* Skips the calling test on PostgreSQL (what only SQLite has: files,
  * PRAGMAs, the writer's batches), saying why. */

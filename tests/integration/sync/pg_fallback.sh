@@ -11,7 +11,8 @@
 #     (every order exactly once on the server) with the key that made it,
 #     so a retry on any lane replays the first answer's bytes; and the
 #     network returns: each captured exactly once;
-#   * lane 1 restarted during the outage starts on its own store and goes
+#   * lane 1 restarted during the outage (payterm init first, as systemd
+#     runs it) starts on its own store and goes
 #     on taking charges and answering retries;
 #   * a charge queued on lane 1 is read and canceled there during the
 #     outage (the customer walked away): it stays there, canceled, its
@@ -139,6 +140,20 @@ expect "cancel on lane 2 (no fallback, FB-1 is lane 1's) while PostgreSQL is dow
 # Lane 1 restarted during the outage (the power cut took the shop's
 # router and server down too): it starts on its own store and goes on.
 daemon_kill TERM
+# systemd runs payterm init before serve (ExecStartPre=): on a fallback lane
+# it must let the start go on; on lane 2 (no fallback) it fails, saying why.
+rc=0
+"$PAYTERM" init -c "$T/base.json" -c "$T/sim/gateways.json" -c "$T/lane1.json" \
+    >"$T/init1.out" 2>&1 || rc=$?
+expect "payterm init on lane 1 (fallback) while PostgreSQL is down: exit status" 0 "$rc"
+grep -q 'store server not reachable.*store.fallback "local"' "$T/init1.out" ||
+    fail "init on lane 1 did not say why it went on: $(cat "$T/init1.out")"
+rc=0
+"$PAYTERM" init -c "$T/base2.json" -c "$T/sim/gateways.json" -c "$T/lane2.json" \
+    >"$T/init2.out" 2>&1 || rc=$?
+expect "payterm init on lane 2 (no fallback) while PostgreSQL is down: exit status" 1 "$rc"
+grep -q 'cannot connect to PostgreSQL (store.dsn)' "$T/init2.out" ||
+    fail "init on lane 2 did not say why it failed: $(cat "$T/init2.out")"
 daemon_start
 expect "lane 1's /healthz after a restart while PostgreSQL is down" 200 \
     "$(curl -s -o /dev/null -w '%{http_code}' "$API/healthz")"
