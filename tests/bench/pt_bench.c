@@ -1921,7 +1921,7 @@ static double seed_rate(const char *dir, int clients, double seconds)
 }
 
 /* The physical floor on this server: a bare one-row durable commit (one
- * round trip, one WAL flush), prepared, by pgbench. */
+ * round trip, one WAL flush), by pgbench (simple protocol, as the seed). */
 static double one_row_rate(const char *dir, int clients, double seconds)
 {
     return pgbench_rate(dir, "one_row", "INSERT INTO one_row VALUES (1);\n", "seed", clients,
