@@ -710,20 +710,40 @@ static void wipe(void *p, size_t n)
  * password (28000, 28P01), no such database (3D000), no right to connect
  * to it (42501) - a mistake in the lane's configuration.  Anything else
  * (too many clients, starting up, a pooler whose server is gone, no
- * answer) is an outage.
+ * answer) is an outage.  libpq keeps the message of every try of one
+ * connection (each host, TLS then plain): a refusal only when every try
+ * the server answered was refused - "hostssl" only in pg_hba.conf, a full
+ * server: 53300 for the TLS try, 28000 for the plain one, an outage.
+ * Returns the first refused try's line, or NULL.
  */
 static const char *refusal_in(const char *msg)
 {
-    static const char *const codes[] = {" 28000: ", " 28P01: ", " 3D000: ", " 42501: "};
-    for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
-        const char *at = strstr(msg, codes[i]);
-        if (at) {
-            while (at > msg && at[-1] != '\n')
-                at--; /* its line: "connection to server ... failed: FATAL:  28P01: ..." */
-            return at;
+    static const char *const codes[] = {"28000", "28P01", "3D000", "42501"};
+    const char *first = NULL;
+    for (const char *line = msg; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        /* A verbose server line: "...failed: FATAL:  28P01: password ..." */
+        for (size_t k = 0; k + 10 <= n; k++) {
+            const char *c = line + k + 3;
+            if (memcmp(line + k, ":  ", 3) != 0 || c[5] != ':' || c[6] != ' ')
+                continue;
+            int code = 1, refusal = 0;
+            for (int x = 0; x < 5; x++)
+                code &= (c[x] >= '0' && c[x] <= '9') || (c[x] >= 'A' && c[x] <= 'Z');
+            if (!code)
+                continue;
+            for (size_t r = 0; r < sizeof codes / sizeof *codes; r++)
+                refusal |= memcmp(c, codes[r], 5) == 0;
+            if (!refusal)
+                return NULL; /* one try met something waiting mends */
+            if (!first)
+                first = line;
+            break;
         }
+        line += n + (end != NULL);
     }
-    return NULL;
+    return first;
 }
 
 /*
@@ -748,7 +768,12 @@ static PGconn *connect_again(const char *const *keys, const char *const *vals, c
         struct pollfd p = {.fd = PQsocket(c),
                            .events = ps == PGRES_POLLING_READING ? POLLIN : POLLOUT};
         int64_t left = deadline - mono_ms();
-        if (p.fd < 0 || left <= 0 || poll(&p, 1, (int)left) <= 0)
+        if (p.fd < 0 || left <= 0)
+            break;
+        int n = poll(&p, 1, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
             break;
         ps = PQconnectPoll(c);
     }
@@ -760,6 +785,10 @@ static PGconn *connect_again(const char *const *keys, const char *const *vals, c
     if (line) {
         snprintf(why, cap, "%s", line);
         why[strcspn(why, "\n")] = '\0';
+    } else if (ps == PGRES_POLLING_FAILED && PQconnectionNeedsPassword(c)) {
+        /* libpq's own refusal, before the server's: "fe_sendauth: no
+         * password supplied" */
+        snprintf(why, cap, "the server asks for a password and none is given");
     }
     PQfinish(c);
     return NULL;

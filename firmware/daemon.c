@@ -586,13 +586,18 @@ static void *feed_listener(void *p)
     struct pt_store *st = NULL;
     struct pt_store_options so;
     pt_config_store_options(&d->cfg, d->db_path, &so);
+    unsigned wait_s = 1; /* after a failed open: doubling to 16 s (a refusing
+                          * server must not see a login a second) */
     while (!atomic_load(&d->listener_stop)) {
         char err[512];
         if (!st && pt_store_open(&so, &st, err, sizeof err) != PT_OK) {
             st = NULL;
-            sleep(1);
+            for (unsigned i = 0; i < wait_s && !atomic_load(&d->listener_stop); i++)
+                sleep(1); /* the stop flag checked each second */
+            wait_s = wait_s < 16 ? wait_s * 2 : 16;
             continue;
         }
+        wait_s = 1;
         int rc = pt_store_wait_events(st, 1000);
         if (rc == 1)
             pt_api_feed_wake(d->api);

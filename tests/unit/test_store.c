@@ -860,6 +860,22 @@ static void test_pg_refused_is_a_config_error(void **state)
     assert_non_null(strstr(err, "store.dsn: the PostgreSQL server refused this lane"));
     assert_non_null(strstr(err, "28P01"));
     assert_null(strstr(err, "wrong-one"));
+    /* No password at all: libpq refuses before the server does. */
+    o.password_file = NULL;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_ECONFIG);
+    assert_non_null(strstr(err, "the server asks for a password and none is given"));
+    o.password_file = pwfile;
+    /* Tried host by host, one out of reach and the next refusing: refused,
+     * and the refusing host's line is the one given. */
+    char two[800];
+    const char *host = strstr(dsn, "host=");
+    assert_non_null(host);
+    snprintf(two, sizeof two, "%.*shost=/nonexistent.dir,%s", (int)(host - dsn), dsn, host + 5);
+    o.dsn = two;
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_ECONFIG);
+    assert_non_null(strstr(err, "28P01"));
+    assert_null(strstr(err, "nonexistent.dir"));
+    o.dsn = dsn;
     /* What waiting mends is an outage, not a refusal: a role at its
      * connection limit (53300) opens for later, as a server out of reach. */
     pt_test_pg_admin("ALTER ROLE pw_lane CONNECTION LIMIT 0 NOSUPERUSER");
