@@ -356,7 +356,8 @@ static void pg_exec(PGconn *c, const char *sql)
     PQclear(r);
 }
 
-void pt_test_pg_admin(const char *sql)
+/* A connection to the cluster's postgres database, as its superuser. */
+static PGconn *pg_admin_conn(void)
 {
     char dsn[640];
     pg_dsn(dsn, sizeof dsn, "postgres");
@@ -365,6 +366,12 @@ void pt_test_pg_admin(const char *sql)
         fprintf(stderr, "test PostgreSQL: %s", PQerrorMessage(c));
         abort();
     }
+    return c;
+}
+
+void pt_test_pg_admin(const char *sql)
+{
+    PGconn *c = pg_admin_conn();
     pg_exec(c, sql);
     PQfinish(c);
 }
@@ -372,13 +379,7 @@ void pt_test_pg_admin(const char *sql)
 /* An empty database named after this program (created the first time). */
 static void pg_fresh(const char *dbname)
 {
-    char dsn[640];
-    pg_dsn(dsn, sizeof dsn, "postgres");
-    PGconn *c = PQconnectdb(dsn);
-    if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "test PostgreSQL: %s", PQerrorMessage(c));
-        abort();
-    }
+    PGconn *c = pg_admin_conn();
     char sql[256];
     snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", dbname);
     pg_exec(c, sql);

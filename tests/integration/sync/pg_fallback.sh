@@ -142,18 +142,16 @@ expect "cancel on lane 2 (no fallback, FB-1 is lane 1's) while PostgreSQL is dow
 daemon_kill TERM
 # systemd runs payterm init before serve (ExecStartPre=): on a fallback lane
 # it must let the start go on; on lane 2 (no fallback) it fails, saying why.
-rc=0
-"$PAYTERM" init -c "$T/base.json" -c "$T/sim/gateways.json" -c "$T/lane1.json" \
-    >"$T/init1.out" 2>&1 || rc=$?
-expect "payterm init on lane 1 (fallback) while PostgreSQL is down: exit status" 0 "$rc"
-grep -q 'store server not reachable.*store.fallback "local"' "$T/init1.out" ||
-    fail "init on lane 1 did not say why it went on: $(cat "$T/init1.out")"
-rc=0
-"$PAYTERM" init -c "$T/base2.json" -c "$T/sim/gateways.json" -c "$T/lane2.json" \
-    >"$T/init2.out" 2>&1 || rc=$?
-expect "payterm init on lane 2 (no fallback) while PostgreSQL is down: exit status" 1 "$rc"
-grep -q 'cannot connect to PostgreSQL (store.dsn)' "$T/init2.out" ||
-    fail "init on lane 2 did not say why it failed: $(cat "$T/init2.out")"
+# init_says LANE BASE STATUS PATTERN: payterm init on that lane exits STATUS
+# and its output matches PATTERN.
+init_says() {
+    local rc=0
+    "$PAYTERM" init -c "$T/$2" -c "$T/sim/gateways.json" -c "$T/$1.json" >"$T/init.$1" 2>&1 || rc=$?
+    expect "payterm init on $1 while PostgreSQL is down: exit status" "$3" "$rc"
+    grep -q "$4" "$T/init.$1" || fail "init on $1 did not say why: $(cat "$T/init.$1")"
+}
+init_says lane1 base.json 0 'store server not reachable.*store.fallback "local"'
+init_says lane2 base2.json 1 'cannot connect to PostgreSQL (store.dsn)'
 daemon_start
 expect "lane 1's /healthz after a restart while PostgreSQL is down" 200 \
     "$(curl -s -o /dev/null -w '%{http_code}' "$API/healthz")"
