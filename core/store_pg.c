@@ -862,8 +862,8 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
         return PT_ECONFIG;
     }
     if (st->conn && PQstatus(st->conn) != CONNECTION_OK && opt->connect_later) {
-        snprintf(st->errmsg, sizeof st->errmsg, "%s", PQerrorMessage(st->conn));
-        st->errmsg[strcspn(st->errmsg, "\n")] = '\0';
+        xlate(st, NULL);
+        log_connect_failure(st->errmsg); /* the reason, once: the lane goes on without */
         server_down();
         *out = (struct pt_store *)(void *)st; /* connects at its first use (connected) */
         return PT_OK;

@@ -387,6 +387,22 @@ static void pg_fresh(const char *dbname)
     pg_exec(c, sql);
     PQfinish(c);
 }
+#else
+/* A board build has no PostgreSQL store: a test that needs one skips
+ * first (pt_test_pg_only), so these are never reached. */
+void pt_test_pg_dsn(char *dsn, size_t cap, const char *dbname)
+{
+    (void)dsn;
+    (void)cap;
+    (void)dbname;
+    fail_msg("this build has no PostgreSQL store");
+}
+
+void pt_test_pg_admin(const char *sql)
+{
+    (void)sql;
+    fail_msg("this build has no PostgreSQL store");
+}
 #endif
 
 #ifdef PT_WITH_PG

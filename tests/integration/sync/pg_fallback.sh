@@ -155,6 +155,8 @@ init_says lane2 base2.json 1 'cannot connect to PostgreSQL (store.dsn)'
 daemon_start
 expect "lane 1's /healthz after a restart while PostgreSQL is down" 200 \
     "$(curl -s -o /dev/null -w '%{http_code}' "$API/healthz")"
+grep -q 'store: cannot connect to PostgreSQL: ' "$T/payterm.$DAEMON_RUNS.log" ||
+    fail "lane 1 started during the outage without saying why it cannot reach PostgreSQL"
 charge "k-FB-R" "FB-R" "$(stripe_card 560)"
 expect "FB-R after lane 1 restarted during the outage" "202 INIT" "$ST $(field .state)"
 ORDERS+=(FB-R)
