@@ -728,11 +728,9 @@ static const char *refusal_in(const char *msg)
             const char *c = line + k + 3;
             if (memcmp(line + k, ":  ", 3) != 0 || c[5] != ':' || c[6] != ' ')
                 continue;
-            int code = 1, refusal = 0;
-            for (int x = 0; x < 5; x++)
-                code &= (c[x] >= '0' && c[x] <= '9') || (c[x] >= 'A' && c[x] <= 'Z');
-            if (!code)
+            if (strspn(c, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ") != 5)
                 continue;
+            int refusal = 0;
             for (size_t r = 0; r < sizeof codes / sizeof *codes; r++)
                 refusal |= memcmp(c, codes[r], 5) == 0;
             if (!refusal)

@@ -99,7 +99,16 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
     pt_config_db_path(cfg, path, sizeof path);
     struct pt_store_options o;
     pt_config_store_options(cfg, path, &o);
-    if (pt_store_open(&o, st, err, sizeof err) != PT_OK) {
+    int rc = pt_store_open(&o, st, err, sizeof err);
+    if (rc == PT_EIO && cfg->store_postgresql && cfg->store_fallback_local) {
+        /* A lane rebooted during an outage must reach serve (systemd runs
+         * init first). */
+        printf("store server not reachable (%s); this lane has store.fallback \"local\": "
+               "payterm serve starts on its own store and migrates the server when it answers\n",
+               err);
+        return 1;
+    }
+    if (rc != PT_OK) {
         pt_cli_error(cmd, "%s", err);
         return -1;
     }

@@ -67,7 +67,10 @@ struct pt_store;
 /* Creates data_dir (mode 0700) when missing; prints the error otherwise. */
 int pt_cli_ensure_dir(const char *cmd, const char *dir);
 
-/* Opens (creating and migrating) the configured database; prints errors. */
+/* Opens (creating and migrating) the configured database: 0.  -1: it
+ * cannot, the error printed.  1: a lane with store.fallback "local" whose
+ * store server is out of reach (*st NULL, said so): serve starts on its
+ * own store and migrates the server when it answers. */
 int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_store **st);
 
 /*

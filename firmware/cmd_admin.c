@@ -62,24 +62,11 @@ int pt_cmd_init(int argc, char **argv)
     if (pt_cli_ensure_dir("init", cfg.data_dir))
         return PT_EXIT_FAIL;
     struct pt_store *st;
+    int opened = pt_cli_open_store("init", &cfg, &st);
+    if (opened)
+        return opened > 0 ? PT_EXIT_OK : PT_EXIT_FAIL;
     char path[PT_CFG_PATH_MAX + 16];
     pt_config_db_path(&cfg, path, sizeof path);
-    struct pt_store_options o;
-    pt_config_store_options(&cfg, path, &o);
-    int rc = pt_store_open(&o, &st, err, sizeof err);
-    if (rc == PT_EIO && cfg.store_postgresql && cfg.store_fallback_local) {
-        /* A lane rebooted during an outage must reach serve (systemd runs
-         * init first): it starts on its own store, and serve migrates the
-         * server's schema the first time the server answers. */
-        printf("store server not reachable (%s); this lane has store.fallback \"local\": "
-               "payterm serve starts on its own store and migrates the server when it answers\n",
-               err);
-        return PT_EXIT_OK;
-    }
-    if (rc != PT_OK) {
-        pt_cli_error("init", "%s", err);
-        return PT_EXIT_FAIL;
-    }
     int version = 0;
     pt_store_schema_version(st, &version);
     printf("database %s ready (schema version %d)\n", path, version);
