@@ -465,8 +465,12 @@ int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n);
 
 /* Queue (INIT) figures used by the offline limits: the number of queued
- * charges and the queued amount in one currency.  Read from the rows the
- * triggers of sql/002_offline_queue.sql keep, whatever the queue's length. */
+ * charges and the queued amount in one currency.  SQLite: read from the
+ * rows the triggers of sql/002_offline_queue.sql keep, whatever the queue's
+ * length.  PostgreSQL: the lane's own queue (bounded by its
+ * offline.max_count), counted through an index (sql/pg/004); in a
+ * transaction, under the lane's lock, so that two of its requests cannot
+ * both take the last place. */
 int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
                            int64_t *amount);
 

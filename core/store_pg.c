@@ -41,18 +41,6 @@
 
 #define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
 
-/* A CTE that counts the charges of `from` (id, state, currency, amount)
- * into this connection's slot (payterm.slot, session_setup) of the offline
- * queue's figures: the inserts count their charges in themselves
- * (sql/pg/002). */
-#define COUNT_IN(from)                                                                             \
-    "q AS (INSERT INTO offline_queue (lane, slot, currency, count, total) SELECT"                  \
-    " lane, current_setting('payterm.slot')::integer,"                                             \
-    " currency, count(*), sum(amount) FROM " from                                                  \
-    " GROUP BY lane, currency ON CONFLICT (lane, currency, slot)"                                  \
-    " DO UPDATE SET count = offline_queue.count + EXCLUDED.count,"                                 \
-    " total = offline_queue.total + EXCLUDED.total)"
-
 #define CHARGE_COLS                                                                                \
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
@@ -103,6 +91,13 @@
     "completed_at IS NULL AND locked_at = $" #at                                                   \
     "::bigint AND locked_by IS NOT DISTINCT FROM $" #by "::bigint"
 
+/* A charge's first audit entry where its row holds it (sql/pg/005). */
+#define FIRST_ENTRY                                                                                \
+    "SELECT 0 AS o, 0::bigint AS id, NULL::text AS from_state, 'INIT'::text AS to_state,"          \
+    " 'created'::text AS cause, created_by AS actor, 0 AS refused, NULL::text AS detail,"          \
+    " created_at, NULL::text AS refund_id FROM charges WHERE id = $1::bigint"                      \
+    " AND created_by IS NOT NULL"
+
 /* The transaction-scoped lock that orders the events feed. */
 #define EVENTS_LOCK "SELECT pg_advisory_xact_lock(7302062520031)"
 
@@ -136,8 +131,8 @@
       " $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,"       \
       " $12::text, 0, $13::bigint, $14::bigint, $14, current_setting('payterm.lane'))"             \
       " ON CONFLICT (order_id) DO NOTHING"                                                         \
-      " RETURNING id, state, currency, amount, lane), " COUNT_IN(                                  \
-          "c WHERE c.state = 'INIT'") " SELECT id FROM c")                                         \
+      " RETURNING id)"                                                                             \
+      " SELECT id FROM c")                                                                         \
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = $1::text")                 \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = $1::bigint")               \
     X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = $1::bigint")                      \
@@ -166,11 +161,14 @@
                                        " FOR UPDATE SKIP LOCKED")                                  \
     X(CHARGES_NEXT_DUE,                                                                            \
       "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM charges WHERE " ACTIVE)                  \
-    X(QUEUE_FIGURES, "SELECT coalesce(sum(count), 0), coalesce(sum(total) FILTER"                  \
-                     " (WHERE currency = $1::text), 0) FROM offline_queue"                         \
-                     " WHERE lane = current_setting('payterm.lane')")                              \
+    X(QUEUE_FIGURES,                                                                               \
+      "SELECT count(*), coalesce(sum(amount) FILTER (WHERE currency = $1::text), 0)"               \
+      " FROM charges WHERE lane = current_setting('payterm.lane') AND state = 'INIT'")             \
     X(QUEUE_FIGURES_LOCKED, "SELECT queued, total FROM"                                            \
                             " payterm_lane_queue(current_setting('payterm.lane'), $1::text)")      \
+    X(LANE_BOUND, "SELECT currency, count(*), sum(amount) FROM charges"                            \
+                  " WHERE lane = current_setting('payterm.lane')"                                  \
+                  " AND state IN ('INIT', 'PROCESSING') GROUP BY currency")                        \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
@@ -189,9 +187,11 @@
     X(AUDIT_INSERT, "INSERT INTO charge_events (charge_id, from_state, to_state, cause, actor,"    \
                     " refused, detail, created_at, refund_id) VALUES ($1::bigint, $2::text,"       \
                     " $3::text, $4::text, $5::text, $6::integer, $7::text, $8::bigint, $9::text)") \
-    X(AUDIT_LIST, "SELECT row_number() OVER (ORDER BY id), from_state, to_state, cause, actor,"    \
-                  " refused, detail, created_at, refund_id FROM charge_events"                     \
-                  " WHERE charge_id = $1::bigint ORDER BY id LIMIT $2::integer")                   \
+    X(AUDIT_LIST, "SELECT row_number() OVER (ORDER BY o, id), from_state, to_state, cause, actor," \
+                  " refused, detail, created_at, refund_id FROM (" FIRST_ENTRY " UNION ALL"        \
+                  " SELECT 1, id, from_state, to_state, cause, actor, refused, detail,"            \
+                  " created_at, refund_id FROM charge_events WHERE charge_id = $1::bigint) t"      \
+                  " ORDER BY o, id LIMIT $2::integer")                                             \
     X(NOTIFICATION_INSERT, "INSERT INTO notifications (gateway, dedup_id, order_id, status,"       \
                            " outcome, received_at) VALUES ($1::text, $2::text, $3::text,"          \
                            " $4::text, $5::text, $6::bigint) ON CONFLICT DO NOTHING")              \
@@ -240,23 +240,15 @@
     X(CHARGE_QUEUE_GUARDED,                                                                        \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
       " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
-      " next_attempt_at, created_at, updated_at, lane) SELECT $1::text, $2::text, $3::text,"       \
-      " $4::bigint, $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text, $10::text,"          \
-      " $11::text, 0, $12::bigint, $13::bigint, $13, current_setting('payterm.lane')"              \
-      " WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"                                          \
-      " WHERE scope = $14::text AND key = $15::text)"                                              \
-      " AND (SELECT queued < $19::bigint AND total + $4 <= $20::bigint"                            \
-      " FROM payterm_lane_queue(current_setting('payterm.lane'), $5))"                             \
-      " RETURNING id, state, currency, amount, lane), " COUNT_IN(                                  \
-          "c") ","                                                                                 \
-               " a AS (INSERT INTO charge_events (charge_id, to_state, cause, actor, created_at)"  \
-               " SELECT id, 'INIT', 'created', $21::text, $13 FROM c),"                            \
-               " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"      \
-               " response_status, response_body, created_at, expires_at) SELECT $14, $15, "        \
-               "$16::bytea,"                                                                       \
-               " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $22::bigint "  \
-               "FROM c)"                                                                           \
-               " SELECT id FROM c")
+      " next_attempt_at, created_at, updated_at, lane, created_by) SELECT $1::text, $2::text,"     \
+      " $3::text, $4::bigint, $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text,"           \
+      " $10::text, $11::text, 0, $12::bigint, $13::bigint, $13, current_setting('payterm.lane'),"  \
+      " $19::text WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"                                \
+      " WHERE scope = $14::text AND key = $15::text) RETURNING id),"                               \
+      " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"               \
+      " response_status, response_body, created_at, expires_at) SELECT $14, $15, $16::bytea,"      \
+      " $13, 202, convert_to($17::text || c.id || $18::text, 'UTF8'), $13, $20::bigint FROM c)"    \
+      " SELECT id FROM c")
 
 enum {
 #define PG__ENUM(id, sql) S_##id,
@@ -280,12 +272,14 @@ struct pg_store {
     void (*event_hook)(void *ctx);
     void *event_hook_ctx;
     char lane_id[64];
-    int64_t claim_timeout_ms; /* another lane's send stays its own this long */
-    uint64_t round_trips;     /* requests sent to the server so far */
-    int listening;            /* LISTEN payterm_events sent (pt_store_wait_events) */
-    int session_ok;           /* session_setup() done on this server process */
-    int schema_ok;            /* 1: schema checked (and migrated); -1: being checked */
-    int readonly, existing;   /* pt_store_options: migrate or not, once connected */
+    struct lane_figures *figs; /* this lane's offline figures (NULL: none kept) */
+    int figs_held;             /* its mutex held to this transaction's end */
+    int64_t claim_timeout_ms;  /* another lane's send stays its own this long */
+    uint64_t round_trips;      /* requests sent to the server so far */
+    int listening;             /* LISTEN payterm_events sent (pt_store_wait_events) */
+    int session_ok;            /* session_setup() done on this server process */
+    int schema_ok;             /* 1: schema checked (and migrated); -1: being checked */
+    int readonly, existing;    /* pt_store_options: migrate or not, once connected */
     char errmsg[256];
 };
 
@@ -560,16 +554,153 @@ static int exec_sql(struct pg_store *st, const char *sql)
     return rc;
 }
 
+/* ---- the lane's offline figures ----------------------------------------------
+ *
+ * The offline limits bound what one lane queued (sql/pg/003, 004).  The
+ * one-statement guarded charge checks them against figures this process
+ * keeps for its lane - an upper bound of the lane's queued charges, their
+ * number and their amount per currency - so that it neither reads nor
+ * writes figures at the server:
+ *   - read from the server when unknown - at first, after every new
+ *     session - and again whenever the bound would refuse a charge; the
+ *     lane's INIT and PROCESSING charges are counted (a first send that
+ *     could not be sent comes back to INIT);
+ *   - raised by each charge the guarded statement queues, under the lane's
+ *     mutex, held across that statement;
+ *   - forgotten when a write of any other path that can queue a charge of
+ *     the lane ends: the usual path (its figures read in its transaction,
+ *     exact, under the server's lane lock as well) and an INIT charge
+ *     inserted (the fallback's move) hold the mutex from that statement to
+ *     their commit or rollback.
+ * Other lanes' daemons only take the lane's charges out of the queue (or
+ * return a first send to it), so the bound holds for one daemon per lane
+ * id, which is how lanes are run (SPEC 16); a second daemon under the same
+ * lane id keeps a bound of its own and the two may together pass the
+ * limits.  The usual path may hold rows a guarded statement of its lane
+ * waits for (an order retried under another key), so it waits for the
+ * mutex LANE_WAIT_MS at most and then answers PT_EBUSY, never a deadlock.
+ */
+enum { LANES_KEPT = 32, LANE_CURRENCIES = 8, LANE_WAIT_MS = 1000 };
+
+struct lane_figures {
+    pthread_mutex_t mu;
+    char lane[64];
+    atomic_int known; /* 0: read them from the server before use */
+    int64_t count;
+    int n;
+    char cur[LANE_CURRENCIES][4];
+    int64_t total[LANE_CURRENCIES];
+};
+
+static struct lane_figures lanes_kept[LANES_KEPT];
+static int lanes_used;
+static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The process's figures of lane (made on first use); NULL when LANES_KEPT
+ * lanes are kept already (tests and benchmarks open many): its guarded
+ * charges then take the usual path. */
+static struct lane_figures *lane_figures_of(const char *lane)
+{
+    struct lane_figures *f = NULL;
+    pthread_mutex_lock(&lanes_lock);
+    for (int i = 0; i < lanes_used && !f; i++)
+        if (strcmp(lanes_kept[i].lane, lane) == 0)
+            f = &lanes_kept[i];
+    if (!f && lanes_used < LANES_KEPT &&
+        pthread_mutex_init(&lanes_kept[lanes_used].mu, NULL) == 0) {
+        f = &lanes_kept[lanes_used++];
+        snprintf(f->lane, sizeof f->lane, "%s", lane);
+    }
+    pthread_mutex_unlock(&lanes_lock);
+    return f;
+}
+
+/* The slot of currency cur in f, made if there is room; -1 if not. */
+static int lane_currency(struct lane_figures *f, const char *cur)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->cur[i], cur) == 0)
+            return i;
+    if (f->n == LANE_CURRENCIES || strlen(cur) != 3)
+        return -1;
+    memcpy(f->cur[f->n], cur, 4);
+    f->total[f->n] = 0;
+    return f->n++;
+}
+
+/* Reads the lane's figures from the server (f->mu held). */
+static int lane_recount(struct pg_store *st, struct lane_figures *f)
+{
+    f->known = 0;
+    f->count = 0;
+    f->n = 0;
+    PGresult *r;
+    int rc = q(st, S_LANE_BOUND, NULL, &r);
+    if (rc)
+        return rc;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int k = lane_currency(f, PQgetvalue(r, i, 0));
+        if (k < 0) {
+            PQclear(r);
+            return PT_EAGAIN; /* more currencies than kept: not known */
+        }
+        f->count += col_int(r, i, 1);
+        f->total[k] = col_int(r, i, 2);
+    }
+    PQclear(r);
+    f->known = 1;
+    return PT_OK;
+}
+
+/* Room for one more charge of amount in cur under the limits? */
+static int lane_room(struct lane_figures *f, const char *cur, int64_t amount, int64_t max_count,
+                     int64_t max_total)
+{
+    int k = lane_currency(f, cur);
+    return f->known && k >= 0 && f->count < max_count && f->total[k] + amount <= max_total;
+}
+
+/* Holds the lane's mutex to the end of this transaction (or of the
+ * statement, outside one): PT_OK, or PT_EBUSY after LANE_WAIT_MS. */
+static int lane_hold(struct pg_store *st)
+{
+    if (!st->figs || st->figs_held)
+        return PT_OK;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += (long)(LANE_WAIT_MS % 1000) * 1000000L;
+    t.tv_sec += LANE_WAIT_MS / 1000 + t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    int e;
+    while ((e = pthread_mutex_timedlock(&st->figs->mu, &t)) == EINTR)
+        ;
+    if (e) {
+        snprintf(st->errmsg, sizeof st->errmsg,
+                 "another request of lane \"%s\" held its offline queue for %d ms", st->lane_id,
+                 LANE_WAIT_MS);
+        return PT_EBUSY;
+    }
+    st->figs_held = 1;
+    return PT_OK;
+}
+
+/* The end of what lane_hold() held: the figures are read again next time. */
+static void lane_release(struct pg_store *st)
+{
+    if (!st->figs_held)
+        return;
+    st->figs->known = 0;
+    st->figs_held = 0;
+    pthread_mutex_unlock(&st->figs->mu);
+}
+
 /*
  * What every session of the store needs, on its first connection and after
  * every reconnection: commits durable on return whatever the server's
  * default (SPEC section 16), READ COMMITTED whatever the role's default
- * (the lane's limits read a fresh snapshot, sql/pg/003), quiet notices, its lane (payterm.lane: the
- * lane the charges it queues count against, sql/pg/003), and a slot of its own in the
- * offline queue's figures (sql/pg/002), held under a session advisory lock
- * (two-key form, first key 73020625) while the connection lives: the first
- * of the 1024 slots free from the process id on; if all are taken, one
- * shared with others (1024 + pid % 64), which is only slower.
+ * (the lane's limits read a fresh snapshot, sql/pg/003), quiet notices and
+ * its lane (payterm.lane: the lane the charges it queues count against,
+ * sql/pg/003).
  */
 static int session_setup(struct pg_store *st)
 {
@@ -577,10 +708,7 @@ static int session_setup(struct pg_store *st)
         "SELECT set_config('synchronous_commit', 'on', false),"
         " set_config('default_transaction_isolation', 'read committed', false),"
         " set_config('client_min_messages', 'warning', false),"
-        " set_config('payterm.lane', $1::text, false),"
-        " set_config('payterm.slot', coalesce((SELECT s FROM (SELECT (pg_backend_pid() + i)"
-        " % 1024 AS s FROM generate_series(0, 1023) i) f WHERE pg_try_advisory_lock(73020625, s)"
-        " LIMIT 1), 1024 + pg_backend_pid() % 64)::text, false)";
+        " set_config('payterm.lane', $1::text, false)";
     const char *lane = st->lane_id;
     PGresult *r = RT(st, PQexecParams(st->conn, sql, 1, NULL, &lane, NULL, NULL, 0));
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
@@ -590,6 +718,8 @@ static int session_setup(struct pg_store *st)
     }
     PQclear(r);
     st->session_ok = 1;
+    if (st->figs) /* a new server, or a database restored: read them again */
+        atomic_store(&st->figs->known, 0);
     return PT_OK;
 }
 
@@ -796,7 +926,8 @@ static void pg_close(struct pt_store *s)
 {
     struct pg_store *st = PG(s);
     if (st->conn)
-        PQfinish(st->conn);
+        PQfinish(st->conn); /* a transaction still open is rolled back */
+    lane_release(st);
     free(st);
 }
 
@@ -817,6 +948,7 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
     }
     st->head.ops = &pg_ops;
     snprintf(st->lane_id, sizeof st->lane_id, "%s", opt->lane_id ? opt->lane_id : "");
+    st->figs = lane_figures_of(st->lane_id);
     st->claim_timeout_ms = opt->claim_timeout_ms > 0 ? opt->claim_timeout_ms : 60000;
     char pw[256] = "";
     int rc;
@@ -965,6 +1097,7 @@ static int pg_commit(struct pt_store *s)
     }
     PQclear(r);
     st->in_txn = 0;
+    lane_release(st);
     if (rc == PT_OK && st->events_in_txn && st->event_hook)
         st->event_hook(st->event_hook_ctx);
     st->events_in_txn = 0;
@@ -978,10 +1111,9 @@ static int pg_rollback(struct pt_store *s)
         return PT_OK;
     st->in_txn = 0;
     st->events_in_txn = 0;
-    if (PQstatus(st->conn) != CONNECTION_OK)
-        return PT_OK; /* the server dropped it with the connection */
-    PGresult *r = RT(st, PQexec(st->conn, "ROLLBACK"));
-    PQclear(r);
+    if (PQstatus(st->conn) == CONNECTION_OK) /* else dropped with the connection */
+        PQclear(RT(st, PQexec(st->conn, "ROLLBACK")));
+    lane_release(st);
     return PT_OK;
 }
 
@@ -1221,16 +1353,21 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     a_opt(&a, c->metadata);
     a_int(&a, c->next_attempt_at);
     a_int(&a, now);
-    PGresult *r;
-    int rc = q(PG(s), S_CHARGE_INSERT, &a, &r);
-    if (rc)
-        return rc;
-    rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST;
-    if (rc == PT_OK) {
-        c->id = col_int(r, 0, 0);
-        c->created_at = c->updated_at = now;
+    struct pg_store *st = PG(s);
+    /* A charge queued by this path: the lane's figures are read again once
+     * it is committed (or not). */
+    int rc = c->state == PT_STATE_INIT ? lane_hold(st) : PT_OK;
+    PGresult *r = NULL;
+    if (rc == PT_OK && (rc = q(st, S_CHARGE_INSERT, &a, &r)) == PT_OK) {
+        rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST;
+        if (rc == PT_OK) {
+            c->id = col_int(r, 0, 0);
+            c->created_at = c->updated_at = now;
+        }
+        PQclear(r);
     }
-    PQclear(r);
+    if (!st->in_txn)
+        lane_release(st);
     return rc;
 }
 
@@ -1463,13 +1600,15 @@ static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
 static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *count,
                             int64_t *amount)
 {
+    struct pg_store *st = PG(s);
     struct args a = {0};
     a_text(&a, currency);
     PGresult *r;
     /* In a transaction (a charge about to be queued): under the lane's lock
-     * (sql/pg/003), so two of its requests cannot both take the last place. */
-    int rc = q(PG(s), PG(s)->in_txn ? S_QUEUE_FIGURES_LOCKED : S_QUEUE_FIGURES, &a, &r);
-    if (rc)
+     * (sql/pg/003), so two of its requests cannot both take the last place,
+     * and its mutex (the guarded statement's bound, above). */
+    int rc = st->in_txn ? lane_hold(st) : PT_OK;
+    if (rc || (rc = q(st, st->in_txn ? S_QUEUE_FIGURES_LOCKED : S_QUEUE_FIGURES, &a, &r)))
         return rc;
     *count = col_int(r, 0, 0);
     *amount = col_int(r, 0, 1);
@@ -1685,8 +1824,13 @@ static int pg_count(struct pt_store *s, const char *table, int64_t *count)
     int rc = connected(st);
     if (rc)
         return rc;
-    char sql[64];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    char sql[128];
+    if (strcmp(table, "charge_events") == 0) /* the audit's entries (sql/pg/005) */
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT count(*) FROM charge_events) +"
+                 " (SELECT count(*) FROM charges WHERE created_by IS NOT NULL)");
+    else
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
     PGresult *r = RT(st, PQexec(st->conn, sql));
     rc = PQresultStatus(r) == PGRES_TUPLES_OK ? PT_OK : xlate(st, r);
     if (rc == PT_OK)
@@ -1940,23 +2084,32 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     a_bytes(&a, g->hash, 32);
     a_text(&a, g->body_head);
     a_text(&a, g->body_tail);
-    a_int(&a, g->max_count);
-    a_int(&a, g->max_total);
     a_text(&a, who);
     a_int(&a, g->expires_at);
-    PGresult *r;
-    int rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r);
-    if (rc == PT_EEXIST)
+    struct lane_figures *f = st->figs;
+    if (!f)
         return PT_EAGAIN;
-    if (rc)
-        return rc;
-    rc = PQntuples(r) == 1 ? PT_OK : PT_EAGAIN;
-    if (rc == PT_OK) {
-        g->c->id = col_int(r, 0, 0);
-        g->c->created_at = g->c->updated_at = now;
+    pthread_mutex_lock(&f->mu);
+    int rc = PT_OK;
+    if (!lane_room(f, c->currency, c->amount, g->max_count, g->max_total) &&
+        (rc = lane_recount(st, f)) == PT_OK &&
+        !lane_room(f, c->currency, c->amount, g->max_count, g->max_total))
+        rc = PT_EAGAIN; /* it may still have room: the usual path reads exactly */
+    PGresult *r = NULL;
+    if (rc == PT_OK && (rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r)) == PT_OK) {
+        rc = PQntuples(r) == 1 ? PT_OK : PT_EAGAIN;
+        if (rc == PT_OK) {
+            g->c->id = col_int(r, 0, 0);
+            g->c->created_at = g->c->updated_at = now;
+            f->count++;
+            f->total[lane_currency(f, c->currency)] += c->amount;
+        }
+        PQclear(r);
+    } else if (rc != PT_EAGAIN && rc != PT_EEXIST) {
+        f->known = 0; /* queued or not, unknown (the connection lost, say) */
     }
-    PQclear(r);
-    return rc;
+    pthread_mutex_unlock(&f->mu);
+    return rc == PT_EEXIST ? PT_EAGAIN : rc;
 }
 
 /* Locks the rows of ids still INIT, passing over those another transaction

@@ -661,33 +661,6 @@ static void test_order_id_unique_and_checks(void **state)
     pt_store_close(st);
 }
 
-/* The store's sessions on the server, as pg_locks shows them: how many hold
- * an offline-queue slot (sql/pg/002), and how many distinct slots. */
-#define SLOT_HOLDERS                                                                               \
-    "SELECT count(*), count(DISTINCT l.objid) FROM pg_locks l JOIN pg_stat_activity a"             \
-    " USING (pid) WHERE l.locktype = 'advisory' AND l.classid = 73020625 AND l.granted"            \
-    " AND a.application_name = 'payterm' AND a.datname = current_database()"
-
-/* Each connection of every lane counts the offline queue into a slot of its
- * own, so two lanes' new charges never wait on each other's row lock. */
-static void test_pg_each_connection_has_its_own_slot(void **state)
-{
-    (void)state;
-    pt_test_pg_only("the offline queue's slots are the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "slots.db");
-    struct pt_store *st[3];
-    struct pt_store_options o = {.path = path};
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(pt_test_store_open(&o, &st[i], err, sizeof err), PT_OK);
-    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 3);
-    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 1), 3);
-    pt_store_close(st[1]);
-    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 2);
-    pt_store_close(st[0]);
-    pt_store_close(st[2]);
-}
-
 /* A lane's guarded new charge, queued with room for one charge (another thread). */
 struct last_place {
     struct pt_store *st;
@@ -779,6 +752,84 @@ static void test_pg_offline_limits_per_lane_exact(void **state)
     pt_store_close(a1);
     pt_store_close(a2);
     pt_store_close(b);
+}
+
+/* A guarded charge for an order another connection of the lane holds. */
+struct held_order {
+    struct pt_store *st;
+    int rc;
+};
+
+static void *queue_the_held_order(void *p)
+{
+    struct held_order *h = p;
+    struct pt_charge c;
+    fill_charge(&c, 1);
+    unsigned char hash[32] = {3};
+    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
+                                       .key = "k-other",
+                                       .hash = hash,
+                                       .c = &c,
+                                       .body_head = "{\"id\":",
+                                       .body_tail = "}",
+                                       .expires_at = 1000000,
+                                       .max_count = 10,
+                                       .max_total = 1000000,
+                                       .actor = "api"};
+    h->rc = pt_store_charge_queue_guarded(h->st, &q, 7);
+    return NULL;
+}
+
+/*
+ * The guarded charge holds its lane's figures while its statement runs;
+ * that statement can wait for a row the usual path holds (the same order,
+ * retried under another key, while the usual path returns it to the queue).
+ * The usual path then cannot have the figures: it gives up after a second
+ * with PT_EBUSY, naming the lane, instead of the two waiting for ever, and
+ * once it has rolled back the guarded charge finds the order taken.
+ */
+static void test_pg_lane_figures_never_deadlock(void **state)
+{
+    (void)state;
+    pt_test_pg_only("the lane's figures are the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "held.db");
+    struct pt_store *a1, *a2;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-d"};
+    assert_int_equal(pt_test_store_open(&o, &a1, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open(&o, &a2, err, sizeof err), PT_OK);
+    struct pt_charge c;
+    fill_charge(&c, 1);
+    c.state = PT_STATE_PROCESSING;
+    assert_int_equal(pt_store_charge_insert(a1, &c, 5), PT_OK);
+    /* The usual path: not sent, back to the queue (the row held). */
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_begin(a1), PT_OK);
+    assert_int_equal(
+        pt_store_charge_transition(a1, c.id, 1u << PT_STATE_PROCESSING, PT_STATE_INIT, &p, 6),
+        PT_OK);
+    struct held_order h = {.st = a2, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_the_held_order, &h), 0);
+    usleep(300 * 1000); /* its statement waits for the row by now */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t count = -1, total = -1;
+    assert_int_equal(pt_store_queue_figures(a1, "CNY", &count, &total), PT_EBUSY);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(t1.tv_sec - t0.tv_sec < 5);
+    assert_non_null(strstr(pt_store_errmsg(a1), "lane-d"));
+    assert_int_equal(pt_store_rollback(a1), PT_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(h.rc, PT_EAGAIN); /* the order exists: the usual path answers */
+    assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM charges", 0), 1);
+    /* Both go on as before. */
+    assert_int_equal(pt_store_begin(a1), PT_OK);
+    assert_int_equal(pt_store_queue_figures(a1, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 0);
+    assert_int_equal(pt_store_commit(a1), PT_OK);
+    pt_store_close(a1);
+    pt_store_close(a2);
 }
 
 /*
@@ -893,7 +944,7 @@ static void test_pg_refused_is_a_config_error(void **state)
 /*
  * A server process that goes away (a restart, a DBA's pg_terminate_backend)
  * takes its session with it.  The store reconnects at its next call and
- * sets the session up again - synchronous_commit = on and its slot, in the
+ * sets the session up again - synchronous_commit = on and its lane, in the
  * one request - before any statement runs on it.
  */
 static void test_pg_session_set_up_again_after_reconnect(void **state)
@@ -903,15 +954,14 @@ static void test_pg_session_set_up_again_after_reconnect(void **state)
     char path[300], err[512];
     db_path(path, sizeof path, "reconnect.db");
     struct pt_store *st;
-    struct pt_store_options o = {.path = path};
+    struct pt_store_options o = {.path = path, .lane_id = "lane-r"};
     assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
-    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 1);
 #define STORE_SESSIONS                                                                             \
     "FROM pg_stat_activity WHERE application_name = 'payterm' AND datname = current_database()"
     pt_test_sql_exec(path, "SELECT pg_terminate_backend(pid) " STORE_SESSIONS);
     for (int i = 0; i < 100 && pt_test_sql_int(path, "SELECT count(*) " STORE_SESSIONS, 0) > 0; i++)
         usleep(20000);
-    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 0);
+    assert_int_equal(pt_test_sql_int(path, "SELECT count(*) " STORE_SESSIONS, 0), 0);
     struct pt_charge c;
     fill_charge(&c, 7);
     /* The first call finds the connection gone (one failure at most, outside
@@ -921,9 +971,9 @@ static void test_pg_session_set_up_again_after_reconnect(void **state)
         assert_int_equal(rc, PT_EIO);
         assert_int_equal(pt_store_charge_insert(st, &c, 5), PT_OK);
     }
-    assert_int_equal(pt_test_sql_int(path, SLOT_HOLDERS, 0), 1);
-    assert_int_equal(
-        pt_test_sql_int(path, "SELECT sum(count) FROM offline_queue WHERE currency = 'CNY'", 0), 1);
+    /* Its lane, from the new session's payterm.lane. */
+    assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE lane = 'lane-r'", 0),
+                     1);
     pt_store_close(st);
 }
 
@@ -1003,6 +1053,69 @@ static void test_audit_append_only(void **state)
     assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM charge_events", 0), 1);
 }
 
+/*
+ * A charge queued by the one-statement guarded charge keeps its first audit
+ * entry in its own row (sql/pg/005): its trail reads as any other - to
+ * INIT, "created", by the request's actor on its lane, then every move in
+ * order - and that entry is as append-only as the rows after it.
+ */
+static void test_pg_queued_charge_trail(void **state)
+{
+    (void)state;
+    pt_test_pg_only("the one-statement guarded charge is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "trail.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-t"};
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
+    struct pt_charge c;
+    fill_charge(&c, 9);
+    unsigned char hash[32] = {9};
+    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
+                                       .key = "k-trail",
+                                       .hash = hash,
+                                       .c = &c,
+                                       .body_head = "{\"id\":",
+                                       .body_tail = "}",
+                                       .expires_at = 1000000,
+                                       .max_count = 10,
+                                       .max_total = 1000000,
+                                       .actor = "api"};
+    assert_int_equal(pt_store_charge_queue_guarded(st, &q, 5), PT_OK);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(
+        pt_store_charge_transition(st, c.id, 1u << PT_STATE_INIT, PT_STATE_PROCESSING, &p, 6),
+        PT_OK);
+    assert_int_equal(pt_store_audit(st, c.id, "INIT", "PROCESSING", "send", "sync", 0, NULL, 6),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    struct pt_audit_row rows[4];
+    int n = 0;
+    assert_int_equal(pt_store_audit_list(st, c.id, 4, rows, &n), PT_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(rows[0].seq, 1);
+    assert_string_equal(rows[0].from_state, "");
+    assert_string_equal(rows[0].to_state, "INIT");
+    assert_string_equal(rows[0].cause, "created");
+    assert_string_equal(rows[0].actor, "api@lane-t");
+    assert_int_equal(rows[0].created_at, 5);
+    assert_int_equal(rows[1].seq, 2);
+    assert_string_equal(rows[1].to_state, "PROCESSING");
+    assert_string_equal(rows[1].actor, "sync@lane-t");
+    /* One row asked for: the first entry. */
+    assert_int_equal(pt_store_audit_list(st, c.id, 1, rows, &n), PT_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(rows[0].cause, "created");
+    int64_t entries = -1;
+    assert_int_equal(pt_store_count(st, "charge_events", &entries), PT_OK);
+    assert_int_equal(entries, 2);
+    pt_store_close(st);
+    assert_false(pt_test_sql_ok(path, "UPDATE charges SET created_by = 'x'"));
+    assert_false(pt_test_sql_ok(path, "UPDATE charges SET created_by = NULL"));
+    assert_true(pt_test_sql_ok(path, "UPDATE charges SET review = 1"));
+}
+
 static void test_backup(void **state)
 {
     (void)state;
@@ -1043,7 +1156,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_writable_probe_is_one_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_id_unique_and_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pg_each_connection_has_its_own_slot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_queued_charge_trail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lane_figures_never_deadlock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_is_a_config_error, setup, teardown),
