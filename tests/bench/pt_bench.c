@@ -2062,7 +2062,8 @@ static void bench_pg(const char *dir)
      * a board's or a server's, moves both apart). */
     char note[512];
     snprintf(note, sizeof note,
-             "key + charge (its first audit entry in its row) + stored response in 1 statement (1 round trip, 1 durable "
+             "key + charge (its first audit entry in its row) + stored response in 1 statement (1 "
+             "round trip, 1 durable "
              "commit), 1 lane; floor = the seed's 3 statements by pgbench, 1 client (%.0f/s); "
              "ratio = rate / floor, budget >= 3; a bare one-row durable INSERT by pgbench: "
              "%.0f/s (payterm %.2fx its time; 3x the seed would be %.2fx)",
