@@ -661,6 +661,24 @@ static void test_order_id_unique_and_checks(void **state)
     pt_store_close(st);
 }
 
+/* The one-statement guarded charge of c under key, with room for max_count. */
+static int queue_guarded(struct pt_store *st, struct pt_charge *c, const char *key,
+                         int64_t max_count, int64_t now)
+{
+    unsigned char hash[32] = {2};
+    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
+                                       .key = key,
+                                       .hash = hash,
+                                       .c = c,
+                                       .body_head = "{\"id\":",
+                                       .body_tail = "}",
+                                       .expires_at = 1000000,
+                                       .max_count = max_count,
+                                       .max_total = 1000000,
+                                       .actor = "api"};
+    return pt_store_charge_queue_guarded(st, &q, now);
+}
+
 /* A lane's guarded new charge, queued with room for one charge (another thread). */
 struct last_place {
     struct pt_store *st;
@@ -675,18 +693,7 @@ static void *queue_at_the_last_place(void *p)
     fill_charge(&c, lp->i);
     char key[32];
     snprintf(key, sizeof key, "k-%d", lp->i);
-    unsigned char hash[32] = {2};
-    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
-                                       .key = key,
-                                       .hash = hash,
-                                       .c = &c,
-                                       .body_head = "{\"id\":",
-                                       .body_tail = "}",
-                                       .expires_at = 1000000,
-                                       .max_count = 1,
-                                       .max_total = 1000000,
-                                       .actor = "api"};
-    lp->rc = pt_store_charge_queue_guarded(lp->st, &q, 5);
+    lp->rc = queue_guarded(lp->st, &c, key, 1, 5);
     return NULL;
 }
 
@@ -765,18 +772,7 @@ static void *queue_the_held_order(void *p)
     struct held_order *h = p;
     struct pt_charge c;
     fill_charge(&c, 1);
-    unsigned char hash[32] = {3};
-    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
-                                       .key = "k-other",
-                                       .hash = hash,
-                                       .c = &c,
-                                       .body_head = "{\"id\":",
-                                       .body_tail = "}",
-                                       .expires_at = 1000000,
-                                       .max_count = 10,
-                                       .max_total = 1000000,
-                                       .actor = "api"};
-    h->rc = pt_store_charge_queue_guarded(h->st, &q, 7);
+    h->rc = queue_guarded(h->st, &c, "k-other", 10, 7);
     return NULL;
 }
 
@@ -1070,18 +1066,7 @@ static void test_pg_queued_charge_trail(void **state)
     assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
     struct pt_charge c;
     fill_charge(&c, 9);
-    unsigned char hash[32] = {9};
-    struct pt_store_queued_charge q = {.scope = "POST /v1/charges",
-                                       .key = "k-trail",
-                                       .hash = hash,
-                                       .c = &c,
-                                       .body_head = "{\"id\":",
-                                       .body_tail = "}",
-                                       .expires_at = 1000000,
-                                       .max_count = 10,
-                                       .max_total = 1000000,
-                                       .actor = "api"};
-    assert_int_equal(pt_store_charge_queue_guarded(st, &q, 5), PT_OK);
+    assert_int_equal(queue_guarded(st, &c, "k-trail", 10, 5), PT_OK);
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(
