@@ -169,6 +169,8 @@
     X(LANE_BOUND, "SELECT currency, count(*), sum(amount) FROM charges"                            \
                   " WHERE lane = current_setting('payterm.lane')"                                  \
                   " AND state IN ('INIT', 'PROCESSING') GROUP BY currency")                        \
+    X(DOUBTS_PENDING, "SELECT pid FROM pg_stat_activity WHERE pid = ANY ($1::integer[])"           \
+                      " AND state = 'active' AND backend_type = 'client backend'")                 \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
@@ -263,6 +265,16 @@ static const char *const stmt_sql[S__COUNT] = {
 #undef PG__SQL
 };
 
+/* Charges queued, counted per currency: a lane's figures, what one
+ * transaction queued, what a lost connection may have queued. */
+enum { LANE_CURRENCIES = 8 };
+struct queued {
+    int64_t count;
+    int n;
+    char cur[LANE_CURRENCIES][4];
+    int64_t total[LANE_CURRENCIES];
+};
+
 struct pg_store {
     struct pt_store_head head; /* first: store.c reads the operations there */
     PGconn *conn;
@@ -276,10 +288,14 @@ struct pg_store {
     int figs_held;             /* its mutex held to this transaction's end */
     int64_t claim_timeout_ms;  /* another lane's send stays its own this long */
     uint64_t round_trips;      /* requests sent to the server so far */
-    int listening;             /* LISTEN payterm_events sent (pt_store_wait_events) */
-    int session_ok;            /* session_setup() done on this server process */
-    int schema_ok;             /* 1: schema checked (and migrated); -1: being checked */
-    int readonly, existing;    /* pt_store_options: migrate or not, once connected */
+    int backend_pid;           /* the server process of this connection (0: none yet) */
+    /* The charges this transaction queued so far (usually one): in doubt,
+     * with the lane's figures, if its COMMIT's outcome is unknown. */
+    struct queued txn_queued;
+    int listening;          /* LISTEN payterm_events sent (pt_store_wait_events) */
+    int session_ok;         /* session_setup() done on this server process */
+    int schema_ok;          /* 1: schema checked (and migrated); -1: being checked */
+    int readonly, existing; /* pt_store_options: migrate or not, once connected */
     char errmsg[256];
 };
 
@@ -580,16 +596,34 @@ static int exec_sql(struct pg_store *st, const char *sql)
  * waits for (an order retried under another key), so it waits for the
  * mutex LANE_WAIT_MS at most and then answers PT_EBUSY, never a deadlock.
  */
-enum { LANES_KEPT = 32, LANE_CURRENCIES = 8, LANE_WAIT_MS = 1000 };
+enum { LANES_KEPT = 32, LANE_WAIT_MS = 1000, LANE_DOUBTS = 16 };
+
+/*
+ * What a connection lost mid-write may have queued.  A guarded statement,
+ * or the COMMIT of a transaction that queued a charge, was at the server
+ * when the connection went: that server process may still commit it (its
+ * statement waiting on a lock, or flushing), after the daemon has counted
+ * its lane again - which would let one charge too many in.  Until that
+ * process is seen to be done (gone, or no longer running a statement:
+ * nothing of it can commit after), what it may have queued is counted
+ * in the lane's figures, by the bound and by the usual path's exact count
+ * alike: the figures err towards full, never towards room.  One query of
+ * pg_stat_activity tells, and only while something is in doubt.  A pid
+ * the server gave to a new process that is running a statement keeps the
+ * doubt a moment longer; that is all it can do.
+ */
+struct doubt {
+    int pid;
+    struct queued q;
+};
 
 struct lane_figures {
     pthread_mutex_t mu;
     char lane[64];
     atomic_int known; /* 0: read them from the server before use */
-    int64_t count;
-    int n;
-    char cur[LANE_CURRENCIES][4];
-    int64_t total[LANE_CURRENCIES];
+    struct queued q;
+    int ndoubts;
+    struct doubt doubts[LANE_DOUBTS];
 };
 
 static struct lane_figures lanes_kept[LANES_KEPT];
@@ -615,39 +649,132 @@ static struct lane_figures *lane_figures_of(const char *lane)
     return f;
 }
 
-/* The slot of currency cur in f, made if there is room; -1 if not. */
-static int lane_currency(struct lane_figures *f, const char *cur)
+/* The slot of currency cur in q, made if there is room; -1 if not. */
+static int queued_currency(struct queued *q, const char *cur)
 {
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->cur[i], cur) == 0)
+    for (int i = 0; i < q->n; i++)
+        if (strcmp(q->cur[i], cur) == 0)
             return i;
-    if (f->n == LANE_CURRENCIES || strlen(cur) != 3)
+    if (q->n == LANE_CURRENCIES || strlen(cur) != 3)
         return -1;
-    memcpy(f->cur[f->n], cur, 4);
-    f->total[f->n] = 0;
-    return f->n++;
+    memcpy(q->cur[q->n], cur, 4);
+    q->total[q->n] = 0;
+    return q->n++;
 }
 
-/* Reads the lane's figures from the server (f->mu held). */
+/* One more charge of amount in cur: 0, or -1 when its currency has no
+ * room (more currencies than kept). */
+static int queued_add(struct queued *q, const char *cur, int64_t count, int64_t amount)
+{
+    int k = queued_currency(q, cur);
+    if (k < 0)
+        return -1;
+    q->count += count;
+    q->total[k] += amount;
+    return 0;
+}
+
+/* Adds all of what to q: 0, or -1 as queued_add. */
+static int queued_merge(struct queued *q, const struct queued *what)
+{
+    int rc = 0;
+    for (int i = 0; i < what->n; i++)
+        rc |= queued_add(q, what->cur[i], 0, what->total[i]);
+    q->count += what->count;
+    return rc;
+}
+
+/* A write of this connection whose outcome is unknown queued what (f->mu
+ * held): in doubt until its server process is done.  With no place left
+ * for it, the lane's figures stay unknown until earlier doubts clear. */
+static void doubt_add(struct pg_store *st, struct lane_figures *f, const struct queued *what)
+{
+    f->known = 0;
+    if (what->count == 0)
+        return;
+    if (f->ndoubts == LANE_DOUBTS || !st->backend_pid) {
+        /* Not recorded: the figures cannot be known (the lane takes the
+         * usual path, which answers "busy") until the table has room. */
+        f->ndoubts = LANE_DOUBTS + 1;
+        return;
+    }
+    f->doubts[f->ndoubts++] = (struct doubt){.pid = st->backend_pid, .q = *what};
+    pt_log_warn("store: lane \"%s\": the connection was lost while %lld charge(s) were being "
+                "queued; counted as queued until server process %d is done",
+                f->lane, (long long)what->count, st->backend_pid);
+}
+
+/* Drops the doubts whose server process is done (f->mu held).  PT_OK, a
+ * storage error, or PT_EBUSY when doubts were lost (the table overflowed). */
+static int doubts_settle(struct pg_store *st, struct lane_figures *f)
+{
+    if (f->ndoubts == 0)
+        return PT_OK;
+    if (f->ndoubts > LANE_DOUBTS) {
+        snprintf(st->errmsg, sizeof st->errmsg,
+                 "lane \"%s\": more than %d charges in doubt after lost connections; restart "
+                 "the daemon once the PostgreSQL server is reachable",
+                 f->lane, LANE_DOUBTS);
+        return PT_EBUSY;
+    }
+    char arr[LANE_DOUBTS * 12 + 4];
+    size_t o = 0;
+    for (int i = 0; i < f->ndoubts; i++)
+        o += (size_t)snprintf(arr + o, sizeof arr - o, "%s%d", i ? "," : "{", f->doubts[i].pid);
+    snprintf(arr + o, sizeof arr - o, "}");
+    struct args a = {0};
+    a_text(&a, arr);
+    PGresult *r;
+    int rc = q(st, S_DOUBTS_PENDING, &a, &r);
+    if (rc)
+        return rc;
+    int kept = 0;
+    for (int i = 0; i < f->ndoubts; i++) {
+        int pending = 0;
+        for (int k = 0; k < PQntuples(r) && !pending; k++)
+            pending = (int)col_int(r, k, 0) == f->doubts[i].pid;
+        if (pending)
+            f->doubts[kept++] = f->doubts[i];
+        else
+            pt_log_info("store: lane \"%s\": server process %d is done; its charges are counted "
+                        "from the server again",
+                        f->lane, f->doubts[i].pid);
+    }
+    f->ndoubts = kept;
+    PQclear(r);
+    return PT_OK;
+}
+
+/* The doubts still open, summed into q (f->mu held, doubts_settle first). */
+static int doubts_sum(const struct lane_figures *f, struct queued *q)
+{
+    int rc = 0;
+    for (int i = 0; i < f->ndoubts && i < LANE_DOUBTS; i++)
+        rc |= queued_merge(q, &f->doubts[i].q);
+    return rc;
+}
+
+/* Reads the lane's figures from the server (f->mu held), with what is in
+ * doubt.  Settled first: a process seen done before the count is read has
+ * its commit, if any, in that count. */
 static int lane_recount(struct pg_store *st, struct lane_figures *f)
 {
     f->known = 0;
-    f->count = 0;
-    f->n = 0;
-    PGresult *r;
-    int rc = q(st, S_LANE_BOUND, NULL, &r);
+    memset(&f->q, 0, sizeof f->q);
+    int rc = doubts_settle(st, f);
     if (rc)
+        return rc == PT_EBUSY ? PT_EAGAIN : rc;
+    PGresult *r;
+    if ((rc = q(st, S_LANE_BOUND, NULL, &r)))
         return rc;
-    for (int i = 0; i < PQntuples(r); i++) {
-        int k = lane_currency(f, PQgetvalue(r, i, 0));
-        if (k < 0) {
+    for (int i = 0; i < PQntuples(r); i++)
+        if (queued_add(&f->q, PQgetvalue(r, i, 0), col_int(r, i, 1), col_int(r, i, 2))) {
             PQclear(r);
             return PT_EAGAIN; /* more currencies than kept: not known */
         }
-        f->count += col_int(r, i, 1);
-        f->total[k] = col_int(r, i, 2);
-    }
     PQclear(r);
+    if (doubts_sum(f, &f->q))
+        return PT_EAGAIN;
     f->known = 1;
     return PT_OK;
 }
@@ -656,8 +783,8 @@ static int lane_recount(struct pg_store *st, struct lane_figures *f)
 static int lane_room(struct lane_figures *f, const char *cur, int64_t amount, int64_t max_count,
                      int64_t max_total)
 {
-    int k = lane_currency(f, cur);
-    return f->known && k >= 0 && f->count < max_count && f->total[k] + amount <= max_total;
+    int k = queued_currency(&f->q, cur);
+    return f->known && k >= 0 && f->q.count < max_count && f->q.total[k] + amount <= max_total;
 }
 
 /* Holds the lane's mutex to the end of this transaction (or of the
@@ -718,6 +845,7 @@ static int session_setup(struct pg_store *st)
     }
     PQclear(r);
     st->session_ok = 1;
+    st->backend_pid = PQbackendPID(st->conn); /* PQbackendPID says 0 once it is lost */
     if (st->figs) /* a new server, or a database restored: read them again */
         atomic_store(&st->figs->known, 0);
     return PT_OK;
@@ -1080,6 +1208,7 @@ static int pg_begin(struct pt_store *s)
         return rc;
     st->in_txn = 1;
     st->events_in_txn = 0;
+    memset(&st->txn_queued, 0, sizeof st->txn_queued);
     return PT_OK;
 }
 
@@ -1097,6 +1226,8 @@ static int pg_commit(struct pt_store *s)
     }
     PQclear(r);
     st->in_txn = 0;
+    if (rc == PT_EIO && st->figs_held) /* the COMMIT may still go through */
+        doubt_add(st, st->figs, &st->txn_queued);
     lane_release(st);
     if (rc == PT_OK && st->events_in_txn && st->event_hook)
         st->event_hook(st->event_hook_ctx);
@@ -1356,15 +1487,24 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     struct pg_store *st = PG(s);
     /* A charge queued by this path: the lane's figures are read again once
      * it is committed (or not). */
-    int rc = c->state == PT_STATE_INIT ? lane_hold(st) : PT_OK;
+    int queues = c->state == PT_STATE_INIT;
+    int rc = queues ? lane_hold(st) : PT_OK;
+    if (rc == PT_OK && !st->in_txn)
+        rc = connected(st); /* from here on, a failure may leave it queued */
     PGresult *r = NULL;
     if (rc == PT_OK && (rc = q(st, S_CHARGE_INSERT, &a, &r)) == PT_OK) {
         rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST;
         if (rc == PT_OK) {
             c->id = col_int(r, 0, 0);
             c->created_at = c->updated_at = now;
+            if (queues && st->in_txn && st->figs)
+                queued_add(&st->txn_queued, c->currency, 1, c->amount);
         }
         PQclear(r);
+    } else if (rc == PT_EIO && queues && !st->in_txn && st->figs_held) {
+        struct queued one = {0};
+        queued_add(&one, c->currency, 1, c->amount);
+        doubt_add(st, st->figs, &one); /* its autocommit may still go through */
     }
     if (!st->in_txn)
         lane_release(st);
@@ -1608,11 +1748,23 @@ static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *c
      * (sql/pg/003), so two of its requests cannot both take the last place,
      * and its mutex (the guarded statement's bound, above). */
     int rc = st->in_txn ? lane_hold(st) : PT_OK;
+    /* What lost connections may have queued is counted too; settled
+     * before the count is read (see doubts_settle). */
+    if (!rc && st->in_txn && st->figs)
+        rc = doubts_settle(st, st->figs);
     if (rc || (rc = q(st, st->in_txn ? S_QUEUE_FIGURES_LOCKED : S_QUEUE_FIGURES, &a, &r)))
         return rc;
     *count = col_int(r, 0, 0);
     *amount = col_int(r, 0, 1);
     PQclear(r);
+    if (st->in_txn && st->figs) {
+        struct queued d = {0};
+        doubts_sum(st->figs, &d);
+        *count += d.count;
+        for (int i = 0; i < d.n; i++)
+            if (strcmp(d.cur[i], currency) == 0)
+                *amount += d.total[i];
+    }
     return PT_OK;
 }
 
@@ -2089,24 +2241,32 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     struct lane_figures *f = st->figs;
     if (!f)
         return PT_EAGAIN;
+    int rc = connected(st); /* not under the mutex; and nothing sent before it */
+    if (rc)
+        return rc;
     pthread_mutex_lock(&f->mu);
-    int rc = PT_OK;
     if (!lane_room(f, c->currency, c->amount, g->max_count, g->max_total) &&
         (rc = lane_recount(st, f)) == PT_OK &&
         !lane_room(f, c->currency, c->amount, g->max_count, g->max_total))
         rc = PT_EAGAIN; /* it may still have room: the usual path reads exactly */
     PGresult *r = NULL;
-    if (rc == PT_OK && (rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r)) == PT_OK) {
+    int sent = rc == PT_OK;
+    if (sent && (rc = q(st, S_CHARGE_QUEUE_GUARDED, &a, &r)) == PT_OK) {
         rc = PQntuples(r) == 1 ? PT_OK : PT_EAGAIN;
         if (rc == PT_OK) {
             g->c->id = col_int(r, 0, 0);
             g->c->created_at = g->c->updated_at = now;
-            f->count++;
-            f->total[lane_currency(f, c->currency)] += c->amount;
+            queued_add(&f->q, c->currency, 1, c->amount); /* lane_room made its slot */
         }
         PQclear(r);
+    } else if (sent && rc == PT_EIO) {
+        /* The connection lost with the statement sent (or being sent):
+         * its server process may still commit it. */
+        struct queued one = {0};
+        queued_add(&one, c->currency, 1, c->amount);
+        doubt_add(st, f, &one);
     } else if (rc != PT_EAGAIN && rc != PT_EEXIST) {
-        f->known = 0; /* queued or not, unknown (the connection lost, say) */
+        f->known = 0;
     }
     pthread_mutex_unlock(&f->mu);
     return rc == PT_EEXIST ? PT_EAGAIN : rc;

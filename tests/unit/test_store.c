@@ -828,6 +828,189 @@ static void test_pg_lane_figures_never_deadlock(void **state)
     pt_store_close(a2);
 }
 
+/* A guarded charge at the last place of a lane with room for max (another thread). */
+struct at_most {
+    struct pt_store *st;
+    int i, max;
+    int rc;
+};
+
+static void *queue_at_most(void *p)
+{
+    struct at_most *m = p;
+    struct pt_charge c;
+    fill_charge(&c, m->i);
+    char key[32];
+    snprintf(key, sizeof key, "k-%d", m->i);
+    m->rc = queue_guarded(m->st, &c, key, m->max, 5);
+    return NULL;
+}
+
+static long long lane_init_count(const char *path)
+{
+    return pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE state = 'INIT'", 0);
+}
+
+/*
+ * The connection lost while a guarded statement waits at the server (on a
+ * lock here; a slow flush is the same): its server process goes on and
+ * commits the charge after the daemon has lost sight of it.  Until that
+ * process is done, the charge counts in the lane's figures - the guarded
+ * path's bound and the usual path's exact count alike - so the lane never
+ * passes its limits: room for 3, 2 queued, the third lost in flight, then
+ * a fourth.  Once the process is done the figures come from the server
+ * again: a place freed is a place taken.
+ */
+static void test_pg_lost_connection_counts_in_doubt(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "doubt.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-q"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    assert_int_equal(pt_test_store_open_via(proxy, &o, &a1, err, sizeof err), PT_OK);
+    for (int i = 1; i <= 2; i++) { /* the second prepares a1's statement */
+        struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
+        queue_at_most(&m);
+        assert_int_equal(m.rc, PT_OK);
+    }
+    /* The third waits at the server for a lock, and its connection goes. */
+    void *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
+    struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
+    usleep(300 * 1000); /* its statement waits for the lock by now */
+    pt_test_pg_proxy_cut(proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(third.rc, PT_EIO);
+    assert_int_equal(lane_init_count(path), 2);
+    /* Its server process still waits; the usual path counts it already. */
+    int64_t count = -1, total = -1;
+    assert_int_equal(pt_store_begin(a0), PT_OK);
+    assert_int_equal(pt_store_queue_figures(a0, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 3);
+    assert_int_equal(total, 101 + 102 + 103);
+    assert_int_equal(pt_store_rollback(a0), PT_OK);
+    /* And so does the guarded path: the fourth finds no room, whenever
+     * the third commits. */
+    struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &fourth), 0);
+    usleep(300 * 1000);
+    pt_test_pg_release(lock);
+    pthread_join(t, NULL);
+    assert_int_equal(fourth.rc, PT_EAGAIN);
+    for (int i = 0; i < 50 && lane_init_count(path) < 3; i++)
+        usleep(100 * 1000);
+    assert_int_equal(lane_init_count(path), 3); /* the lost one committed */
+    fourth.rc = -1;
+    queue_at_most(&fourth);
+    assert_int_equal(fourth.rc, PT_EAGAIN);
+    assert_int_equal(lane_init_count(path), 3);
+    /* Its process done, a place freed is a place taken. */
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(a0, "FULL-000001", &c), PT_OK);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_begin(a0), PT_OK);
+    assert_int_equal(
+        pt_store_charge_transition(a0, c.id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, 6), PT_OK);
+    assert_int_equal(pt_store_commit(a0), PT_OK);
+    queue_at_most(&fourth);
+    assert_int_equal(fourth.rc, PT_OK);
+    assert_int_equal(lane_init_count(path), 3);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+}
+
+/* The usual path's transaction queuing charge i, committed (another thread). */
+struct usual_queue {
+    struct pt_store *st;
+    int i;
+    int rc;
+};
+
+static void *queue_the_usual_way(void *p)
+{
+    struct usual_queue *u = p;
+    struct pt_charge c;
+    fill_charge(&c, u->i);
+    int64_t count, total;
+    u->rc = pt_store_begin(u->st);
+    if (!u->rc)
+        u->rc = pt_store_queue_figures(u->st, "CNY", &count, &total);
+    if (!u->rc)
+        u->rc = pt_store_charge_insert(u->st, &c, 5);
+    if (!u->rc)
+        u->rc = pt_store_commit(u->st);
+    else
+        pt_store_rollback(u->st);
+    return NULL;
+}
+
+/*
+ * The same for the usual path: its COMMIT sent, the connection lost before
+ * the answer (the commit made to wait here by a deferred trigger on a lock
+ * the test holds; on a real server, a flush or a synchronous standby).
+ * The charge counts in the guarded path's bound until that server process
+ * is done.
+ */
+static void test_pg_lost_commit_counts_in_doubt(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "doubt-commit.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-r"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    assert_int_equal(pt_test_store_open_via(proxy, &o, &a1, err, sizeof err), PT_OK);
+    pt_test_sql_exec(path, "CREATE FUNCTION t_wait() RETURNS trigger LANGUAGE plpgsql AS $$"
+                           " BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;"
+                           " CREATE CONSTRAINT TRIGGER t_wait AFTER INSERT ON charges"
+                           " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_wait()");
+    void *lock = pt_test_pg_hold("SELECT pg_advisory_xact_lock(4242)");
+    struct usual_queue u = {.st = a1, .i = 1, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_the_usual_way, &u), 0);
+    usleep(300 * 1000); /* its COMMIT waits for the lock by now */
+    pt_test_pg_proxy_cut(proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(u.rc, PT_EIO);
+    assert_int_equal(lane_init_count(path), 0);
+    /* The guarded path's bound counts it (the usual path's exact count
+     * would wait for the lane's lock, which that transaction holds). */
+    struct at_most m = {.st = a0, .i = 2, .max = 1, .rc = -1};
+    queue_at_most(&m);
+    assert_int_equal(m.rc, PT_EAGAIN);
+    pt_test_pg_release(lock);
+    for (int i = 0; i < 50 && lane_init_count(path) < 1; i++)
+        usleep(100 * 1000);
+    assert_int_equal(lane_init_count(path), 1); /* it committed */
+    for (int i = 0; i < 50 && pt_test_sql_int(path,
+                                              "SELECT count(*) FROM pg_stat_activity WHERE"
+                                              " backend_type = 'client backend'"
+                                              " AND state = 'active' AND pid <> pg_backend_pid()",
+                                              0) > 0;
+         i++)
+        usleep(100 * 1000);
+    /* Its process done, the figures are the server's again. */
+    int64_t count = -1, total = -1;
+    assert_int_equal(pt_store_begin(a0), PT_OK);
+    assert_int_equal(pt_store_queue_figures(a0, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(pt_store_rollback(a0), PT_OK);
+    m.max = 2;
+    queue_at_most(&m);
+    assert_int_equal(m.rc, PT_OK);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+}
+
 /*
  * store.fallback "local" lanes open their store with connect_later: a
  * server that cannot be reached at start is then no error (the lane starts
@@ -1143,6 +1326,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_queued_charge_trail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_lane_figures_never_deadlock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_connection_counts_in_doubt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_commit_counts_in_doubt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_is_a_config_error, setup, teardown),

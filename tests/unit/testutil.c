@@ -451,6 +451,250 @@ int pt_test_writer_new(const struct pt_store_options *o, struct pt_store_writer 
     return pt_store_writer_new(o, w, err, errlen);
 }
 
+/* ---- a lost connection, a held lock (PostgreSQL) ----------------------------- */
+
+#ifdef PT_WITH_PG
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+enum { PROXY_PAIRS = 16 };
+
+struct pt_test_pg_proxy {
+    char dir[256];    /* its socket: dir/.s.PGSQL.5432 */
+    char target[300]; /* the cluster's socket */
+    int listen_fd;
+    int ctl[2], ack[2]; /* cut/stop requests to its thread, and the answers */
+    int pair[PROXY_PAIRS][2];
+    int npairs;
+    pthread_t th;
+};
+
+/* The cluster's socket directory (host=) in its DSN. */
+static void pg_socket_dir(char *out, size_t cap)
+{
+    char dsn[640];
+    pt_test_pg_dsn(dsn, sizeof dsn, "postgres");
+    const char *h = strstr(dsn, "host=");
+    if (!h)
+        fail_msg("the test cluster's DSN names no socket directory: %s", dsn);
+    h += 5;
+    snprintf(out, cap, "%.*s", (int)strcspn(h, " "), h);
+}
+
+/* A Unix socket's address: path must fit (the test dirs are short). */
+static struct sockaddr_un unix_addr(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    size_t n = strlen(path);
+    if (n >= sizeof a.sun_path)
+        fail_msg("socket path too long: %s", path);
+    memcpy(a.sun_path, path, n + 1);
+    return a;
+}
+
+static int unix_connect(const char *path)
+{
+    struct sockaddr_un a = unix_addr(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void proxy_close_all(struct pt_test_pg_proxy *p)
+{
+    for (int i = 0; i < p->npairs; i++) {
+        close(p->pair[i][0]);
+        close(p->pair[i][1]);
+    }
+    p->npairs = 0;
+}
+
+/* Moves what one end has to the other: 0, or -1 when the pair is done. */
+static int proxy_move(int from, int to)
+{
+    char buf[16384];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0)
+        return -1;
+    for (ssize_t o = 0; o < n;) {
+        ssize_t w = write(to, buf + o, (size_t)(n - o));
+        if (w <= 0)
+            return -1;
+        o += w;
+    }
+    return 0;
+}
+
+static void *proxy_main(void *arg)
+{
+    struct pt_test_pg_proxy *p = arg;
+    for (;;) {
+        struct pollfd fds[2 + 2 * PROXY_PAIRS];
+        int n = 0;
+        fds[n++] = (struct pollfd){.fd = p->ctl[0], .events = POLLIN};
+        fds[n++] = (struct pollfd){.fd = p->listen_fd, .events = POLLIN};
+        for (int i = 0; i < p->npairs; i++) {
+            fds[n++] = (struct pollfd){.fd = p->pair[i][0], .events = POLLIN};
+            fds[n++] = (struct pollfd){.fd = p->pair[i][1], .events = POLLIN};
+        }
+        if (poll(fds, (nfds_t)n, -1) < 0)
+            continue;
+        if (fds[0].revents) {
+            char c = 0;
+            if (read(p->ctl[0], &c, 1) != 1)
+                c = 's';
+            proxy_close_all(p);
+            if (write(p->ack[1], &c, 1) != 1 || c == 's')
+                return NULL;
+            continue;
+        }
+        for (int i = p->npairs - 1; i >= 0; i--) {
+            short in = fds[2 + 2 * i].revents, out = fds[3 + 2 * i].revents;
+            if ((in && proxy_move(p->pair[i][0], p->pair[i][1])) ||
+                (out && proxy_move(p->pair[i][1], p->pair[i][0]))) {
+                close(p->pair[i][0]);
+                close(p->pair[i][1]);
+                p->pair[i][0] = p->pair[--p->npairs][0];
+                p->pair[i][1] = p->pair[p->npairs][1];
+            }
+        }
+        if (fds[1].revents & POLLIN) {
+            int c = accept(p->listen_fd, NULL, NULL);
+            int s = c >= 0 ? unix_connect(p->target) : -1;
+            if (c >= 0 && s >= 0 && p->npairs < PROXY_PAIRS) {
+                p->pair[p->npairs][0] = c;
+                p->pair[p->npairs++][1] = s;
+            } else {
+                if (c >= 0)
+                    close(c);
+                if (s >= 0)
+                    close(s);
+            }
+        }
+    }
+}
+
+struct pt_test_pg_proxy *pt_test_pg_proxy_start(void)
+{
+    struct pt_test_pg_proxy *p = calloc(1, sizeof *p);
+    char dir[200];
+    pt_test_tmpdir(p->dir, sizeof p->dir);
+    pg_socket_dir(dir, sizeof dir);
+    snprintf(p->target, sizeof p->target, "%s/.s.PGSQL.5432", dir);
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/.s.PGSQL.5432", p->dir);
+    struct sockaddr_un a = unix_addr(sock);
+    p->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (p->listen_fd < 0 || bind(p->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(p->listen_fd, 16) != 0 || pipe(p->ctl) != 0 || pipe(p->ack) != 0 ||
+        pthread_create(&p->th, NULL, proxy_main, p) != 0)
+        fail_msg("the PostgreSQL proxy at %s would not start", a.sun_path);
+    return p;
+}
+
+static void proxy_ask(struct pt_test_pg_proxy *p, char what)
+{
+    char c;
+    if (write(p->ctl[1], &what, 1) != 1 || read(p->ack[0], &c, 1) != 1)
+        fail_msg("the PostgreSQL proxy does not answer");
+}
+
+void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p)
+{
+    proxy_ask(p, 'c');
+}
+
+void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)
+{
+    proxy_ask(p, 's');
+    pthread_join(p->th, NULL);
+    close(p->listen_fd);
+    close(p->ctl[0]);
+    close(p->ctl[1]);
+    close(p->ack[0]);
+    close(p->ack[1]);
+    pt_test_rmtree(p->dir);
+    free(p);
+}
+
+int pt_test_store_open_via(struct pt_test_pg_proxy *p, const struct pt_store_options *o,
+                           struct pt_store **st, char *err, size_t errlen)
+{
+    char dsn[1000];
+    if (!test_dsn[0])
+        fail_msg("pt_test_store_open_via: open the test database with pt_test_store_open first");
+    snprintf(dsn, sizeof dsn, "%s host=%s", test_dsn, p->dir);
+    struct pt_store_options pg = *o;
+    pg.backend = PT_STORE_POSTGRESQL;
+    pg.dsn = dsn;
+    return pt_store_open(&pg, st, err, errlen);
+}
+
+void *pt_test_pg_hold(const char *sql)
+{
+    PGconn *c = PQconnectdb(test_dsn);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("test PostgreSQL: %s", PQerrorMessage(c));
+    pg_exec(c, "BEGIN");
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("test PostgreSQL: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    return c;
+}
+
+void pt_test_pg_release(void *held)
+{
+    pg_exec(held, "COMMIT");
+    PQfinish(held);
+}
+#else
+struct pt_test_pg_proxy *pt_test_pg_proxy_start(void)
+{
+    fail_msg("this build has no PostgreSQL store");
+    return NULL;
+}
+
+void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p)
+{
+    (void)p;
+}
+
+void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)
+{
+    (void)p;
+}
+
+int pt_test_store_open_via(struct pt_test_pg_proxy *p, const struct pt_store_options *o,
+                           struct pt_store **st, char *err, size_t errlen)
+{
+    (void)p;
+    (void)o;
+    (void)st;
+    (void)err;
+    (void)errlen;
+    fail_msg("this build has no PostgreSQL store");
+    return PT_EUNSUPPORTED;
+}
+
+void *pt_test_pg_hold(const char *sql)
+{
+    (void)sql;
+    fail_msg("this build has no PostgreSQL store");
+    return NULL;
+}
+
+void pt_test_pg_release(void *held)
+{
+    (void)held;
+}
+#endif
+
 /* want_row: 0 run it, 1 read a row, 2 only say whether it ran (no abort). */
 static long long sql_run(const char *path, const char *sql, int col, int want_row)
 {

@@ -123,6 +123,21 @@ void pt_test_pg_dsn(char *dsn, size_t cap, const char *dbname);
 /* Runs sql on the test cluster's postgres database as its superuser. */
 void pt_test_pg_admin(const char *sql);
 
+/* A proxy in front of the test cluster's socket: a store opened through
+ * it (after pt_test_store_open of the same database) loses its connection
+ * at pt_test_pg_proxy_cut() while its server process lives on - the
+ * network gone between a lane and its server. */
+struct pt_test_pg_proxy;
+struct pt_test_pg_proxy *pt_test_pg_proxy_start(void);
+int pt_test_store_open_via(struct pt_test_pg_proxy *p, const struct pt_store_options *o,
+                           struct pt_store **st, char *err, size_t errlen);
+void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p);
+void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p);
+/* Runs sql on the test database in a transaction left open (its locks
+ * held) until pt_test_pg_release(). */
+void *pt_test_pg_hold(const char *sql);
+void pt_test_pg_release(void *held);
+
 /* Skips the calling test on PostgreSQL (what only SQLite has: files,
  * PRAGMAs, the writer's batches), saying why. */
 void pt_test_sqlite_only(const char *why);
