@@ -9,6 +9,8 @@
 #        cluster.sh stop STATE    stop it and remove its dir
 #        cluster.sh pg_ctl STATE stop|start   stop or restart the server only
 #                                 (tests of PostgreSQL going away)
+# PT_PG_SHARED_BUFFERS: the server's shared_buffers (default 32MB: every test
+# database is tiny; the benchmark's is not, and runs PostgreSQL's own 128MB).
 set -eu
 cmd=${1:?usage: cluster.sh start|stop|pg_ctl STATE}
 state=${2:?usage: cluster.sh start|stop|pg_ctl STATE}
@@ -19,7 +21,7 @@ if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
     exit 1
 fi
 server_opts() {
-    echo "-c listen_addresses='' -k $1 -p 5432 -c fsync=on -c synchronous_commit=on -c shared_buffers=32MB -c max_connections=200"
+    echo "-c listen_addresses='' -k $1 -p 5432 -c fsync=on -c synchronous_commit=on -c shared_buffers=${PT_PG_SHARED_BUFFERS:-32MB} -c max_connections=200"
 }
 as_user() {
     if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
