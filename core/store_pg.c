@@ -1138,7 +1138,8 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
     }
     server_up(); /* this process reaches it again */
     /* Every commit durable on return (SPEC section 16), whatever the
-     * server's default; statements never wait on a lock for ever. */
+     * server's default.  (No lock_timeout is set: a statement waits for
+     * the locks it needs as long as the server's own setting lets it.) */
     if ((rc = session_setup(st))) {
         if (errbuf)
             snprintf(errbuf, errlen, "cannot configure the PostgreSQL session: %s", st->errmsg);

@@ -129,6 +129,19 @@ expect "charge.succeeded events in the last lane's feed" 15 \
     "$(curl -sS "${URLS[$((LANES - 1))]}/v1/events?after=0&limit=100" | jq '[.data[] | select(.type == "charge.succeeded")] | length')"
 expect "lanes named in the audit's actor" "$LANES" \
     "$(pg "SELECT count(DISTINCT substring(actor from '@(lane-[0-9]+)$')) FROM charge_events WHERE actor LIKE '%@lane-%'")"
+# Each queued charge's trail begins with one "created" entry naming the lane
+# whose API took it: in the charge's row when the one-statement guarded
+# charge queued it (sql/pg/005), in charge_events when the usual path did
+# (a lane that still took the gateway for reachable tries it online first).
+created="SELECT c.order_id, c.created_by AS actor FROM charges c WHERE c.created_by IS NOT NULL
+         UNION ALL SELECT c.order_id, e.actor FROM charge_events e JOIN charges c ON c.id = e.charge_id
+         WHERE e.cause = 'created'"
+expect "creation entries of the queued charges" 12 \
+    "$(pg "SELECT count(*) FROM ($created) t WHERE order_id LIKE 'LANE-Q-%' AND actor ~ '^api@lane-[0-9]+$'")"
+expect "queued charges with one creation entry" 12 \
+    "$(pg "SELECT count(DISTINCT order_id) FROM ($created) t WHERE order_id LIKE 'LANE-Q-%'")"
+expect "lanes named as the queued charges' creators" "$LANES" \
+    "$(pg "SELECT count(DISTINCT actor) FROM ($created) t WHERE order_id LIKE 'LANE-Q-%'")"
 
 # A lane dies with sends in flight (each answer 800 ms late): the one that
 # holds PROCESSING charges first is SIGKILLed.
