@@ -969,7 +969,8 @@ static void test_pg_lost_commit_counts_in_doubt(void **state)
     struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
     assert_int_equal(pt_test_store_open_via(proxy, &o, &a1, err, sizeof err), PT_OK);
     pt_test_sql_exec(path, "CREATE FUNCTION t_wait() RETURNS trigger LANGUAGE plpgsql AS $$"
-                           " BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;"
+                           " BEGIN IF NEW.order_id = 'FULL-000001' THEN"
+                           " PERFORM pg_advisory_xact_lock(4242); END IF; RETURN NULL; END $$;"
                            " CREATE CONSTRAINT TRIGGER t_wait AFTER INSERT ON charges"
                            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_wait()");
     void *lock = pt_test_pg_hold("SELECT pg_advisory_xact_lock(4242)");
