@@ -101,6 +101,11 @@
 /* The transaction-scoped lock that orders the events feed. */
 #define EVENTS_LOCK "SELECT pg_advisory_xact_lock(7302062520031)"
 
+/* Ends a server process this daemon lost its connection to, waiting up to
+ * a second for it to go (PostgreSQL 14: pg_terminate_backend's timeout);
+ * true when it has gone. */
+#define DOUBT_TERMINATE "pg_terminate_backend(a.pid, 1000)"
+
 /* X(ID, "sql") - statements prepared once per connection. */
 #define PG_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
@@ -169,8 +174,15 @@
     X(LANE_BOUND, "SELECT currency, count(*), sum(amount) FROM charges"                            \
                   " WHERE lane = current_setting('payterm.lane')"                                  \
                   " AND state IN ('INIT', 'PROCESSING') GROUP BY currency")                        \
-    X(DOUBTS_PENDING, "SELECT pid FROM pg_stat_activity WHERE pid = ANY ($1::integer[])"           \
-                      " AND state = 'active' AND backend_type = 'client backend'")                 \
+    X(DOUBTS_END, "SELECT a.pid, " DOUBT_TERMINATE " FROM pg_stat_activity a"                      \
+                  " JOIN unnest($1::integer[], $2::bigint[]) AS d (pid, started)"                  \
+                  " ON a.pid = d.pid"                                                              \
+                  " AND (extract(epoch FROM a.backend_start) * 1000000)::bigint = d.started")      \
+    X(DOUBTS_END_13, "SELECT a.pid, 'f', pg_terminate_backend(a.pid)"                              \
+                     " FROM pg_stat_activity a"                                                    \
+                     " JOIN unnest($1::integer[], $2::bigint[]) AS d (pid, started)"               \
+                     " ON a.pid = d.pid"                                                           \
+                     " AND (extract(epoch FROM a.backend_start) * 1000000)::bigint = d.started")   \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
@@ -289,6 +301,7 @@ struct pg_store {
     int64_t claim_timeout_ms;  /* another lane's send stays its own this long */
     uint64_t round_trips;      /* requests sent to the server so far */
     int backend_pid;           /* the server process of this connection (0: none yet) */
+    int64_t backend_start;     /* and when it started (µs; 0: not known) */
     /* The charges this transaction queued so far (usually one): in doubt,
      * with the lane's figures, if its COMMIT's outcome is unknown. */
     struct queued txn_queued;
@@ -600,20 +613,26 @@ enum { LANES_KEPT = 32, LANE_WAIT_MS = 1000, LANE_DOUBTS = 16 };
 
 /*
  * What a connection lost mid-write may have queued.  A guarded statement,
- * or the COMMIT of a transaction that queued a charge, was at the server
- * when the connection went: that server process may still commit it (its
- * statement waiting on a lock, or flushing), after the daemon has counted
- * its lane again - which would let one charge too many in.  Until that
- * process is seen to be done (gone, or no longer running a statement:
- * nothing of it can commit after), what it may have queued is counted
- * in the lane's figures, by the bound and by the usual path's exact count
- * alike: the figures err towards full, never towards room.  One query of
- * pg_stat_activity tells, and only while something is in doubt.  A pid
- * the server gave to a new process that is running a statement keeps the
- * doubt a moment longer; that is all it can do.
+ * or the COMMIT of a transaction that held the lane, was sent when the
+ * connection went: the server process behind it may still commit it (its
+ * statement waiting on a lock or flushing, or its request still on the
+ * way to it), after the daemon has counted its lane again - which would
+ * let one charge too many in.  So what it may have queued is counted in
+ * the lane's figures, by the bound and by the usual path's exact count
+ * alike, until that process is gone: the next count ends it
+ * (pg_terminate_backend; the role may end its own sessions) and waits for
+ * it, so that whatever it did is settled before the count is read.  The
+ * process is known by its pid and its start, read from the server when
+ * the session is set up (a pid may be reused).  One query, and only while
+ * something is in doubt.  A transaction that held the lane's server lock
+ * and queued nothing is ended the same way, so that it does not hold the
+ * lock until the server's keepalives give up on it.  Doubts that cannot
+ * be settled (the role cannot read pg_stat_activity, say) stay counted,
+ * and the log says why; a daemon that restarts forgets them.
  */
 struct doubt {
     int pid;
+    int64_t started;
     struct queued q;
 };
 
@@ -624,6 +643,9 @@ struct lane_figures {
     struct queued q;
     int ndoubts;
     struct doubt doubts[LANE_DOUBTS];
+    struct queued stuck; /* in doubt, not followed: counted to the end */
+    int doubts_lost;     /* not even that (more currencies than kept) */
+    int settle_logged;
 };
 
 static struct lane_figures lanes_kept[LANES_KEPT];
@@ -662,7 +684,7 @@ static int queued_currency(struct queued *q, const char *cur)
     return q->n++;
 }
 
-/* One more charge of amount in cur: 0, or -1 when its currency has no
+/* count more charges of amount in cur: 0, or -1 when its currency has no
  * room (more currencies than kept). */
 static int queued_add(struct queued *q, const char *cur, int64_t count, int64_t amount)
 {
@@ -684,59 +706,85 @@ static int queued_merge(struct queued *q, const struct queued *what)
     return rc;
 }
 
-/* A write of this connection whose outcome is unknown queued what (f->mu
- * held): in doubt until its server process is done.  With no place left
- * for it, the lane's figures stay unknown until earlier doubts clear. */
+/* A write of this connection whose outcome is unknown, which may have
+ * queued what, or held the lane's lock (f->mu held): in doubt until its
+ * server process is gone.  One that cannot be followed (its process not
+ * known, or LANE_DOUBTS open already) stays counted until the daemon
+ * restarts. */
 static void doubt_add(struct pg_store *st, struct lane_figures *f, const struct queued *what)
 {
     f->known = 0;
-    if (what->count == 0)
-        return;
-    if (f->ndoubts == LANE_DOUBTS || !st->backend_pid) {
-        /* Not recorded: the figures cannot be known (the lane takes the
-         * usual path, which answers "busy") until the table has room. */
-        f->ndoubts = LANE_DOUBTS + 1;
+    if (f->ndoubts < LANE_DOUBTS && st->backend_pid && st->backend_start) {
+        f->doubts[f->ndoubts++] =
+            (struct doubt){.pid = st->backend_pid, .started = st->backend_start, .q = *what};
+        pt_log_warn("store: lane \"%s\": the connection was lost mid-write; %lld charge(s) "
+                    "counted as queued until server process %d has gone",
+                    f->lane, (long long)what->count, st->backend_pid);
         return;
     }
-    f->doubts[f->ndoubts++] = (struct doubt){.pid = st->backend_pid, .q = *what};
-    pt_log_warn("store: lane \"%s\": the connection was lost while %lld charge(s) were being "
-                "queued; counted as queued until server process %d is done",
-                f->lane, (long long)what->count, st->backend_pid);
+    if (what->count == 0)
+        return; /* nothing to count; its lock, if any, goes with the server's keepalives */
+    if (queued_merge(&f->stuck, what))
+        f->doubts_lost = 1;
+    pt_log_error("store: lane \"%s\": the connection was lost mid-write and its server process "
+                 "cannot be followed (%s): %lld charge(s) counted as queued until the daemon "
+                 "restarts",
+                 f->lane, f->ndoubts == LANE_DOUBTS ? "too many in doubt at once" : "not known",
+                 (long long)what->count);
 }
 
-/* Drops the doubts whose server process is done (f->mu held).  PT_OK, a
- * storage error, or PT_EBUSY when doubts were lost (the table overflowed). */
+/*
+ * Ends the server processes in doubt and drops those that have gone (f->mu
+ * held).  PT_OK (doubts that cannot be settled stay counted), PT_EIO
+ * without a server, or PT_EBUSY when a doubt could not be kept.
+ */
 static int doubts_settle(struct pg_store *st, struct lane_figures *f)
 {
-    if (f->ndoubts == 0)
-        return PT_OK;
-    if (f->ndoubts > LANE_DOUBTS) {
+    if (f->doubts_lost) {
         snprintf(st->errmsg, sizeof st->errmsg,
-                 "lane \"%s\": more than %d charges in doubt after lost connections; restart "
-                 "the daemon once the PostgreSQL server is reachable",
-                 f->lane, LANE_DOUBTS);
+                 "lane \"%s\": lost connections' charges in more currencies than kept; restart "
+                 "the daemon",
+                 f->lane);
         return PT_EBUSY;
     }
-    char arr[LANE_DOUBTS * 12 + 4];
-    size_t o = 0;
-    for (int i = 0; i < f->ndoubts; i++)
-        o += (size_t)snprintf(arr + o, sizeof arr - o, "%s%d", i ? "," : "{", f->doubts[i].pid);
-    snprintf(arr + o, sizeof arr - o, "}");
+    if (f->ndoubts == 0)
+        return PT_OK;
+    char pids[LANE_DOUBTS * 12 + 4], starts[LANE_DOUBTS * 22 + 4];
+    size_t o = 0, u = 0;
+    for (int i = 0; i < f->ndoubts; i++) {
+        o += (size_t)snprintf(pids + o, sizeof pids - o, "%s%d", i ? "," : "{", f->doubts[i].pid);
+        u += (size_t)snprintf(starts + u, sizeof starts - u, "%s%lld", i ? "," : "{",
+                              (long long)f->doubts[i].started);
+    }
+    snprintf(pids + o, sizeof pids - o, "}");
+    snprintf(starts + u, sizeof starts - u, "}");
     struct args a = {0};
-    a_text(&a, arr);
+    a_text(&a, pids);
+    a_text(&a, starts);
     PGresult *r;
-    int rc = q(st, S_DOUBTS_PENDING, &a, &r);
-    if (rc)
+    int rc = q(st, PQserverVersion(st->conn) >= 140000 ? S_DOUBTS_END : S_DOUBTS_END_13, &a, &r);
+    if (rc == PT_EIO)
         return rc;
+    if (rc) {
+        if (!f->settle_logged)
+            pt_log_error("store: lane \"%s\": cannot end the server processes of lost "
+                         "connections (the role must read pg_stat_activity and may end its own "
+                         "sessions): %s; their charges stay counted as queued",
+                         f->lane, st->errmsg);
+        f->settle_logged = 1;
+        return PT_OK;
+    }
+    f->settle_logged = 0;
     int kept = 0;
     for (int i = 0; i < f->ndoubts; i++) {
         int pending = 0;
         for (int k = 0; k < PQntuples(r) && !pending; k++)
-            pending = (int)col_int(r, k, 0) == f->doubts[i].pid;
+            pending =
+                (int)col_int(r, k, 0) == f->doubts[i].pid && strcmp(PQgetvalue(r, k, 1), "t") != 0;
         if (pending)
             f->doubts[kept++] = f->doubts[i];
         else
-            pt_log_info("store: lane \"%s\": server process %d is done; its charges are counted "
+            pt_log_info("store: lane \"%s\": server process %d has gone; its charges are counted "
                         "from the server again",
                         f->lane, f->doubts[i].pid);
     }
@@ -745,13 +793,18 @@ static int doubts_settle(struct pg_store *st, struct lane_figures *f)
     return PT_OK;
 }
 
-/* The doubts still open, summed into q (f->mu held, doubts_settle first). */
-static int doubts_sum(const struct lane_figures *f, struct queued *q)
+/* What the doubts still open may have queued (f->mu held, doubts_settle
+ * first): the number, and the amount in cur. */
+static void doubts_in(const struct lane_figures *f, const char *cur, int64_t *count,
+                      int64_t *amount)
 {
-    int rc = 0;
-    for (int i = 0; i < f->ndoubts && i < LANE_DOUBTS; i++)
-        rc |= queued_merge(q, &f->doubts[i].q);
-    return rc;
+    for (int i = 0; i <= f->ndoubts; i++) {
+        const struct queued *q = i < f->ndoubts ? &f->doubts[i].q : &f->stuck;
+        *count += q->count;
+        for (int k = 0; k < q->n; k++)
+            if (strcmp(q->cur[k], cur) == 0)
+                *amount += q->total[k];
+    }
 }
 
 /* Reads the lane's figures from the server (f->mu held), with what is in
@@ -763,7 +816,7 @@ static int lane_recount(struct pg_store *st, struct lane_figures *f)
     memset(&f->q, 0, sizeof f->q);
     int rc = doubts_settle(st, f);
     if (rc)
-        return rc == PT_EBUSY ? PT_EAGAIN : rc;
+        return rc == PT_EBUSY ? PT_EAGAIN : rc; /* the usual path answers it */
     PGresult *r;
     if ((rc = q(st, S_LANE_BOUND, NULL, &r)))
         return rc;
@@ -773,8 +826,9 @@ static int lane_recount(struct pg_store *st, struct lane_figures *f)
             return PT_EAGAIN; /* more currencies than kept: not known */
         }
     PQclear(r);
-    if (doubts_sum(f, &f->q))
-        return PT_EAGAIN;
+    for (int i = 0; i <= f->ndoubts; i++)
+        if (queued_merge(&f->q, i < f->ndoubts ? &f->doubts[i].q : &f->stuck))
+            return PT_EAGAIN;
     f->known = 1;
     return PT_OK;
 }
@@ -845,7 +899,24 @@ static int session_setup(struct pg_store *st)
     }
     PQclear(r);
     st->session_ok = 1;
-    st->backend_pid = PQbackendPID(st->conn); /* PQbackendPID says 0 once it is lost */
+    /* Its server process, to end it if this connection is lost mid-write
+     * (PQbackendPID says 0 once it is; a pooler would give its own key):
+     * the role sees its own sessions in pg_stat_activity. */
+    st->backend_pid = 0;
+    st->backend_start = 0;
+    r = RT(st, PQexec(st->conn, "SELECT pg_backend_pid(), (extract(epoch FROM backend_start) "
+                                "* 1000000)::bigint FROM pg_stat_activity"
+                                " WHERE pid = pg_backend_pid()"));
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        st->backend_pid = (int)col_int(r, 0, 0);
+        st->backend_start = col_int(r, 0, 1);
+    } else if (PQstatus(st->conn) != CONNECTION_OK) {
+        int rc = xlate(st, r);
+        PQclear(r);
+        st->session_ok = 0;
+        return rc;
+    }
+    PQclear(r);
     if (st->figs) /* a new server, or a database restored: read them again */
         atomic_store(&st->figs->known, 0);
     return PT_OK;
@@ -1229,6 +1300,7 @@ static int pg_commit(struct pt_store *s)
     st->in_txn = 0;
     if (rc == PT_EIO && st->figs_held) /* the COMMIT may still go through */
         doubt_add(st, st->figs, &st->txn_queued);
+    memset(&st->txn_queued, 0, sizeof st->txn_queued);
     lane_release(st);
     if (rc == PT_OK && st->events_in_txn && st->event_hook)
         st->event_hook(st->event_hook_ctx);
@@ -1245,6 +1317,9 @@ static int pg_rollback(struct pt_store *s)
     st->events_in_txn = 0;
     if (PQstatus(st->conn) == CONNECTION_OK) /* else dropped with the connection */
         PQclear(RT(st, PQexec(st->conn, "ROLLBACK")));
+    else if (st->figs_held) /* its server process may hold the lane's lock, unseen */
+        doubt_add(st, st->figs, &st->txn_queued);
+    memset(&st->txn_queued, 0, sizeof st->txn_queued);
     lane_release(st);
     return PT_OK;
 }
@@ -1492,8 +1567,9 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     int rc = queues ? lane_hold(st) : PT_OK;
     if (rc == PT_OK && !st->in_txn)
         rc = connected(st); /* from here on, a failure may leave it queued */
+    int sent = rc == PT_OK;
     PGresult *r = NULL;
-    if (rc == PT_OK && (rc = q(st, S_CHARGE_INSERT, &a, &r)) == PT_OK) {
+    if (sent && (rc = q(st, S_CHARGE_INSERT, &a, &r)) == PT_OK) {
         rc = PQntuples(r) == 1 ? PT_OK : PT_EEXIST;
         if (rc == PT_OK) {
             c->id = col_int(r, 0, 0);
@@ -1502,7 +1578,7 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
                 queued_add(&st->txn_queued, c->currency, 1, c->amount);
         }
         PQclear(r);
-    } else if (rc == PT_EIO && queues && !st->in_txn && st->figs_held) {
+    } else if (sent && rc == PT_EIO && queues && !st->in_txn && st->figs_held) {
         struct queued one = {0};
         queued_add(&one, c->currency, 1, c->amount);
         doubt_add(st, st->figs, &one); /* its autocommit may still go through */
@@ -1758,14 +1834,8 @@ static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *c
     *count = col_int(r, 0, 0);
     *amount = col_int(r, 0, 1);
     PQclear(r);
-    if (st->in_txn && st->figs) {
-        struct queued d = {0};
-        doubts_sum(st->figs, &d);
-        *count += d.count;
-        for (int i = 0; i < d.n; i++)
-            if (strcmp(d.cur[i], currency) == 0)
-                *amount += d.total[i];
-    }
+    if (st->in_txn && st->figs)
+        doubts_in(st->figs, currency, count, amount);
     return PT_OK;
 }
 

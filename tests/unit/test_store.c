@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -851,17 +852,45 @@ static long long lane_init_count(const char *path)
     return pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE state = 'INIT'", 0);
 }
 
+static long long order_count(const char *path, int i)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM charges WHERE order_id = 'FULL-%06d'", i);
+    return pt_test_sql_int(path, sql, 0);
+}
+
+/* Server processes of the test database other than the asking one. */
+static long long others_at_server(const char *path)
+{
+    return pt_test_sql_int(
+        path,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+        0);
+}
+
+/* The usual path's exact figures of st's lane, in a transaction rolled back. */
+static int64_t usual_count(struct pt_store *st, int64_t *total)
+{
+    int64_t count = -1, t = -1;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_queue_figures(st, "CNY", &count, &t), PT_OK);
+    assert_int_equal(pt_store_rollback(st), PT_OK);
+    if (total)
+        *total = t;
+    return count;
+}
+
 /*
  * The connection lost while a guarded statement waits at the server (on a
- * lock here; a slow flush is the same): its server process goes on and
- * commits the charge after the daemon has lost sight of it.  Until that
- * process is done, the charge counts in the lane's figures - the guarded
- * path's bound and the usual path's exact count alike - so the lane never
- * passes its limits: room for 3, 2 queued, the third lost in flight, then
- * a fourth.  Once the process is done the figures come from the server
- * again: a place freed is a place taken.
+ * lock here; a slow flush is the same): its server process would go on
+ * and commit the charge after the daemon has counted the lane again.  The
+ * next count ends that process first (it is the daemon's own, and nobody
+ * will read its answer), then reads the figures: room for 3, 2 queued,
+ * the third lost in flight, then a fourth - 3 queued in the end, never 4,
+ * and never the lost one behind the daemon's back.
  */
-static void test_pg_lost_connection_counts_in_doubt(void **state)
+static void test_pg_lost_statement_ended_before_the_count(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
@@ -871,7 +900,7 @@ static void test_pg_lost_connection_counts_in_doubt(void **state)
     struct pt_store_options o = {.path = path, .lane_id = "lane-q"};
     assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
     struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, &o, &a1, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
     for (int i = 1; i <= 2; i++) { /* the second prepares a1's statement */
         struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
         queue_at_most(&m);
@@ -886,39 +915,25 @@ static void test_pg_lost_connection_counts_in_doubt(void **state)
     pt_test_pg_proxy_cut(proxy);
     pthread_join(t, NULL);
     assert_int_equal(third.rc, PT_EIO);
-    assert_int_equal(lane_init_count(path), 2);
-    /* Its server process still waits; the usual path counts it already. */
-    int64_t count = -1, total = -1;
-    assert_int_equal(pt_store_begin(a0), PT_OK);
-    assert_int_equal(pt_store_queue_figures(a0, "CNY", &count, &total), PT_OK);
-    assert_int_equal(count, 3);
-    assert_int_equal(total, 101 + 102 + 103);
-    assert_int_equal(pt_store_rollback(a0), PT_OK);
-    /* And so does the guarded path: the fourth finds no room, whenever
-     * the third commits. */
+    long long waiting = others_at_server(path);
+    /* The fourth: the lane's figures are counted again, the lost process
+     * ended first (its insert waits for the same lock: another thread). */
     struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &fourth), 0);
-    usleep(300 * 1000);
+    usleep(500 * 1000);
+    assert_int_equal(others_at_server(path), waiting - 1); /* the lost one has gone */
     pt_test_pg_release(lock);
     pthread_join(t, NULL);
-    assert_int_equal(fourth.rc, PT_EAGAIN);
-    for (int i = 0; i < 50 && lane_init_count(path) < 3; i++)
-        usleep(100 * 1000);
-    assert_int_equal(lane_init_count(path), 3); /* the lost one committed */
-    fourth.rc = -1;
-    queue_at_most(&fourth);
-    assert_int_equal(fourth.rc, PT_EAGAIN);
-    assert_int_equal(lane_init_count(path), 3);
-    /* Its process done, a place freed is a place taken. */
-    struct pt_charge c;
-    assert_int_equal(pt_store_charge_get(a0, "FULL-000001", &c), PT_OK);
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    assert_int_equal(pt_store_begin(a0), PT_OK);
-    assert_int_equal(
-        pt_store_charge_transition(a0, c.id, 1u << PT_STATE_INIT, PT_STATE_CANCELED, &p, 6), PT_OK);
-    assert_int_equal(pt_store_commit(a0), PT_OK);
-    queue_at_most(&fourth);
     assert_int_equal(fourth.rc, PT_OK);
+    usleep(200 * 1000);
+    assert_int_equal(order_count(path, 3), 0); /* never committed behind the lane's back */
+    assert_int_equal(lane_init_count(path), 3);
+    int64_t total;
+    assert_int_equal(usual_count(a0, &total), 3);
+    assert_int_equal(total, 101 + 102 + 104);
+    struct at_most fifth = {.st = a0, .i = 5, .max = 3, .rc = -1};
+    queue_at_most(&fifth);
+    assert_int_equal(fifth.rc, PT_EAGAIN);
     assert_int_equal(lane_init_count(path), 3);
     pt_store_close(a1);
     pt_store_close(a0);
@@ -930,6 +945,7 @@ struct usual_queue {
     struct pt_store *st;
     int i;
     int rc;
+    sem_t inserted, go;
 };
 
 static void *queue_the_usual_way(void *p)
@@ -943,6 +959,8 @@ static void *queue_the_usual_way(void *p)
         u->rc = pt_store_queue_figures(u->st, "CNY", &count, &total);
     if (!u->rc)
         u->rc = pt_store_charge_insert(u->st, &c, 5);
+    sem_post(&u->inserted);
+    sem_wait(&u->go);
     if (!u->rc)
         u->rc = pt_store_commit(u->st);
     else
@@ -950,14 +968,45 @@ static void *queue_the_usual_way(void *p)
     return NULL;
 }
 
+/* Lane s's usual path on a1 queues FULL-000001 and commits, its COMMIT
+ * lost as lose() makes it; then a0's guarded charge with room for one. */
+static void lost_commit_then_guarded(const char *path, struct pt_store *a0, struct pt_store *a1,
+                                     struct pt_test_pg_proxy *proxy, int hold_first,
+                                     int *guarded_rc)
+{
+    struct usual_queue u = {.st = a1, .i = 1, .rc = -1};
+    sem_init(&u.inserted, 0, 0);
+    sem_init(&u.go, 0, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_the_usual_way, &u), 0);
+    sem_wait(&u.inserted);
+    if (hold_first)
+        pt_test_pg_proxy_hold(proxy);
+    sem_post(&u.go);
+    usleep(300 * 1000); /* its COMMIT waits (at the server, or held on the way) */
+    if (hold_first)
+        pt_test_pg_proxy_lose_clients(proxy);
+    else
+        pt_test_pg_proxy_cut(proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(u.rc, PT_EIO);
+    assert_int_equal(lane_init_count(path), 0);
+    struct at_most m = {.st = a0, .i = 2, .max = 1, .rc = -1};
+    queue_at_most(&m);
+    *guarded_rc = m.rc;
+    sem_destroy(&u.inserted);
+    sem_destroy(&u.go);
+}
+
 /*
  * The same for the usual path: its COMMIT sent, the connection lost before
  * the answer (the commit made to wait here by a deferred trigger on a lock
  * the test holds; on a real server, a flush or a synchronous standby).
- * The charge counts in the guarded path's bound until that server process
- * is done.
+ * The guarded charge that follows, with room for one, ends that process
+ * before it counts: one charge in the end, whatever the lost COMMIT would
+ * have done.
  */
-static void test_pg_lost_commit_counts_in_doubt(void **state)
+static void test_pg_lost_commit_ended_before_the_count(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
@@ -967,49 +1016,117 @@ static void test_pg_lost_commit_counts_in_doubt(void **state)
     struct pt_store_options o = {.path = path, .lane_id = "lane-r"};
     assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
     struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, &o, &a1, err, sizeof err), PT_OK);
+    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
     pt_test_sql_exec(path, "CREATE FUNCTION t_wait() RETURNS trigger LANGUAGE plpgsql AS $$"
                            " BEGIN IF NEW.order_id = 'FULL-000001' THEN"
                            " PERFORM pg_advisory_xact_lock(4242); END IF; RETURN NULL; END $$;"
                            " CREATE CONSTRAINT TRIGGER t_wait AFTER INSERT ON charges"
                            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_wait()");
     void *lock = pt_test_pg_hold("SELECT pg_advisory_xact_lock(4242)");
-    struct usual_queue u = {.st = a1, .i = 1, .rc = -1};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, queue_the_usual_way, &u), 0);
-    usleep(300 * 1000); /* its COMMIT waits for the lock by now */
-    pt_test_pg_proxy_cut(proxy);
-    pthread_join(t, NULL);
-    assert_int_equal(u.rc, PT_EIO);
-    assert_int_equal(lane_init_count(path), 0);
-    /* The guarded path's bound counts it (the usual path's exact count
-     * would wait for the lane's lock, which that transaction holds). */
-    struct at_most m = {.st = a0, .i = 2, .max = 1, .rc = -1};
-    queue_at_most(&m);
-    assert_int_equal(m.rc, PT_EAGAIN);
+    int rc;
+    lost_commit_then_guarded(path, a0, a1, proxy, 0, &rc);
+    assert_int_equal(rc, PT_OK);
     pt_test_pg_release(lock);
-    for (int i = 0; i < 50 && lane_init_count(path) < 1; i++)
-        usleep(100 * 1000);
-    assert_int_equal(lane_init_count(path), 1); /* it committed */
-    for (int i = 0; i < 50 && pt_test_sql_int(path,
-                                              "SELECT count(*) FROM pg_stat_activity WHERE"
-                                              " backend_type = 'client backend'"
-                                              " AND state = 'active' AND pid <> pg_backend_pid()",
-                                              0) > 0;
-         i++)
-        usleep(100 * 1000);
-    /* Its process done, the figures are the server's again. */
-    int64_t count = -1, total = -1;
-    assert_int_equal(pt_store_begin(a0), PT_OK);
-    assert_int_equal(pt_store_queue_figures(a0, "CNY", &count, &total), PT_OK);
-    assert_int_equal(count, 1);
-    assert_int_equal(pt_store_rollback(a0), PT_OK);
-    m.max = 2;
-    queue_at_most(&m);
-    assert_int_equal(m.rc, PT_OK);
+    usleep(300 * 1000);
+    assert_int_equal(order_count(path, 1), 0);
+    assert_int_equal(lane_init_count(path), 1);
+    assert_int_equal(usual_count(a0, NULL), 1);
     pt_store_close(a1);
     pt_store_close(a0);
     pt_test_pg_proxy_stop(proxy);
+}
+
+/*
+ * A COMMIT still on its way when the connection is lost: the server
+ * process sits idle in its transaction - not running anything - and would
+ * commit when the request reaches it.  Not running is not done: the count
+ * ends it all the same, and the late COMMIT finds nobody.
+ */
+static void test_pg_lost_commit_on_its_way(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "doubt-late.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-s"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
+    int rc;
+    lost_commit_then_guarded(path, a0, a1, proxy, 1, &rc);
+    assert_int_equal(rc, PT_OK);
+    pt_test_pg_proxy_deliver(proxy); /* the COMMIT arrives, late */
+    usleep(300 * 1000);
+    assert_int_equal(order_count(path, 1), 0);
+    assert_int_equal(lane_init_count(path), 1);
+    assert_int_equal(usual_count(a0, NULL), 1);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+}
+
+/*
+ * A lane whose role cannot read pg_stat_activity cannot follow its lost
+ * connections' server processes: what one may have queued then stays
+ * counted (the log says so) until the daemon restarts - the lane errs
+ * towards full - and nothing else fails.
+ */
+static void test_pg_lost_and_not_followed_stays_counted(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "doubt-role.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-t"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    pt_test_pg_admin("DROP ROLE IF EXISTS plain_lane");
+    pt_test_pg_admin("CREATE ROLE plain_lane LOGIN");
+    pt_test_sql_exec(path, "GRANT CREATE ON SCHEMA public TO plain_lane;"
+                           " GRANT ALL ON ALL TABLES IN SCHEMA public TO plain_lane;"
+                           " GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO plain_lane;"
+                           " REVOKE SELECT ON pg_stat_activity FROM PUBLIC");
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    int orc = pt_test_store_open_via(proxy, "user=plain_lane", &o, &a1, err, sizeof err);
+    if (orc)
+        fail_msg("%s", err);
+    for (int i = 1; i <= 2; i++) {
+        struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
+        queue_at_most(&m);
+        assert_int_equal(m.rc, PT_OK);
+    }
+    void *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
+    struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
+    usleep(300 * 1000);
+    pt_test_pg_proxy_cut(proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(third.rc, PT_EIO);
+    /* Not followed: counted, whatever it does. */
+    assert_int_equal(usual_count(a0, NULL), 3);
+    struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
+    queue_at_most(&fourth);
+    assert_int_equal(fourth.rc, PT_EAGAIN);
+    pt_test_pg_release(lock);
+    for (int i = 0; i < 50 && order_count(path, 3) == 0; i++)
+        usleep(100 * 1000);
+    assert_int_equal(order_count(path, 3), 1); /* it did commit, after */
+    assert_int_equal(lane_init_count(path), 3);
+    /* Still counted: a place freed is not taken while it is. */
+    assert_int_equal(usual_count(a0, NULL), 4);
+    queue_at_most(&fourth);
+    assert_int_equal(fourth.rc, PT_EAGAIN);
+    assert_int_equal(lane_init_count(path), 3);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+    pt_test_sql_exec(path, "GRANT SELECT ON pg_stat_activity TO PUBLIC;"
+                           " REVOKE CREATE ON SCHEMA public FROM plain_lane;"
+                           " REVOKE ALL ON ALL TABLES IN SCHEMA public FROM plain_lane;"
+                           " REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM plain_lane");
+    pt_test_pg_admin("DROP ROLE plain_lane");
 }
 
 /*
@@ -1327,8 +1444,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_queued_charge_trail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_lane_figures_never_deadlock, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pg_lost_connection_counts_in_doubt, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pg_lost_commit_counts_in_doubt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_statement_ended_before_the_count, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_commit_ended_before_the_count, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_commit_on_its_way, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_and_not_followed_stays_counted, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_is_a_config_error, setup, teardown),

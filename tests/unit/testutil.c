@@ -459,14 +459,23 @@ int pt_test_writer_new(const struct pt_store_options *o, struct pt_store_writer 
 #include <sys/socket.h>
 #include <sys/un.h>
 
-enum { PROXY_PAIRS = 16 };
+enum { PROXY_PAIRS = 32, PROXY_HELD = 65536 };
+
+/* A client's connection through the proxy: its end (-1 once lost), the
+ * server's, and what the client sent while it was held. */
+struct proxy_pair {
+    int client, server;
+    size_t held;
+    char buf[PROXY_HELD];
+};
 
 struct pt_test_pg_proxy {
     char dir[256];    /* its socket: dir/.s.PGSQL.5432 */
     char target[300]; /* the cluster's socket */
     int listen_fd;
-    int ctl[2], ack[2]; /* cut/stop requests to its thread, and the answers */
-    int pair[PROXY_PAIRS][2];
+    int ctl[2], ack[2]; /* requests to its thread, and the answers */
+    int holding;        /* clients' bytes kept, not forwarded */
+    struct proxy_pair *pair[PROXY_PAIRS];
     int npairs;
     pthread_t th;
 };
@@ -505,29 +514,68 @@ static int unix_connect(const char *path)
     return fd;
 }
 
-static void proxy_close_all(struct pt_test_pg_proxy *p)
+static void proxy_drop(struct pt_test_pg_proxy *p, int i)
 {
-    for (int i = 0; i < p->npairs; i++) {
-        close(p->pair[i][0]);
-        close(p->pair[i][1]);
-    }
-    p->npairs = 0;
+    if (p->pair[i]->client >= 0)
+        close(p->pair[i]->client);
+    close(p->pair[i]->server);
+    free(p->pair[i]);
+    p->pair[i] = p->pair[--p->npairs];
 }
 
-/* Moves what one end has to the other: 0, or -1 when the pair is done. */
+/* Writes n bytes: 0, or -1. */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    for (size_t o = 0; o < n;) {
+        ssize_t w = send(fd, buf + o, n - o, MSG_NOSIGNAL);
+        if (w <= 0)
+            return -1;
+        o += (size_t)w;
+    }
+    return 0;
+}
+
+/* Moves what one end has to the other (to -1: a lost client's answer,
+ * dropped): 0, or -1 when the pair is done. */
 static int proxy_move(int from, int to)
 {
     char buf[16384];
     ssize_t n = read(from, buf, sizeof buf);
-    if (n <= 0)
-        return -1;
-    for (ssize_t o = 0; o < n;) {
-        ssize_t w = write(to, buf + o, (size_t)(n - o));
-        if (w <= 0)
-            return -1;
-        o += w;
+    return n <= 0 ? -1 : to < 0 ? 0 : write_all(to, buf, (size_t)n);
+}
+
+/* Keeps what a held client has sent (without blocking): 0, or -1 at its end. */
+static int proxy_keep(struct proxy_pair *pp)
+{
+    ssize_t n = recv(pp->client, pp->buf + pp->held, sizeof pp->buf - pp->held, MSG_DONTWAIT);
+    if (n > 0)
+        pp->held += (size_t)n;
+    return n == 0 ? -1 : 0;
+}
+
+/*
+ * The requests: 'c' cut every connection (both ends); 'h' hold - what
+ * clients send from now on is kept, not forwarded; 'l' lose the clients -
+ * their ends closed, the servers' kept open with what was held; 'd'
+ * deliver what was held to the servers, then close them; 's' stop.
+ */
+static void proxy_do(struct pt_test_pg_proxy *p, char c)
+{
+    for (int i = p->npairs - 1; i >= 0; i--) {
+        struct proxy_pair *pp = p->pair[i];
+        if (c == 'c' || c == 's') {
+            proxy_drop(p, i);
+        } else if (c == 'l' && pp->client >= 0) {
+            proxy_keep(pp);
+            close(pp->client);
+            pp->client = -1;
+        } else if (c == 'd') {
+            write_all(pp->server, pp->buf, pp->held);
+            usleep(100 * 1000); /* the server reads it before the close */
+            proxy_drop(p, i);
+        }
     }
-    return 0;
+    p->holding = c == 'h' || (p->holding && c == 'l');
 }
 
 static void *proxy_main(void *arg)
@@ -539,8 +587,8 @@ static void *proxy_main(void *arg)
         fds[n++] = (struct pollfd){.fd = p->ctl[0], .events = POLLIN};
         fds[n++] = (struct pollfd){.fd = p->listen_fd, .events = POLLIN};
         for (int i = 0; i < p->npairs; i++) {
-            fds[n++] = (struct pollfd){.fd = p->pair[i][0], .events = POLLIN};
-            fds[n++] = (struct pollfd){.fd = p->pair[i][1], .events = POLLIN};
+            fds[n++] = (struct pollfd){.fd = p->pair[i]->client, .events = POLLIN};
+            fds[n++] = (struct pollfd){.fd = p->pair[i]->server, .events = POLLIN};
         }
         if (poll(fds, (nfds_t)n, -1) < 0)
             continue;
@@ -548,32 +596,36 @@ static void *proxy_main(void *arg)
             char c = 0;
             if (read(p->ctl[0], &c, 1) != 1)
                 c = 's';
-            proxy_close_all(p);
+            proxy_do(p, c);
             if (write(p->ack[1], &c, 1) != 1 || c == 's')
                 return NULL;
             continue;
         }
         for (int i = p->npairs - 1; i >= 0; i--) {
+            struct proxy_pair *pp = p->pair[i];
             short in = fds[2 + 2 * i].revents, out = fds[3 + 2 * i].revents;
-            if ((in && proxy_move(p->pair[i][0], p->pair[i][1])) ||
-                (out && proxy_move(p->pair[i][1], p->pair[i][0]))) {
-                close(p->pair[i][0]);
-                close(p->pair[i][1]);
-                p->pair[i][0] = p->pair[--p->npairs][0];
-                p->pair[i][1] = p->pair[p->npairs][1];
-            }
+            int done = 0;
+            if (in && pp->client >= 0)
+                done = p->holding ? proxy_keep(pp) : proxy_move(pp->client, pp->server);
+            if (!done && out)
+                done = proxy_move(pp->server, pp->client); /* a lost client: dropped */
+            if (done)
+                proxy_drop(p, i);
         }
         if (fds[1].revents & POLLIN) {
             int c = accept(p->listen_fd, NULL, NULL);
-            int s = c >= 0 ? unix_connect(p->target) : -1;
-            if (c >= 0 && s >= 0 && p->npairs < PROXY_PAIRS) {
-                p->pair[p->npairs][0] = c;
-                p->pair[p->npairs++][1] = s;
+            int sv = c >= 0 ? unix_connect(p->target) : -1;
+            struct proxy_pair *pp =
+                c >= 0 && sv >= 0 && p->npairs < PROXY_PAIRS ? calloc(1, sizeof *pp) : NULL;
+            if (pp) {
+                pp->client = c;
+                pp->server = sv;
+                p->pair[p->npairs++] = pp;
             } else {
                 if (c >= 0)
                     close(c);
-                if (s >= 0)
-                    close(s);
+                if (sv >= 0)
+                    close(sv);
             }
         }
     }
@@ -609,6 +661,21 @@ void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p)
     proxy_ask(p, 'c');
 }
 
+void pt_test_pg_proxy_hold(struct pt_test_pg_proxy *p)
+{
+    proxy_ask(p, 'h');
+}
+
+void pt_test_pg_proxy_lose_clients(struct pt_test_pg_proxy *p)
+{
+    proxy_ask(p, 'l');
+}
+
+void pt_test_pg_proxy_deliver(struct pt_test_pg_proxy *p)
+{
+    proxy_ask(p, 'd');
+}
+
 void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)
 {
     proxy_ask(p, 's');
@@ -622,13 +689,17 @@ void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)
     free(p);
 }
 
-int pt_test_store_open_via(struct pt_test_pg_proxy *p, const struct pt_store_options *o,
-                           struct pt_store **st, char *err, size_t errlen)
+int pt_test_store_open_via(struct pt_test_pg_proxy *p, const char *more,
+                           const struct pt_store_options *o, struct pt_store **st, char *err,
+                           size_t errlen)
 {
     char dsn[1000];
     if (!test_dsn[0])
         fail_msg("pt_test_store_open_via: open the test database with pt_test_store_open first");
-    snprintf(dsn, sizeof dsn, "%s host=%s", test_dsn, p->dir);
+    if (p)
+        snprintf(dsn, sizeof dsn, "%s host=%s %s", test_dsn, p->dir, more ? more : "");
+    else
+        snprintf(dsn, sizeof dsn, "%s %s", test_dsn, more ? more : "");
     struct pt_store_options pg = *o;
     pg.backend = PT_STORE_POSTGRESQL;
     pg.dsn = dsn;
@@ -665,15 +736,32 @@ void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p)
     (void)p;
 }
 
+void pt_test_pg_proxy_hold(struct pt_test_pg_proxy *p)
+{
+    (void)p;
+}
+
+void pt_test_pg_proxy_lose_clients(struct pt_test_pg_proxy *p)
+{
+    (void)p;
+}
+
+void pt_test_pg_proxy_deliver(struct pt_test_pg_proxy *p)
+{
+    (void)p;
+}
+
 void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)
 {
     (void)p;
 }
 
-int pt_test_store_open_via(struct pt_test_pg_proxy *p, const struct pt_store_options *o,
-                           struct pt_store **st, char *err, size_t errlen)
+int pt_test_store_open_via(struct pt_test_pg_proxy *p, const char *more,
+                           const struct pt_store_options *o, struct pt_store **st, char *err,
+                           size_t errlen)
 {
     (void)p;
+    (void)more;
     (void)o;
     (void)st;
     (void)err;

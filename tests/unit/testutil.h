@@ -124,14 +124,24 @@ void pt_test_pg_dsn(char *dsn, size_t cap, const char *dbname);
 void pt_test_pg_admin(const char *sql);
 
 /* A proxy in front of the test cluster's socket: a store opened through
- * it (after pt_test_store_open of the same database) loses its connection
- * at pt_test_pg_proxy_cut() while its server process lives on - the
- * network gone between a lane and its server. */
+ * it (pt_test_store_open_via, after pt_test_store_open of the same
+ * database; more: DSN keys appended, "user=x", or NULL; p NULL: no proxy)
+ * loses its connection while its server process lives on - the network
+ * gone between a lane and its server:
+ *   cut           every connection closed at both ends;
+ *   hold          what clients send from now on is kept, not forwarded
+ *                 (a request on its way);
+ *   lose_clients  the clients' ends closed, the servers' kept open;
+ *   deliver       what was held reaches the servers, then they are closed. */
 struct pt_test_pg_proxy;
 struct pt_test_pg_proxy *pt_test_pg_proxy_start(void);
-int pt_test_store_open_via(struct pt_test_pg_proxy *p, const struct pt_store_options *o,
-                           struct pt_store **st, char *err, size_t errlen);
+int pt_test_store_open_via(struct pt_test_pg_proxy *p, const char *more,
+                           const struct pt_store_options *o, struct pt_store **st, char *err,
+                           size_t errlen);
 void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p);
+void pt_test_pg_proxy_hold(struct pt_test_pg_proxy *p);
+void pt_test_pg_proxy_lose_clients(struct pt_test_pg_proxy *p);
+void pt_test_pg_proxy_deliver(struct pt_test_pg_proxy *p);
 void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p);
 /* Runs sql on the test database in a transaction left open (its locks
  * held) until pt_test_pg_release(). */
