@@ -104,7 +104,7 @@
 /* Ends a server process this daemon lost its connection to, waiting up to
  * a second for it to go (PostgreSQL 14: pg_terminate_backend's timeout);
  * true when it has gone. */
-#define DOUBT_TERMINATE "pg_terminate_backend(a.pid, 1000)"
+#define DOUBT_TERMINATE "pg_terminate_backend(pid, 1000)"
 
 /* X(ID, "sql") - statements prepared once per connection. */
 #define PG_STMTS(X)                                                                                \
@@ -174,15 +174,13 @@
     X(LANE_BOUND, "SELECT currency, count(*), sum(amount) FROM charges"                            \
                   " WHERE lane = current_setting('payterm.lane')"                                  \
                   " AND state IN ('INIT', 'PROCESSING') GROUP BY currency")                        \
-    X(DOUBTS_END, "SELECT a.pid, " DOUBT_TERMINATE " FROM pg_stat_activity a"                      \
-                  " JOIN unnest($1::integer[], $2::bigint[]) AS d (pid, started)"                  \
-                  " ON a.pid = d.pid"                                                              \
-                  " AND (extract(epoch FROM a.backend_start) * 1000000)::bigint = d.started")      \
-    X(DOUBTS_END_13, "SELECT a.pid, 'f', pg_terminate_backend(a.pid)"                              \
-                     " FROM pg_stat_activity a"                                                    \
-                     " JOIN unnest($1::integer[], $2::bigint[]) AS d (pid, started)"               \
-                     " ON a.pid = d.pid"                                                           \
-                     " AND (extract(epoch FROM a.backend_start) * 1000000)::bigint = d.started")   \
+    X(DOUBT_END, "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint,"                   \
+                 " CASE WHEN (extract(epoch FROM backend_start) * 1000000)::bigint = $2::bigint"   \
+                 " THEN " DOUBT_TERMINATE " END FROM pg_stat_activity WHERE pid = $1::integer")    \
+    X(DOUBT_END_13, "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint,"                \
+                    " CASE WHEN (extract(epoch FROM backend_start) * 1000000)::bigint"             \
+                    " = $2::bigint THEN pg_terminate_backend(pid) END"                             \
+                    " FROM pg_stat_activity WHERE pid = $1::integer")                              \
     X(STATS_STATE, "SELECT state, count(*) FROM charges GROUP BY state")                           \
     X(STATS_ACTIVE, "SELECT state, count(*) FROM charges WHERE " ACTIVE " GROUP BY state")         \
     X(STATS_REVIEW, "SELECT count(*) FROM charges WHERE review = 1")                               \
@@ -734,9 +732,37 @@ static void doubt_add(struct pg_store *st, struct lane_figures *f, const struct 
 }
 
 /*
+ * Whether doubt d's server process has gone, ending it first: 1 gone, 0
+ * not (yet), or a pt_err.  Its row read by pid; another start means the
+ * pid was given to a new process (gone); a start not shown (another role's
+ * session) cannot be told (not gone).  On PostgreSQL 13 the end is not
+ * waited for: gone when a later look finds no such process.
+ */
+static int doubt_gone(struct pg_store *st, const struct doubt *d)
+{
+    struct args a = {0};
+    a_int(&a, d->pid);
+    a_int(&a, d->started);
+    PGresult *r;
+    int waits = PQserverVersion(st->conn) >= 140000; /* else "t": only signalled */
+    int rc = q(st, waits ? S_DOUBT_END : S_DOUBT_END_13, &a, &r);
+    if (rc)
+        return rc;
+    int gone = PQntuples(r) == 0 || (!PQgetisnull(r, 0, 0) && col_int(r, 0, 0) != d->started) ||
+               (waits && !PQgetisnull(r, 0, 1) && strcmp(PQgetvalue(r, 0, 1), "t") == 0);
+    PQclear(r);
+    return gone;
+}
+
+/*
  * Ends the server processes in doubt and drops those that have gone (f->mu
- * held).  PT_OK (doubts that cannot be settled stay counted), PT_EIO
- * without a server, or PT_EBUSY when a doubt could not be kept.
+ * held).  One statement each, the activity snapshot cleared before each
+ * (a transaction keeps it; a pid may be reused meanwhile), inside a
+ * savepoint in a transaction (a refusal must not abort the caller's).
+ * PT_OK - doubts that cannot be settled (the role may not read
+ * pg_stat_activity or end its sessions) stay counted, and the log says
+ * why - PT_EIO without a server, or PT_EBUSY when a lost write's charges
+ * could not even be counted.
  */
 static int doubts_settle(struct pg_store *st, struct lane_figures *f)
 {
@@ -749,20 +775,28 @@ static int doubts_settle(struct pg_store *st, struct lane_figures *f)
     }
     if (f->ndoubts == 0)
         return PT_OK;
-    char pids[LANE_DOUBTS * 12 + 4], starts[LANE_DOUBTS * 22 + 4];
-    size_t o = 0, u = 0;
-    for (int i = 0; i < f->ndoubts; i++) {
-        o += (size_t)snprintf(pids + o, sizeof pids - o, "%s%d", i ? "," : "{", f->doubts[i].pid);
-        u += (size_t)snprintf(starts + u, sizeof starts - u, "%s%lld", i ? "," : "{",
-                              (long long)f->doubts[i].started);
+    int rc = st->in_txn ? exec_sql(st, "SAVEPOINT payterm_settle") : PT_OK;
+    int kept = 0, i = 0;
+    for (; rc == PT_OK && i < f->ndoubts; i++) {
+        rc = exec_sql(st, "SELECT pg_stat_clear_snapshot()");
+        int gone = rc ? rc : doubt_gone(st, &f->doubts[i]);
+        if (gone < 0) {
+            rc = gone;
+            break;
+        }
+        if (!gone)
+            f->doubts[kept++] = f->doubts[i];
+        else
+            pt_log_info("store: lane \"%s\": server process %d has gone; its charges are counted "
+                        "from the server again",
+                        f->lane, f->doubts[i].pid);
     }
-    snprintf(pids + o, sizeof pids - o, "}");
-    snprintf(starts + u, sizeof starts - u, "}");
-    struct args a = {0};
-    a_text(&a, pids);
-    a_text(&a, starts);
-    PGresult *r;
-    int rc = q(st, PQserverVersion(st->conn) >= 140000 ? S_DOUBTS_END : S_DOUBTS_END_13, &a, &r);
+    for (; i < f->ndoubts; i++) /* not looked at: kept */
+        f->doubts[kept++] = f->doubts[i];
+    f->ndoubts = kept;
+    if (st->in_txn && PQstatus(st->conn) == CONNECTION_OK)
+        exec_sql(st,
+                 rc ? "ROLLBACK TO SAVEPOINT payterm_settle" : "RELEASE SAVEPOINT payterm_settle");
     if (rc == PT_EIO)
         return rc;
     if (rc) {
@@ -775,21 +809,6 @@ static int doubts_settle(struct pg_store *st, struct lane_figures *f)
         return PT_OK;
     }
     f->settle_logged = 0;
-    int kept = 0;
-    for (int i = 0; i < f->ndoubts; i++) {
-        int pending = 0;
-        for (int k = 0; k < PQntuples(r) && !pending; k++)
-            pending =
-                (int)col_int(r, k, 0) == f->doubts[i].pid && strcmp(PQgetvalue(r, k, 1), "t") != 0;
-        if (pending)
-            f->doubts[kept++] = f->doubts[i];
-        else
-            pt_log_info("store: lane \"%s\": server process %d has gone; its charges are counted "
-                        "from the server again",
-                        f->lane, f->doubts[i].pid);
-    }
-    f->ndoubts = kept;
-    PQclear(r);
     return PT_OK;
 }
 
@@ -889,6 +908,7 @@ static int session_setup(struct pg_store *st)
         "SELECT set_config('synchronous_commit', 'on', false),"
         " set_config('default_transaction_isolation', 'read committed', false),"
         " set_config('client_min_messages', 'warning', false),"
+        " set_config('idle_in_transaction_session_timeout', '60s', false),"
         " set_config('payterm.lane', $1::text, false)";
     const char *lane = st->lane_id;
     PGresult *r = RT(st, PQexecParams(st->conn, sql, 1, NULL, &lane, NULL, NULL, 0));
@@ -907,7 +927,16 @@ static int session_setup(struct pg_store *st)
     r = RT(st, PQexec(st->conn, "SELECT pg_backend_pid(), (extract(epoch FROM backend_start) "
                                 "* 1000000)::bigint FROM pg_stat_activity"
                                 " WHERE pid = pg_backend_pid()"));
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+        (int)col_int(r, 0, 0) != PQbackendPID(st->conn)) {
+        /* A pooler answered for the server (its own key): the process is
+         * not this connection's for good, and must never be ended. */
+        static atomic_int pooler_logged;
+        if (!atomic_exchange(&pooler_logged, 1))
+            pt_log_warn("store: a connection pooler sits between this lane and PostgreSQL: a "
+                        "write lost on the way stays counted in the lane's offline figures "
+                        "until the daemon restarts");
+    } else if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
         st->backend_pid = (int)col_int(r, 0, 0);
         st->backend_start = col_int(r, 0, 1);
     } else if (PQstatus(st->conn) != CONNECTION_OK) {
@@ -1121,6 +1150,16 @@ static PGconn *connect_again(const char *const *keys, const char *const *vals, c
     return NULL;
 }
 
+/* The server's warnings (client_min_messages) to the log, not stderr. */
+static void pg_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    int n = (int)strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    pt_log_warn("store: PostgreSQL says: %.*s", n, msg);
+}
+
 static void pg_close(struct pt_store *s)
 {
     struct pg_store *st = PG(s);
@@ -1179,6 +1218,8 @@ int pt_store_pg_open(const struct pt_store_options *opt, struct pt_store **out, 
         }
     }
     wipe(pw, sizeof pw);
+    if (st->conn) /* kept by PQreset */
+        PQsetNoticeProcessor(st->conn, pg_notice, NULL);
     st->readonly = opt->readonly;
     st->existing = opt->existing;
     if (why[0]) {
@@ -1317,7 +1358,9 @@ static int pg_rollback(struct pt_store *s)
     st->events_in_txn = 0;
     if (PQstatus(st->conn) == CONNECTION_OK) /* else dropped with the connection */
         PQclear(RT(st, PQexec(st->conn, "ROLLBACK")));
-    else if (st->figs_held) /* its server process may hold the lane's lock, unseen */
+    /* Lost before or during the ROLLBACK: its server process may sit in
+     * the transaction, the lane's lock held, until ended. */
+    if (PQstatus(st->conn) != CONNECTION_OK && st->figs_held)
         doubt_add(st, st->figs, &st->txn_queued);
     memset(&st->txn_queued, 0, sizeof st->txn_queued);
     lane_release(st);

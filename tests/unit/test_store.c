@@ -15,6 +15,8 @@
 #include <sqlite3.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -859,14 +861,26 @@ static long long order_count(const char *path, int i)
     return pt_test_sql_int(path, sql, 0);
 }
 
-/* Server processes of the test database other than the asking one. */
-static long long others_at_server(const char *path)
+/* A server process of the test database waiting for a lock (a table's,
+ * an advisory one): its pid, once there is one (10 s at most). */
+static int lock_waiter(const char *path)
 {
-    return pt_test_sql_int(
-        path,
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
-        0);
+    static const char sql[] = "SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                              " current_database() AND wait_event_type = 'Lock'";
+    assert_true(pt_test_pg_wait_for(path, sql, 10000));
+    return (int)pt_test_sql_int(path,
+                                "SELECT min(pid) FROM pg_stat_activity WHERE datname ="
+                                " current_database() AND wait_event_type = 'Lock'",
+                                0);
+}
+
+/* Waits (10 s at most) for server process pid to be gone: 1 when it is. */
+static int process_gone(const char *path, int pid)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT 1 - least(count(*), 1) FROM pg_stat_activity WHERE pid = %d",
+             pid);
+    return pt_test_pg_wait_for(path, sql, 10000);
 }
 
 /* The usual path's exact figures of st's lane, in a transaction rolled back. */
@@ -911,21 +925,18 @@ static void test_pg_lost_statement_ended_before_the_count(void **state)
     struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
-    usleep(300 * 1000); /* its statement waits for the lock by now */
+    int lost = lock_waiter(path); /* its server process, waiting for the lock */
     pt_test_pg_proxy_cut(proxy);
     pthread_join(t, NULL);
     assert_int_equal(third.rc, PT_EIO);
-    long long waiting = others_at_server(path);
     /* The fourth: the lane's figures are counted again, the lost process
      * ended first (its insert waits for the same lock: another thread). */
     struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &fourth), 0);
-    usleep(500 * 1000);
-    assert_int_equal(others_at_server(path), waiting - 1); /* the lost one has gone */
+    assert_true(process_gone(path, lost)); /* ended, before the lock was let go */
     pt_test_pg_release(lock);
     pthread_join(t, NULL);
     assert_int_equal(fourth.rc, PT_OK);
-    usleep(200 * 1000);
     assert_int_equal(order_count(path, 3), 0); /* never committed behind the lane's back */
     assert_int_equal(lane_init_count(path), 3);
     int64_t total;
@@ -983,11 +994,15 @@ static void lost_commit_then_guarded(const char *path, struct pt_store *a0, stru
     if (hold_first)
         pt_test_pg_proxy_hold(proxy);
     sem_post(&u.go);
-    usleep(300 * 1000); /* its COMMIT waits (at the server, or held on the way) */
-    if (hold_first)
+    if (hold_first) { /* its COMMIT held on the way */
+        for (int i = 0; i < 500 && !pt_test_pg_proxy_held(proxy); i++)
+            usleep(20 * 1000);
+        assert_true(pt_test_pg_proxy_held(proxy) > 0);
         pt_test_pg_proxy_lose_clients(proxy);
-    else
+    } else { /* its COMMIT waits at the server */
+        lock_waiter(path);
         pt_test_pg_proxy_cut(proxy);
+    }
     pthread_join(t, NULL);
     assert_int_equal(u.rc, PT_EIO);
     assert_int_equal(lane_init_count(path), 0);
@@ -1027,7 +1042,6 @@ static void test_pg_lost_commit_ended_before_the_count(void **state)
     lost_commit_then_guarded(path, a0, a1, proxy, 0, &rc);
     assert_int_equal(rc, PT_OK);
     pt_test_pg_release(lock);
-    usleep(300 * 1000);
     assert_int_equal(order_count(path, 1), 0);
     assert_int_equal(lane_init_count(path), 1);
     assert_int_equal(usual_count(a0, NULL), 1);
@@ -1056,14 +1070,161 @@ static void test_pg_lost_commit_on_its_way(void **state)
     int rc;
     lost_commit_then_guarded(path, a0, a1, proxy, 1, &rc);
     assert_int_equal(rc, PT_OK);
-    pt_test_pg_proxy_deliver(proxy); /* the COMMIT arrives, late */
-    usleep(300 * 1000);
+    pt_test_pg_proxy_deliver(proxy); /* the COMMIT arrives, late (and is read) */
     assert_int_equal(order_count(path, 1), 0);
     assert_int_equal(lane_init_count(path), 1);
     assert_int_equal(usual_count(a0, NULL), 1);
     pt_store_close(a1);
     pt_store_close(a0);
     pt_test_pg_proxy_stop(proxy);
+}
+
+/* The usual path's transaction that reads the figures (the lane's server
+ * lock taken) and rolls back, refused (another thread). */
+struct usual_refused {
+    struct pt_store *st;
+    int rc;
+    sem_t counted, go;
+};
+
+static void *count_and_roll_back(void *p)
+{
+    struct usual_refused *u = p;
+    int64_t count, total;
+    u->rc = pt_store_begin(u->st);
+    if (!u->rc)
+        u->rc = pt_store_queue_figures(u->st, "CNY", &count, &total);
+    sem_post(&u->counted);
+    sem_wait(&u->go);
+    pt_store_rollback(u->st);
+    return NULL;
+}
+
+struct usual_count_job {
+    struct pt_store *st;
+    atomic_int done;
+    int64_t count;
+};
+
+static void *usual_count_main(void *p)
+{
+    struct usual_count_job *j = p;
+    j->count = usual_count(j->st, NULL);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+/*
+ * The usual path refused a charge over the limits and rolled back, and the
+ * connection was lost with the ROLLBACK on its way: the server process sits
+ * in the transaction with the lane's server lock.  The lane's next exact
+ * count ends it instead of waiting for the lock until the server's
+ * keepalives give up.
+ */
+static void test_pg_lost_rollback_does_not_hold_the_lane(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "doubt-rollback.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-v"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
+    struct usual_refused u = {.st = a1, .rc = -1};
+    sem_init(&u.counted, 0, 0);
+    sem_init(&u.go, 0, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, count_and_roll_back, &u), 0);
+    sem_wait(&u.counted);
+    assert_int_equal(u.rc, PT_OK);
+    pt_test_pg_proxy_hold(proxy);
+    sem_post(&u.go);
+    for (int i = 0; i < 500 && !pt_test_pg_proxy_held(proxy); i++)
+        usleep(20 * 1000);
+    assert_true(pt_test_pg_proxy_held(proxy) > 0); /* the ROLLBACK, on its way */
+    pt_test_pg_proxy_lose_clients(proxy);
+    pthread_join(t, NULL);
+    struct usual_count_job j = {.st = a0};
+    assert_int_equal(pthread_create(&t, NULL, usual_count_main, &j), 0);
+    for (int i = 0; i < 500 && !atomic_load(&j.done); i++)
+        usleep(20 * 1000);
+    int done = atomic_load(&j.done);
+    if (!done)
+        pt_test_pg_proxy_deliver(proxy); /* let it go, to fail cleanly */
+    pthread_join(t, NULL);
+    assert_true(done); /* counted within 10 s, not after the keepalives */
+    assert_int_equal(j.count, 0);
+    sem_destroy(&u.counted);
+    sem_destroy(&u.go);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+}
+
+/*
+ * A charge that has committed on the server's disk and waits for a
+ * synchronous standby when the connection is lost: ending that process
+ * does not undo it - the commit becomes visible as the process exits.  The
+ * lane's bound (which takes no server lock) must be counted after that
+ * process has gone, with the charge in it: room for one, one lost in this
+ * state, then another guarded charge - refused.  (Its own cluster:
+ * synchronous_standby_names is the server's.  The process exits within
+ * moments of being told to, so this cannot tell a count read after it was
+ * told from one read after it has gone; it shows the commit counted.)
+ */
+static void test_pg_lost_commit_waiting_for_a_standby(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char cdir[300], cstate[340], cmd[800], path[300], err[512];
+    pt_test_tmpdir(cdir, sizeof cdir);
+    snprintf(cstate, sizeof cstate, "%s/pg.state", cdir);
+    snprintf(cmd, sizeof cmd, "'%s' start '%s' >/dev/null", PT_PG_CLUSTER, cstate);
+    assert_int_equal(system(cmd), 0);
+    pt_test_pg_use(cstate);
+    db_path(path, sizeof path, "doubt-standby.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-w"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
+    pt_test_pg_admin("ALTER SYSTEM SET synchronous_standby_names = 'nowhere'");
+    pt_test_sql_exec(path, "SELECT pg_reload_conf()");
+    usleep(200 * 1000); /* the reload reaches every process */
+    struct at_most first = {.st = a1, .i = 1, .max = 1, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &first), 0);
+    assert_true(pt_test_pg_wait_for(path,
+                                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event ="
+                                    " 'SyncRep' AND datname = current_database()",
+                                    10000));
+    pt_test_pg_proxy_cut(proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(first.rc, PT_EIO);
+    /* The second, with room for one (another thread: admitted, its own
+     * commit would wait for the standby too). */
+    struct at_most second = {.st = a0, .i = 2, .max = 1, .rc = -1};
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &second), 0);
+    int waited = 0;
+    while (waited < 5000 && second.rc == -1) {
+        usleep(20 * 1000);
+        waited += 20;
+    }
+    pt_test_pg_admin("ALTER SYSTEM RESET synchronous_standby_names");
+    pt_test_sql_exec(path, "SELECT pg_reload_conf()");
+    pthread_join(t, NULL);
+    assert_int_equal(second.rc, PT_EAGAIN);
+    assert_int_equal(order_count(path, 1), 1); /* it did commit */
+    assert_int_equal(lane_init_count(path), 1);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+    pt_test_pg_use(NULL);
+    snprintf(cmd, sizeof cmd, "'%s' stop '%s'", PT_PG_CLUSTER, cstate);
+    assert_int_equal(system(cmd), 0);
+    pt_test_rmtree(cdir);
 }
 
 /*
@@ -1100,7 +1261,7 @@ static void test_pg_lost_and_not_followed_stays_counted(void **state)
     struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
-    usleep(300 * 1000);
+    lock_waiter(path);
     pt_test_pg_proxy_cut(proxy);
     pthread_join(t, NULL);
     assert_int_equal(third.rc, PT_EIO);
@@ -1449,6 +1610,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pg_lost_commit_ended_before_the_count, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pg_lost_commit_on_its_way, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_rollback_does_not_hold_the_lane, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_commit_waiting_for_a_standby, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_lost_and_not_followed_stays_counted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),

@@ -456,6 +456,7 @@ int pt_test_writer_new(const struct pt_store_options *o, struct pt_store_writer 
 #ifdef PT_WITH_PG
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -475,6 +476,7 @@ struct pt_test_pg_proxy {
     int listen_fd;
     int ctl[2], ack[2]; /* requests to its thread, and the answers */
     int holding;        /* clients' bytes kept, not forwarded */
+    atomic_size_t held; /* bytes kept so far */
     struct proxy_pair *pair[PROXY_PAIRS];
     int npairs;
     pthread_t th;
@@ -545,11 +547,13 @@ static int proxy_move(int from, int to)
 }
 
 /* Keeps what a held client has sent (without blocking): 0, or -1 at its end. */
-static int proxy_keep(struct proxy_pair *pp)
+static int proxy_keep(struct pt_test_pg_proxy *p, struct proxy_pair *pp)
 {
     ssize_t n = recv(pp->client, pp->buf + pp->held, sizeof pp->buf - pp->held, MSG_DONTWAIT);
-    if (n > 0)
+    if (n > 0) {
         pp->held += (size_t)n;
+        atomic_fetch_add(&p->held, (size_t)n);
+    }
     return n == 0 ? -1 : 0;
 }
 
@@ -566,7 +570,7 @@ static void proxy_do(struct pt_test_pg_proxy *p, char c)
         if (c == 'c' || c == 's') {
             proxy_drop(p, i);
         } else if (c == 'l' && pp->client >= 0) {
-            proxy_keep(pp);
+            proxy_keep(p, pp);
             close(pp->client);
             pp->client = -1;
         } else if (c == 'd') {
@@ -606,7 +610,7 @@ static void *proxy_main(void *arg)
             short in = fds[2 + 2 * i].revents, out = fds[3 + 2 * i].revents;
             int done = 0;
             if (in && pp->client >= 0)
-                done = p->holding ? proxy_keep(pp) : proxy_move(pp->client, pp->server);
+                done = p->holding ? proxy_keep(p, pp) : proxy_move(pp->client, pp->server);
             if (!done && out)
                 done = proxy_move(pp->server, pp->client); /* a lost client: dropped */
             if (done)
@@ -674,6 +678,30 @@ void pt_test_pg_proxy_lose_clients(struct pt_test_pg_proxy *p)
 void pt_test_pg_proxy_deliver(struct pt_test_pg_proxy *p)
 {
     proxy_ask(p, 'd');
+}
+
+size_t pt_test_pg_proxy_held(struct pt_test_pg_proxy *p)
+{
+    return atomic_load(&p->held);
+}
+
+int pt_test_pg_wait_for(const char *path, const char *sql, int timeout_ms)
+{
+    for (int t = 0; t < timeout_ms; t += 20) {
+        if (pt_test_sql_int(path, sql, 0) > 0)
+            return 1;
+        usleep(20 * 1000);
+    }
+    return 0;
+}
+
+void pt_test_pg_use(const char *state)
+{
+    static char first[600];
+    if (!first[0])
+        snprintf(first, sizeof first, "%s",
+                 getenv("PT_TEST_PG_STATE") ? getenv("PT_TEST_PG_STATE") : "");
+    setenv("PT_TEST_PG_STATE", state ? state : first, 1);
 }
 
 void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)
@@ -749,6 +777,25 @@ void pt_test_pg_proxy_lose_clients(struct pt_test_pg_proxy *p)
 void pt_test_pg_proxy_deliver(struct pt_test_pg_proxy *p)
 {
     (void)p;
+}
+
+size_t pt_test_pg_proxy_held(struct pt_test_pg_proxy *p)
+{
+    (void)p;
+    return 0;
+}
+
+int pt_test_pg_wait_for(const char *path, const char *sql, int timeout_ms)
+{
+    (void)path;
+    (void)sql;
+    (void)timeout_ms;
+    return 0;
+}
+
+void pt_test_pg_use(const char *state)
+{
+    (void)state;
 }
 
 void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p)

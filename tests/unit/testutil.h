@@ -142,7 +142,15 @@ void pt_test_pg_proxy_cut(struct pt_test_pg_proxy *p);
 void pt_test_pg_proxy_hold(struct pt_test_pg_proxy *p);
 void pt_test_pg_proxy_lose_clients(struct pt_test_pg_proxy *p);
 void pt_test_pg_proxy_deliver(struct pt_test_pg_proxy *p);
+/* Bytes held so far (hold). */
+size_t pt_test_pg_proxy_held(struct pt_test_pg_proxy *p);
 void pt_test_pg_proxy_stop(struct pt_test_pg_proxy *p);
+/* 1 once sql's first column is above 0 on the database at path, 0 after
+ * timeout_ms (polled every 20 ms). */
+int pt_test_pg_wait_for(const char *path, const char *sql, int timeout_ms);
+/* The cluster the next opens use: a state file (tests/pg/cluster.sh), or
+ * NULL for the suite's own. */
+void pt_test_pg_use(const char *state);
 /* Runs sql on the test database in a transaction left open (its locks
  * held) until pt_test_pg_release(). */
 void *pt_test_pg_hold(const char *sql);
