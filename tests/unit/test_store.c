@@ -1227,6 +1227,80 @@ static void test_pg_lost_commit_waiting_for_a_standby(void **state)
     pt_test_rmtree(cdir);
 }
 
+/* Role plain_lane, with what a lane needs on the test database at path
+ * (its tables; CREATE for the schema check), and revoke (SQL run there
+ * after). */
+static void plain_lane_role(const char *path, const char *revoke)
+{
+    pt_test_pg_admin("DROP ROLE IF EXISTS plain_lane");
+    pt_test_pg_admin("CREATE ROLE plain_lane LOGIN");
+    pt_test_sql_exec(path, "GRANT CREATE ON SCHEMA public TO plain_lane;"
+                           " GRANT ALL ON ALL TABLES IN SCHEMA public TO plain_lane;"
+                           " GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO plain_lane");
+    pt_test_sql_exec(path, revoke);
+}
+
+static void plain_lane_role_dropped(const char *path, const char *grant)
+{
+    pt_test_sql_exec(path, grant);
+    pt_test_sql_exec(path, "REVOKE CREATE ON SCHEMA public FROM plain_lane;"
+                           " REVOKE ALL ON ALL TABLES IN SCHEMA public FROM plain_lane;"
+                           " REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM plain_lane");
+    pt_test_pg_admin("DROP ROLE plain_lane");
+}
+
+/*
+ * A lane whose role may read pg_stat_activity but not end sessions (a
+ * hardened server): the settle is refused, inside a savepoint - the usual
+ * path's transaction goes on, its count with the lost write in it - and
+ * the doubt stays counted.
+ */
+static void test_pg_lost_write_a_role_cannot_end(void **state)
+{
+    (void)state;
+    pt_test_pg_only("a connection to a server is the PostgreSQL store's");
+    char path[300], err[512];
+    db_path(path, sizeof path, "doubt-noend.db");
+    struct pt_store *a0, *a1;
+    struct pt_store_options o = {.path = path, .lane_id = "lane-x"};
+    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
+    pt_store_close(a0);
+    plain_lane_role(path, "REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint)"
+                          " FROM PUBLIC");
+    assert_int_equal(pt_test_store_open_via(NULL, "user=plain_lane", &o, &a0, err, sizeof err),
+                     PT_OK);
+    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
+    assert_int_equal(pt_test_store_open_via(proxy, "user=plain_lane", &o, &a1, err, sizeof err),
+                     PT_OK);
+    for (int i = 1; i <= 2; i++) {
+        struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
+        queue_at_most(&m);
+        assert_int_equal(m.rc, PT_OK);
+    }
+    void *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
+    struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
+    lock_waiter(path);
+    pt_test_pg_proxy_cut(proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(third.rc, PT_EIO);
+    assert_int_equal(usual_count(a0, NULL), 3); /* refused to end it: counted, and on */
+    struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
+    queue_at_most(&fourth);
+    assert_int_equal(fourth.rc, PT_EAGAIN);
+    pt_test_pg_release(lock);
+    for (int i = 0; i < 50 && order_count(path, 3) == 0; i++)
+        usleep(100 * 1000);
+    assert_int_equal(lane_init_count(path), 3);
+    assert_true(usual_count(a0, NULL) >= 3);
+    pt_store_close(a1);
+    pt_store_close(a0);
+    pt_test_pg_proxy_stop(proxy);
+    plain_lane_role_dropped(path, "GRANT EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint)"
+                                  " TO PUBLIC");
+}
+
 /*
  * A lane whose role cannot read pg_stat_activity cannot follow its lost
  * connections' server processes: what one may have queued then stays
@@ -1242,12 +1316,7 @@ static void test_pg_lost_and_not_followed_stays_counted(void **state)
     struct pt_store *a0, *a1;
     struct pt_store_options o = {.path = path, .lane_id = "lane-t"};
     assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    pt_test_pg_admin("DROP ROLE IF EXISTS plain_lane");
-    pt_test_pg_admin("CREATE ROLE plain_lane LOGIN");
-    pt_test_sql_exec(path, "GRANT CREATE ON SCHEMA public TO plain_lane;"
-                           " GRANT ALL ON ALL TABLES IN SCHEMA public TO plain_lane;"
-                           " GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO plain_lane;"
-                           " REVOKE SELECT ON pg_stat_activity FROM PUBLIC");
+    plain_lane_role(path, "REVOKE SELECT ON pg_stat_activity FROM PUBLIC");
     struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
     int orc = pt_test_store_open_via(proxy, "user=plain_lane", &o, &a1, err, sizeof err);
     if (orc)
@@ -1283,11 +1352,7 @@ static void test_pg_lost_and_not_followed_stays_counted(void **state)
     pt_store_close(a1);
     pt_store_close(a0);
     pt_test_pg_proxy_stop(proxy);
-    pt_test_sql_exec(path, "GRANT SELECT ON pg_stat_activity TO PUBLIC;"
-                           " REVOKE CREATE ON SCHEMA public FROM plain_lane;"
-                           " REVOKE ALL ON ALL TABLES IN SCHEMA public FROM plain_lane;"
-                           " REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM plain_lane");
-    pt_test_pg_admin("DROP ROLE plain_lane");
+    plain_lane_role_dropped(path, "GRANT SELECT ON pg_stat_activity TO PUBLIC");
 }
 
 /*
@@ -1615,6 +1680,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pg_lost_commit_waiting_for_a_standby, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_lost_and_not_followed_stays_counted, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_pg_lost_write_a_role_cannot_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_runs_are_claimed_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_connect_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_is_a_config_error, setup, teardown),
