@@ -101,11 +101,6 @@
 /* The transaction-scoped lock that orders the events feed. */
 #define EVENTS_LOCK "SELECT pg_advisory_xact_lock(7302062520031)"
 
-/* Ends a server process this daemon lost its connection to, waiting up to
- * a second for it to go (PostgreSQL 14: pg_terminate_backend's timeout);
- * true when it has gone. */
-#define DOUBT_TERMINATE "pg_terminate_backend(pid, 1000)"
-
 /* X(ID, "sql") - statements prepared once per connection. */
 #define PG_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
@@ -176,7 +171,8 @@
                   " AND state IN ('INIT', 'PROCESSING') GROUP BY currency")                        \
     X(DOUBT_END, "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint,"                   \
                  " CASE WHEN (extract(epoch FROM backend_start) * 1000000)::bigint = $2::bigint"   \
-                 " THEN " DOUBT_TERMINATE " END FROM pg_stat_activity WHERE pid = $1::integer")    \
+                 " THEN pg_terminate_backend(pid, 1000) END"                                       \
+                 " FROM pg_stat_activity WHERE pid = $1::integer")                                 \
     X(DOUBT_END_13, "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint,"                \
                     " CASE WHEN (extract(epoch FROM backend_start) * 1000000)::bigint"             \
                     " = $2::bigint THEN pg_terminate_backend(pid) END"                             \
@@ -729,6 +725,14 @@ static void doubt_add(struct pg_store *st, struct lane_figures *f, const struct 
                  "restarts",
                  f->lane, f->ndoubts == LANE_DOUBTS ? "too many in doubt at once" : "not known",
                  (long long)what->count);
+}
+
+/* The same for one charge of amount in cur (f->mu held). */
+static void doubt_one(struct pg_store *st, struct lane_figures *f, const char *cur, int64_t amount)
+{
+    struct queued one = {0};
+    queued_add(&one, cur, 1, amount);
+    doubt_add(st, f, &one);
 }
 
 /*
@@ -1341,7 +1345,6 @@ static int pg_commit(struct pt_store *s)
     st->in_txn = 0;
     if (rc == PT_EIO && st->figs_held) /* the COMMIT may still go through */
         doubt_add(st, st->figs, &st->txn_queued);
-    memset(&st->txn_queued, 0, sizeof st->txn_queued);
     lane_release(st);
     if (rc == PT_OK && st->events_in_txn && st->event_hook)
         st->event_hook(st->event_hook_ctx);
@@ -1362,7 +1365,6 @@ static int pg_rollback(struct pt_store *s)
      * the transaction, the lane's lock held, until ended. */
     if (PQstatus(st->conn) != CONNECTION_OK && st->figs_held)
         doubt_add(st, st->figs, &st->txn_queued);
-    memset(&st->txn_queued, 0, sizeof st->txn_queued);
     lane_release(st);
     return PT_OK;
 }
@@ -1622,9 +1624,7 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
         }
         PQclear(r);
     } else if (sent && rc == PT_EIO && queues && !st->in_txn && st->figs_held) {
-        struct queued one = {0};
-        queued_add(&one, c->currency, 1, c->amount);
-        doubt_add(st, st->figs, &one); /* its autocommit may still go through */
+        doubt_one(st, st->figs, c->currency, c->amount); /* its autocommit may go through */
     }
     if (!st->in_txn)
         lane_release(st);
@@ -2376,9 +2376,7 @@ static int pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_que
     } else if (sent && rc == PT_EIO) {
         /* The connection lost with the statement sent (or being sent):
          * its server process may still commit it. */
-        struct queued one = {0};
-        queued_add(&one, c->currency, 1, c->amount);
-        doubt_add(st, f, &one);
+        doubt_one(st, f, c->currency, c->amount);
     } else if (rc != PT_EAGAIN && rc != PT_EEXIST) {
         f->known = 0;
     }

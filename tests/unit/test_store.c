@@ -682,21 +682,22 @@ static int queue_guarded(struct pt_store *st, struct pt_charge *c, const char *k
     return pt_store_charge_queue_guarded(st, &q, now);
 }
 
-/* A lane's guarded new charge, queued with room for one charge (another thread). */
-struct last_place {
+/* A lane's guarded new charge i, queued with room for max charges (run in
+ * another thread, or called). */
+struct at_most {
     struct pt_store *st;
-    int i;
+    int i, max;
     int rc;
 };
 
-static void *queue_at_the_last_place(void *p)
+static void *queue_at_most(void *p)
 {
-    struct last_place *lp = p;
+    struct at_most *m = p;
     struct pt_charge c;
-    fill_charge(&c, lp->i);
+    fill_charge(&c, m->i);
     char key[32];
-    snprintf(key, sizeof key, "k-%d", lp->i);
-    lp->rc = queue_guarded(lp->st, &c, key, 1, 5);
+    snprintf(key, sizeof key, "k-%d", m->i);
+    m->rc = queue_guarded(m->st, &c, key, m->max, 5);
     return NULL;
 }
 
@@ -729,12 +730,12 @@ static void test_pg_offline_limits_per_lane_exact(void **state)
     fill_charge(&c, 1);
     assert_int_equal(pt_store_charge_insert(a1, &c, 5), PT_OK);
     /* Lane a, connection 2, meanwhile: the guarded charge with room for one. */
-    struct last_place lp = {.st = a2, .i = 2, .rc = -1};
+    struct at_most lp = {.st = a2, .i = 2, .max = 1, .rc = -1};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, queue_at_the_last_place, &lp), 0);
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &lp), 0);
     /* Lane b is not held up by lane a, and counts only its own. */
-    struct last_place lb = {.st = b, .i = 3, .rc = -1};
-    queue_at_the_last_place(&lb);
+    struct at_most lb = {.st = b, .i = 3, .max = 1, .rc = -1};
+    queue_at_most(&lb);
     assert_int_equal(lb.rc, PT_OK);
     usleep(300 * 1000); /* connection 2's statement is at the server by now */
     assert_int_equal(pt_store_commit(a1), PT_OK);
@@ -831,24 +832,6 @@ static void test_pg_lane_figures_never_deadlock(void **state)
     pt_store_close(a2);
 }
 
-/* A guarded charge at the last place of a lane with room for max (another thread). */
-struct at_most {
-    struct pt_store *st;
-    int i, max;
-    int rc;
-};
-
-static void *queue_at_most(void *p)
-{
-    struct at_most *m = p;
-    struct pt_charge c;
-    fill_charge(&c, m->i);
-    char key[32];
-    snprintf(key, sizeof key, "k-%d", m->i);
-    m->rc = queue_guarded(m->st, &c, key, m->max, 5);
-    return NULL;
-}
-
 static long long lane_init_count(const char *path)
 {
     return pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE state = 'INIT'", 0);
@@ -895,6 +878,108 @@ static int64_t usual_count(struct pt_store *st, int64_t *total)
     return count;
 }
 
+/* Role plain_lane, with what a lane needs on the test database at path
+ * (its tables; CREATE for the schema check), and revoke (SQL run there
+ * after). */
+static void plain_lane_role(const char *path, const char *revoke)
+{
+    pt_test_pg_admin("DROP ROLE IF EXISTS plain_lane");
+    pt_test_pg_admin("CREATE ROLE plain_lane LOGIN");
+    pt_test_sql_exec(path, "GRANT CREATE ON SCHEMA public TO plain_lane;"
+                           " GRANT ALL ON ALL TABLES IN SCHEMA public TO plain_lane;"
+                           " GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO plain_lane");
+    pt_test_sql_exec(path, revoke);
+}
+
+/*
+ * One lane's two stores on a database of their own: a0 straight to the
+ * server, a1 through a proxy that can lose its connection.  With revoke,
+ * a1 is role plain_lane's (plain_lane_role(revoke)).
+ */
+struct lane_pair {
+    char path[300];
+    struct pt_store *a0, *a1;
+    struct pt_test_pg_proxy *proxy;
+    const char *revoke;
+};
+
+static void lane_pair_open(struct lane_pair *l, const char *db, const char *lane,
+                           const char *revoke)
+{
+    char err[512];
+    db_path(l->path, sizeof l->path, db);
+    struct pt_store_options o = {.path = l->path, .lane_id = lane};
+    if (pt_test_store_open(&o, &l->a0, err, sizeof err))
+        fail_msg("%s", err);
+    l->revoke = revoke;
+    if (revoke)
+        plain_lane_role(l->path, revoke);
+    l->proxy = pt_test_pg_proxy_start();
+    if (pt_test_store_open_via(l->proxy, revoke ? "user=plain_lane" : NULL, &o, &l->a1, err,
+                               sizeof err))
+        fail_msg("%s", err);
+}
+
+/* Closes both; with a revoke, grant (SQL) gives back what it took, and
+ * plain_lane goes. */
+static void lane_pair_close(struct lane_pair *l, const char *grant)
+{
+    pt_store_close(l->a1);
+    pt_store_close(l->a0);
+    pt_test_pg_proxy_stop(l->proxy);
+    if (!l->revoke)
+        return;
+    pt_test_sql_exec(l->path, grant);
+    pt_test_sql_exec(l->path, "REVOKE CREATE ON SCHEMA public FROM plain_lane;"
+                              " REVOKE ALL ON ALL TABLES IN SCHEMA public FROM plain_lane;"
+                              " REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM plain_lane");
+    pt_test_pg_admin("DROP ROLE plain_lane");
+}
+
+/*
+ * Room for 3: FULL-1 queued by a0, FULL-2 by a1 (its statement prepared),
+ * then FULL-3 by a1 waits at the server for a table lock (held: *lock)
+ * and a1's connection is lost.  Its server process's pid.
+ */
+static int lose_the_third(struct lane_pair *l, void **lock)
+{
+    for (int i = 1; i <= 2; i++) {
+        struct at_most m = {.st = i == 1 ? l->a0 : l->a1, .i = i, .max = 3};
+        queue_at_most(&m);
+        assert_int_equal(m.rc, PT_OK);
+    }
+    *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
+    struct at_most third = {.st = l->a1, .i = 3, .max = 3, .rc = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
+    int lost = lock_waiter(l->path); /* its server process, waiting for the lock */
+    pt_test_pg_proxy_cut(l->proxy);
+    pthread_join(t, NULL);
+    assert_int_equal(third.rc, PT_EIO);
+    return lost;
+}
+
+/* After lose_the_third, its doubt still counted: the fourth refused; then
+ * the lock let go, and the lost third commits after all (5 s at most). */
+static void fourth_refused_third_lands(struct lane_pair *l, void *lock)
+{
+    struct at_most fourth = {.st = l->a0, .i = 4, .max = 3, .rc = -1};
+    queue_at_most(&fourth);
+    assert_int_equal(fourth.rc, PT_EAGAIN);
+    pt_test_pg_release(lock);
+    for (int i = 0; i < 50 && order_count(l->path, 3) == 0; i++)
+        usleep(100 * 1000);
+    assert_int_equal(order_count(l->path, 3), 1);
+}
+
+/* Waits (10 s at most) for the proxy to hold what a client sent. */
+static void held_on_its_way(struct pt_test_pg_proxy *proxy)
+{
+    for (int i = 0; i < 500 && !pt_test_pg_proxy_held(proxy); i++)
+        usleep(20 * 1000);
+    assert_true(pt_test_pg_proxy_held(proxy) > 0);
+}
+
 /*
  * The connection lost while a guarded statement waits at the server (on a
  * lock here; a slow flush is the same): its server process would go on
@@ -908,47 +993,30 @@ static void test_pg_lost_statement_ended_before_the_count(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "doubt.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-q"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
-    for (int i = 1; i <= 2; i++) { /* the second prepares a1's statement */
-        struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
-        queue_at_most(&m);
-        assert_int_equal(m.rc, PT_OK);
-    }
-    /* The third waits at the server for a lock, and its connection goes. */
-    void *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
-    struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
-    int lost = lock_waiter(path); /* its server process, waiting for the lock */
-    pt_test_pg_proxy_cut(proxy);
-    pthread_join(t, NULL);
-    assert_int_equal(third.rc, PT_EIO);
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt.db", "lane-q", NULL);
+    void *lock;
+    int lost = lose_the_third(&l, &lock);
     /* The fourth: the lane's figures are counted again, the lost process
      * ended first (its insert waits for the same lock: another thread). */
-    struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
+    static struct at_most fourth; /* its thread outlives a failed assertion */
+    fourth = (struct at_most){.st = l.a0, .i = 4, .max = 3, .rc = -1};
+    pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &fourth), 0);
-    assert_true(process_gone(path, lost)); /* ended, before the lock was let go */
+    assert_true(process_gone(l.path, lost)); /* ended, before the lock was let go */
     pt_test_pg_release(lock);
     pthread_join(t, NULL);
     assert_int_equal(fourth.rc, PT_OK);
-    assert_int_equal(order_count(path, 3), 0); /* never committed behind the lane's back */
-    assert_int_equal(lane_init_count(path), 3);
+    assert_int_equal(order_count(l.path, 3), 0); /* never committed behind the lane's back */
+    assert_int_equal(lane_init_count(l.path), 3);
     int64_t total;
-    assert_int_equal(usual_count(a0, &total), 3);
+    assert_int_equal(usual_count(l.a0, &total), 3);
     assert_int_equal(total, 101 + 102 + 104);
-    struct at_most fifth = {.st = a0, .i = 5, .max = 3, .rc = -1};
+    struct at_most fifth = {.st = l.a0, .i = 5, .max = 3, .rc = -1};
     queue_at_most(&fifth);
     assert_int_equal(fifth.rc, PT_EAGAIN);
-    assert_int_equal(lane_init_count(path), 3);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
+    assert_int_equal(lane_init_count(l.path), 3);
+    lane_pair_close(&l, NULL);
 }
 
 /* The usual path's transaction queuing charge i, committed (another thread). */
@@ -981,32 +1049,28 @@ static void *queue_the_usual_way(void *p)
 
 /* Lane s's usual path on a1 queues FULL-000001 and commits, its COMMIT
  * lost as lose() makes it; then a0's guarded charge with room for one. */
-static void lost_commit_then_guarded(const char *path, struct pt_store *a0, struct pt_store *a1,
-                                     struct pt_test_pg_proxy *proxy, int hold_first,
-                                     int *guarded_rc)
+static void lost_commit_then_guarded(struct lane_pair *l, int hold_first, int *guarded_rc)
 {
-    struct usual_queue u = {.st = a1, .i = 1, .rc = -1};
+    struct usual_queue u = {.st = l->a1, .i = 1, .rc = -1};
     sem_init(&u.inserted, 0, 0);
     sem_init(&u.go, 0, 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_the_usual_way, &u), 0);
     sem_wait(&u.inserted);
     if (hold_first)
-        pt_test_pg_proxy_hold(proxy);
+        pt_test_pg_proxy_hold(l->proxy);
     sem_post(&u.go);
     if (hold_first) { /* its COMMIT held on the way */
-        for (int i = 0; i < 500 && !pt_test_pg_proxy_held(proxy); i++)
-            usleep(20 * 1000);
-        assert_true(pt_test_pg_proxy_held(proxy) > 0);
-        pt_test_pg_proxy_lose_clients(proxy);
+        held_on_its_way(l->proxy);
+        pt_test_pg_proxy_lose_clients(l->proxy);
     } else { /* its COMMIT waits at the server */
-        lock_waiter(path);
-        pt_test_pg_proxy_cut(proxy);
+        lock_waiter(l->path);
+        pt_test_pg_proxy_cut(l->proxy);
     }
     pthread_join(t, NULL);
     assert_int_equal(u.rc, PT_EIO);
-    assert_int_equal(lane_init_count(path), 0);
-    struct at_most m = {.st = a0, .i = 2, .max = 1, .rc = -1};
+    assert_int_equal(lane_init_count(l->path), 0);
+    struct at_most m = {.st = l->a0, .i = 2, .max = 1, .rc = -1};
     queue_at_most(&m);
     *guarded_rc = m.rc;
     sem_destroy(&u.inserted);
@@ -1025,29 +1089,23 @@ static void test_pg_lost_commit_ended_before_the_count(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "doubt-commit.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-r"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
-    pt_test_sql_exec(path, "CREATE FUNCTION t_wait() RETURNS trigger LANGUAGE plpgsql AS $$"
-                           " BEGIN IF NEW.order_id = 'FULL-000001' THEN"
-                           " PERFORM pg_advisory_xact_lock(4242); END IF; RETURN NULL; END $$;"
-                           " CREATE CONSTRAINT TRIGGER t_wait AFTER INSERT ON charges"
-                           " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_wait()");
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt-commit.db", "lane-r", NULL);
+    pt_test_sql_exec(l.path,
+                     "CREATE FUNCTION t_wait() RETURNS trigger LANGUAGE plpgsql AS $$"
+                     " BEGIN IF NEW.order_id = 'FULL-000001' THEN"
+                     " PERFORM pg_advisory_xact_lock(4242); END IF; RETURN NULL; END $$;"
+                     " CREATE CONSTRAINT TRIGGER t_wait AFTER INSERT ON charges"
+                     " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_wait()");
     void *lock = pt_test_pg_hold("SELECT pg_advisory_xact_lock(4242)");
     int rc;
-    lost_commit_then_guarded(path, a0, a1, proxy, 0, &rc);
+    lost_commit_then_guarded(&l, 0, &rc);
     assert_int_equal(rc, PT_OK);
     pt_test_pg_release(lock);
-    assert_int_equal(order_count(path, 1), 0);
-    assert_int_equal(lane_init_count(path), 1);
-    assert_int_equal(usual_count(a0, NULL), 1);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
+    assert_int_equal(order_count(l.path, 1), 0);
+    assert_int_equal(lane_init_count(l.path), 1);
+    assert_int_equal(usual_count(l.a0, NULL), 1);
+    lane_pair_close(&l, NULL);
 }
 
 /*
@@ -1060,23 +1118,16 @@ static void test_pg_lost_commit_on_its_way(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "doubt-late.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-s"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt-late.db", "lane-s", NULL);
     int rc;
-    lost_commit_then_guarded(path, a0, a1, proxy, 1, &rc);
+    lost_commit_then_guarded(&l, 1, &rc);
     assert_int_equal(rc, PT_OK);
-    pt_test_pg_proxy_deliver(proxy); /* the COMMIT arrives, late (and is read) */
-    assert_int_equal(order_count(path, 1), 0);
-    assert_int_equal(lane_init_count(path), 1);
-    assert_int_equal(usual_count(a0, NULL), 1);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
+    pt_test_pg_proxy_deliver(l.proxy); /* the COMMIT arrives, late (and is read) */
+    assert_int_equal(order_count(l.path, 1), 0);
+    assert_int_equal(lane_init_count(l.path), 1);
+    assert_int_equal(usual_count(l.a0, NULL), 1);
+    lane_pair_close(&l, NULL);
 }
 
 /* The usual path's transaction that reads the figures (the lane's server
@@ -1125,42 +1176,33 @@ static void test_pg_lost_rollback_does_not_hold_the_lane(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "doubt-rollback.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-v"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
-    struct usual_refused u = {.st = a1, .rc = -1};
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt-rollback.db", "lane-v", NULL);
+    struct usual_refused u = {.st = l.a1, .rc = -1};
     sem_init(&u.counted, 0, 0);
     sem_init(&u.go, 0, 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, count_and_roll_back, &u), 0);
     sem_wait(&u.counted);
     assert_int_equal(u.rc, PT_OK);
-    pt_test_pg_proxy_hold(proxy);
+    pt_test_pg_proxy_hold(l.proxy);
     sem_post(&u.go);
-    for (int i = 0; i < 500 && !pt_test_pg_proxy_held(proxy); i++)
-        usleep(20 * 1000);
-    assert_true(pt_test_pg_proxy_held(proxy) > 0); /* the ROLLBACK, on its way */
-    pt_test_pg_proxy_lose_clients(proxy);
+    held_on_its_way(l.proxy); /* the ROLLBACK */
+    pt_test_pg_proxy_lose_clients(l.proxy);
     pthread_join(t, NULL);
-    struct usual_count_job j = {.st = a0};
+    struct usual_count_job j = {.st = l.a0};
     assert_int_equal(pthread_create(&t, NULL, usual_count_main, &j), 0);
     for (int i = 0; i < 500 && !atomic_load(&j.done); i++)
         usleep(20 * 1000);
     int done = atomic_load(&j.done);
     if (!done)
-        pt_test_pg_proxy_deliver(proxy); /* let it go, to fail cleanly */
+        pt_test_pg_proxy_deliver(l.proxy); /* let it go, to fail cleanly */
     pthread_join(t, NULL);
     assert_true(done); /* counted within 10 s, not after the keepalives */
     assert_int_equal(j.count, 0);
     sem_destroy(&u.counted);
     sem_destroy(&u.go);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
+    lane_pair_close(&l, NULL);
 }
 
 /*
@@ -1178,75 +1220,44 @@ static void test_pg_lost_commit_waiting_for_a_standby(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char cdir[300], cstate[340], cmd[800], path[300], err[512];
+    char cdir[300], cstate[340], cmd[800];
     pt_test_tmpdir(cdir, sizeof cdir);
     snprintf(cstate, sizeof cstate, "%s/pg.state", cdir);
     snprintf(cmd, sizeof cmd, "'%s' start '%s' >/dev/null", PT_PG_CLUSTER, cstate);
     assert_int_equal(system(cmd), 0);
     pt_test_pg_use(cstate);
-    db_path(path, sizeof path, "doubt-standby.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-w"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, NULL, &o, &a1, err, sizeof err), PT_OK);
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt-standby.db", "lane-w", NULL);
     pt_test_pg_admin("ALTER SYSTEM SET synchronous_standby_names = 'nowhere'");
-    pt_test_sql_exec(path, "SELECT pg_reload_conf()");
+    pt_test_sql_exec(l.path, "SELECT pg_reload_conf()");
     usleep(200 * 1000); /* the reload reaches every process */
-    struct at_most first = {.st = a1, .i = 1, .max = 1, .rc = -1};
+    struct at_most first = {.st = l.a1, .i = 1, .max = 1, .rc = -1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &first), 0);
-    assert_true(pt_test_pg_wait_for(path,
+    assert_true(pt_test_pg_wait_for(l.path,
                                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event ="
                                     " 'SyncRep' AND datname = current_database()",
                                     10000));
-    pt_test_pg_proxy_cut(proxy);
+    pt_test_pg_proxy_cut(l.proxy);
     pthread_join(t, NULL);
     assert_int_equal(first.rc, PT_EIO);
     /* The second, with room for one (another thread: admitted, its own
      * commit would wait for the standby too). */
-    struct at_most second = {.st = a0, .i = 2, .max = 1, .rc = -1};
+    struct at_most second = {.st = l.a0, .i = 2, .max = 1, .rc = -1};
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &second), 0);
-    int waited = 0;
-    while (waited < 5000 && second.rc == -1) {
+    for (int waited = 0; waited < 5000 && second.rc == -1; waited += 20)
         usleep(20 * 1000);
-        waited += 20;
-    }
     pt_test_pg_admin("ALTER SYSTEM RESET synchronous_standby_names");
-    pt_test_sql_exec(path, "SELECT pg_reload_conf()");
+    pt_test_sql_exec(l.path, "SELECT pg_reload_conf()");
     pthread_join(t, NULL);
     assert_int_equal(second.rc, PT_EAGAIN);
-    assert_int_equal(order_count(path, 1), 1); /* it did commit */
-    assert_int_equal(lane_init_count(path), 1);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
+    assert_int_equal(order_count(l.path, 1), 1); /* it did commit */
+    assert_int_equal(lane_init_count(l.path), 1);
+    lane_pair_close(&l, NULL);
     pt_test_pg_use(NULL);
     snprintf(cmd, sizeof cmd, "'%s' stop '%s'", PT_PG_CLUSTER, cstate);
     assert_int_equal(system(cmd), 0);
     pt_test_rmtree(cdir);
-}
-
-/* Role plain_lane, with what a lane needs on the test database at path
- * (its tables; CREATE for the schema check), and revoke (SQL run there
- * after). */
-static void plain_lane_role(const char *path, const char *revoke)
-{
-    pt_test_pg_admin("DROP ROLE IF EXISTS plain_lane");
-    pt_test_pg_admin("CREATE ROLE plain_lane LOGIN");
-    pt_test_sql_exec(path, "GRANT CREATE ON SCHEMA public TO plain_lane;"
-                           " GRANT ALL ON ALL TABLES IN SCHEMA public TO plain_lane;"
-                           " GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO plain_lane");
-    pt_test_sql_exec(path, revoke);
-}
-
-static void plain_lane_role_dropped(const char *path, const char *grant)
-{
-    pt_test_sql_exec(path, grant);
-    pt_test_sql_exec(path, "REVOKE CREATE ON SCHEMA public FROM plain_lane;"
-                           " REVOKE ALL ON ALL TABLES IN SCHEMA public FROM plain_lane;"
-                           " REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM plain_lane");
-    pt_test_pg_admin("DROP ROLE plain_lane");
 }
 
 /*
@@ -1259,46 +1270,24 @@ static void test_pg_lost_write_a_role_cannot_end(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "doubt-noend.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-x"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    pt_store_close(a0);
-    plain_lane_role(path, "REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint)"
-                          " FROM PUBLIC");
-    assert_int_equal(pt_test_store_open_via(NULL, "user=plain_lane", &o, &a0, err, sizeof err),
+    static const char fn[] = "FUNCTION pg_terminate_backend(integer, bigint)";
+    char revoke[128], grant[128], err[512];
+    snprintf(revoke, sizeof revoke, "REVOKE EXECUTE ON %s FROM PUBLIC", fn);
+    snprintf(grant, sizeof grant, "GRANT EXECUTE ON %s TO PUBLIC", fn);
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt-noend.db", "lane-x", revoke);
+    /* The lane counting is plain_lane's too. */
+    struct pt_store_options o = {.path = l.path, .lane_id = "lane-x"};
+    pt_store_close(l.a0);
+    assert_int_equal(pt_test_store_open_via(NULL, "user=plain_lane", &o, &l.a0, err, sizeof err),
                      PT_OK);
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    assert_int_equal(pt_test_store_open_via(proxy, "user=plain_lane", &o, &a1, err, sizeof err),
-                     PT_OK);
-    for (int i = 1; i <= 2; i++) {
-        struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
-        queue_at_most(&m);
-        assert_int_equal(m.rc, PT_OK);
-    }
-    void *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
-    struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
-    lock_waiter(path);
-    pt_test_pg_proxy_cut(proxy);
-    pthread_join(t, NULL);
-    assert_int_equal(third.rc, PT_EIO);
-    assert_int_equal(usual_count(a0, NULL), 3); /* refused to end it: counted, and on */
-    struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
-    queue_at_most(&fourth);
-    assert_int_equal(fourth.rc, PT_EAGAIN);
-    pt_test_pg_release(lock);
-    for (int i = 0; i < 50 && order_count(path, 3) == 0; i++)
-        usleep(100 * 1000);
-    assert_int_equal(lane_init_count(path), 3);
-    assert_true(usual_count(a0, NULL) >= 3);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
-    plain_lane_role_dropped(path, "GRANT EXECUTE ON FUNCTION pg_terminate_backend(integer, bigint)"
-                                  " TO PUBLIC");
+    void *lock;
+    lose_the_third(&l, &lock);
+    assert_int_equal(usual_count(l.a0, NULL), 3); /* refused to end it: counted, and on */
+    fourth_refused_third_lands(&l, lock);
+    assert_int_equal(lane_init_count(l.path), 3);
+    assert_true(usual_count(l.a0, NULL) >= 3);
+    lane_pair_close(&l, grant);
 }
 
 /*
@@ -1311,48 +1300,21 @@ static void test_pg_lost_and_not_followed_stays_counted(void **state)
 {
     (void)state;
     pt_test_pg_only("a connection to a server is the PostgreSQL store's");
-    char path[300], err[512];
-    db_path(path, sizeof path, "doubt-role.db");
-    struct pt_store *a0, *a1;
-    struct pt_store_options o = {.path = path, .lane_id = "lane-t"};
-    assert_int_equal(pt_test_store_open(&o, &a0, err, sizeof err), PT_OK);
-    plain_lane_role(path, "REVOKE SELECT ON pg_stat_activity FROM PUBLIC");
-    struct pt_test_pg_proxy *proxy = pt_test_pg_proxy_start();
-    int orc = pt_test_store_open_via(proxy, "user=plain_lane", &o, &a1, err, sizeof err);
-    if (orc)
-        fail_msg("%s", err);
-    for (int i = 1; i <= 2; i++) {
-        struct at_most m = {.st = i == 1 ? a0 : a1, .i = i, .max = 3};
-        queue_at_most(&m);
-        assert_int_equal(m.rc, PT_OK);
-    }
-    void *lock = pt_test_pg_hold("LOCK TABLE charges IN SHARE MODE");
-    struct at_most third = {.st = a1, .i = 3, .max = 3, .rc = -1};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, queue_at_most, &third), 0);
-    lock_waiter(path);
-    pt_test_pg_proxy_cut(proxy);
-    pthread_join(t, NULL);
-    assert_int_equal(third.rc, PT_EIO);
+    struct lane_pair l;
+    lane_pair_open(&l, "doubt-role.db", "lane-t", "REVOKE SELECT ON pg_stat_activity FROM PUBLIC");
+    void *lock;
+    lose_the_third(&l, &lock);
     /* Not followed: counted, whatever it does. */
-    assert_int_equal(usual_count(a0, NULL), 3);
-    struct at_most fourth = {.st = a0, .i = 4, .max = 3, .rc = -1};
-    queue_at_most(&fourth);
-    assert_int_equal(fourth.rc, PT_EAGAIN);
-    pt_test_pg_release(lock);
-    for (int i = 0; i < 50 && order_count(path, 3) == 0; i++)
-        usleep(100 * 1000);
-    assert_int_equal(order_count(path, 3), 1); /* it did commit, after */
-    assert_int_equal(lane_init_count(path), 3);
+    assert_int_equal(usual_count(l.a0, NULL), 3);
+    fourth_refused_third_lands(&l, lock);
+    assert_int_equal(lane_init_count(l.path), 3);
     /* Still counted: a place freed is not taken while it is. */
-    assert_int_equal(usual_count(a0, NULL), 4);
+    assert_int_equal(usual_count(l.a0, NULL), 4);
+    struct at_most fourth = {.st = l.a0, .i = 4, .max = 3, .rc = -1};
     queue_at_most(&fourth);
     assert_int_equal(fourth.rc, PT_EAGAIN);
-    assert_int_equal(lane_init_count(path), 3);
-    pt_store_close(a1);
-    pt_store_close(a0);
-    pt_test_pg_proxy_stop(proxy);
-    plain_lane_role_dropped(path, "GRANT SELECT ON pg_stat_activity TO PUBLIC");
+    assert_int_equal(lane_init_count(l.path), 3);
+    lane_pair_close(&l, "GRANT SELECT ON pg_stat_activity TO PUBLIC");
 }
 
 /*
