@@ -5,6 +5,8 @@
 #   make test    build and run the whole ctest suite
 #   make run     the daemon in simulation mode, in the foreground
 #   make bench   benchmarks: table on stdout, JSON in build/bench/results.json
+#   make races   the long race loops (a cancel against its own charge, 216
+#                races against the simulator's ledger; SPEC 18)
 #   make crash   power cuts, torn writes and I/O errors under the store, walvfs
 #                on and off (docs/crash.md); CRASH_ONLY=ID replays one point,
 #                CRASH_WALVFS=on|off one setting, CRASH_KEEP=1 keeps its files
@@ -15,7 +17,7 @@
 #   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean screenshot
+.PHONY: all deps build test races crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean screenshot
 
 all: build
 
@@ -28,6 +30,10 @@ build: deps
 
 test: build
 	ctest --preset dev
+
+# make test runs two rounds of each race loop; this runs nine.
+races: build
+	PT_CANCEL_RACE_ROUNDS=9 ctest --preset dev -R 'integration\.sync\.cancel_race$$' --output-on-failure
 
 # Builds only what it runs (the store and the harness), on the dev preset.
 crash: deps

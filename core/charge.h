@@ -63,6 +63,10 @@ struct pt_charge {
     int64_t created_at, updated_at; /* ms */
     int64_t amount_refunded;        /* sum of its SUCCESS refunds */
     int refunds;                    /* how many refunds it has (any state) */
+    /* A client asked to cancel while the charge was on its way (SPEC 18):
+     * the sync engine carries it out after the charge's own request, and
+     * never sends the charge again. */
+    int cancel_requested;
 };
 
 /* "INIT", "PROCESSING", ...; NULL for an out-of-range value. */

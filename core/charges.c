@@ -106,6 +106,8 @@ char *pt_charge_json_text(const struct pt_charge *c)
         pt_jw_raw(&w, ",\"subject\":");
         pt_jw_string(&w, c->subject);
     }
+    if (c->cancel_requested)
+        pt_jw_raw(&w, ",\"cancel_requested\":true");
     pt_jw_object_tail(&w, c->metadata, c->state == PT_STATE_FAILED, c->error_code, c->error_message,
                       c->created_at, c->updated_at);
     return pt_jw_finish(&w);
@@ -217,6 +219,52 @@ int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *actor
     return pt_store_audit_first(st, c->id, "INIT", "created", actor, now);
 }
 
+/*
+ * A charge whose cancel was requested while it was on its way has become
+ * final (SPEC 18): each cancel answered 202 meanwhile is answered from now
+ * on by what became of it - 200 with the canceled charge, 409
+ * charge_already_succeeded when its own request took the money first (no
+ * reverse is sent: the client refunds if it wants the money back), 409
+ * charge_not_cancelable when it failed.
+ */
+static int answer_cancels(struct pt_store *st, const struct pt_charge *c)
+{
+    char scope[128], msg[320];
+    snprintf(scope, sizeof scope, "POST /v1/charges/%s/cancel", c->order_id);
+    int status = 200;
+    char *body = NULL;
+    if (c->state == PT_STATE_CANCELED) {
+        body = pt_charge_json_text(c);
+    } else {
+        const char *code = "charge_not_cancelable";
+        status = 409;
+        if (c->state == PT_STATE_SUCCESS) {
+            code = "charge_already_succeeded";
+            snprintf(msg, sizeof msg,
+                     "charge %s succeeded before its cancel could be carried out: the money "
+                     "moved; refund it with POST /v1/charges/%s/refunds",
+                     c->order_id, c->order_id);
+        } else {
+            snprintf(msg, sizeof msg, "charge %s is %s and cannot be canceled", c->order_id,
+                     pt_state_name(c->state));
+        }
+        cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(e, "code", code);
+        cJSON_AddStringToObject(e, "message", msg);
+        body = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+    }
+    if (!body)
+        return PT_ENOMEM;
+    int n = 0;
+    int rc = pt_store_key_reanswer(st, scope, 202, status, body, strlen(body), &n);
+    free(body);
+    if (rc == PT_OK && n)
+        pt_log_info("charge %s: %d cancel(s) answered 202 now answer %d (the charge is %s)",
+                    c->order_id, n, status, pt_state_name(c->state));
+    return rc;
+}
+
 static int moved(struct pt_store *st, struct pt_charge *c, enum pt_state from, const char *cause,
                  const char *actor, const char *detail, int64_t now)
 {
@@ -233,6 +281,8 @@ static int moved(struct pt_store *st, struct pt_charge *c, enum pt_state from, c
         return rc;
     pt_log_info("charge %s: %s -> %s (%s by %s)", c->order_id, pt_state_name(from),
                 pt_state_name(c->state), cause, actor);
+    if (c->cancel_requested && pt_state_is_final(c->state) && (rc = answer_cancels(st, c)))
+        return rc;
     const char *ev = event_for(c);
     return ev ? emit(st, c, ev, now) : PT_OK;
 }

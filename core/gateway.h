@@ -342,6 +342,11 @@ struct pt_gateway {
      * (Alipay: {"CNY", NULL}, domestic acquiring); NULL = any ISO 4217
      * currency. */
     const char *const *default_currencies;
+    /* Verifying its notifications reads the wall clock (a signed timestamp
+     * that must be recent: Stripe, WeChat APIv3).  While the wall clock is
+     * not trusted they are answered 503 and recorded nowhere, and the
+     * gateway delivers them again (SPEC 17). */
+    int notify_needs_time;
     /* Cancel needs the gateway's trade number (Stripe cancels a
      * PaymentIntent by id): the trade is looked up by query first when
      * the charge does not know it. */

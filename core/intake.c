@@ -1398,6 +1398,23 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
     return PT_EIO;
 }
 
+/* The answer to a cancel once the gateway was asked (SPEC 18): what the
+ * charge came to - and what a cancel answered 202 before is answered by
+ * from then on (charges.c answer_cancels). */
+static void cancel_answer(struct pt_reply *out, const struct pt_charge *c)
+{
+    if (c->state == PT_STATE_SUCCESS)
+        pt_reply_error(out, 409, "charge_already_succeeded",
+                       "charge %s succeeded before its cancel could be carried out: the money "
+                       "moved; refund it with POST /v1/charges/%s/refunds",
+                       c->order_id, c->order_id);
+    else if (c->state == PT_STATE_FAILED)
+        pt_reply_error(out, 409, "charge_not_cancelable",
+                       "charge %s is FAILED and cannot be canceled", c->order_id);
+    else
+        pt_reply_charge(out, c->state == PT_STATE_CANCELED ? 200 : 202, c);
+}
+
 static int cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                   const char *key_header, const char *body, size_t len, int64_t now,
                   struct pt_reply *out)
@@ -1457,7 +1474,7 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
             pt_reply_error(out, 409, "charge_not_cancelable",
                            "charge %s is FAILED and cannot be canceled", order_id);
         break;
-    default:
+    default: {
         if (pt_gateway_find(c.gateway) && pt_gateway_find(c.gateway)->no_cancel) {
             pt_reply_error(out, 409, "charge_not_cancelable", "charge %s is %s: %s", order_id,
                            pt_state_name(c.state), pt_gateway_find(c.gateway)->no_cancel);
@@ -1472,13 +1489,31 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
             guard_abandon(st, &g);
             goto out;
         }
-        /* Commit the lock, ask the gateway, then store the answer.  Who asked
-         * is in the trail before the gateway is (the transitions that follow
-         * are the sync engine's). */
-        if ((strcmp(actor, "api") != 0 &&
-             (rc = pt_store_audit(st, c.id, pt_state_name(c.state), NULL, "cancel_requested", actor,
-                                  0, NULL, now))) ||
-            (rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
+        /* SPEC 18: the cancel is recorded first, with who asked, in the
+         * transaction that holds the key - durable before any answer, so
+         * a 202 is never dropped, and the charge is never sent again. */
+        const unsigned on_its_way =
+            (1u << PT_STATE_PROCESSING) | (1u << PT_STATE_PENDING) | (1u << PT_STATE_UNKNOWN);
+        rc = pt_store_charge_request_cancel(st, c.id, on_its_way, -1, now);
+        if ((rc && rc != PT_ESTATE) ||
+            (rc = pt_store_audit(st, c.id, pt_state_name(c.state), NULL, "cancel_requested", actor,
+                                 0, NULL, now)) ||
+            (rc = pt_store_charge_get_by_id(st, c.id, &c)))
+            goto storage;
+        if (c.state == PT_STATE_PROCESSING) {
+            /* Its own request is out (or it waits in a run): the sync
+             * engine cancels it once that request has an outcome, never
+             * beside it.  Answered 202 now; the stored answer becomes the
+             * charge's fate when it is final (charges.c). */
+            pt_reply_charge(out, 202, &c);
+            if (in->online.wake)
+                in->online.wake(in->online.ctx);
+            break;
+        }
+        /* PENDING or UNKNOWN: nothing of ours is on its way.  Commit the
+         * lock and the request, ask the gateway (the sync engine serialises
+         * it with its own queries of the charge), then store the answer. */
+        if ((rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
             (rc = pt_store_commit(st)))
             goto storage;
         g.in_txn = 0;
@@ -1487,8 +1522,9 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
         if ((rc = pt_store_begin(st)))
             goto storage;
         g.in_txn = 1;
-        pt_reply_charge(out, c.state == PT_STATE_CANCELED ? 200 : 202, &c);
+        cancel_answer(out, &c);
         break;
+    }
     }
 complete:
     rc = guard_complete(st, &g, out, now);

@@ -13,8 +13,9 @@ const int64_t pt_latency_bounds_us[PT_LATENCY_BUCKETS] = {
 
 static const char *const sync_names[PT_MS__COUNT] = {
     "success", "declined", "pending", "ambiguous", "not_sent", "canceled", "not_found"};
-static const char *const notify_names[PT_MN__COUNT] = {
-    "applied", "duplicate", "review", "ignored", "bad_signature", "malformed", "foreign"};
+static const char *const notify_names[PT_MN__COUNT] = {"applied", "duplicate",     "review",
+                                                       "ignored", "bad_signature", "malformed",
+                                                       "foreign", "deferred"};
 
 int pt_metric_gateway_index(const char *gateway)
 {

@@ -36,7 +36,8 @@ enum pt_metric_notify {
     PT_MN_IGNORED,     /* valid but nothing to apply */
     PT_MN_BAD_SIGNATURE,
     PT_MN_MALFORMED,
-    PT_MN_FOREIGN, /* verified but bound to no charge of ours: nothing changed */
+    PT_MN_FOREIGN,  /* verified but bound to no charge of ours: nothing changed */
+    PT_MN_DEFERRED, /* not verified while the wall clock is untrusted: 503 (SPEC 17) */
     PT_MN__COUNT
 };
 

@@ -95,7 +95,10 @@ struct pt_transport {
 enum pt_log_level { PT_LOG_ERROR = 0, PT_LOG_WARN = 1, PT_LOG_INFO = 2, PT_LOG_DEBUG = 3 };
 
 struct pt_platform {
-    /* Wall clock, milliseconds since the Unix epoch. */
+    /* Milliseconds since the Unix epoch: what payterm records and measures
+     * ages and deadlines with.  A raw platform gives the wall clock; the
+     * platform of core/clock.c gives elapsed time on the same scale (SPEC
+     * 17), and the wall clock through wall_ms. */
     int64_t (*now_ms)(void *ctx);
     /* Monotonic clock, milliseconds from an arbitrary origin. */
     int64_t (*mono_ms)(void *ctx);
@@ -106,6 +109,30 @@ struct pt_platform {
     void *ctx;
     /* HTTP transport to the gateways; may be NULL where no network is used. */
     const struct pt_transport *transport;
+
+    /*
+     * Time as SPEC 17 sees it (core/clock.h).  The raw clocks are the
+     * platform's; a NULL member is stood in for as each says.
+     */
+    /* Boot-time clock (Linux CLOCK_BOOTTIME): milliseconds since boot,
+     * counting suspend, never stepped.  NULL: mono_ms stands in. */
+    int64_t (*boot_ms)(void *ctx);
+    /* This boot's identity (Linux /proc/sys/kernel/random/boot_id) into out
+     * (NUL-terminated, at most cap bytes); PT_OK or an error when there is
+     * none.  NULL: none (every start counts as a new boot). */
+    int (*boot_id)(void *ctx, char *out, size_t cap);
+    /* 1 when the kernel says the wall clock is synchronised (adjtimex:
+     * STA_UNSYNC clear), else 0.  NULL: 0. */
+    int (*wall_synced)(void *ctx);
+    /* Filled in by core/clock.c's platform only, whose now_ms is elapsed
+     * time: the wall clock, for what a gateway reads (a signed timestamp,
+     * a notification's age).  PT_OK when the wall clock is trusted,
+     * PT_ECLOCK when not (*ms filled either way).  NULL: now_ms is the wall
+     * clock and is trusted (tests, the CLI's signing tools). */
+    int (*wall_ms)(void *ctx, int64_t *ms);
 };
+
+/* The wall clock through p: its wall_ms, or its now_ms (trusted). */
+int pt_platform_wall(const struct pt_platform *p, int64_t *ms);
 
 #endif

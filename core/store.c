@@ -274,6 +274,19 @@ int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charg
     return ops(st)->charge_patch(st, id, patch, now);
 }
 
+int pt_store_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask, int64_t due,
+                                   int64_t now)
+{
+    return ops(st)->charge_request_cancel(st, id, from_mask, due, now);
+}
+
+int pt_store_key_reanswer(struct pt_store *st, const char *scope, int from_status, int status,
+                          const char *body, size_t len, int *n)
+{
+    int dummy;
+    return ops(st)->key_reanswer(st, scope, from_status, status, body, len, n ? n : &dummy);
+}
+
 int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
                                int64_t now)
 {
@@ -443,4 +456,41 @@ int pt_store_refund_event_insert(struct pt_store *st, const char *type, const st
 int pt_store_refund_stats(struct pt_store *st, struct pt_refund_stats *out)
 {
     return ops(st)->refund_stats(st, out);
+}
+
+/* ---- the lane's clock ---- */
+
+int pt_store_clock_get(struct pt_store *st, struct pt_clock_anchor *out)
+{
+    memset(out, 0, sizeof *out);
+    return ops(st)->clock_get ? ops(st)->clock_get(st, out) : PT_EUNSUPPORTED;
+}
+
+int pt_store_clock_put(struct pt_store *st, const struct pt_clock_anchor *a)
+{
+    return ops(st)->clock_put ? ops(st)->clock_put(st, a) : PT_EUNSUPPORTED;
+}
+
+int pt_store_newest_time(struct pt_store *st, int64_t *t)
+{
+    *t = 0;
+    return ops(st)->newest_time ? ops(st)->newest_time(st, t) : PT_EUNSUPPORTED;
+}
+
+int pt_store_clock_shift(struct pt_store *st, int64_t since, int64_t delta)
+{
+    return ops(st)->clock_shift ? ops(st)->clock_shift(st, since, delta) : PT_EUNSUPPORTED;
+}
+
+int pt_store_clock_event(struct pt_store *st, const char *kind, int64_t size_ms, int64_t wall_ms,
+                         const char *detail, int64_t now)
+{
+    return ops(st)->clock_event ? ops(st)->clock_event(st, kind, size_ms, wall_ms, detail, now)
+                                : PT_EUNSUPPORTED;
+}
+
+int pt_store_clock_events(struct pt_store *st, int max, struct pt_clock_event_row *rows, int *n)
+{
+    *n = 0;
+    return ops(st)->clock_events ? ops(st)->clock_events(st, max, rows, n) : PT_EUNSUPPORTED;
 }

@@ -336,6 +336,15 @@ int pt_store_key_complete(struct pt_store *st, const char *scope, const char *ke
                           struct pt_key_lock *lock, int status, const char *body, size_t len,
                           int64_t now);
 
+/*
+ * The stored answer of every completed record of `scope` that answered
+ * `from_status` becomes (status, body): a cancel answered 202 while its
+ * charge was on its way is answered by what became of it (SPEC 18).
+ * *n: how many (may be NULL).
+ */
+int pt_store_key_reanswer(struct pt_store *st, const char *scope, int from_status, int status,
+                          const char *body, size_t len, int *n);
+
 /* Deletes the record held by lock (transient failure: the client may retry
  * the key).  PT_ESTATE when the caller no longer holds it. */
 int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
@@ -419,6 +428,18 @@ struct pt_charge_patch {
  */
 int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
                                enum pt_state to, const struct pt_charge_patch *patch, int64_t now);
+
+/*
+ * Records a client's cancel of a charge in one of the states of from_mask
+ * (SPEC 18): cancel_requested set, next_attempt_at moved to `due` so the
+ * sync engine carries it out then (due < 0: left as it is - a charge being
+ * sent keeps the window that keeps others from picking it up).  PT_OK when it changed the row;
+ * PT_ESTATE when the charge is in another state or its cancel was
+ * requested already (nothing changed).  From then on the charge is never
+ * moved to PROCESSING (pt_store_charge_transition answers PT_ESTATE).
+ */
+int pt_store_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask, int64_t due,
+                                   int64_t now);
 
 /* Applies a patch without changing the state (backoff, attempts). */
 int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
@@ -621,5 +642,51 @@ struct pt_refund_stats {
     int64_t review;
 };
 int pt_store_refund_stats(struct pt_store *st, struct pt_refund_stats *out);
+
+/* ---- the lane's clock (SPEC 17, core/clock.h) --------------------------- */
+
+#define PT_CLOCK_BOOT_ID_MAX 64
+
+/* Where lane time stood when it was last written down. */
+struct pt_clock_anchor {
+    char boot_id[PT_CLOCK_BOOT_ID_MAX]; /* the boot it belongs to ("" unknown) */
+    int64_t boot_ms;                    /* the boot-time clock then */
+    int64_t lane_ms;                    /* lane time then */
+    int trusted;                        /* lane time is the trusted wall clock's */
+    int64_t provisional_since;          /* !trusted: lane time its provisional period began */
+    int64_t wall_high;                  /* the newest trusted wall clock reading */
+};
+
+/* The anchor: PT_OK, PT_ENOTFOUND (never written), PT_EUNSUPPORTED
+ * (PostgreSQL: each lane keeps none; its lane time restarts from the newest
+ * time recorded, or the trusted wall clock). */
+int pt_store_clock_get(struct pt_store *st, struct pt_clock_anchor *out);
+/* Writes the anchor, inside a write transaction. */
+int pt_store_clock_put(struct pt_store *st, const struct pt_clock_anchor *a);
+/* The newest time the store holds (charges, refunds, keys, events, the
+ * anchor): where lane time continues after a reboot without a trusted
+ * clock.  0 when the store is empty. */
+int pt_store_newest_time(struct pt_store *st, int64_t *t);
+/*
+ * Inside a write transaction: every time recorded at or after `since`
+ * moves by delta ms - charges', refunds', keys', events', the audit's and
+ * notifications' times, and the deadlines set meanwhile - so that
+ * provisional times become wall times and every age stays what elapsed.
+ * PT_EUNSUPPORTED on PostgreSQL, whose rows are other lanes' too.
+ */
+int pt_store_clock_shift(struct pt_store *st, int64_t since, int64_t delta);
+/* One audit row of the lane's clock ("step", "corrected"): its size in ms,
+ * the wall clock then, a detail (may be NULL), at lane time now. */
+int pt_store_clock_event(struct pt_store *st, const char *kind, int64_t size_ms, int64_t wall_ms,
+                         const char *detail, int64_t now);
+
+struct pt_clock_event_row {
+    int64_t id;
+    char kind[16];
+    int64_t size_ms, wall_ms, created_at;
+    char detail[160];
+};
+/* The clock's audit, newest first, up to max rows. */
+int pt_store_clock_events(struct pt_store *st, int max, struct pt_clock_event_row *rows, int *n);
 
 #endif

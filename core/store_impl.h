@@ -67,6 +67,10 @@ struct pt_store_ops {
                              const struct pt_charge_patch *patch, int64_t now);
     int (*charge_patch)(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
                         int64_t now);
+    int (*charge_request_cancel)(struct pt_store *st, int64_t id, unsigned from_mask, int64_t due,
+                                 int64_t now);
+    int (*key_reanswer)(struct pt_store *st, const char *scope, int from_status, int status,
+                        const char *body, size_t len, int *n);
     int (*charge_set_review)(struct pt_store *st, int64_t id, int review, const char *reason,
                              int64_t now);
     int (*charges_list)(struct pt_store *st, int state, int64_t after_id, int max,
@@ -118,6 +122,14 @@ struct pt_store_ops {
     int (*refund_event_insert)(struct pt_store *st, const char *type, const struct pt_refund *r,
                                const char *payload, int64_t now, int64_t *seq);
     int (*refund_stats)(struct pt_store *st, struct pt_refund_stats *out);
+    /* NULL: PT_EUNSUPPORTED. */
+    int (*clock_get)(struct pt_store *st, struct pt_clock_anchor *out);
+    int (*clock_put)(struct pt_store *st, const struct pt_clock_anchor *a);
+    int (*newest_time)(struct pt_store *st, int64_t *t);
+    int (*clock_shift)(struct pt_store *st, int64_t since, int64_t delta);
+    int (*clock_event)(struct pt_store *st, const char *kind, int64_t size_ms, int64_t wall_ms,
+                       const char *detail, int64_t now);
+    int (*clock_events)(struct pt_store *st, int max, struct pt_clock_event_row *rows, int *n);
 };
 
 struct pt_store_head {

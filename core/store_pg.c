@@ -46,7 +46,7 @@
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
     " review_reason, created_at, updated_at, amount_refunded,"                                     \
-    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id)"
+    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested"
 
 #define REFUND_COLS                                                                                \
     "r.id, r.charge_id, r.refund_id, c.order_id, c.gateway, r.amount, c.currency, r.state,"        \
@@ -141,7 +141,15 @@
       " payment_code = CASE WHEN $10 IN ('SUCCESS', 'FAILED', 'CANCELED') THEN NULL"               \
       " ELSE payment_code END,"                                                                    \
       " claimed_by = CASE WHEN $10 = 'PROCESSING' THEN $12::text ELSE claimed_by END"              \
-      " WHERE id = $1::bigint AND state = ANY ($11::text[])")                                      \
+      " WHERE id = $1::bigint AND state = ANY ($11::text[])"                                       \
+      " AND ($10 <> 'PROCESSING' OR cancel_requested = 0)")                                        \
+    X(CHARGE_REQUEST_CANCEL, "UPDATE charges SET cancel_requested = 1, next_attempt_at ="          \
+                             " CASE WHEN $2::bigint < 0 THEN next_attempt_at ELSE $2 END,"         \
+                             " updated_at = $3::bigint WHERE id = $1::bigint"                      \
+                             " AND state = ANY ($4::text[]) AND cancel_requested = 0")             \
+    X(KEY_REANSWER, "UPDATE idempotency_keys SET response_status = $3::integer,"                   \
+                    " response_body = $4::bytea WHERE scope = $1::text"                            \
+                    " AND completed_at IS NOT NULL AND response_status = $2::integer")             \
     X(CHARGE_SET_REVIEW, "UPDATE charges SET review = $2::integer, review_reason = $3::text,"      \
                          " updated_at = $4::bigint WHERE id = $1::bigint AND review <> $2")        \
     X(CHARGES_LIST, "SELECT " CHARGE_COLS " FROM charges WHERE id > $1::bigint ORDER BY id"        \
@@ -1662,6 +1670,7 @@ static void read_charge(const PGresult *r, int i, struct pt_charge *c)
     c->updated_at = col_int(r, i, 23);
     c->amount_refunded = col_int(r, i, 24);
     c->refunds = (int)col_int(r, i, 25);
+    c->cancel_requested = (int)col_int(r, i, 26);
 }
 
 /* Runs a statement that returns charges into rows[]: *more when it found
@@ -1757,6 +1766,35 @@ static int pg_charge_transition(struct pt_store *s, int64_t id, unsigned from_ma
     if (!from_mask || (unsigned)to >= PT_STATE__COUNT)
         return PT_EINVAL;
     return transition(PG(s), S_CHARGE_TRANSITION, id, from_mask, to, patch, now);
+}
+
+static int pg_charge_request_cancel(struct pt_store *s, int64_t id, unsigned from_mask, int64_t due,
+                                    int64_t now)
+{
+    from_mask &= PT_FROM_MASKS - 1;
+    if (!from_mask)
+        return PT_EINVAL;
+    char states[128];
+    state_array(from_mask, states, sizeof states);
+    struct args a = {0};
+    a_int(&a, id);
+    a_int(&a, due);
+    a_int(&a, now);
+    a_text(&a, states);
+    int n = 0;
+    int rc = run(PG(s), S_CHARGE_REQUEST_CANCEL, &a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int pg_key_reanswer(struct pt_store *s, const char *scope, int from_status, int status,
+                           const char *body, size_t len, int *n)
+{
+    struct args a = {0};
+    a_text(&a, scope);
+    a_int(&a, from_status);
+    a_int(&a, status);
+    a_bytes(&a, body, len);
+    return run(PG(s), S_KEY_REANSWER, &a, n);
 }
 
 static int pg_charge_patch(struct pt_store *s, int64_t id, const struct pt_charge_patch *patch,
@@ -2101,6 +2139,29 @@ static int pg_count(struct pt_store *s, const char *table, int64_t *count)
     rc = PQresultStatus(r) == PGRES_TUPLES_OK ? PT_OK : xlate(st, r);
     if (rc == PT_OK)
         *count = col_int(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+/* The newest time the shared database holds (SPEC 17): a lane whose clock
+ * is not trusted at start continues from the shop's latest record.  Each
+ * part is one index seek. */
+static int pg_newest_time(struct pt_store *s, int64_t *t)
+{
+    struct pg_store *st = PG(s);
+    int rc = connected(st);
+    if (rc)
+        return rc;
+    PGresult *r =
+        RT(st, PQexec(st->conn, "SELECT greatest("
+                                " (SELECT greatest(created_at, updated_at) FROM charges"
+                                " ORDER BY id DESC LIMIT 1),"
+                                " (SELECT greatest(created_at, updated_at) FROM refunds"
+                                " ORDER BY id DESC LIMIT 1),"
+                                " (SELECT created_at FROM events ORDER BY seq DESC LIMIT 1), 0)"));
+    rc = PQresultStatus(r) == PGRES_TUPLES_OK ? PT_OK : xlate(st, r);
+    if (rc == PT_OK)
+        *t = col_int(r, 0, 0);
     PQclear(r);
     return rc;
 }
@@ -2468,6 +2529,7 @@ static int pg_schema_latest(void)
 
 static const struct pt_store_ops pg_ops = {
     .name = "postgresql",
+    .newest_time = pg_newest_time,
     .schema_latest = pg_schema_latest,
     .charge_queue_guarded = pg_charge_queue_guarded,
     .round_trips = pg_round_trips,
@@ -2504,6 +2566,8 @@ static const struct pt_store_ops pg_ops = {
     .charge_get_by_id = pg_charge_get_by_id,
     .charge_transition = pg_charge_transition,
     .charge_patch = pg_charge_patch,
+    .charge_request_cancel = pg_charge_request_cancel,
+    .key_reanswer = pg_key_reanswer,
     .charge_set_review = pg_charge_set_review,
     .charges_list = pg_charges_list,
     .charges_list_review = pg_charges_list_review,

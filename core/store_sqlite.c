@@ -70,6 +70,10 @@ static int sq_charge_patch(struct pt_store *st, int64_t id, const struct pt_char
                            int64_t now);
 static int sq_charge_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
                                 int64_t now);
+static int sq_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask,
+                                    int64_t due, int64_t now);
+static int sq_key_reanswer(struct pt_store *st, const char *scope, int from_status, int status,
+                           const char *body, size_t len, int *n);
 static int sq_charges_list(struct pt_store *st, int state, int64_t after_id, int max,
                            struct pt_charge *rows, int *n, int *more);
 static int sq_charges_list_review(struct pt_store *st, int64_t after_id, int max,
@@ -119,6 +123,13 @@ static int sq_refund_audit(struct pt_store *st, const struct pt_refund *r, const
 static int sq_refund_event_insert(struct pt_store *st, const char *type, const struct pt_refund *r,
                                   const char *payload, int64_t now, int64_t *seq);
 static int sq_refund_stats(struct pt_store *st, struct pt_refund_stats *out);
+static int sq_clock_get(struct pt_store *st, struct pt_clock_anchor *out);
+static int sq_clock_put(struct pt_store *st, const struct pt_clock_anchor *a);
+static int sq_newest_time(struct pt_store *st, int64_t *t);
+static int sq_clock_shift(struct pt_store *st, int64_t since, int64_t delta);
+static int sq_clock_event(struct pt_store *st, const char *kind, int64_t size_ms, int64_t wall_ms,
+                          const char *detail, int64_t now);
+static int sq_clock_events(struct pt_store *st, int max, struct pt_clock_event_row *rows, int *n);
 static const char *sq_errmsg(struct pt_store *st);
 static const struct pt_store_ops sqlite_ops;
 
@@ -128,7 +139,7 @@ static const struct pt_store_ops sqlite_ops;
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
     " review_reason, created_at, updated_at, amount_refunded,"                                     \
-    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id)"
+    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested"
 
 /* The columns read_refund() expects, in its order (r = refunds, c = its
  * charge). */
@@ -176,6 +187,30 @@ static const struct pt_store_ops sqlite_ops;
  * audit row of a refund cost (~13 000 of 40 000 instructions, callgrind). */
 #define AUDIT_NEXT_SQL                                                                             \
     "SELECT coalesce(max(id), ?1 * 4294967296) + 1 FROM charge_events WHERE id BETWEEN " TRAIL(1)
+
+/* The newest time the database holds (pt_store_newest_time): the last
+ * charge, refund, key, event and clock audit row, the charges in progress
+ * (from the active floor, ?1), and the clock's anchor - each one seek. */
+#define NEWEST_TIME_SQL                                                                            \
+    "SELECT max(coalesce((SELECT max(created_at, updated_at) FROM charges"                         \
+    " ORDER BY id DESC LIMIT 1), 0),"                                                              \
+    " coalesce((SELECT max(updated_at) FROM charges WHERE id >= ?1 AND " ACTIVE "), 0),"           \
+    " coalesce((SELECT max(created_at, updated_at) FROM refunds ORDER BY id DESC LIMIT 1), 0),"    \
+    " coalesce((SELECT max(created_at, coalesce(locked_at, 0), coalesce(completed_at, 0))"         \
+    " FROM idempotency_keys ORDER BY id DESC LIMIT 1), 0),"                                        \
+    " coalesce((SELECT created_at FROM events ORDER BY seq DESC LIMIT 1), 0),"                     \
+    " coalesce((SELECT created_at FROM clock_events ORDER BY id DESC LIMIT 1), 0),"                \
+    " coalesce((SELECT lane_ms FROM clock WHERE id = 1), 0))"
+
+/* The correction of provisional times (pt_store_clock_shift): ?1 since,
+ * ?2 delta.  A column recorded at or after since moves; a charge's or
+ * refund's deadline moves with it when its row was written meanwhile and
+ * the deadline falls in that period or later. */
+#define SHIFTED(col) " " col " = CASE WHEN " col " >= ?1 THEN " col " + ?2 ELSE " col " END"
+#define SHIFT_ROWS(table)                                                                          \
+    "UPDATE " table " SET" SHIFTED("created_at") "," SHIFTED("first_sent_at") "," SHIFTED(         \
+        "next_attempt_at") ", updated_at = updated_at + ?2 WHERE updated_at >= ?1"
+#define SHIFT_COLUMN(table, col) "UPDATE " table " SET " col " = " col " + ?2 WHERE " col " >= ?1"
 
 /* The oldest SQLite the schema's migrations run on. */
 #define PT_SQLITE_MIN 3035000
@@ -226,6 +261,11 @@ static const struct pt_store_ops sqlite_ops;
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = ?1")                       \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = ?1")                       \
     X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = ?1")                              \
+    X(CHARGE_REQUEST_CANCEL, "UPDATE charges SET cancel_requested = 1, next_attempt_at ="          \
+                             " CASE WHEN ?2 < 0 THEN next_attempt_at ELSE ?2 END, updated_at = ?3" \
+                             " WHERE id = ?1 AND cancel_requested = 0")                            \
+    X(KEY_REANSWER, "UPDATE idempotency_keys SET response_status = ?3, response_body = ?4"         \
+                    " WHERE scope = ?1 AND completed_at IS NOT NULL AND response_status = ?2")     \
     X(CHARGE_SET_REVIEW, "UPDATE charges SET review = ?2, review_reason = ?3, updated_at = ?4"     \
                          " WHERE id = ?1 AND review <> ?2")                                        \
     X(CHARGES_LIST, "SELECT " CHARGE_COLS " FROM charges WHERE id > ?1 ORDER BY id LIMIT ?2")      \
@@ -302,6 +342,30 @@ static const struct pt_store_ops sqlite_ops;
       " ?4, ?5, ?6, ?7, ?8, ?10)")                                                                 \
     X(EVENT_INSERT_REFUND, "INSERT OR IGNORE INTO events (type, charge_id, order_id, payload,"     \
                            " created_at, refund_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
+    X(CLOCK_GET, "SELECT boot_id, boot_ms, lane_ms, trusted, provisional_since, wall_high"         \
+                 " FROM clock WHERE id = 1")                                                       \
+    X(CLOCK_PUT, "INSERT INTO clock (id, boot_id, boot_ms, lane_ms, trusted, provisional_since,"   \
+                 " wall_high) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET"   \
+                 " boot_id = ?1, boot_ms = ?2, lane_ms = ?3, trusted = ?4,"                        \
+                 " provisional_since = ?5, wall_high = ?6")                                        \
+    X(NEWEST_TIME, NEWEST_TIME_SQL)                                                                \
+    X(CLOCK_EVENT, "INSERT INTO clock_events (kind, size_ms, wall_ms, detail, created_at)"         \
+                   " VALUES (?1, ?2, ?3, ?4, ?5)")                                                 \
+    X(CLOCK_EVENTS, "SELECT id, kind, size_ms, wall_ms, detail, created_at FROM clock_events"      \
+                    " ORDER BY id DESC LIMIT ?1")                                                  \
+    X(SHIFT_CHARGES, SHIFT_ROWS("charges"))                                                        \
+    X(SHIFT_REFUNDS, SHIFT_ROWS("refunds"))                                                        \
+    X(SHIFT_KEYS,                                                                                  \
+      "UPDATE idempotency_keys SET" SHIFTED(                                                       \
+          "created_at") ","                                                                        \
+                        " expires_at = CASE WHEN created_at >= ?1 THEN expires_at + ?2"            \
+                        " ELSE expires_at END," SHIFTED("locked_at") "," SHIFTED(                  \
+                            "completed_at") " WHERE created_at >= ?1 OR locked_at >= ?1 OR "       \
+                                            "completed_at >= ?1")                                  \
+    X(SHIFT_EVENTS, SHIFT_COLUMN("events", "created_at"))                                          \
+    X(SHIFT_AUDIT, SHIFT_COLUMN("charge_events", "created_at"))                                    \
+    X(SHIFT_NOTIFICATIONS, SHIFT_COLUMN("notifications", "received_at"))                           \
+    X(SHIFT_CLOCK_EVENTS, SHIFT_COLUMN("clock_events", "created_at"))                              \
     X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
     X(COMMIT, "COMMIT")                                                                            \
     X(ROLLBACK, "ROLLBACK")                                                                        \
@@ -713,6 +777,9 @@ static const char *const schema_objects[] = {
     "index refunds_review",
     "trigger refunds_refunded",
     "index events_once_per_refund",
+    "table clock",
+    "table clock_events",
+    "trigger clock_events_append_only_d",
 };
 #define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
 
@@ -1768,6 +1835,7 @@ static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
     c->updated_at = sqlite3_column_int64(s, 23);
     c->amount_refunded = sqlite3_column_int64(s, 24);
     c->refunds = sqlite3_column_int(s, 25);
+    c->cancel_requested = sqlite3_column_int(s, 26);
 }
 
 static int sq_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out)
@@ -1939,7 +2007,9 @@ static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
                              "UPDATE charges SET state = ?10, " PATCH_SET ","
                              " payment_code = CASE WHEN ?10 = 'SUCCESS' OR ?10 = 'FAILED'"
                              " OR ?10 = 'CANCELED' THEN NULL ELSE payment_code END"
-                             " WHERE id = ?1 AND ");
+                             /* SPEC 18: a charge whose cancel was requested is never sent */
+                             " WHERE id = ?1 AND (?10 <> 'PROCESSING' OR cancel_requested = 0)"
+                             " AND ");
 }
 
 static int sq_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
@@ -1957,6 +2027,46 @@ static int sq_charge_transition(struct pt_store *st, int64_t id, unsigned from_m
     if (rc)
         return rc;
     return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int sq_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask,
+                                    int64_t due, int64_t now)
+{
+    /* The state condition as the transitions write it (cached per mask);
+     * the rest of the statement is fixed. */
+    from_mask &= PT_FROM_MASKS - 1;
+    if (!from_mask)
+        return PT_EINVAL;
+    sqlite3_stmt *s = stmt(st, S_CHARGE_REQUEST_CANCEL);
+    if (!s)
+        return PT_ESTORAGE;
+    struct pt_charge c;
+    int rc = sq_charge_get_by_id(st, id, &c);
+    if (rc)
+        return rc;
+    if (!(from_mask & (1u << c.state)))
+        return PT_ESTATE; /* read in the caller's write transaction: it stands */
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, due);
+    sqlite3_bind_int64(s, 3, now);
+    if ((rc = run(st, s)))
+        return rc;
+    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int sq_key_reanswer(struct pt_store *st, const char *scope, int from_status, int status,
+                           const char *body, size_t len, int *n)
+{
+    sqlite3_stmt *s = stmt(st, S_KEY_REANSWER);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, from_status);
+    sqlite3_bind_int(s, 3, status);
+    sqlite3_bind_blob(s, 4, body, (int)len, SQLITE_STATIC);
+    int rc = run(st, s);
+    *n = rc ? 0 : sqlite3_changes(st->c->db);
+    return rc;
 }
 
 static int sq_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
@@ -2652,6 +2762,110 @@ static int sq_refund_stats(struct pt_store *st, struct pt_refund_stats *out)
     return s ? scalar(st, s, &out->review) : PT_ESTORAGE;
 }
 
+/* ---- the lane's clock (SPEC 17) ------------------------------------------ */
+
+static int sq_clock_get(struct pt_store *st, struct pt_clock_anchor *out)
+{
+    sqlite3_stmt *s = stmt(st, S_CLOCK_GET);
+    if (!s)
+        return PT_ESTORAGE;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        copy_col(s, 0, out->boot_id, sizeof out->boot_id);
+        out->boot_ms = sqlite3_column_int64(s, 1);
+        out->lane_ms = sqlite3_column_int64(s, 2);
+        out->trusted = sqlite3_column_int(s, 3);
+        out->provisional_since = sqlite3_column_int64(s, 4);
+        out->wall_high = sqlite3_column_int64(s, 5);
+        rc = PT_OK;
+    } else {
+        rc = rc == SQLITE_DONE ? PT_ENOTFOUND : xlate(sqlite3_extended_errcode(st->c->db));
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int sq_clock_put(struct pt_store *st, const struct pt_clock_anchor *a)
+{
+    sqlite3_stmt *s = stmt(st, S_CLOCK_PUT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, a->boot_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, a->boot_ms);
+    sqlite3_bind_int64(s, 3, a->lane_ms);
+    sqlite3_bind_int(s, 4, a->trusted != 0);
+    sqlite3_bind_int64(s, 5, a->provisional_since);
+    sqlite3_bind_int64(s, 6, a->wall_high);
+    return run(st, s);
+}
+
+static int sq_newest_time(struct pt_store *st, int64_t *t)
+{
+    int64_t floor;
+    int rc = active_floor(st, &floor);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = stmt(st, S_NEWEST_TIME);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, floor);
+    return scalar(st, s, t);
+}
+
+static int sq_clock_shift(struct pt_store *st, int64_t since, int64_t delta)
+{
+    static const int shifts[] = {S_SHIFT_CHARGES,     S_SHIFT_REFUNDS, S_SHIFT_KEYS,
+                                 S_SHIFT_EVENTS,      S_SHIFT_AUDIT,   S_SHIFT_NOTIFICATIONS,
+                                 S_SHIFT_CLOCK_EVENTS};
+    assert(st->in_txn); /* one transaction with the anchor: all of it or none */
+    int rc = PT_OK;
+    for (size_t i = 0; rc == PT_OK && i < sizeof shifts / sizeof shifts[0]; i++) {
+        sqlite3_stmt *s = stmt(st, shifts[i]);
+        if (!s)
+            return PT_ESTORAGE;
+        sqlite3_bind_int64(s, 1, since);
+        sqlite3_bind_int64(s, 2, delta);
+        rc = run(st, s);
+    }
+    return rc;
+}
+
+static int sq_clock_event(struct pt_store *st, const char *kind, int64_t size_ms, int64_t wall_ms,
+                          const char *detail, int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_CLOCK_EVENT);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(s, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, size_ms);
+    sqlite3_bind_int64(s, 3, wall_ms);
+    bind_text(s, 4, detail);
+    sqlite3_bind_int64(s, 5, now);
+    return run(st, s);
+}
+
+static int sq_clock_events(struct pt_store *st, int max, struct pt_clock_event_row *rows, int *n)
+{
+    sqlite3_stmt *s = stmt(st, S_CLOCK_EVENTS);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int(s, 1, max);
+    int rc;
+    *n = 0;
+    while (*n < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct pt_clock_event_row *r = &rows[(*n)++];
+        r->id = sqlite3_column_int64(s, 0);
+        copy_col(s, 1, r->kind, sizeof r->kind);
+        r->size_ms = sqlite3_column_int64(s, 2);
+        r->wall_ms = sqlite3_column_int64(s, 3);
+        copy_col(s, 4, r->detail, sizeof r->detail);
+        r->created_at = sqlite3_column_int64(s, 5);
+    }
+    rc = (*n == max || rc == SQLITE_DONE) ? PT_OK : xlate(sqlite3_extended_errcode(st->c->db));
+    sqlite3_reset(s);
+    return rc;
+}
+
 static const struct pt_store_ops sqlite_ops = {
     .name = "sqlite",
     .schema_latest = pt_store_schema_latest,
@@ -2686,6 +2900,8 @@ static const struct pt_store_ops sqlite_ops = {
     .charge_get_by_id = sq_charge_get_by_id,
     .charge_transition = sq_charge_transition,
     .charge_patch = sq_charge_patch,
+    .charge_request_cancel = sq_charge_request_cancel,
+    .key_reanswer = sq_key_reanswer,
     .charge_set_review = sq_charge_set_review,
     .charges_list = sq_charges_list,
     .charges_list_review = sq_charges_list_review,
@@ -2716,4 +2932,10 @@ static const struct pt_store_ops sqlite_ops = {
     .refund_audit = sq_refund_audit,
     .refund_event_insert = sq_refund_event_insert,
     .refund_stats = sq_refund_stats,
+    .clock_get = sq_clock_get,
+    .clock_put = sq_clock_put,
+    .newest_time = sq_newest_time,
+    .clock_shift = sq_clock_shift,
+    .clock_event = sq_clock_event,
+    .clock_events = sq_clock_events,
 };

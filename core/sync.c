@@ -30,8 +30,14 @@
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin). */
 #define IN_FLIGHT_MARGIN_MS 5000
+/* Stripes of the per-charge gateway lock (struct pt_sync charge_mu). */
+#define CHARGE_LOCKS 64
 
 enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
+
+/* A verdict that says nothing left the device: the gateway could not be
+ * reached, or the wall clock is not trusted yet (SPEC 17). */
+#define NOT_SENT(v) ((v) == PT_ENOTSENT || (v) == PT_ECLOCK)
 
 /* A download asked for by a message under an unknown serial (rate limit). */
 struct key_attempt {
@@ -51,7 +57,22 @@ struct pt_sync {
     /* Monotonic ms of the drain's last step (a batch begun, a gateway
      * answered or timed out): the watchdog's proof of life (SPEC 11). */
     _Atomic int64_t drain_progress;
+    /* One gateway conversation at a time per charge (SPEC 18): a query,
+     * a close or a reverse, and a notification's application, each with
+     * the commit of its outcome, hold the charge's lock (by order id,
+     * striped; recursive: a cancel may query first).  So a reverse never
+     * runs beside a query or a notification that would take the money as
+     * kept: the one that comes second reads what the first committed. */
+    pthread_mutex_t charge_mu[CHARGE_LOCKS];
 };
+
+static pthread_mutex_t *charge_lock(struct pt_sync *s, const char *order_id)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)order_id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return &s->charge_mu[h % CHARGE_LOCKS];
+}
 
 /* Set while this thread runs pt_sync_drain (call() counts as its progress). */
 static _Thread_local struct pt_sync *tl_drain;
@@ -74,6 +95,19 @@ static void drain_step(struct pt_sync *s)
 static int64_t now_ms(const struct pt_sync *s)
 {
     return s->opt.platform->now_ms(s->opt.platform->ctx);
+}
+
+/* The wall clock for a gateway (SPEC 17): PT_ECLOCK while it is not
+ * trusted, and then nothing that carries a time leaves the device. */
+static int wall_ms(const struct pt_sync *s, int64_t *ms)
+{
+    return pt_platform_wall(s->opt.platform, ms);
+}
+
+static int clock_trusted(const struct pt_sync *s)
+{
+    int64_t ms;
+    return wall_ms(s, &ms) == PT_OK;
 }
 
 static int gw_index(const char *name)
@@ -123,7 +157,8 @@ int pt_sync_reachable(void *p, const char *gateway)
 {
     struct pt_sync *s = p;
     int i = gw_index(gateway);
-    return i >= 0 && s->opt.gw[i] && atomic_load(&s->reach[i]) != REACH_DOWN;
+    /* Without a trusted clock nothing can be sent: as good as offline. */
+    return i >= 0 && s->opt.gw[i] && atomic_load(&s->reach[i]) != REACH_DOWN && clock_trusted(s);
 }
 
 int pt_sync_any_down(struct pt_sync *s)
@@ -218,7 +253,9 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
         return PT_ECONFIG;
     char n[33];
     nonce(s, n);
-    struct pt_gw_env env = {.now_ms = now_ms(s), .nonce = n};
+    struct pt_gw_env env = {.nonce = n};
+    if (wall_ms(s, &env.now_ms) != PT_OK)
+        return PT_ECLOCK; /* every gateway's request carries the time: not sent */
     struct pt_http_request req = {0};
     int rc = gw->build(cfg, op, c, &env, &req);
     if (rc)
@@ -353,18 +390,60 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
  * Records what became of a pay request (inside a transaction): the
  * transport's verdict `sent` and, for an answer, the adapter's result.
  */
+static int settle_outcome(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
+                          int sent, const struct pt_gw_result *res, int64_t now);
+
+/*
+ * A charge whose cancel was requested while it was on its way has its
+ * outcome (SPEC 18): not sent - it is canceled here, nothing can charge it;
+ * still open at the gateway (PENDING, UNKNOWN) - due at once, and the
+ * drain closes or reverses it, now that nothing of ours is on its way;
+ * final - nothing to do (charges.c answered the waiting cancels).
+ */
+static int carry_out_cancel(struct pt_store *st, struct pt_charge *c, int64_t now)
+{
+    if (!c->cancel_requested || pt_state_is_final(c->state))
+        return PT_OK;
+    if (c->state == PT_STATE_INIT)
+        return pt_charge_transition(st, c, PT_STATE_CANCELED, NULL, "canceled_by_client", "sync",
+                                    "canceled before it was sent", now);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now;
+    return pt_store_charge_patch(st, c->id, &p, now);
+}
+
 static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend, int sent,
                   const struct pt_gw_result *res, int64_t now)
 {
+    int rc = settle_outcome(s, st, c, resend, sent, res, now);
+    if (rc == PT_OK || rc == PT_EEXIST) {
+        int grc = pt_store_charge_get_by_id(st, c->id, c);
+        if (grc == PT_OK && c->cancel_requested)
+            grc = carry_out_cancel(st, c, now);
+        if (grc)
+            rc = grc;
+    }
+    return rc;
+}
+
+static int settle_outcome(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
+                          int sent, const struct pt_gw_result *res, int64_t now)
+{
     struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
     int rc;
-    if (sent == PT_ENOTSENT) {
+    if (sent == PT_ECANCELED) {
+        /* Marked in a run, its cancel requested before its turn came: it
+         * never left (carry_out_cancel ends it). */
+        rc = pt_charge_transition(st, c, PT_STATE_INIT, &q, "not_sent", "sync",
+                                  "its cancel was requested before it was sent", now);
+    } else if (NOT_SENT(sent)) {
         count_sync(c->gateway, PT_MS_NOT_SENT);
         q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
         /* Provably not sent this time.  A first send goes back to the queue;
          * a resend does not, because an earlier attempt may have arrived. */
-        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
-                                  "sync", "gateway unreachable", now);
+        rc = pt_charge_transition(
+            st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent", "sync",
+            sent == PT_ECLOCK ? "the wall clock is not trusted yet" : "gateway unreachable", now);
     } else if (sent == PT_ENOANSWER) {
         count_sync(c->gateway, PT_MS_AMBIGUOUS);
         q.attempts_add = 1;
@@ -405,6 +484,8 @@ static struct pt_charge_patch processing_patch(const struct pt_sync *s, int64_t 
  */
 static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
 {
+    if (c->cancel_requested)
+        return PT_OK; /* never sent again (SPEC 18); the store refuses it too */
     int64_t now = now_ms(s);
     int resend = c->state != PT_STATE_INIT;
     int rc = pt_store_begin(st);
@@ -550,8 +631,13 @@ static int send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge 
                 verdict[j] = NOT_OURS;
                 continue;
             }
+            if (cur.cancel_requested) {
+                verdict[j] = PT_ECANCELED; /* canceled before its turn: not sent */
+                *c = cur;
+                continue;
+            }
             verdict[j] = call(s, PT_GW_PAY, c, &res[j]);
-            if (verdict[j] == PT_ENOTSENT) {
+            if (NOT_SENT(verdict[j])) {
                 skip[gw_index(c->gateway)] = 1;
                 stats->not_sent++;
             } else {
@@ -645,7 +731,22 @@ static int check_limits(struct pt_sync *s, struct pt_store *st, struct pt_charge
     return finish(st, rc);
 }
 
+static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c);
+
+/* resolve_locked() with the charge's gateway lock held, on the charge as
+ * committed once it is (another thread's close may have ended it). */
 static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    pthread_mutex_t *mu = charge_lock(s, c->order_id);
+    pthread_mutex_lock(mu);
+    int rc = pt_store_charge_get_by_id(st, c->id, c);
+    if (rc == PT_OK && !pt_state_is_final(c->state) && c->state != PT_STATE_INIT)
+        rc = resolve_locked(s, st, c);
+    pthread_mutex_unlock(mu);
+    return rc;
+}
+
+static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
 {
     struct pt_gw_result res;
     int sent = call(s, PT_GW_QUERY, c, &res);
@@ -709,9 +810,9 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
         }
     } else {
         struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-        p.next_attempt_at = sent == PT_ENOTSENT ? now + s->opt.cfg->sync_interval_s * 1000
-                                                : now + backoff_ms(s, c->attempts);
-        count_sync(c->gateway, sent == PT_ENOTSENT ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+        p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
+                                           : now + backoff_ms(s, c->attempts);
+        count_sync(c->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
         rc = pt_store_charge_patch(st, c->id, &p, now);
     }
     rc = finish(st, rc);
@@ -756,6 +857,12 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
         return PT_ENOMEM;
     s->opt = *opt;
     pthread_mutex_init(&s->keys_mu, NULL);
+    pthread_mutexattr_t ra;
+    pthread_mutexattr_init(&ra);
+    pthread_mutexattr_settype(&ra, PTHREAD_MUTEX_RECURSIVE);
+    for (int i = 0; i < CHARGE_LOCKS; i++)
+        pthread_mutex_init(&s->charge_mu[i], &ra);
+    pthread_mutexattr_destroy(&ra);
     for (int i = 0; i < pt_gateway_count(); i++)
         atomic_store(&pt_metrics.online[i], opt->gw[i] ? 1 : 0);
     *out = s;
@@ -767,6 +874,8 @@ void pt_sync_destroy(struct pt_sync *s)
     if (!s)
         return;
     pthread_mutex_destroy(&s->keys_mu);
+    for (int i = 0; i < CHARGE_LOCKS; i++)
+        pthread_mutex_destroy(&s->charge_mu[i]);
     free(s);
 }
 
@@ -820,6 +929,8 @@ int pt_sync_settle(void *p, struct pt_store *st, struct pt_charge *c,
 int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
 {
     struct pt_sync *s = p;
+    if (c->cancel_requested)
+        return PT_OK; /* being canceled: no code is issued again */
     /* The create's answer was lost: repeat it, with the same order id, as a
      * resend (PROCESSING committed first, the answer applied) - as often as
      * the sync engine itself may: a kiosk polling this route cannot push the
@@ -843,9 +954,31 @@ int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
     return rc ? rc : pt_store_charge_get_by_id(st, c->id, c);
 }
 
+static int cancel_now_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c);
+
 int pt_sync_cancel_now(void *p, struct pt_store *st, struct pt_charge *c)
 {
     struct pt_sync *s = p;
+    pthread_mutex_t *mu = charge_lock(s, c->order_id);
+    pthread_mutex_lock(mu);
+    /* As committed now: a query or a notification that held the lock
+     * before may have ended it (then no close or reverse is sent). */
+    int rc = pt_store_charge_get_by_id(st, c->id, c);
+    if (rc == PT_OK && c->state == PT_STATE_INIT) {
+        /* Never sent (its run gave it back): nothing to ask the gateway. */
+        int64_t now = now_ms(s);
+        if ((rc = pt_store_begin(st)) == PT_OK)
+            rc = finish(st, pt_charge_transition(st, c, PT_STATE_CANCELED, NULL,
+                                                 "canceled_by_client", "sync", NULL, now));
+    } else if (rc == PT_OK && !pt_state_is_final(c->state) && c->state != PT_STATE_PROCESSING) {
+        rc = cancel_now_locked(s, st, c);
+    }
+    pthread_mutex_unlock(mu);
+    return rc;
+}
+
+static int cancel_now_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
     /* Some gateways cancel by their own trade number (Stripe a
      * PaymentIntent by id): find it first if we never learned it. */
     const struct pt_gateway *gw = pt_gateway_find(c->gateway);
@@ -886,8 +1019,9 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
      * offline limits.  One found unreachable during the pass is skipped for
      * the rest of it. */
     int skip[PT_GW_MAX];
+    int trusted = clock_trusted(s); /* else nothing is sent, queued charges still expire */
     for (int i = 0; i < pt_gateway_count(); i++)
-        skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN;
+        skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN || !trusted;
     int rc = PT_OK;
     int64_t cursor = 0; /* one walk through the due charges, by id */
     struct pt_sync *bound = tl_drain;
@@ -934,7 +1068,9 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
                 break;
             case PT_STATE_UNKNOWN:
             case PT_STATE_PENDING:
-                rc = resolve(s, st, c);
+                /* A cancel asked for while it was on its way is carried out
+                 * now that nothing of ours is (SPEC 18). */
+                rc = c->cancel_requested ? pt_sync_cancel_now(s, st, c) : resolve(s, st, c);
                 stats->queries++;
                 if (!pt_sync_reachable(s, c->gateway))
                     skip[g] = 1;
@@ -985,7 +1121,7 @@ static int probe(struct pt_sync *s, int i)
 int pt_sync_probe_one(void *p, const char *gateway)
 {
     int i = gw_index(gateway);
-    return i >= 0 && probe(p, i);
+    return i >= 0 && clock_trusted(p) && probe(p, i);
 }
 
 int pt_sync_probe(struct pt_sync *s)
@@ -1288,8 +1424,24 @@ static int take_refund_notification(struct pt_sync *s, struct pt_store *st, cons
  * Binds, de-duplicates and applies one verified notification.  Returns
  * PT_OK with *outcome set, or a storage error (then nothing was applied).
  */
+static int take_notification_locked(struct pt_sync *s, struct pt_store *st, const char *route,
+                                    const struct pt_notification *n, const char **outcome);
+
+/* A notification is applied with its charge's gateway lock held: a
+ * success that arrives while a reverse of the charge is on its way is
+ * applied after the reverse's outcome, to the charge as it left it. */
 static int take_notification(struct pt_sync *s, struct pt_store *st, const char *route,
                              const struct pt_notification *n, const char **outcome)
+{
+    pthread_mutex_t *mu = charge_lock(s, n->order_id);
+    pthread_mutex_lock(mu);
+    int rc = take_notification_locked(s, st, route, n, outcome);
+    pthread_mutex_unlock(mu);
+    return rc;
+}
+
+static int take_notification_locked(struct pt_sync *s, struct pt_store *st, const char *route,
+                                    const struct pt_notification *n, const char **outcome)
 {
     char actor[32];
     snprintf(actor, sizeof actor, "notify:%s", route);
@@ -1367,7 +1519,18 @@ int pt_sync_notify(void *p, struct pt_store *st, const char *gateway,
         *content_type = "application/json";
         return PT_OK;
     }
-    struct pt_gw_env env = {.now_ms = now_ms(s)};
+    struct pt_gw_env env = {0};
+    if (wall_ms(s, &env.now_ms) != PT_OK && gw->notify_needs_time) {
+        /* Its verification reads the time, which cannot be trusted yet:
+         * recorded nowhere, and the gateway delivers it again (SPEC 17). */
+        count_notify(gateway, PT_MN_DEFERRED);
+        pt_log_warn("notification from %s: not verified (the wall clock is not trusted yet); "
+                    "answered 503, the gateway delivers it again",
+                    gateway);
+        notify_reply(out, gw, 0, content_type);
+        out->status = 503;
+        return PT_OK;
+    }
     struct pt_notification n;
     memset(&n, 0, sizeof n);
     learn_peer_key(s, gw, cfg, msg);
@@ -1432,7 +1595,9 @@ static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct 
         return PT_EUNSUPPORTED;
     char n[33];
     nonce(s, n);
-    struct pt_gw_env env = {.now_ms = now_ms(s), .nonce = n};
+    struct pt_gw_env env = {.nonce = n};
+    if (wall_ms(s, &env.now_ms) != PT_OK)
+        return PT_ECLOCK; /* not sent: the request would carry a wrong time */
     struct pt_http_request req = {0};
     int rc = gw->build_refund(cfg, op, c, r, &env, &req);
     if (rc)
@@ -1542,11 +1707,12 @@ static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refun
 {
     struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
     int rc;
-    if (sent == PT_ENOTSENT) {
+    if (NOT_SENT(sent)) {
         count_sync(r->gateway, PT_MS_NOT_SENT);
         q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-        rc = pt_refund_transition(st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
-                                  "sync", "gateway unreachable", now);
+        rc = pt_refund_transition(
+            st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent", "sync",
+            sent == PT_ECLOCK ? "the wall clock is not trusted yet" : "gateway unreachable", now);
     } else if (sent == PT_ENOANSWER) {
         count_sync(r->gateway, PT_MS_AMBIGUOUS);
         q.attempts_add = 1;
@@ -1646,9 +1812,9 @@ static int resolve_refund(struct pt_sync *s, struct pt_store *st, const struct p
         rc = refund_apply(s, st, r, PT_GW_REFUND_QUERY, &res, now);
     } else {
         struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-        p.next_attempt_at = sent == PT_ENOTSENT ? now + s->opt.cfg->sync_interval_s * 1000
-                                                : now + backoff_ms(s, r->attempts);
-        count_sync(r->gateway, sent == PT_ENOTSENT ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+        p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
+                                           : now + backoff_ms(s, r->attempts);
+        count_sync(r->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
         rc = pt_store_refund_patch(st, r->id, &p, now);
     }
     rc = finish(st, rc);
@@ -1736,9 +1902,9 @@ static int send_queued_refunds(struct pt_sync *s, struct pt_store *st, struct pt
                 continue;
             }
             verdict[j] = refund_call(s, PT_GW_REFUND, &cs[j], r, &res[j]);
-            if (verdict[j] == PT_ENOTSENT || !pt_sync_reachable(s, r->gateway))
+            if (NOT_SENT(verdict[j]) || !pt_sync_reachable(s, r->gateway))
                 down[g] = 1;
-            if (verdict[j] == PT_ENOTSENT)
+            if (NOT_SENT(verdict[j]))
                 stats->not_sent++;
             else
                 stats->sent++;
@@ -1910,7 +2076,9 @@ static int refresh_keys(struct pt_sync *s, int i)
         return PT_ECONFIG;
     char n[33];
     nonce(s, n);
-    struct pt_gw_env env = {.now_ms = now_ms(s), .nonce = n};
+    struct pt_gw_env env = {.nonce = n};
+    if (wall_ms(s, &env.now_ms) != PT_OK)
+        return PT_ECLOCK; /* signed with the time, and certificates' validity is judged by it */
     struct pt_http_request req = {0};
     int rc = gw->build_keys(cfg, &env, &req);
     if (rc)

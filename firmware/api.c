@@ -829,6 +829,28 @@ static MHD_RESULT events_feed(struct pt_api *api, struct MHD_Connection *conn, s
     return send_json(conn, rq, 200, o);
 }
 
+/* /v1/status's "clock" (SPEC 17): whether payterm may use the wall clock
+ * now (it sends nothing while not), whether what it records is still
+ * provisional, and the steps it saw. */
+static void add_clock(struct pt_api *api, cJSON *o)
+{
+    if (!api->opt.hooks.clock)
+        return;
+    struct pt_clock_info ci;
+    api->opt.hooks.clock(api->opt.hooks.ctx, &ci);
+    cJSON *k = cJSON_AddObjectToObject(o, "clock");
+    char t[32];
+    cJSON_AddBoolToObject(k, "trusted", ci.trusted);
+    cJSON_AddBoolToObject(k, "synchronized", ci.synced);
+    cJSON_AddBoolToObject(k, "provisional", ci.provisional);
+    pt_rfc3339(ci.wall_ms, t);
+    cJSON_AddStringToObject(k, "wall", t);
+    pt_rfc3339(ci.lane_ms, t);
+    cJSON_AddStringToObject(k, "payterm", t);
+    cJSON_AddNumberToObject(k, "steps", (double)ci.steps);
+    cJSON_AddNumberToObject(k, "last_step_ms", (double)ci.last_step_ms);
+}
+
 static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
@@ -876,6 +898,7 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
     cJSON_AddNumberToObject(rf, "unknown", (double)rs.by_state[PT_STATE_UNKNOWN]);
     cJSON_AddNumberToObject(rf, "processing", (double)rs.by_state[PT_STATE_PROCESSING]);
     cJSON_AddNumberToObject(rf, "review", (double)rs.review);
+    add_clock(api, o);
     cJSON_AddStringToObject(o, "version", PT_VERSION);
     return send_json(conn, rq, 200, o);
 }
@@ -960,6 +983,19 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
             "# HELP payterm_online 1 when the gateways were reachable at last contact.\n"
             "# TYPE payterm_online gauge\npayterm_online %d\n",
             api->opt.hooks.online && api->opt.hooks.online(api->opt.hooks.ctx) ? 1 : 0);
+    if (api->opt.hooks.clock) {
+        struct pt_clock_info ci;
+        api->opt.hooks.clock(api->opt.hooks.ctx, &ci);
+        tprintf(&t,
+                "# HELP payterm_clock_trusted 1 when the wall clock may be used (SPEC 17).\n"
+                "# TYPE payterm_clock_trusted gauge\npayterm_clock_trusted %d\n"
+                "# HELP payterm_clock_provisional 1 while recorded times wait for a trusted "
+                "clock.\n"
+                "# TYPE payterm_clock_provisional gauge\npayterm_clock_provisional %d\n"
+                "# HELP payterm_clock_steps_total Steps of the wall clock seen.\n"
+                "# TYPE payterm_clock_steps_total counter\npayterm_clock_steps_total %lld\n",
+                ci.trusted, ci.provisional, (long long)ci.steps);
+    }
     tprintf(&t, "# HELP payterm_gateway_online 1 when the gateway answered at last contact.\n"
                 "# TYPE payterm_gateway_online gauge\n");
     for (int g = 0; g < pt_gateway_count(); g++)

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "clock.h"
 #include "intake.h"
 #include "platform.h"
 
@@ -34,6 +35,8 @@ struct pt_api_hooks {
     int (*notify)(void *ctx, struct pt_store *st, const char *gateway,
                   const struct pt_http_response *msg, struct pt_reply *out,
                   const char **content_type);
+    /* The clock's state (SPEC 17) for /v1/status and /metrics; NULL: none. */
+    void (*clock)(void *ctx, struct pt_clock_info *out);
     void *ctx;
 };
 

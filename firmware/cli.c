@@ -3,6 +3,9 @@
  * database, the running daemon's API).
  */
 #include "cli.h"
+#include "clock.h"
+#include "host.h"
+#include "pt_config.h"
 #include "crypto.h"
 #include "err.h"
 #include "store.h"
@@ -333,4 +336,14 @@ void pt_cli_answer_free(struct pt_cli_answer *a)
     free(a->body);
     a->body = NULL;
     a->len = 0;
+}
+
+int64_t pt_cli_now(struct pt_store *st)
+{
+    struct pt_clock *c = NULL;
+    if (pt_clock_open(pt_host(), st, PT_BUILD_EPOCH_MS, 0, &c) != PT_OK)
+        return pt_host_now_ms();
+    int64_t now = pt_clock_now(c);
+    pt_clock_free(c);
+    return now;
 }

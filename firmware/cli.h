@@ -86,6 +86,12 @@ enum pt_cli_db { PT_CLI_DB_READ, PT_CLI_DB_MAINTAIN, PT_CLI_DB_COPY };
 int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_cli_db mode,
                          struct pt_store **st);
 
+/* Lane time (SPEC 17, core/clock.h) for a command on st's database: the
+ * daemon's own time when it runs in this boot, else the newest time
+ * recorded (a command measuring ages then finds nothing older than it is);
+ * the wall clock on a database without the clock's anchor. */
+int64_t pt_cli_now(struct pt_store *st);
+
 /* An answer of the running daemon's API (pt_cli_api). */
 struct pt_cli_answer {
     long status; /* HTTP status */

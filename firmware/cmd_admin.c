@@ -93,7 +93,7 @@ int pt_cmd_sweep(int argc, char **argv)
     int n = 0;
     int rc = pt_store_begin(st);
     if (rc == PT_OK)
-        rc = pt_idem_sweep(st, pt_host_now_ms(), &n);
+        rc = pt_idem_sweep(st, pt_cli_now(st), &n);
     if (rc == PT_OK)
         rc = pt_store_commit(st);
     else

@@ -41,12 +41,12 @@ int pt_cmd_status(int argc, char **argv)
     int rc = pt_store_stats(st, 1, &s);
     if (!rc)
         rc = pt_store_schema_version(st, &version);
+    int64_t now = pt_cli_now(st);
     pt_store_close(st);
     if (rc) {
         pt_cli_error("status", "cannot read the database: %s", pt_strerror(rc));
         return PT_EXIT_FAIL;
     }
-    int64_t now = pt_host_now_ms();
     cJSON *o = cJSON_CreateObject(), *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
     cJSON_AddNumberToObject(

@@ -4,6 +4,7 @@
 #include "daemon.h"
 #include "api.h"
 #include "cli.h"
+#include "clock.h"
 #include "config_load.h"
 #include "crypto.h"
 #include "gate.h"
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "gw_config.h"
 #include "metrics.h"
+#include "pt_config.h"
 #include "peer_certs.h"
 #include "store.h"
 #include "sync.h"
@@ -73,6 +75,10 @@ struct pt_daemon {
     int lock_fd; /* <data_dir>/payterm.lock, flock()ed while we run; -1 none */
     /* cfg and gw[] change only with the gate closed (pt_daemon_reload). */
     struct pt_gate *gate;
+    /* Lane time (SPEC 17): the process's platform while the daemon runs;
+     * raw_host is the one it replaced. */
+    struct pt_clock *clock;
+    const struct pt_platform *raw_host;
 };
 
 static void *feed_listener(void *p);
@@ -104,6 +110,12 @@ static int online(void *p)
 {
     struct pt_daemon *d = p;
     return d->sync && pt_sync_online(d->sync);
+}
+
+static void clock_info(void *p, struct pt_clock_info *out)
+{
+    struct pt_daemon *d = p;
+    pt_clock_info(d->clock, out);
 }
 
 static int notify(void *p, struct pt_store *st, const char *gateway,
@@ -494,6 +506,17 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     }
     pt_store_attach(d->st, d->writer);
 
+    /* From here on every time the daemon records or measures is lane time
+     * (core/clock.h), anchored in the lane's own database. */
+    d->raw_host = pt_host();
+    if ((rc = pt_clock_open(d->raw_host, d->local ? d->local : d->st, PT_BUILD_EPOCH_MS, 1,
+                            &d->clock)) != PT_OK) {
+        snprintf(err, errlen, "cannot read or write the clock's anchor in %s: %s (%s)", d->db_path,
+                 pt_strerror(rc), pt_store_errmsg(d->local ? d->local : d->st));
+        goto fail;
+    }
+    pt_host_set(pt_clock_platform(d->clock));
+
     /* A random token for this run: a lock held by another token belongs to
      * a process that is gone, and can be recovered at once. */
     int64_t instance = 0;
@@ -532,7 +555,11 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
                    .idem = {.ttl_ms = d->cfg.idem_ttl_s * 1000,
                             .lock_timeout_ms = d->cfg.idem_lock_timeout_s * 1000,
                             .instance = instance}},
-        .hooks = {.sync_now = wake_syncer, .online = online, .notify = notify, .ctx = d},
+        .hooks = {.sync_now = wake_syncer,
+                  .online = online,
+                  .notify = notify,
+                  .clock = clock_info,
+                  .ctx = d},
         .token = d->token[0] ? d->token : NULL,
         .thread_stack = stack,
         .gate = d->gate,
@@ -557,8 +584,8 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         }
     }
     struct pt_syncer *y = NULL;
-    rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, d->writer, d->gate, stack, pt_api_feed_wake,
-                         d->api, &y);
+    rc = pt_syncer_start(d->sync, &d->cfg, d->db_path, d->writer, d->gate, d->clock, stack,
+                         pt_api_feed_wake, d->api, &y);
     pthread_mutex_lock(&d->mu);
     d->syncer = y;
     pthread_mutex_unlock(&d->mu);
@@ -642,6 +669,10 @@ void pt_daemon_stop(struct pt_daemon *d)
     pt_store_close(d->local);
     pt_store_close(d->st);
     pt_store_writer_destroy(d->writer);
+    if (d->clock) {
+        pt_host_set(d->raw_host);
+        pt_clock_free(d->clock);
+    }
     pt_zeroize(d->token, sizeof d->token);
     pthread_mutex_destroy(&d->mu);
     pt_gate_free(d->gate);

@@ -2,6 +2,7 @@
  * syncer.c - the sync engine's background thread (see syncer.h).
  */
 #include "syncer.h"
+#include "clock.h"
 #include "fallback.h"
 #include "err.h"
 #include "gate.h"
@@ -33,7 +34,43 @@ struct pt_syncer {
      * 0 while the thread sleeps between passes. */
     _Atomic int64_t busy;
     const char *stall_file; /* test hook, desktop builds: see stall() */
+    struct pt_clock *clock; /* NULL: none to watch (tests) */
 };
+
+/* How long a correction of provisional times waits for the daemon's
+ * requests to pause (pt_clock_tick); it tries again at the next pass. */
+#define CLOCK_QUIET_MS 2000
+
+/* pt_clock_tick's quiet(): nobody writes lane time while the gate is shut. */
+static int quiet(void *p, int on)
+{
+    struct pt_syncer *y = p;
+    if (!y->gate)
+        return 0;
+    if (!on) {
+        pt_gate_open(y->gate);
+        return 0;
+    }
+    int inside = 0;
+    return pt_gate_close(y->gate, CLOCK_QUIET_MS, &inside);
+}
+
+/* Watches the wall clock (SPEC 17) between passes; 1 while it is not
+ * trusted or lane time is still provisional: then the thread looks again
+ * every interval, as it does for a gateway that is down. */
+static int watch_clock(struct pt_syncer *y)
+{
+    if (!y->clock)
+        return 0;
+    struct pt_store *st = y->local ? y->local : y->st;
+    int rc = pt_clock_tick(y->clock, st, quiet, y);
+    if (rc)
+        pt_log_error("clock: cannot record what the wall clock did: %s (%s)", pt_strerror(rc),
+                     pt_store_errmsg(st));
+    struct pt_clock_info ci;
+    pt_clock_info(y->clock, &ci);
+    return !ci.trusted || ci.provisional;
+}
 
 int64_t pt_syncer_stalled_ms(struct pt_syncer *y, int64_t now)
 {
@@ -129,6 +166,7 @@ static void *run(void *p)
             break;
 
         step(y);
+        int clock_waits = watch_clock(y);
         pt_gate_enter(y->gate);
         stall(y);
         /* sync.interval_s may change with a reload (SIGHUP). */
@@ -183,7 +221,7 @@ static void *run(void *p)
         int64_t now = pt_host_mono_ms();
         clock_skew = pt_host_now_ms() - now;
         next = 0;
-        if (rc || down || local_waiting) {
+        if (rc || down || local_waiting || clock_waits) {
             /* A gateway is down: look again (probe) every interval, not
              * every second. */
             next = next_probe > now ? next_probe : now + interval;
@@ -204,13 +242,15 @@ static void *run(void *p)
 }
 
 int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
-                    struct pt_store_writer *writer, struct pt_gate *gate, size_t stack_bytes,
-                    void (*event_hook)(void *), void *hook_ctx, struct pt_syncer **out)
+                    struct pt_store_writer *writer, struct pt_gate *gate, struct pt_clock *clock,
+                    size_t stack_bytes, void (*event_hook)(void *), void *hook_ctx,
+                    struct pt_syncer **out)
 {
     struct pt_syncer *y = calloc(1, sizeof *y);
     if (!y)
         return PT_ENOMEM;
     y->sync = sync;
+    y->clock = clock;
     y->cfg = cfg;
     y->gate = gate;
 #if PT_WITH_SIM

@@ -12,15 +12,19 @@
 
 #include "sync.h"
 
+struct pt_clock;
 struct pt_gate;
 struct pt_syncer;
 
 /* Starts the thread, with a stack of stack_bytes (0 = the libc default), and
  * its own connection to db_path, writing through writer.  Each pass is a
- * unit of work of gate (NULL: none), which cfg may change between. */
+ * unit of work of gate (NULL: none), which cfg may change between.  Before
+ * each pass it watches clock (NULL: none; SPEC 17): steps are audited, and
+ * provisional times corrected with the gate closed. */
 int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const char *db_path,
-                    struct pt_store_writer *writer, struct pt_gate *gate, size_t stack_bytes,
-                    void (*event_hook)(void *), void *hook_ctx, struct pt_syncer **out);
+                    struct pt_store_writer *writer, struct pt_gate *gate, struct pt_clock *clock,
+                    size_t stack_bytes, void (*event_hook)(void *), void *hook_ctx,
+                    struct pt_syncer **out);
 
 /* How long the pass in progress has gone without a step (ms at monotonic
  * time now); 0 while the thread sleeps between passes.  Thread-safe. */

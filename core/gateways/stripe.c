@@ -824,6 +824,7 @@ const struct pt_gateway pt_gateway_stripe = {
     .name = "stripe",
     .methods = stripe_methods,
     .notify_route = "/webhooks/stripe",
+    .notify_needs_time = 1,
     .default_endpoint = "https://api.stripe.com",
     .config_keys = stripe_keys,
     .load = stripe_load,

@@ -1254,6 +1254,7 @@ const struct pt_gateway pt_gateway_wechat = {
     .methods = wechat_methods,
     .action_key = "code_url",
     .notify_route = "/notify/wechat",
+    .notify_needs_time = 1,
     .default_endpoint = "https://api.mch.weixin.qq.com",
     .config_keys = wechat_keys,
     .method_unavailable = pt_wechat_method_unavailable,

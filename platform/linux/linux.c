@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/timex.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,42 @@ int64_t pt_linux_mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t pt_linux_boot_ms(void)
+{
+    struct timespec ts;
+    /* CLOCK_BOOTTIME keeps counting while the board is suspended, which
+     * CLOCK_MONOTONIC does not: an age must include a suspended night. */
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pt_linux_boot_id(char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f)
+        return PT_ENOTFOUND;
+    char line[64] = "";
+    int ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!ok || !line[0] || strlen(line) >= cap)
+        return PT_EPARSE;
+    memcpy(out, line, strlen(line) + 1);
+    return PT_OK;
+}
+
+int pt_linux_wall_synced(void)
+{
+    /* adjtimex with modes 0 only reads.  The kernel clears STA_UNSYNC when
+     * an NTP client (chrony, ntpd, systemd-timesyncd) disciplines the
+     * clock, and sets it again when that stops for long.  An error (a
+     * seccomp filter, say) counts as not synchronised. */
+    struct timex tx = {.modes = 0};
+    int state = adjtimex(&tx);
+    return state >= 0 && state != TIME_ERROR && !(tx.status & STA_UNSYNC);
 }
 
 int pt_linux_random(void *buf, size_t len)
@@ -68,6 +105,24 @@ static int random_cb(void *ctx, void *buf, size_t len)
 {
     (void)ctx;
     return pt_linux_random(buf, len);
+}
+
+static int64_t boot_cb(void *ctx)
+{
+    (void)ctx;
+    return pt_linux_boot_ms();
+}
+
+static int boot_id_cb(void *ctx, char *out, size_t cap)
+{
+    (void)ctx;
+    return pt_linux_boot_id(out, cap);
+}
+
+static int synced_cb(void *ctx)
+{
+    (void)ctx;
+    return pt_linux_wall_synced();
 }
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -175,6 +230,9 @@ static const struct pt_platform linux_platform = {
     .log = log_cb,
     .ctx = NULL,
     .transport = NULL,
+    .boot_ms = boot_cb,
+    .boot_id = boot_id_cb,
+    .wall_synced = synced_cb,
 };
 
 const struct pt_platform *pt_linux_platform(void)

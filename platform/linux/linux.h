@@ -17,6 +17,13 @@ const struct pt_platform *pt_linux_platform(void);
 int64_t pt_linux_now_ms(void);
 int64_t pt_linux_mono_ms(void);
 
+/* The boot-time clock (CLOCK_BOOTTIME, counts suspend) in milliseconds,
+ * this boot's id (/proc/sys/kernel/random/boot_id; PT_OK or an error), and
+ * whether the kernel says the wall clock is synchronised (adjtimex). */
+int64_t pt_linux_boot_ms(void);
+int pt_linux_boot_id(char *out, size_t cap);
+int pt_linux_wall_synced(void);
+
 /* Fills buf with len random bytes from getrandom(2). PT_OK or PT_ESYS. */
 int pt_linux_random(void *buf, size_t len);
 

@@ -1,15 +1,26 @@
 /*
- * clock.c - a wall clock a test can move under a running daemon (desktop
- * builds only: part of the simulator, left out of board builds).
+ * clock.c - clocks a test can move under a running daemon (desktop builds
+ * only: part of the simulator, left out of board builds).
  *
- * `payterm serve` with PAYTERM_TEST_CLOCK_FILE=PATH runs on this platform:
- * the wall clock is the real one plus the number of milliseconds written in
- * PATH (re-read at most every 100 ms, a missing or empty file is 0), so a
- * test makes a queued charge offline-expired, or an idempotency key expire,
- * without waiting for it.  The monotonic clock, randomness and logging are
- * the real platform's: timers still run in real time.
+ * `payterm serve` with PAYTERM_TEST_CLOCK_FILE=PATH runs on this platform.
+ * PATH holds blank-separated words (re-read at most every 100 ms; a
+ * missing or empty file changes nothing):
+ *
+ *   <ms>           the wall clock is the real one plus <ms> (may be
+ *                  negative: "-1765000000000" puts a board at 1970)
+ *   boot=<ms>      the boot-time clock is the real one plus <ms>: time
+ *                  that passed for the board, suspended or not (SPEC 17)
+ *   boot_id=<id>   this boot's id instead of the kernel's: a new id is a
+ *                  reboot (start the daemon again with it)
+ *   synced=<0|1>   what the kernel says of the wall clock (adjtimex)
+ *
+ * so a test makes a queued charge old, an idempotency key expire, a board
+ * boot at 1970 and NTP step it, without waiting for any of it.  The
+ * monotonic clock, randomness and logging are the real platform's: timers
+ * still run in real time.
  */
 #include "sim.h"
+#include "err.h"
 #include "platform.h"
 
 #include <pthread.h>
@@ -19,44 +30,96 @@
 
 #define REREAD_MS 100
 
+struct fake {
+    int64_t wall_offset, boot_offset;
+    char boot_id[64]; /* "" = the platform's */
+    int synced;       /* -1 = the platform's */
+};
+
 static struct {
     const struct pt_platform *base;
     char path[512];
     pthread_mutex_t mu;
-    int64_t offset_ms, read_at;
+    int64_t read_at;
+    struct fake f;
     struct pt_platform p;
 } tc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static int64_t offset_now(void)
+/* Parses the file's words into *f (unknown words are ignored: a test
+ * typo shows as a clock that did not move, which its assertions catch). */
+static void parse(char *text, struct fake *f)
+{
+    *f = (struct fake){.synced = -1};
+    for (char *w = strtok(text, " \t\r\n"); w; w = strtok(NULL, " \t\r\n")) {
+        if (strncmp(w, "boot=", 5) == 0)
+            f->boot_offset = strtoll(w + 5, NULL, 10);
+        else if (strncmp(w, "boot_id=", 8) == 0)
+            snprintf(f->boot_id, sizeof f->boot_id, "%s", w + 8);
+        else if (strncmp(w, "synced=", 7) == 0)
+            f->synced = atoi(w + 7) != 0;
+        else
+            f->wall_offset = strtoll(w, NULL, 10);
+    }
+}
+
+static struct fake current(void)
 {
     int64_t mono = tc.base->mono_ms(tc.base->ctx);
     pthread_mutex_lock(&tc.mu);
     if (mono - tc.read_at >= REREAD_MS || !tc.read_at) {
         tc.read_at = mono;
-        char buf[32] = "";
+        char buf[256] = "";
         FILE *f = fopen(tc.path, "r");
         if (f) {
-            if (!fgets(buf, sizeof buf, f))
-                buf[0] = '\0';
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
             fclose(f);
         }
-        tc.offset_ms = strtoll(buf, NULL, 10);
+        parse(buf, &tc.f);
     }
-    int64_t off = tc.offset_ms;
+    struct fake out = tc.f;
     pthread_mutex_unlock(&tc.mu);
-    return off;
+    return out;
 }
 
 static int64_t now_ms(void *ctx)
 {
     (void)ctx;
-    return tc.base->now_ms(tc.base->ctx) + offset_now();
+    return tc.base->now_ms(tc.base->ctx) + current().wall_offset;
 }
 
 static int64_t mono_ms(void *ctx)
 {
     (void)ctx;
     return tc.base->mono_ms(tc.base->ctx);
+}
+
+static int64_t boot_ms(void *ctx)
+{
+    (void)ctx;
+    const struct pt_platform *b = tc.base;
+    return (b->boot_ms ? b->boot_ms(b->ctx) : b->mono_ms(b->ctx)) + current().boot_offset;
+}
+
+static int boot_id(void *ctx, char *out, size_t cap)
+{
+    (void)ctx;
+    struct fake f = current();
+    if (!f.boot_id[0])
+        return tc.base->boot_id ? tc.base->boot_id(tc.base->ctx, out, cap) : PT_ENOTFOUND;
+    if (strlen(f.boot_id) >= cap)
+        return PT_ETOOBIG;
+    memcpy(out, f.boot_id, strlen(f.boot_id) + 1);
+    return PT_OK;
+}
+
+static int wall_synced(void *ctx)
+{
+    (void)ctx;
+    struct fake f = current();
+    if (f.synced >= 0)
+        return f.synced;
+    return tc.base->wall_synced ? tc.base->wall_synced(tc.base->ctx) : 0;
 }
 
 static int random_fn(void *ctx, void *buf, size_t len)
@@ -81,6 +144,9 @@ const struct pt_platform *pt_sim_test_clock(const struct pt_platform *base, cons
                                 .mono_ms = mono_ms,
                                 .random = random_fn,
                                 .log = log_fn,
-                                .transport = base->transport};
+                                .transport = base->transport,
+                                .boot_ms = boot_ms,
+                                .boot_id = boot_id,
+                                .wall_synced = wall_synced};
     return &tc.p;
 }

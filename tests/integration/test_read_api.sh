@@ -92,8 +92,10 @@ case_status()
 {
     pt_get /v1/status
     expect_status 200
-    expect_json 'keys | sort | join(",")' gateways,online,pending,processing,queue,refunds,review,unknown,version
+    expect_json 'keys | sort | join(",")' clock,gateways,online,pending,processing,queue,refunds,review,unknown,version
     expect_json '.online' false
+    # SPEC 17: on a machine whose clock is right, payterm trusts it.
+    expect_json '"\(.clock.trusted) \(.clock.provisional)"' "true false"
     # Each configured gateway as last seen (here: none can be reached).
     expect_json '.gateways | to_entries | map("\(.key)=\(.value.online)") | sort | join(",")' \
         2c2p=false,alipay=false,stripe=false,wechat=false
