@@ -40,6 +40,11 @@
  * gained peer_files (the list form of platform_public_key_file, key kind
  * PT_GWK_KEYFILES); struct pt_gateway gained build_keys / parse_keys /
  * peer_serial, with which the sync engine downloads rotated keys.
+ *
+ * Issue 32 (each gateway's own currency units, SPEC 18): struct pt_gateway
+ * gained amount_unit, the gateway's documented unit per currency, which its
+ * adapter converts with and the intake checks an amount against
+ * (pt_gateway_amount_ok) before anything is stored.
  */
 #ifndef PT_GATEWAY_H
 #define PT_GATEWAY_H
@@ -48,6 +53,7 @@
 #include <stdint.h>
 
 #include "charge.h"
+#include "money.h"
 #include "platform.h"
 #include "refund.h"
 
@@ -408,6 +414,17 @@ struct pt_gateway {
                         const struct pt_charge *c, const struct pt_refund *r,
                         const struct pt_http_response *resp, struct pt_gw_result *out);
 
+    /*
+     * The unit the gateway writes amounts of currency in, from its own
+     * documentation (SPEC 18).  Called through pt_gateway_amount_unit, with
+     * *u holding ISO 4217's unit of currency on entry: it changes *u where
+     * the gateway differs and returns the documented rule in a sentence for
+     * messages ("Stripe counts this currency as zero-decimal, so only whole
+     * units can be charged"), NULL when the unit is ISO's own.  NULL for a
+     * gateway whose amounts are ISO minor units in every currency.
+     */
+    const char *(*amount_unit)(const char *currency, struct pt_money_unit *u);
+
     /* NULL, or why the configured gateway cannot take a method it offers
      * (WeChat barcode without the APIv2 key): a sentence naming the keys,
      * NULL when it can.  The intake answers 400 naming `method`. */
@@ -488,6 +505,22 @@ const struct pt_gateway *pt_gateway_find(const char *name);
  * default_currencies (none: any currency). */
 int pt_gateway_takes_currency(const struct pt_gateway *gw, const char (*listed)[4], int n,
                               const char *currency);
+
+/*
+ * The unit gw writes amounts of currency in (ISO 4217's minor unit when
+ * the gateway has no rule of its own for it) into *u; returns the rule's
+ * sentence or NULL, as amount_unit.  *u is {0, 1} for an unknown currency.
+ */
+const char *pt_gateway_amount_unit(const struct pt_gateway *gw, const char *currency,
+                                   struct pt_money_unit *u);
+
+/*
+ * Whether gw can carry amount (ISO minor units) of currency: 1, or 0 with
+ * the reason in msg (cap bytes, NUL-terminated): "1050 MGA cannot be sent
+ * to stripe: <the rule> (the amount must be a multiple of 100)".
+ */
+int pt_gateway_amount_ok(const struct pt_gateway *gw, const char *currency, int64_t amount,
+                         char *msg, size_t cap);
 
 /* The gateway whose notify_route is path; NULL when none. */
 const struct pt_gateway *pt_gateway_by_route(const char *path);

@@ -667,6 +667,18 @@ static void check_method(struct check *k)
     }
 }
 
+/* amount: one the gateway can represent in its own units (SPEC 18), once
+ * the amount, the currency and the gateway are good (a currency the
+ * gateway does not take at all is named as such above). */
+static void check_amount_units(struct check *k)
+{
+    char t[300];
+    if (k->gw && k->c->amount > 0 && k->c->currency[0] &&
+        pt_config_currency_allowed(k->in->cfg, k->gw->name, k->c->currency) &&
+        !pt_gateway_amount_ok(k->gw, k->c->currency, k->c->amount, t, sizeof t))
+        problem(k->msg, k->cap, "amount", t);
+}
+
 /* The fields a method needs or refuses (payment code, saved card). */
 static void check_method_fields(struct check *k)
 {
@@ -770,6 +782,7 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
     check_currency(&k);
     check_gateway(&k);
     check_method(&k);
+    check_amount_units(&k);
     check_method_fields(&k);
     check_text_fields(&k);
     check_metadata(&k);
@@ -1852,6 +1865,14 @@ static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct
         pt_reply_error(out, 400, "invalid_request",
                        "refund_id: the %s gateway does not accept '%s' in its refund key", gw->name,
                        gw->order_id_forbidden);
+        return 1;
+    }
+    /* An amount the gateway cannot represent in its own units (SPEC 18);
+     * a refund of everything left always can: so could the charge and
+     * every refund before it. */
+    char why[300];
+    if (gw && r->amount && !pt_gateway_amount_ok(gw, c->currency, r->amount, why, sizeof why)) {
+        pt_reply_error(out, 400, "invalid_request", "amount: %s", why);
         return 1;
     }
     if (c->state != PT_STATE_SUCCESS) {

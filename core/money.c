@@ -4,6 +4,7 @@
 #include "money.h"
 #include "err.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,16 +67,21 @@ int pt_money_to_decimal(int64_t minor, const char *cur, enum pt_money_format fmt
                         size_t outlen)
 {
     int exp = pt_money_exponent(cur);
-    if (exp < 0)
+    return exp < 0 ? PT_EINVAL : pt_money_format(minor, exp, fmt, out, outlen);
+}
+
+int pt_money_format(int64_t units, int exp, enum pt_money_format fmt, char *out, size_t outlen)
+{
+    if (exp < 0 || exp > 4)
         return PT_EINVAL;
-    if (minor <= 0 || minor > PT_MONEY_MAX)
+    if (units <= 0 || units > PT_MONEY_MAX)
         return PT_ERANGE;
 
-    /* Digits of minor, least significant first, padded so there is at least
+    /* Digits of units, least significant first, padded so there is at least
      * one digit before the point. */
     char digits[24];
     int n = 0;
-    for (int64_t v = minor; v > 0; v /= 10)
+    for (int64_t v = units; v > 0; v /= 10)
         digits[n++] = (char)('0' + v % 10);
     while (n <= exp)
         digits[n++] = '0';
@@ -142,5 +148,80 @@ int pt_money_from_decimal(const char *s, size_t len, const char *cur, int64_t *m
             return PT_ERANGE;
     }
     *minor = v;
+    return PT_OK;
+}
+
+/* ---- a gateway's own unit ----------------------------------------------------- */
+
+static const int64_t pow10s[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* log10 of a unit's step, or -1 when the step is not 1, 10, ... 10^4 (so
+ * that a quantum, 10^(step digits + 4 at most), stays in pow10s). */
+static int step_digits(int64_t step)
+{
+    for (int k = 0; k <= 4; k++)
+        if (pow10s[k] == step)
+            return k;
+    return -1;
+}
+
+int pt_money_iso_unit(const char *cur, struct pt_money_unit *u)
+{
+    int exp = pt_money_exponent(cur);
+    if (exp < 0)
+        return PT_EINVAL;
+    *u = (struct pt_money_unit){.exp = exp, .step = 1};
+    return PT_OK;
+}
+
+int64_t pt_money_unit_quantum(const char *cur, const struct pt_money_unit *u)
+{
+    int iso = pt_money_exponent(cur), k = step_digits(u->step);
+    if (iso < 0 || k < 0 || u->exp < 0 || u->exp > 4)
+        return 0;
+    /* One unit of u is 10^(iso - exp) minor units; a step of 10^k of them
+     * is 10^(k + iso - exp), at least one minor unit. */
+    int d = k + iso - u->exp;
+    return d > 0 ? pow10s[d] : 1;
+}
+
+int pt_money_to_unit(int64_t minor, const char *cur, const struct pt_money_unit *u, int64_t *units)
+{
+    int64_t q = pt_money_unit_quantum(cur, u);
+    if (q == 0)
+        return PT_EINVAL;
+    if (minor <= 0 || minor % q != 0)
+        return PT_ERANGE;
+    int iso = pt_money_exponent(cur);
+    if (u->exp < iso) {
+        *units = minor / pow10s[iso - u->exp]; /* exact: minor is a multiple of q */
+        return PT_OK;
+    }
+    int64_t per = pow10s[u->exp - iso];
+    if (minor > INT64_MAX / per)
+        return PT_ERANGE;
+    *units = minor * per;
+    return PT_OK;
+}
+
+int pt_money_from_unit(int64_t units, const char *cur, const struct pt_money_unit *u,
+                       int64_t *minor)
+{
+    int iso = pt_money_exponent(cur);
+    if (iso < 0 || u->exp < 0 || u->exp > 4)
+        return PT_EINVAL;
+    if (units < 0)
+        return PT_ERANGE;
+    if (u->exp >= iso) {
+        int64_t per = pow10s[u->exp - iso];
+        if (units % per != 0)
+            return PT_ERANGE; /* finer than ISO's minor unit */
+        *minor = units / per;
+        return PT_OK;
+    }
+    int64_t per = pow10s[iso - u->exp];
+    if (units > INT64_MAX / per)
+        return PT_ERANGE;
+    *minor = units * per;
     return PT_OK;
 }

@@ -454,16 +454,19 @@ static int settle_outcome(struct pt_sync *s, struct pt_store *st, struct pt_char
         rc = apply(s, st, c, PT_GW_PAY, res, now);
     } else {
         /* The request could not even be built (a key missing from the
-         * configuration): nothing left the device. */
+         * configuration; an amount the gateway cannot represent, queued
+         * before the intake refused such amounts): nothing left the device. */
+        int units = sent == PT_ERANGE;
         pt_log_error("charge %s: cannot build the %s request: %s", c->order_id, c->gateway,
                      pt_strerror(sent));
         q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
-        q.error_code = "gateway_config";
-        q.error_message = "the gateway request could not be built; check the configuration";
+        q.error_code = units ? "amount_not_representable" : "gateway_config";
+        q.error_message = units ? "the gateway cannot represent this amount in its own units"
+                                : "the gateway request could not be built; check the configuration";
         rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
                                   "sync", pt_strerror(sent), now);
         if (rc == PT_OK)
-            rc = raise_review(st, c, "gateway_config", "sync", now);
+            rc = raise_review(st, c, q.error_code, "sync", now);
     }
     return rc;
 }

@@ -89,7 +89,16 @@ size_t pt_2c2p_minify(char *json, size_t len)
     return o;
 }
 
-/* ---- build ---------------------------------------------------------------- */
+/* ---- build ----------------------------------------------------------------
+ *
+ * Amounts (SPEC 18): 2C2P's PGW v4.3 Payment Token Request Parameters
+ * (developer.2c2p.com/docs/api-payment-token-request-parameter) give amount
+ * as D(12,5), a decimal in the major unit, with currencyCode "as specified
+ * in ISO 4217": the ISO decimal, whose at most four fraction digits always
+ * fit the five 2C2P takes.  So every amount is representable and the
+ * adapter has no amount_unit; answers are read back exactly with the ISO
+ * exponent (pt_jscan_amount).
+ */
 
 static char *token_payload(const struct pt_gw_config *cfg, const struct pt_charge *c, int *rc)
 {

@@ -177,6 +177,28 @@ const char *pt_alipay_method_name(int op, const char *charge_method)
     return "";
 }
 
+/* ---- amounts in Alipay's units ----------------------------------------------
+ *
+ * Alipay's OpenAPI reference (opendocs.alipay.com, alipay.trade.pay and
+ * alipay.trade.precreate): total_amount "订单总金额，单位为元，精确到小数点后两
+ * 位" - the major unit, at most two decimals - in trans_currency ("标价币种,
+ * total_amount 对应的币种单位") for cross-border acquiring; alipay.trade.refund's
+ * refund_amount likewise ("单位为元，支持两位小数").  So an amount is the ISO
+ * decimal of the currency, cut to two decimals: every amount of a currency
+ * with two decimals or fewer (all of trans_currency's list: CNY, USD, JPY,
+ * KRW...), but of a three- or four-decimal currency a merchant lists in
+ * gateways.alipay.currencies only the amounts whose extra decimals are 0.
+ * Answers' decimals are read exactly with the ISO exponent (pt_jscan_amount).
+ */
+static const char *alipay_unit(const char *cur, struct pt_money_unit *u)
+{
+    int iso = pt_money_exponent(cur);
+    if (iso <= 2)
+        return NULL;
+    *u = (struct pt_money_unit){.exp = 2, .step = 1};
+    return "Alipay's total_amount and refund_amount have at most two decimals";
+}
+
 /* ---- build ---------------------------------------------------------------- */
 
 /* The biz_content JSON, keys in the order the vectors were generated with. */
@@ -189,7 +211,8 @@ static char *biz_content(const struct pt_gw_config *cfg, enum pt_gw_op op,
     pt_buf_puts(&b, "{\"out_trade_no\":");
     pt_buf_json_string(&b, c->order_id);
     if (op == PT_GW_PAY) {
-        *rc = pt_money_to_decimal(c->amount, c->currency, PT_MONEY_FIXED, amount, sizeof amount);
+        *rc = pt__amount_decimal(&pt_gateway_alipay, c->currency, c->amount, PT_MONEY_FIXED, amount,
+                                 sizeof amount);
         if (*rc != PT_OK) {
             pt_buf_free(&b, 0);
             return NULL;
@@ -505,7 +528,8 @@ static char *refund_biz(enum pt_gw_refund_op op, const struct pt_charge *c,
     struct pt_buf b;
     char amount[PT_MONEY_DECIMAL_MAX];
     if (op == PT_GW_REFUND) {
-        *rc = pt_money_to_decimal(r->amount, r->currency, PT_MONEY_FIXED, amount, sizeof amount);
+        *rc = pt__amount_decimal(&pt_gateway_alipay, r->currency, r->amount, PT_MONEY_FIXED, amount,
+                                 sizeof amount);
         if (*rc != PT_OK)
             return NULL;
     }
@@ -914,6 +938,7 @@ const struct pt_gateway pt_gateway_alipay = {
     .resend_window_s = 0,
     .order_id_min = 1,
     .order_id_max = 64,
+    .amount_unit = alipay_unit,
     .build = alipay_build,
     .parse = alipay_parse,
     .parse_notify = alipay_parse_notify,

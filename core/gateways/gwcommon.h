@@ -17,6 +17,18 @@ void pt__copy(char *dst, size_t dstlen, const char *src);
 /* Sets outcome, code and message of r (code/message may be NULL). */
 void pt__result(struct pt_gw_result *r, enum pt_outcome o, const char *code, const char *msg);
 
+/*
+ * An amount (ISO minor units of cur) in gw's own unit (SPEC 18): *units an
+ * integer of it, or the decimal of it with the unit's decimals.  PT_OK,
+ * PT_ERANGE (gw cannot carry it: nothing may be sent), PT_EINVAL,
+ * PT_ETOOBIG.  pt__amount_in reads gw's units back into ISO minor units,
+ * exactly (PT_ERANGE when that is not possible).
+ */
+int pt__amount_out(const struct pt_gateway *gw, const char *cur, int64_t minor, int64_t *units);
+int pt__amount_decimal(const struct pt_gateway *gw, const char *cur, int64_t minor,
+                       enum pt_money_format fmt, char *out, size_t cap);
+int pt__amount_in(const struct pt_gateway *gw, const char *cur, int64_t units, int64_t *minor);
+
 /* 1 when s is a non-empty id made of [A-Za-z0-9_.-] only (safe in a URL path). */
 int pt__id_safe(const char *s);
 

@@ -172,6 +172,36 @@ int pt_gateway_takes_currency(const struct pt_gateway *gw, const char (*listed)[
     return 0;
 }
 
+const char *pt_gateway_amount_unit(const struct pt_gateway *gw, const char *currency,
+                                   struct pt_money_unit *u)
+{
+    if (pt_money_iso_unit(currency, u) != PT_OK) {
+        *u = (struct pt_money_unit){.exp = 0, .step = 1};
+        return NULL;
+    }
+    return gw && gw->amount_unit ? gw->amount_unit(currency, u) : NULL;
+}
+
+int pt_gateway_amount_ok(const struct pt_gateway *gw, const char *currency, int64_t amount,
+                         char *msg, size_t cap)
+{
+    struct pt_money_unit u;
+    int64_t units;
+    const char *rule = pt_gateway_amount_unit(gw, currency, &u);
+    if (pt_money_to_unit(amount, currency, &u, &units) == PT_OK)
+        return 1;
+    int64_t q = pt_money_unit_quantum(currency, &u);
+    const char *name = gw ? gw->name : "the gateway";
+    if (q > 1 && amount % q != 0)
+        snprintf(
+            msg, cap, "%lld %.3s cannot be sent to %s: %s (the amount must be a multiple of %lld)",
+            (long long)amount, currency, name, rule ? rule : "finer than its unit", (long long)q);
+    else
+        snprintf(msg, cap, "%lld %.3s cannot be sent to %s: out of the range it takes",
+                 (long long)amount, currency, name);
+    return 0;
+}
+
 int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 {
     return pt_gateway_takes_currency(pt_gateway_find(cfg->name), cfg->currencies, cfg->ncurrencies,
@@ -179,6 +209,30 @@ int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 }
 
 /* ---- gwcommon.h ---------------------------------------------------------- */
+
+int pt__amount_out(const struct pt_gateway *gw, const char *cur, int64_t minor, int64_t *units)
+{
+    struct pt_money_unit u;
+    pt_gateway_amount_unit(gw, cur, &u);
+    return pt_money_to_unit(minor, cur, &u, units);
+}
+
+int pt__amount_decimal(const struct pt_gateway *gw, const char *cur, int64_t minor,
+                       enum pt_money_format fmt, char *out, size_t cap)
+{
+    struct pt_money_unit u;
+    int64_t units = 0;
+    pt_gateway_amount_unit(gw, cur, &u);
+    int rc = pt_money_to_unit(minor, cur, &u, &units);
+    return rc == PT_OK ? pt_money_format(units, u.exp, fmt, out, cap) : rc;
+}
+
+int pt__amount_in(const struct pt_gateway *gw, const char *cur, int64_t units, int64_t *minor)
+{
+    struct pt_money_unit u;
+    pt_gateway_amount_unit(gw, cur, &u);
+    return pt_money_from_unit(units, cur, &u, minor);
+}
 
 int pt__gw_load_key(const char *gw, const char *key, const char *path, pt_gw_random_fn rnd,
                     void *ctx, struct pt_pk **pk, char *err, size_t errlen)

@@ -137,6 +137,59 @@ int pt_stripe_verify_header(const char *header, const char *payload, size_t len,
     return PT_OK;
 }
 
+/* ---- amounts in Stripe's units ----------------------------------------------
+ *
+ * Stripe's `amount` is an integer of "the currency's minor unit" as Stripe
+ * counts it, which is not always ISO 4217's.  The table follows Stripe's
+ * "Supported currencies" page, https://docs.stripe.com/currencies, section
+ * "Minor units in API amounts" (two-decimal unless listed; the zero-decimal
+ * and three-decimal lists; the "Special cases" table).  Of the special
+ * cases, ISK and UGX are sent as two-decimal values whose decimals are
+ * always 00 (5 ISK is amount=500; UGX is also in the zero-decimal list, but
+ * its special case says how it is sent); HUF and TWD are special for
+ * payouts only - charges take two-decimal amounts - so they follow the
+ * default.  MGA is zero-decimal at Stripe although ISO gives it two
+ * decimals: 10.00 MGA is amount=10, and 10.50 MGA cannot be charged.
+ * Three-decimal amounts "require the least-significant (last) digit to be
+ * 0".  Every conversion, out and back, goes through stripe_unit, so a
+ * PaymentIntent, a refund and a webhook are all read the way they were sent.
+ */
+static const char stripe_zero_decimal[][4] = {"BIF", "CLP", "DJF", "GNF", "JPY",
+                                              "KMF", "KRW", "MGA", "PYG", "RWF",
+                                              "VND", "VUV", "XAF", "XOF", "XPF"};
+static const char stripe_three_decimal[][4] = {"BHD", "JOD", "KWD", "OMR", "TND"};
+static const char stripe_sent_in_hundreds[][4] = {"ISK", "UGX"};
+
+static int listed(const char (*list)[4], size_t n, const char *cur)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], cur) == 0)
+            return 1;
+    return 0;
+}
+#define LISTED(list, cur) listed(list, sizeof list / sizeof list[0], cur)
+
+static const char *stripe_unit(const char *cur, struct pt_money_unit *u)
+{
+    int iso = pt_money_exponent(cur);
+    if (LISTED(stripe_sent_in_hundreds, cur)) {
+        *u = (struct pt_money_unit){.exp = 2, .step = 100};
+        return "Stripe takes this currency as a two-decimal value whose decimals are always 00";
+    }
+    if (LISTED(stripe_zero_decimal, cur)) {
+        *u = (struct pt_money_unit){.exp = 0, .step = 1};
+        return iso > 0 ? "Stripe counts this currency as zero-decimal, so only whole units can be "
+                         "charged"
+                       : NULL;
+    }
+    if (LISTED(stripe_three_decimal, cur)) {
+        *u = (struct pt_money_unit){.exp = 3, .step = 10};
+        return "Stripe takes three-decimal amounts only when their last digit is 0";
+    }
+    *u = (struct pt_money_unit){.exp = 2, .step = 1};
+    return iso != 2 ? "Stripe counts this currency as two-decimal" : NULL;
+}
+
 /* ---- build ---------------------------------------------------------------- */
 
 static void form_pair(struct pt_buf *b, const char *k, const char *v)
@@ -148,12 +201,13 @@ static void form_pair(struct pt_buf *b, const char *k, const char *v)
     pt_buf_urlencode(b, v, strlen(v));
 }
 
-/* The create body, parameters in the order of the generated vectors. */
-static char *create_body(const struct pt_charge *c, size_t *len)
+/* The create body, parameters in the order of the generated vectors;
+ * wire is the amount in Stripe's units. */
+static char *create_body(const struct pt_charge *c, int64_t wire, size_t *len)
 {
     struct pt_buf b;
     char amount[24], cur[4];
-    snprintf(amount, sizeof amount, "%lld", (long long)c->amount);
+    snprintf(amount, sizeof amount, "%lld", (long long)wire);
     for (int i = 0; i < 4; i++) /* Stripe wants lower-case ISO codes */
         cur[i] = (char)(c->currency[i] >= 'A' && c->currency[i] <= 'Z' ? c->currency[i] + 32
                                                                        : c->currency[i]);
@@ -178,12 +232,16 @@ static int stripe_route(enum pt_gw_op op, const struct pt_charge *c, const char 
     *body = NULL;
     *blen = 0;
     if (op == PT_GW_PAY) {
+        int64_t wire = 0;
         if (strcmp(c->method, "card_on_file") != 0 || !c->payment_method[0] || c->amount <= 0 ||
             !pt_money_currency_valid(c->currency))
             return PT_EINVAL;
+        int rc = pt__amount_out(&pt_gateway_stripe, c->currency, c->amount, &wire);
+        if (rc != PT_OK)
+            return rc; /* Stripe cannot charge it (the intake refuses such amounts) */
         *method = "POST";
         snprintf(path, pathlen, "/v1/payment_intents");
-        *body = create_body(c, blen);
+        *body = create_body(c, wire, blen);
         return *body ? PT_OK : PT_ENOMEM;
     }
     if (op == PT_GW_QUERY) {
@@ -263,17 +321,26 @@ static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
 
 /* ---- parse ---------------------------------------------------------------- */
 
-/* Classifies one PaymentIntent object (raw text pi, pilen bytes). */
-/* What a succeeded PaymentIntent captured: amount_received (what moved),
- * or amount when the object names only that. */
-static int captured_amount(const char *pi, size_t pilen, int64_t *out)
+/* An integer amount member of Stripe's (at path) in ISO minor units of cur. */
+static int stripe_amount(const char *obj, size_t len, const char *const *path, const char *cur,
+                         int64_t *out)
+{
+    int64_t wire = 0;
+    int rc = pt_jscan_int(obj, len, path, &wire);
+    return rc == PT_OK ? pt__amount_in(&pt_gateway_stripe, cur, wire, out) : rc;
+}
+
+/* What a succeeded PaymentIntent captured, in ISO minor units of cur:
+ * amount_received (what moved), or amount when the object names only that. */
+static int captured_amount(const char *pi, size_t pilen, const char *cur, int64_t *out)
 {
     static const char *const received[] = {"amount_received", NULL};
     static const char *const asked[] = {"amount", NULL};
-    int rc = pt_jscan_int(pi, pilen, received, out);
-    return rc == PT_ENOTFOUND ? pt_jscan_int(pi, pilen, asked, out) : rc;
+    int rc = stripe_amount(pi, pilen, received, cur, out);
+    return rc == PT_ENOTFOUND ? stripe_amount(pi, pilen, asked, cur, out) : rc;
 }
 
+/* Classifies one PaymentIntent object (raw text pi, pilen bytes). */
 static void classify_pi(const char *pi, size_t pilen, struct pt_gw_result *out)
 {
     cJSON *o = cJSON_ParseWithLength(pi, pilen);
@@ -285,7 +352,7 @@ static void classify_pi(const char *pi, size_t pilen, struct pt_gw_result *out)
     } else if (strcmp(st, "succeeded") == 0) {
         pt__result(out, PT_OUTCOME_SUCCESS, st, NULL);
         if (pt__currency_upper(pt__jstr(o, "currency"), out->currency) != PT_OK ||
-            captured_amount(pi, pilen, &out->amount) != PT_OK)
+            captured_amount(pi, pilen, out->currency, &out->amount) != PT_OK)
             pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
                        "Stripe reported an amount payterm cannot read exactly");
     } else if (strcmp(st, "processing") == 0 || strcmp(st, "requires_action") == 0) {
@@ -391,11 +458,13 @@ static int stripe_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
  * unknown outcome is settled by the list query, not by sending again.
  */
 
-static char *refund_body(const struct pt_charge *c, const struct pt_refund *r, size_t *len)
+/* wire: the refund's amount in Stripe's units. */
+static char *refund_body(const struct pt_charge *c, const struct pt_refund *r, int64_t wire,
+                         size_t *len)
 {
     struct pt_buf b;
     char amount[24];
-    snprintf(amount, sizeof amount, "%lld", (long long)r->amount);
+    snprintf(amount, sizeof amount, "%lld", (long long)wire);
     pt_buf_init(&b, STRIPE_MAX_TEXT);
     form_pair(&b, "payment_intent", c->gateway_trade_no);
     form_pair(&b, "amount", amount);
@@ -426,8 +495,12 @@ static int stripe_build_refund(const struct pt_gw_config *cfg, enum pt_gw_refund
     }
     if (op != PT_GW_REFUND || r->amount <= 0 || r->amount > c->amount)
         return PT_EINVAL;
+    int64_t wire = 0;
+    int rc = pt__amount_out(&pt_gateway_stripe, r->currency, r->amount, &wire);
+    if (rc != PT_OK)
+        return rc; /* Stripe cannot refund it (the intake refuses such amounts) */
     size_t blen = 0;
-    char *body = refund_body(c, r, &blen);
+    char *body = refund_body(c, r, wire, &blen);
     if (!body)
         return PT_ENOMEM;
     /* The refund_id is the idempotency key: a resend inside the 24 h window
@@ -455,8 +528,8 @@ static void classify_refund(const char *re, size_t relen, const struct pt_charge
     } else if (!pi || strcmp(pi, c->gateway_trade_no) != 0) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "payment_intent_mismatch",
                    "the Refund is of another PaymentIntent");
-    } else if (pt_jscan_int(re, relen, amount_path, &amount) != PT_OK ||
-               pt__currency_upper(pt__jstr(o, "currency"), cur) != PT_OK) {
+    } else if (pt__currency_upper(pt__jstr(o, "currency"), cur) != PT_OK ||
+               stripe_amount(re, relen, amount_path, cur, &amount) != PT_OK) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
                    "Stripe reported an amount payterm cannot read exactly");
     } else if (amount != r->amount) {
@@ -663,8 +736,8 @@ static int fill_refund(const char *re, size_t relen, const char *type, const cha
         goto out;
     if (!id || !*id || strlen(id) >= sizeof n->refund_no || strlen(rid) >= sizeof n->refund_id ||
         strlen(order) >= sizeof n->order_id || (pi && strlen(pi) >= sizeof n->trade_no) ||
-        pt_jscan_int(re, relen, amount_path, &n->amount) != PT_OK ||
-        pt__currency_upper(pt__jstr(o, "currency"), n->currency) != PT_OK)
+        pt__currency_upper(pt__jstr(o, "currency"), n->currency) != PT_OK ||
+        stripe_amount(re, relen, amount_path, n->currency, &n->amount) != PT_OK)
         goto out;
     pt__copy(n->refund_id, sizeof n->refund_id, rid);
     pt__copy(n->refund_no, sizeof n->refund_no, id);
@@ -759,8 +832,8 @@ static int fill_event(const char *body, size_t len, struct pt_notification *n)
     } else if (strlen(order) < sizeof n->order_id &&
                pt__currency_upper(pt__jstr(o, "currency"), n->currency) == PT_OK &&
                (n->status == PT_OUTCOME_SUCCESS
-                    ? captured_amount(pi, pilen, &n->amount)
-                    : pt_jscan_int(pi, pilen, amount_path, &n->amount)) == PT_OK) {
+                    ? captured_amount(pi, pilen, n->currency, &n->amount)
+                    : stripe_amount(pi, pilen, amount_path, n->currency, &n->amount)) == PT_OK) {
         pt__copy(n->order_id, sizeof n->order_id, order);
         /* The webhook secret belongs to one account's endpoint: the
          * signature is the merchant check. */
@@ -840,6 +913,7 @@ const struct pt_gateway pt_gateway_stripe = {
     .resend_window_s = 24 * 3600,
     .order_id_min = 1,
     .order_id_max = 64,
+    .amount_unit = stripe_unit,
     .build = stripe_build,
     .parse = stripe_parse,
     .parse_notify = stripe_parse_notify,

@@ -266,7 +266,16 @@ out:
     return rc;
 }
 
-/* ---- build ---------------------------------------------------------------- */
+/* ---- build ----------------------------------------------------------------
+ *
+ * Amounts (SPEC 18): WeChat Pay's amount.total / amount.refund here and
+ * total_fee in APIv2 are integers "单位为分" (fen, for CNY), and for other
+ * currencies "外币交易的支付金额精确到币种的最小单位，参数值不能带小数点" (WeChat
+ * Pay's 参数规定 / 交易金额 rules of the APIv2 and APIv3 references,
+ * pay.weixin.qq.com): the currency's smallest unit, which is ISO 4217's.
+ * So a WeChat amount is payterm's minor units as they are, both ways, and
+ * the adapter has no amount_unit (every amount is representable).
+ */
 
 static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge *c)
 {

@@ -626,6 +626,7 @@ int pt__wechat_v2_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
         return v2_request(cfg, "/secapi/pay/reverse", f, n, 1, out);
     char body[WXV2_BODY_MAX + 1], fee[24];
     cut_body(c->subject[0] ? c->subject : c->order_id, body);
+    /* total_fee is the currency's smallest unit, ISO's (wechat.c, "build"). */
     snprintf(fee, sizeof fee, "%lld", (long long)c->amount);
     f[n++] = (struct pt_wxv2_field){"body", body};
     f[n++] = (struct pt_wxv2_field){"total_fee", fee};

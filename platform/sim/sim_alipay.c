@@ -11,6 +11,9 @@
  *
  * Every answer is {"<method>_response":{...},"sign":"..."}, signed over the
  * exact text of the response object with the simulated Alipay private key.
+ * Amounts (total_amount, refund_amount) are the major unit of the trade's
+ * currency with at most two decimals, read and written with Alipay's own
+ * rule (sim_units.c); a third decimal is 40004 ACQ.INVALID_PARAMETER.
  *
  * Ledger rules (one trade per out_trade_no):
  *   trade.pay       ...51 -> 40004 ACQ.BUYER_BALANCE_NOT_ENOUGH (trade closed),
@@ -146,10 +149,10 @@ static const char *trade_status(struct pt_sim *s, const struct sim_trade *t)
     return "TRADE_CLOSED";
 }
 
+/* Amounts as Alipay writes them: the major unit, two decimals at most. */
 static void amount_str(const struct sim_trade *t, char out[PT_MONEY_DECIMAL_MAX])
 {
-    if (pt_money_to_decimal(t->amount, t->currency, PT_MONEY_FIXED, out, PT_MONEY_DECIMAL_MAX))
-        snprintf(out, PT_MONEY_DECIMAL_MAX, "0.00");
+    pt__sim_alipay_amount_out(t->amount, t->currency, out);
 }
 
 /* The notification for t's current status (lk held). */
@@ -339,7 +342,7 @@ static void pay(struct sim_call *c, const char *method, const struct pt_form *f,
     }
     if (cur)
         memcpy(currency, cur, 4);
-    if (pt_money_from_decimal(amount, strlen(amount), currency, &minor) != PT_OK || minor <= 0) {
+    if (pt__sim_alipay_amount_in(amount, currency, &minor) != PT_OK || minor <= 0) {
         fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "total_amount 格式错误");
         return;
     }
@@ -581,9 +584,8 @@ static void refund(struct sim_call *c, const char *method, const cJSON *biz, str
     pt__sim_lock(s);
     int rc = find(s, biz, t);
     /* Amounts are in the trade's currency (trans_currency for cross-border). */
-    int bad_amount =
-        rc == PT_OK &&
-        (pt_money_from_decimal(amount, strlen(amount), t->currency, &minor) != PT_OK || minor <= 0);
+    int bad_amount = rc == PT_OK &&
+                     (pt__sim_alipay_amount_in(amount, t->currency, &minor) != PT_OK || minor <= 0);
     if (rc == PT_OK && !bad_amount && whole && minor != t->amount) {
         rrc = SIM_REFUND_EXCEEDS; /* no out_request_no: the whole trade or nothing */
     } else if (rc == PT_OK && !bad_amount) {
@@ -627,8 +629,7 @@ static void refund(struct sim_call *c, const char *method, const cJSON *biz, str
         fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误，请使用相同的参数再次调用");
     } else {
         char fee[PT_MONEY_DECIMAL_MAX], when[20];
-        if (pt_money_to_decimal(refunded, t->currency, PT_MONEY_FIXED, fee, sizeof fee))
-            snprintf(fee, sizeof fee, "0.00");
+        pt__sim_alipay_amount_out(refunded, t->currency, fee);
         pt__sim_time_cn(r->succeeded_at, when);
         cJSON *o = result("10000", "Success", NULL, NULL);
         cJSON_AddStringToObject(o, "buyer_logon_id", "159****5620");
@@ -681,8 +682,7 @@ static void refund_query(struct sim_call *c, const char *method, const cJSON *bi
         cJSON *o = result("10000", "Success", NULL, NULL);
         if (rrc == PT_OK) {
             char amount[PT_MONEY_DECIMAL_MAX], total[PT_MONEY_DECIMAL_MAX];
-            if (pt_money_to_decimal(r->amount, t->currency, PT_MONEY_FIXED, amount, sizeof amount))
-                snprintf(amount, sizeof amount, "0.00");
+            pt__sim_alipay_amount_out(r->amount, t->currency, amount);
             amount_str(t, total);
             cJSON_AddStringToObject(o, "out_request_no", r->refund_key);
             cJSON_AddStringToObject(o, "out_trade_no", t->order_id);

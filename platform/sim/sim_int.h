@@ -26,6 +26,7 @@
 #ifndef PT_SIM_INT_H
 #define PT_SIM_INT_H
 
+#include "money.h"
 #include "sim.h"
 
 #include <pthread.h>
@@ -435,6 +436,19 @@ void pt__sim_sha256_hex(const void *data, size_t len, char out[65]);
 /* Amount rules: what the simulated customer's money does. */
 enum sim_rule { SIM_RULE_PAY = 0, SIM_RULE_DECLINE, SIM_RULE_PENDING };
 enum sim_rule pt__sim_amount_rule(int64_t minor);
+
+/*
+ * Amounts on the gateways' wires (sim_units.c): the gateway's own rules,
+ * the ledger's ISO 4217 minor units.  Stripe's integer `amount` in cur to
+ * minor units: PT_OK, or PT_EINVAL with Stripe's reason in why (cap bytes)
+ * when Stripe refuses it; and back.  Alipay's decimal total_amount /
+ * refund_amount: PT_OK, PT_EPARSE (more than two decimals, not a number),
+ * PT_ERANGE; and back, written with Alipay's decimals.
+ */
+int pt__sim_stripe_amount_in(const char *cur, int64_t wire, int64_t *minor, char *why, size_t cap);
+int64_t pt__sim_stripe_amount_out(const char *cur, int64_t minor);
+int pt__sim_alipay_amount_in(const char *s, const char *cur, int64_t *minor);
+void pt__sim_alipay_amount_out(int64_t minor, const char *cur, char out[PT_MONEY_DECIMAL_MAX]);
 
 /* "2006-01-02 15:04:05" in China time (UTC+8), as Alipay writes times. */
 void pt__sim_time_cn(int64_t ms, char out[20]);

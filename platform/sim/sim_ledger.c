@@ -12,6 +12,8 @@
  * kernel does, not a power cut of the desktop, which would need an fsync per
  * request and make the simulator the bottleneck of payterm's drain benchmark.
  * Each handler's ledger work is one transaction (pt__sim_lock/unlock).
+ * Amounts are ISO 4217 minor units, whatever unit the gateway's wire used
+ * (each handler converts with the gateway's own rules, sim_units.c).
  *
  * Every function here expects the caller to hold pt_sim.lk.
  */

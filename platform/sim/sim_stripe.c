@@ -20,7 +20,11 @@
  * Stripe: two keys make two PaymentIntents for one order - the ledger counts
  * both captures, which is what a test must catch.
  *
- * Amount rules: ...51 declines (402 card_error, insufficient_funds), ...52
+ * Amounts are read with Stripe's own units (sim_units.c: zero-decimal,
+ * three-decimal and the special cases); the ledger keeps ISO minor units and
+ * every answer writes Stripe's.  An amount Stripe cannot take is 400
+ * parameter_invalid_integer, param amount.  Amount rules (on the ISO minor
+ * units): ...51 declines (402 card_error, insufficient_funds), ...52
  * stays requires_action (pending), anything else succeeds at once.  Webhooks
  * go to <notify-base>/webhooks/stripe signed with the whsec secret
  * (Stripe-Signature, re-signed at every delivery attempt).
@@ -138,10 +142,12 @@ static cJSON *pi_json(const struct sim_trade *t)
     lower3(t->currency, cur);
     cJSON_AddStringToObject(o, "id", t->trade_no);
     cJSON_AddStringToObject(o, "object", "payment_intent");
-    cJSON_AddNumberToObject(o, "amount", (double)t->amount);
+    /* The ledger holds ISO minor units; Stripe writes its own. */
+    int64_t amount = pt__sim_stripe_amount_out(t->currency, t->amount);
+    cJSON_AddNumberToObject(o, "amount", (double)amount);
     cJSON_AddNumberToObject(o, "amount_capturable", 0);
     cJSON_AddNumberToObject(o, "amount_received",
-                            strcmp(st, "succeeded") == 0 ? (double)t->amount : 0);
+                            strcmp(st, "succeeded") == 0 ? (double)amount : 0);
     cJSON_AddStringToObject(o, "capture_method", "automatic");
     snprintf(secret, sizeof secret, "%s_secret_%s", t->trade_no,
              pt__sim_json_str(x, "secret_suffix") ? pt__sim_json_str(x, "secret_suffix") : "x");
@@ -448,6 +454,11 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
         stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_string", msg, "currency");
         return;
     }
+    int64_t minor = 0;
+    if (pt__sim_stripe_amount_in(upper, amt, &minor, msg, sizeof msg) != PT_OK) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer", msg, "amount");
+        return;
+    }
     int confirmed = confirm && strcmp(confirm, "true") == 0;
     if (confirmed && !pm) {
         stripe_error(rs, 400, "invalid_request_error", "parameter_missing",
@@ -482,7 +493,7 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
     memcpy(t->trade_no, "pi_", 3);
     pt__sim_random_alnum(s, t->trade_no + 3, 24);
     snprintf(t->method, sizeof t->method, "card");
-    t->amount = amt;
+    t->amount = minor;
     memcpy(t->currency, upper, 4);
     params_hash(rq, f, t->params_hash);
     pt__sim_random_alnum(s, suffix, 24);
@@ -494,7 +505,7 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
     if (pt_form_get(f, "description"))
         cJSON_AddStringToObject(x, "description", pt_form_get(f, "description"));
     t->created_at = t->updated_at = pt__sim_now_ms();
-    enum sim_rule rule = confirmed ? pt__sim_amount_rule(amt) : SIM_RULE_PENDING;
+    enum sim_rule rule = confirmed ? pt__sim_amount_rule(minor) : SIM_RULE_PENDING;
     if (!confirmed) {
         cJSON_AddStringToObject(x, "status", "requires_confirmation");
         snprintf(t->status, sizeof t->status, "pending");
@@ -551,7 +562,8 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
     } else {
         pt__sim_resp_json(rs, 200, pi_json(t));
     }
-    pt__sim_note(rs, "%s %s %lld %s -> %s", t->trade_no, t->order_id, amt, upper, t->status);
+    pt__sim_note(rs, "%s %s %lld %s (%lld minor) -> %s", t->trade_no, t->order_id, amt, upper,
+                 (long long)minor, t->status);
     free(t);
 }
 
@@ -771,7 +783,7 @@ static cJSON *refund_json(const struct sim_refund *r)
     lower3(r->currency, cur);
     cJSON_AddStringToObject(o, "id", r->refund_no);
     cJSON_AddStringToObject(o, "object", "refund");
-    cJSON_AddNumberToObject(o, "amount", (double)r->amount);
+    cJSON_AddNumberToObject(o, "amount", (double)pt__sim_stripe_amount_out(r->currency, r->amount));
     if ((v = pt__sim_json_str(x, "balance_transaction")))
         cJSON_AddStringToObject(o, "balance_transaction", v);
     else
@@ -846,6 +858,25 @@ static int read_metadata(const struct pt_form *f, cJSON *md, char *msg, size_t m
     return 0;
 }
 
+/* A refund's wire amount in the minor units of its PaymentIntent's currency:
+ * validated before anything executes, as Stripe validates parameters (an
+ * unknown PaymentIntent is left to the 404 below). */
+static int refund_amount_in(struct pt_sim *s, const char *pi, int64_t wire, int64_t *minor,
+                            char *why, size_t cap)
+{
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(why, cap, "out of memory (simulated Stripe)");
+        return PT_ENOMEM;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_by_no(s, SIM_GW_STRIPE, pi, t);
+    pt__sim_unlock(s);
+    rc = rc == PT_OK ? pt__sim_stripe_amount_in(t->currency, wire, minor, why, cap) : PT_OK;
+    free(t);
+    return rc;
+}
+
 static void create_refund(struct sim_call *c, const struct sim_req *rq, const struct pt_form *f,
                           const char *key, struct sim_resp *rs)
 {
@@ -898,6 +929,11 @@ static void create_refund(struct sim_call *c, const struct sim_req *rq, const st
     }
     if (reason)
         cJSON_AddStringToObject(x, "reason", reason);
+    int64_t minor = 0;
+    if (amount && refund_amount_in(s, pi, amt, &minor, msg, sizeof msg) != PT_OK) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer", msg, "amount");
+        goto out;
+    }
     if (pt__sim_commit_gate(c) != 0) {
         rs->drop = 1;
         goto out;
@@ -930,7 +966,7 @@ static void create_refund(struct sim_call *c, const struct sim_req *rq, const st
         free(xt);
         int64_t taken = 0;
         if (pt__sim_refund_totals(s, t->id, &taken, NULL, NULL) == PT_OK)
-            r->amount = amount ? amt : t->amount - taken; /* default: all that is left */
+            r->amount = amount ? minor : t->amount - taken; /* default: all that is left */
         pt__sim_sha256_hex(r->refund_no, strlen(r->refund_no), r->params_hash);
         rrc = pt__sim_refund_take(s, t, r, &left);
     }

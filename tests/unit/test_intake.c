@@ -324,6 +324,65 @@ static void test_alipay_currency_rule(void **state)
     assert_int_equal(count("charges"), 1);
 }
 
+/* SPEC 18: an amount the gateway cannot represent in its own units is a 400
+ * naming amount, before anything is stored (and the 400 is replayed). */
+static void test_amount_in_the_gateways_units(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    static const struct {
+        const char *cur;
+        long amount;
+        const char *why;
+    } refused[] = {
+        {"MGA", 1050, "amount: 1050 MGA cannot be sent to stripe"}, /* zero-decimal at Stripe */
+        {"KWD", 1235, "amount: 1235 KWD cannot be sent to stripe"}, /* last digit must be 0 */
+    };
+    /* Every currency here may wait in the queue: only the units decide. */
+    static const char *const curs[] = {"MGA", "KWD", "ISK"};
+    for (size_t i = 0; i < 3; i++) {
+        cfg.offline_limits[1 + i] =
+            (struct pt_cfg_offline_limit){.max_amount = 1000000, .max_total = 1000000};
+        memcpy(cfg.offline_limits[1 + i].currency, curs[i], 4);
+    }
+    cfg.n_offline_limits = 4;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char body[512], key[32];
+        snprintf(key, sizeof key, "units-%zu", i);
+        snprintf(body, sizeof body,
+                 "{\"order_id\":\"O-UNITS-%zu\",\"amount\":%ld,\"currency\":\"%s\","
+                 "\"gateway\":\"stripe\",\"method\":\"card_on_file\","
+                 "\"payment_method\":\"pm_card_visa\",\"offline\":\"force_offline\"}",
+                 i, refused[i].amount, refused[i].cur);
+        post(key, body, &r);
+        assert_int_equal(r.status, 400);
+        assert_string_equal(err_code(&r), "invalid_request");
+        assert_non_null(strstr(r.body, refused[i].why));
+        pt_reply_free(&r);
+        post(key, body, &r);
+        assert_int_equal(r.status, 400);
+        assert_true(r.replayed);
+        pt_reply_free(&r);
+    }
+    assert_int_equal(count("charges"), 0);
+    /* What the gateway can take goes. */
+    post("units-ok-1",
+         "{\"order_id\":\"O-UNITS-OK1\",\"amount\":1000,\"currency\":\"MGA\",\"gateway\":"
+         "\"stripe\",\"method\":\"card_on_file\",\"payment_method\":\"pm_card_visa\","
+         "\"offline\":\"force_offline\"}",
+         &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    post("units-ok-2",
+         "{\"order_id\":\"O-UNITS-OK2\",\"amount\":5,\"currency\":\"ISK\",\"gateway\":"
+         "\"stripe\",\"method\":\"card_on_file\",\"payment_method\":\"pm_card_visa\","
+         "\"offline\":\"force_offline\"}",
+         &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    assert_int_equal(count("charges"), 2);
+}
+
 static void test_queued_replayed_and_conflicts(void **state)
 {
     (void)state;
@@ -1652,6 +1711,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_offline_limits_release_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alipay_currency_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_amount_in_the_gateways_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovered_key_keeps_one_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_sent_queues_or_refuses, setup, teardown),

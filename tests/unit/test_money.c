@@ -145,12 +145,72 @@ static void test_exponents(void **state)
     assert_false(pt_money_currency_valid("US"));
 }
 
+/* A gateway's own unit (struct pt_money_unit): out, back and the quantum. */
+struct unit_case {
+    const char *cur;
+    struct pt_money_unit u;
+    int64_t minor;
+    int rc;        /* of pt_money_to_unit */
+    int64_t units; /* when PT_OK */
+    int64_t quantum;
+};
+
+static void test_units(void **state)
+{
+    (void)state;
+    static const struct unit_case cases[] = {
+        {"USD", {2, 1}, 1234, PT_OK, 1234, 1},
+        {"MGA", {0, 1}, 1000, PT_OK, 10, 100}, /* ISO 2, the gateway 0 */
+        {"MGA", {0, 1}, 1050, PT_ERANGE, 0, 100},
+        {"ISK", {2, 100}, 500, PT_OK, 50000, 1}, /* ISO 0, the gateway 2 ending in 00 */
+        {"KWD", {3, 10}, 1230, PT_OK, 1230, 10},
+        {"KWD", {3, 10}, 1235, PT_ERANGE, 0, 10},
+        {"KWD", {2, 1}, 1230, PT_OK, 123, 10},
+        {"CLF", {2, 1}, 12300, PT_OK, 123, 100},
+        {"CLF", {2, 1}, 12345, PT_ERANGE, 0, 100},
+        {"JPY", {0, 1}, 0, PT_ERANGE, 0, 1},
+        {"JPY", {4, 1}, INT64_MAX / 1000, PT_ERANGE, 0, 1}, /* beyond int64 in the unit */
+        {"XXX", {2, 1}, 100, PT_EINVAL, 0, 0},
+        {"USD", {2, 3}, 100, PT_EINVAL, 0, 0}, /* a step that is no power of ten */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct unit_case *k = &cases[i];
+        int64_t units = -1, back = -1;
+        assert_int_equal(pt_money_unit_quantum(k->cur, &k->u), k->quantum);
+        assert_int_equal(pt_money_to_unit(k->minor, k->cur, &k->u, &units), k->rc);
+        if (k->rc != PT_OK) {
+            assert_int_equal(units, -1);
+            continue;
+        }
+        assert_int_equal(units, k->units);
+        assert_int_equal(pt_money_from_unit(units, k->cur, &k->u, &back), PT_OK);
+        assert_int_equal(back, k->minor);
+    }
+    /* Back from units finer than ISO's minor unit: 1.5 kronur. */
+    struct pt_money_unit isk = {2, 100};
+    int64_t m = -1;
+    assert_int_equal(pt_money_from_unit(150, "ISK", &isk, &m), PT_ERANGE);
+    assert_int_equal(m, -1);
+    assert_int_equal(pt_money_from_unit(0, "ISK", &isk, &m), PT_OK);
+    assert_int_equal(m, 0);
+    assert_int_equal(pt_money_from_unit(-100, "ISK", &isk, &m), PT_ERANGE);
+    struct pt_money_unit usd;
+    assert_int_equal(pt_money_iso_unit("USD", &usd), PT_OK);
+    assert_int_equal(usd.exp, 2);
+    assert_int_equal(usd.step, 1);
+    assert_int_equal(pt_money_iso_unit("usd", &usd), PT_EINVAL);
+    char out[PT_MONEY_DECIMAL_MAX];
+    assert_int_equal(pt_money_format(123, 2, PT_MONEY_FIXED, out, sizeof out), PT_OK);
+    assert_string_equal(out, "1.23");
+    assert_int_equal(pt_money_format(123, 5, PT_MONEY_FIXED, out, sizeof out), PT_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_to_decimal),   cmocka_unit_test(test_to_decimal_errors),
         cmocka_unit_test(test_from_decimal), cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_exponents),
+        cmocka_unit_test(test_exponents),    cmocka_unit_test(test_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,8 +93,8 @@ static void enable_online(void)
 
 /* ---- fixture ------------------------------------------------------------------------- */
 
-/* A SUCCESS charge of amount on gateway gw. */
-static void paid_charge(const char *order, const char *gw, int64_t amount)
+/* A SUCCESS charge of amount in cur on gateway gw. */
+static void paid_charge_in(const char *order, const char *gw, const char *cur, int64_t amount)
 {
     struct pt_charge c;
     memset(&c, 0, sizeof c);
@@ -102,7 +102,7 @@ static void paid_charge(const char *order, const char *gw, int64_t amount)
     snprintf(c.gateway, sizeof c.gateway, "%s", gw);
     snprintf(c.method, sizeof c.method, "%s",
              strcmp(gw, "stripe") == 0 ? "card_on_file" : "barcode");
-    snprintf(c.currency, sizeof c.currency, "%s", strcmp(gw, "stripe") == 0 ? "USD" : "CNY");
+    snprintf(c.currency, sizeof c.currency, "%s", cur);
     c.amount = amount;
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(pt_charge_create(st, &c, "test", t0), PT_OK);
@@ -111,6 +111,12 @@ static void paid_charge(const char *order, const char *gw, int64_t amount)
     assert_int_equal(pt_charge_transition(st, &c, PT_STATE_SUCCESS, NULL, "paid", "test", NULL, t0),
                      PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
+}
+
+/* A SUCCESS charge of amount on gateway gw (Stripe in USD, others in CNY). */
+static void paid_charge(const char *order, const char *gw, int64_t amount)
+{
+    paid_charge_in(order, gw, strcmp(gw, "stripe") == 0 ? "USD" : "CNY", amount);
 }
 
 static int setup(void **state)
@@ -234,6 +240,44 @@ static void test_outcome_table_queued(void **state)
     int n = 0;
     assert_int_equal(charge_refunded("O-PAID", &n), 0); /* none SUCCESS yet */
     assert_int_equal(n, 3);
+}
+
+/* SPEC 18: a refund the gateway cannot represent in its own units (Stripe:
+ * MGA in whole ariary, three-decimal amounts ending in 0) is a 400 naming
+ * amount, and nothing is stored; the same refund in units it takes goes. */
+static void test_amount_in_the_gateways_units(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    paid_charge_in("O-MGA", "stripe", "MGA", 100000);
+    paid_charge_in("O-KWD", "stripe", "KWD", 5000);
+    static const struct {
+        const char *order, *body, *why;
+    } refused[] = {
+        {"O-MGA", "{\"refund_id\":\"R-MGA-1\",\"amount\":1050}",
+         "amount: 1050 MGA cannot be sent to stripe"},
+        {"O-KWD", "{\"refund_id\":\"R-KWD-1\",\"amount\":1235}",
+         "amount: 1235 KWD cannot be sent to stripe"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        refund(st, refused[i].order, "k-units", refused[i].body, &r);
+        assert_int_equal(r.status, 400);
+        assert_string_equal(field(&r, "error", "code"), "invalid_request");
+        const char *msg = field(&r, "error", "message");
+        assert_non_null(strstr(msg, "amount"));
+        assert_non_null(strstr(msg, refused[i].why));
+        assert_non_null(strstr(msg, "stripe"));
+        pt_reply_free(&r);
+        int n = -1;
+        charge_refunded(refused[i].order, &n);
+        assert_int_equal(n, 0);
+    }
+    refund(st, "O-MGA", "k-mga-2", "{\"refund_id\":\"R-MGA-2\",\"amount\":1000}", &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
+    refund(st, "O-KWD", "k-kwd-2", "{\"refund_id\":\"R-KWD-2\",\"amount\":1230}", &r);
+    assert_int_equal(r.status, 202);
+    pt_reply_free(&r);
 }
 
 static void test_refused_requests(void **state)
@@ -562,6 +606,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_outcome_table_queued, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_amount_in_the_gateways_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_yet_refundable_is_not_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_data_layer_never_overdraws, setup, teardown),
