@@ -67,6 +67,9 @@ struct pt_charge {
      * the sync engine carries it out after the charge's own request, and
      * never sends the charge again. */
     int cancel_requested;
+    /* Answered 202 as queued (SPEC 18): counts in the offline limits until
+     * it is final.  A charge sent online while the customer waits is not. */
+    int offline_accepted;
 };
 
 /* "INIT", "PROCESSING", ...; NULL for an out-of-range value. */

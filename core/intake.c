@@ -804,11 +804,12 @@ struct offline_no {
 
 /*
  * May c join the offline queue?  Fills *no; PT_OK or a storage error.  Runs
- * inside the write transaction, so the totals cannot change under us.
- * already_queued: c is INIT already and counted in the figures.
+ * inside the write transaction, so the totals cannot change under us.  The
+ * totals hold every charge accepted offline and not final (SPEC 18); c is
+ * not among them yet.
  */
 static int offline_check(const struct pt_intake *in, struct pt_store *st, const struct pt_charge *c,
-                         int already_queued, struct offline_no *no)
+                         struct offline_no *no)
 {
     const struct pt_cfg_offline_limit *lim = pt_config_offline_limit(in->cfg, c->currency);
     no->code = "offline_limit_exceeded";
@@ -830,10 +831,6 @@ static int offline_check(const struct pt_intake *in, struct pt_store *st, const 
     int rc = pt_store_queue_figures(st, c->currency, &count, &total);
     if (rc)
         return rc;
-    if (already_queued) {
-        count--;
-        total -= c->amount;
-    }
     if (count >= in->cfg->offline_max_count)
         snprintf(no->why, sizeof no->why,
                  "the offline queue is full (%lld charges; offline.max_count = %lld)",
@@ -913,7 +910,7 @@ static int goes_online(const struct pt_intake *in, struct pt_store *st, const st
     if (!*online || !in->online.probe)
         return PT_OK;
     struct offline_no no = {0};
-    int rc = mode == PT_OFFLINE_REQUIRE_ONLINE ? PT_OK : offline_check(in, st, c, 0, &no);
+    int rc = mode == PT_OFFLINE_REQUIRE_ONLINE ? PT_OK : offline_check(in, st, c, &no);
     if (rc == PT_OK && (mode == PT_OFFLINE_REQUIRE_ONLINE || no.code) &&
         !in->online.probe(in->online.ctx, c->gateway))
         *online = 0;
@@ -933,7 +930,7 @@ static int queue_new(const struct pt_intake *in, struct pt_store *st, struct gua
         return PT_OK;
     }
     struct offline_no no;
-    int rc = offline_check(in, st, c, 0, &no);
+    int rc = offline_check(in, st, c, &no);
     if (rc || no.code) {
         if (!rc)
             cannot_wait(out, c, no.code, no.why);
@@ -943,6 +940,7 @@ static int queue_new(const struct pt_intake *in, struct pt_store *st, struct gua
      * the order for lock recovery; its record still names the order, for a
      * lane's local store whose keys move with their charges. */
     c->next_attempt_at = now;
+    c->offline_accepted = 1; /* counts in the limits until final (SPEC 18) */
     if ((rc = pt_charge_create(st, c, "api", now)))
         return rc;
     pt_store_key_name_order(&g->lock, c->order_id);
@@ -966,11 +964,16 @@ static int not_sent(const struct pt_intake *in, struct pt_store *st, struct guar
 {
     struct offline_no no = {.code = "offline_not_allowed"};
     snprintf(no.why, sizeof no.why, "this charge must go online");
-    int rc = mode == PT_OFFLINE_PREFER ? offline_check(in, st, c, 1, &no) : PT_OK;
+    int rc = mode == PT_OFFLINE_PREFER ? offline_check(in, st, c, &no) : PT_OK;
     if (rc)
         return rc;
     *next = STEP_COMPLETE;
     if (!no.code) {
+        /* Accepted offline from now on: it counts in the limits (it was
+         * sent online while the customer waited, and did not, till now). */
+        if ((rc = pt_store_charge_accept_offline(st, c, now)) ||
+            (rc = pt_store_charge_get_by_id(st, c->id, c)))
+            return rc;
         pt_log_info("charge %s not sent, queued offline", c->order_id);
         pt_reply_charge(out, 202, c);
         return PT_OK;
@@ -1136,6 +1139,7 @@ static int queue_in_one(const struct pt_intake *in, struct pt_store *st, const c
         (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
         goto out; /* it may go online: the usual path decides */
     c.state = PT_STATE_INIT;
+    c.offline_accepted = 1;
     c.next_attempt_at = now;
     c.created_at = c.updated_at = now;
     static const char head[] = "{\"id\":";

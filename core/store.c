@@ -274,6 +274,11 @@ int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charg
     return ops(st)->charge_patch(st, id, patch, now);
 }
 
+int pt_store_charge_accept_offline(struct pt_store *st, const struct pt_charge *c, int64_t now)
+{
+    return ops(st)->charge_accept_offline(st, c, now);
+}
+
 int pt_store_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask, int64_t due,
                                    int64_t now)
 {

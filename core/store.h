@@ -441,6 +441,11 @@ int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_ma
 int pt_store_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask, int64_t due,
                                    int64_t now);
 
+/* An INIT charge, sent online and provably not sent, is accepted into the
+ * offline queue (SPEC 18): from now on it counts in the offline limits.
+ * PT_ESTATE when it is not INIT. */
+int pt_store_charge_accept_offline(struct pt_store *st, const struct pt_charge *c, int64_t now);
+
 /* Applies a patch without changing the state (backoff, attempts). */
 int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
                           int64_t now);
@@ -485,8 +490,10 @@ int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
  * its run was out (up to 16 sends) means nothing any more.  *n: how many. */
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n);
 
-/* Queue (INIT) figures used by the offline limits: the number of queued
- * charges and the queued amount in one currency.  SQLite: read from the
+/* The figures the offline limits bound (SPEC 18): how many charges were
+ * accepted offline and are not final (INIT, PROCESSING, PENDING, UNKNOWN:
+ * a drain's marked charges and those whose answer was lost included), and
+ * their amount in one currency.  SQLite: read from the
  * rows the triggers of sql/002_offline_queue.sql keep, whatever the queue's
  * length.  PostgreSQL: the lane's own queue (bounded by its
  * offline.max_count), counted through an index (sql/pg/004); in a

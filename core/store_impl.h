@@ -67,6 +67,7 @@ struct pt_store_ops {
                              const struct pt_charge_patch *patch, int64_t now);
     int (*charge_patch)(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
                         int64_t now);
+    int (*charge_accept_offline)(struct pt_store *st, const struct pt_charge *c, int64_t now);
     int (*charge_request_cancel)(struct pt_store *st, int64_t id, unsigned from_mask, int64_t due,
                                  int64_t now);
     int (*key_reanswer)(struct pt_store *st, const char *scope, int from_status, int status,

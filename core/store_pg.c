@@ -40,13 +40,17 @@
 #include "store_impl.h"
 
 #define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
+/* What the offline limits count (SPEC 18, sql/pg/007): accepted offline,
+ * not final - the index charges_lane_queue. */
+#define ACCEPTED "offline_accepted = 1 AND " ACTIVE
 
 #define CHARGE_COLS                                                                                \
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
     " review_reason, created_at, updated_at, amount_refunded,"                                     \
-    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested"
+    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested,"      \
+    " offline_accepted"
 
 #define REFUND_COLS                                                                                \
     "r.id, r.charge_id, r.refund_id, c.order_id, c.gateway, r.amount, c.currency, r.state,"        \
@@ -127,9 +131,10 @@
     X(CHARGE_INSERT,                                                                               \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
       " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
-      " next_attempt_at, created_at, updated_at, lane) VALUES ($1::text, $2::text, $3::text,"      \
-      " $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text,"       \
-      " $12::text, 0, $13::bigint, $14::bigint, $14, current_setting('payterm.lane'))"             \
+      " next_attempt_at, created_at, updated_at, lane, offline_accepted) VALUES ($1::text,"        \
+      " $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::text,"         \
+      " $10::text, $11::text, $12::text, 0, $13::bigint, $14::bigint, $14,"                        \
+      " current_setting('payterm.lane'), $15::integer)"                                            \
       " ON CONFLICT (order_id) DO NOTHING"                                                         \
       " RETURNING id)"                                                                             \
       " SELECT id FROM c")                                                                         \
@@ -171,12 +176,14 @@
       "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM charges WHERE " ACTIVE)                  \
     X(QUEUE_FIGURES,                                                                               \
       "SELECT count(*), coalesce(sum(amount) FILTER (WHERE currency = $1::text), 0)"               \
-      " FROM charges WHERE lane = current_setting('payterm.lane') AND state = 'INIT'")             \
+      " FROM charges WHERE lane = current_setting('payterm.lane') AND " ACCEPTED)                  \
     X(QUEUE_FIGURES_LOCKED, "SELECT queued, total FROM"                                            \
                             " payterm_lane_queue(current_setting('payterm.lane'), $1::text)")      \
-    X(LANE_BOUND, "SELECT currency, count(*), sum(amount) FROM charges"                            \
-                  " WHERE lane = current_setting('payterm.lane')"                                  \
-                  " AND state IN ('INIT', 'PROCESSING') GROUP BY currency")                        \
+    X(LANE_BOUND,                                                                                  \
+      "SELECT currency, count(*), sum(amount) FROM charges"                                        \
+      " WHERE lane = current_setting('payterm.lane') AND " ACCEPTED " GROUP BY currency")          \
+    X(CHARGE_ACCEPT_OFFLINE, "UPDATE charges SET offline_accepted = 1, updated_at = $2::bigint"    \
+                             " WHERE id = $1::bigint AND state = 'INIT'")                          \
     X(DOUBT_END, "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint,"                   \
                  " CASE WHEN (extract(epoch FROM backend_start) * 1000000)::bigint = $2::bigint"   \
                  " THEN pg_terminate_backend(pid, 1000) END"                                       \
@@ -256,10 +263,11 @@
     X(CHARGE_QUEUE_GUARDED,                                                                        \
       "WITH c AS (INSERT INTO charges (order_id, gateway, method, amount, currency, state,"        \
       " offline_mode, subject, payment_code, payment_method, customer, metadata, attempts,"        \
-      " next_attempt_at, created_at, updated_at, lane, created_by) SELECT $1::text, $2::text,"     \
-      " $3::text, $4::bigint, $5::text, 'INIT', $6::text, $7::text, $8::text, $9::text,"           \
-      " $10::text, $11::text, 0, $12::bigint, $13::bigint, $13, current_setting('payterm.lane'),"  \
-      " $19::text WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys"                                \
+      " next_attempt_at, created_at, updated_at, lane, created_by, offline_accepted) SELECT"       \
+      " $1::text, $2::text, $3::text, $4::bigint, $5::text, 'INIT', $6::text, $7::text, $8::text," \
+      " $9::text, $10::text, $11::text, 0, $12::bigint, $13::bigint, $13,"                         \
+      " current_setting('payterm.lane'), $19::text, 1 WHERE NOT EXISTS (SELECT 1"                  \
+      " FROM idempotency_keys"                                                                     \
       " WHERE scope = $14::text AND key = $15::text) RETURNING id),"                               \
       " k AS (INSERT INTO idempotency_keys (scope, key, request_hash, completed_at,"               \
       " response_status, response_body, created_at, expires_at) SELECT $14, $15, $16::bytea,"      \
@@ -1613,10 +1621,11 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     a_opt(&a, c->metadata);
     a_int(&a, c->next_attempt_at);
     a_int(&a, now);
+    a_int(&a, c->offline_accepted != 0);
     struct pg_store *st = PG(s);
     /* A charge queued by this path: the lane's figures are read again once
-     * it is committed (or not). */
-    int queues = c->state == PT_STATE_INIT;
+     * it is committed (or not).  One sent online at once is not queued. */
+    int queues = c->state == PT_STATE_INIT && c->offline_accepted;
     int rc = queues ? lane_hold(st) : PT_OK;
     if (rc == PT_OK && !st->in_txn)
         rc = connected(st); /* from here on, a failure may leave it queued */
@@ -1671,6 +1680,7 @@ static void read_charge(const PGresult *r, int i, struct pt_charge *c)
     c->amount_refunded = col_int(r, i, 24);
     c->refunds = (int)col_int(r, i, 25);
     c->cancel_requested = (int)col_int(r, i, 26);
+    c->offline_accepted = (int)col_int(r, i, 27);
 }
 
 /* Runs a statement that returns charges into rows[]: *more when it found
@@ -1766,6 +1776,25 @@ static int pg_charge_transition(struct pt_store *s, int64_t id, unsigned from_ma
     if (!from_mask || (unsigned)to >= PT_STATE__COUNT)
         return PT_EINVAL;
     return transition(PG(s), S_CHARGE_TRANSITION, id, from_mask, to, patch, now);
+}
+
+static int pg_charge_accept_offline(struct pt_store *s, const struct pt_charge *c, int64_t now)
+{
+    struct pg_store *st = PG(s);
+    struct args a = {0};
+    a_int(&a, c->id);
+    a_int(&a, now);
+    /* It joins the lane's figures: under the lane's mutex to the commit,
+     * and in doubt with the transaction if the connection goes. */
+    int n = 0;
+    int rc = lane_hold(st);
+    if (rc == PT_OK)
+        rc = run(st, S_CHARGE_ACCEPT_OFFLINE, &a, &n);
+    if (rc == PT_OK && n == 1 && st->in_txn && st->figs)
+        queued_add(&st->txn_queued, c->currency, 1, c->amount);
+    if (!st->in_txn)
+        lane_release(st);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
 }
 
 static int pg_charge_request_cancel(struct pt_store *s, int64_t id, unsigned from_mask, int64_t due,
@@ -2566,6 +2595,7 @@ static const struct pt_store_ops pg_ops = {
     .charge_get_by_id = pg_charge_get_by_id,
     .charge_transition = pg_charge_transition,
     .charge_patch = pg_charge_patch,
+    .charge_accept_offline = pg_charge_accept_offline,
     .charge_request_cancel = pg_charge_request_cancel,
     .key_reanswer = pg_key_reanswer,
     .charge_set_review = pg_charge_set_review,

@@ -139,7 +139,8 @@ static const struct pt_store_ops sqlite_ops;
     " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
     " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
     " review_reason, created_at, updated_at, amount_refunded,"                                     \
-    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested"
+    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested,"      \
+    " offline_accepted"
 
 /* The columns read_refund() expects, in its order (r = refunds, c = its
  * charge). */
@@ -255,12 +256,14 @@ static const struct pt_store_ops sqlite_ops;
     X(CHARGE_INSERT,                                                                               \
       "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"     \
       " subject, payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"     \
-      " created_at, updated_at)"                                                                   \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, ?13, ?14, ?14)"              \
+      " created_at, updated_at, offline_accepted)"                                                 \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, ?13, ?14, ?14, ?15)"         \
       " ON CONFLICT (order_id) DO NOTHING")                                                        \
     X(CHARGE_GET, "SELECT " CHARGE_COLS " FROM charges WHERE order_id = ?1")                       \
     X(CHARGE_GET_BY_ID, "SELECT " CHARGE_COLS " FROM charges WHERE id = ?1")                       \
     X(CHARGE_PATCH, "UPDATE charges SET " PATCH_SET " WHERE id = ?1")                              \
+    X(CHARGE_ACCEPT_OFFLINE, "UPDATE charges SET offline_accepted = 1, updated_at = ?2"            \
+                             " WHERE id = ?1 AND state = 'INIT'")                                  \
     X(CHARGE_REQUEST_CANCEL, "UPDATE charges SET cancel_requested = 1, next_attempt_at ="          \
                              " CASE WHEN ?2 < 0 THEN next_attempt_at ELSE ?2 END, updated_at = ?3" \
                              " WHERE id = ?1 AND cancel_requested = 0")                            \
@@ -1792,6 +1795,7 @@ static int sq_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t no
     bind_text(s, 12, c->metadata);
     sqlite3_bind_int64(s, 13, c->next_attempt_at);
     sqlite3_bind_int64(s, 14, now);
+    sqlite3_bind_int(s, 15, c->offline_accepted != 0);
     int rc = run(st, s);
     if (rc)
         return rc;
@@ -1836,6 +1840,7 @@ static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
     c->amount_refunded = sqlite3_column_int64(s, 24);
     c->refunds = sqlite3_column_int(s, 25);
     c->cancel_requested = sqlite3_column_int(s, 26);
+    c->offline_accepted = sqlite3_column_int(s, 27);
 }
 
 static int sq_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out)
@@ -2027,6 +2032,17 @@ static int sq_charge_transition(struct pt_store *st, int64_t id, unsigned from_m
     if (rc)
         return rc;
     return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+static int sq_charge_accept_offline(struct pt_store *st, const struct pt_charge *c, int64_t now)
+{
+    sqlite3_stmt *s = stmt(st, S_CHARGE_ACCEPT_OFFLINE);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, c->id);
+    sqlite3_bind_int64(s, 2, now);
+    int rc = run(st, s);
+    return rc ? rc : sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
 }
 
 static int sq_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask,
@@ -2900,6 +2916,7 @@ static const struct pt_store_ops sqlite_ops = {
     .charge_get_by_id = sq_charge_get_by_id,
     .charge_transition = sq_charge_transition,
     .charge_patch = sq_charge_patch,
+    .charge_accept_offline = sq_charge_accept_offline,
     .charge_request_cancel = sq_charge_request_cancel,
     .key_reanswer = sq_key_reanswer,
     .charge_set_review = sq_charge_set_review,

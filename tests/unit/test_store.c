@@ -525,6 +525,7 @@ static void fill_charge(struct pt_charge *c, int i)
     c->amount = 100 + i;
     strcpy(c->currency, "CNY");
     c->state = PT_STATE_INIT;
+    c->offline_accepted = 1; /* queued, as the API queues it */
     /* A large subject makes the database fill up quickly. */
     memset(c->subject, 'x', 250);
 }
@@ -749,11 +750,19 @@ static void test_pg_offline_limits_per_lane_exact(void **state)
     assert_int_equal(pt_store_queue_figures(b, "CNY", &count, &total), PT_OK);
     assert_int_equal(count, 1);
     assert_int_equal(total, 103);
-    /* Sent by lane b's sync engine, lane a's charge leaves lane a's figures. */
+    /* Sent by lane b's sync engine, lane a's charge stays in lane a's
+     * figures while it is on its way (SPEC 18), and leaves them final. */
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     assert_int_equal(pt_store_begin(b), PT_OK);
     assert_int_equal(
         pt_store_charge_transition(b, c.id, 1u << PT_STATE_INIT, PT_STATE_PROCESSING, &p, 6),
+        PT_OK);
+    assert_int_equal(pt_store_commit(b), PT_OK);
+    assert_int_equal(pt_store_queue_figures(a2, "CNY", &count, &total), PT_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(pt_store_begin(b), PT_OK);
+    assert_int_equal(
+        pt_store_charge_transition(b, c.id, 1u << PT_STATE_PROCESSING, PT_STATE_SUCCESS, &p, 7),
         PT_OK);
     assert_int_equal(pt_store_commit(b), PT_OK);
     assert_int_equal(pt_store_queue_figures(a2, "CNY", &count, &total), PT_OK);
@@ -801,6 +810,7 @@ static void test_pg_lane_figures_never_deadlock(void **state)
     struct pt_charge c;
     fill_charge(&c, 1);
     c.state = PT_STATE_PROCESSING;
+    c.offline_accepted = 0; /* sent online: not in the figures (SPEC 18) */
     assert_int_equal(pt_store_charge_insert(a1, &c, 5), PT_OK);
     /* The usual path: not sent, back to the queue (the row held). */
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
