@@ -28,8 +28,9 @@
  * its turn; not sent, not settled.  (Positive: never a PT_E* code.) */
 #define NOT_OURS 1
 /* A charge being sent by one thread is not picked up by another until the
- * send must have ended (request timeout plus this margin). */
-#define IN_FLIGHT_MARGIN_MS 5000
+ * send must have ended (request timeout plus this margin; an idempotency
+ * lock outlives it too, config.h). */
+#define IN_FLIGHT_MARGIN_MS PT_CONFIG_CALL_MARGIN_MS
 
 enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
 

@@ -58,7 +58,7 @@ int pt_cli_read_config(const struct pt_cli_common *c, struct pt_config *cfg, cha
 
 int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
 {
-    char err[512];
+    char err[1024];
     if (pt_cli_read_config(c, cfg, err, sizeof err) != 0) {
         fprintf(stderr, "payterm: %s\n", err);
         return -1;

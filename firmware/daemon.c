@@ -733,6 +733,16 @@ int pt_daemon_reload(struct pt_daemon *d, const struct pt_config *in, char *err,
     if (rc != PT_OK)
         goto out;
     int kept = keep_restart_keys(&d->cfg, nc, gw);
+    /* The file passed the rule with its own lock_timeout_s; the running one
+     * stays until a restart, and must still outlive a gateway call of the
+     * new sync.request_timeout_ms. */
+    char why[384];
+    if (pt_config_lock_timeout_problem(nc, why, sizeof why)) {
+        snprintf(err, errlen,
+                 "idempotency.lock_timeout_s (its running value, kept until a restart): %s", why);
+        rc = PT_ECONFIG;
+        goto out;
+    }
 
     int busy = 0;
     if (pt_gate_close(d->gate, RELOAD_WAIT_MS, &busy) != 0) {

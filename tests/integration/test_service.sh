@@ -268,6 +268,24 @@ case_sighup_restart_keys()
     pt_stop
 }
 
+# idempotency.lock_timeout_s needs a restart and keeps its running value;
+# a new sync.request_timeout_ms it would no longer outlive by 5 s is refused
+# (the file on its own would pass), naming both.
+case_sighup_lock_timeout_kept()
+{
+    pt_config '.idempotency.lock_timeout_s = 21'
+    pt_start
+    reload_with '.idempotency.lock_timeout_s = 60 | .sync.request_timeout_ms = 30000'
+    local line
+    line=$(grep 'reload: the new configuration is refused' "$PT_LOG" | tail -1)
+    expect_contains 'idempotency.lock_timeout_s (its running value, kept until a restart): 21 s must be above sync.request_timeout_ms (30000 ms) + 5 s' \
+        "$line" "the refusal"
+    # A request timeout the running lock still outlives is taken.
+    reload_with '.idempotency.lock_timeout_s = 60 | .sync.request_timeout_ms = 15000'
+    expect_contains 'reload: configuration reloaded' "$(tail -3 "$PT_LOG")" "the log"
+    pt_stop
+}
+
 # ---- the watchdog --------------------------------------------------------------
 
 # notify_lines PATTERN [AFTER_MS] - the messages matching PATTERN received after AFTER_MS.
@@ -378,6 +396,8 @@ pt_case "log_level debug: one line per request, never a body or a key" case_debu
 pt_case "SIGHUP: log_level, limits, offline limits, sync timing change without a restart" case_sighup_live_keys
 pt_case "SIGHUP: a broken file, a bad key, a readable key file are refused whole" case_sighup_broken_file_refused
 pt_case "SIGHUP: listen, data_dir, the set of gateways need a restart: named and kept" case_sighup_restart_keys
+pt_case "SIGHUP: a request timeout the kept lock_timeout_s does not outlive by 5 s is refused" \
+    case_sighup_lock_timeout_kept
 pt_case "SIGHUP while a sync step hangs: gives up after 4 s, the API answers, the next one works" case_sighup_gives_up_when_busy
 pt_case "init --check-gateways: 0 configured, 1 none, 255 broken or misused" case_check_gateways
 pt_case "watchdog: fed while well, not while the sync thread hangs, again once it moves" case_watchdog_follows_health

@@ -119,6 +119,27 @@ case_init_lists_every_problem()
     [ ! -e "$PT_TMP/fresh" ] || fail "payterm init created $PT_TMP/fresh while refusing the configuration"
 }
 
+# A lock that expires while its request still waits for the gateway hands
+# the retry a stale 202 PROCESSING (issue 32, item 7): refused at start, by
+# init as by serve, naming both keys and their values, before anything is
+# created.
+case_lock_timeout_below_request_timeout()
+{
+    local filter=".data_dir = \"$PT_TMP/lockt\" | .idempotency.lock_timeout_s = 20"
+    init_refused "$filter" "'idempotency.lock_timeout_s': 20 s must be above" \
+        "sync.request_timeout_ms (15000 ms) + 5 s"
+    serve_refused "$filter" "'idempotency.lock_timeout_s': 20 s must be above" \
+        "sync.request_timeout_ms (15000 ms) + 5 s"
+    filter=".data_dir = \"$PT_TMP/lockt\" | .sync.request_timeout_ms = 60000"
+    init_refused "$filter" "'idempotency.lock_timeout_s': 60 s must be above" \
+        "sync.request_timeout_ms (60000 ms) + 5 s"
+    [ ! -e "$PT_TMP/lockt" ] || fail "a refused configuration created $PT_TMP/lockt"
+    pt_config ".data_dir = \"$PT_TMP/lockt\" | .idempotency.lock_timeout_s = 21"
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm init with lock_timeout_s 21 (above 15 s + 5 s): $OUT"
+    rm -rf "$PT_TMP/lockt"
+}
+
 case_missing_tables_refused()
 {
     local db=$PT_TMP/data/payterm.db
@@ -258,6 +279,8 @@ pt_case "a second serve on the same data_dir is refused, naming the PID that hol
 pt_case "an empty or garbage tls.ca_file is refused by serve and init, naming the file" \
     case_ca_file_without_certificate
 pt_case "init (and serve) list every problem at once" case_init_lists_every_problem
+pt_case "idempotency.lock_timeout_s not above sync.request_timeout_ms + 5 s: refused, both named" \
+    case_lock_timeout_below_request_timeout
 pt_case "a database with missing tables is refused, naming the file and what is missing" \
     case_missing_tables_refused
 pt_case "every table, index and trigger of a fresh database, dropped, is named" \
