@@ -375,10 +375,11 @@ static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, i
     } else if (sent == PT_OK) {
         rc = apply(s, st, c, PT_GW_PAY, res, now);
     } else {
-        /* The request could not even be built (a key missing from the
-         * configuration): nothing left the device. */
+        /* The request could not even be built (a key that does not sign):
+         * nothing left the device.  The log names the key and its file. */
+        char why[PT_GW_BUILD_ERROR_MAX];
         pt_log_error("charge %s: cannot build the %s request: %s", c->order_id, c->gateway,
-                     pt_strerror(sent));
+                     pt_gw_build_error(gw_cfg(s, c->gateway), sent, why, sizeof why));
         q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
         q.error_code = "gateway_config";
         q.error_message = "the gateway request could not be built; check the configuration";
@@ -1557,8 +1558,9 @@ static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refun
     } else if (sent == PT_OK) {
         rc = refund_apply(s, st, r, PT_GW_REFUND, res, now);
     } else {
+        char why[PT_GW_BUILD_ERROR_MAX];
         pt_log_error("refund %s: cannot build the %s refund request: %s", r->refund_id, r->gateway,
-                     pt_strerror(sent));
+                     pt_gw_build_error(gw_cfg(s, r->gateway), sent, why, sizeof why));
         q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
         q.error_code = "gateway_config";
         q.error_message = "the gateway refund request could not be built; check the configuration";

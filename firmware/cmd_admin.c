@@ -21,8 +21,11 @@ int pt_cmd_init(int argc, char **argv)
     static const char help[] =
         "usage: payterm init [-c FILE]...\n\n"
         "Checks everything payterm serve would refuse: the configuration, the modes of\n"
-        "every key and secret file, every configured gateway's keys, a tls.ca_file that\n"
-        "holds no certificate; lists every problem at once.  Then creates data_dir and\n"
+        "every key and secret file, every configured gateway's keys (each loaded: a\n"
+        "private key must sign a probe message it verifies, a gateway's key must not\n"
+        "be a private key or the merchant's own, a merchant certificate must be that\n"
+        "of the private key and of serial_no), a tls.ca_file that holds no\n"
+        "certificate; lists every problem at once.  Then creates data_dir and\n"
         "the database if needed and migrates it to the current schema. Safe to run\n"
         "again.\n\n"
         "  --check-gateways  only say whether a gateway is configured, for systemd's\n"

@@ -140,6 +140,28 @@ case_lock_timeout_below_request_timeout()
     rm -rf "$PT_TMP/lockt"
 }
 
+# A key file that does not hold what its key's name says (issue 32, item
+# 10a): a public key as Alipay's private_key_file passed init, and the first
+# charge then said "gateway could not be reached".  init and serve load
+# every key, sign and verify a probe message, and name the key and the file;
+# every such problem at once, nothing created.
+case_keys_hold_what_their_names_say()
+{
+    local filter=".data_dir = \"$PT_TMP/keyt\" |
+        .gateways.alipay.private_key_file = \"$PT_TMP/alipay.pub\""
+    init_refused "$filter" gateways.alipay.private_key_file "$PT_TMP/alipay.pub" "holds a public key"
+    serve_refused "$filter" gateways.alipay.private_key_file "$PT_TMP/alipay.pub" "holds a public key"
+    filter="$filter | .gateways.wechat.platform_public_key_file = \"$PT_TMP/wechat.key\"
+        | .gateways.alipay.alipay_public_key_file = \"$PT_KEYS/merchant_alipay_public.pem\""
+    init_refused "$filter" "2 problems" gateways.alipay.private_key_file \
+        gateways.wechat.platform_public_key_file "$PT_TMP/wechat.key" "holds a private key"
+    filter=".data_dir = \"$PT_TMP/keyt\" |
+        .gateways.alipay.alipay_public_key_file = \"$PT_KEYS/merchant_alipay_public.pem\""
+    init_refused "$filter" gateways.alipay.alipay_public_key_file \
+        "$PT_KEYS/merchant_alipay_public.pem" "public half of gateways.alipay.private_key_file"
+    [ ! -e "$PT_TMP/keyt" ] || fail "a refused configuration created $PT_TMP/keyt"
+}
+
 case_missing_tables_refused()
 {
     local db=$PT_TMP/data/payterm.db
@@ -279,6 +301,8 @@ pt_case "a second serve on the same data_dir is refused, naming the PID that hol
 pt_case "an empty or garbage tls.ca_file is refused by serve and init, naming the file" \
     case_ca_file_without_certificate
 pt_case "init (and serve) list every problem at once" case_init_lists_every_problem
+pt_case "a key file that does not hold what its key says: refused by init and serve, named" \
+    case_keys_hold_what_their_names_say
 pt_case "idempotency.lock_timeout_s not above sync.request_timeout_ms + 5 s: refused, both named" \
     case_lock_timeout_below_request_timeout
 pt_case "a database with missing tables is refused, naming the file and what is missing" \
