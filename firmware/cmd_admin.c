@@ -50,8 +50,8 @@ int pt_cmd_init(int argc, char **argv)
         for (int i = 0; i < pt_gateway_count(); i++)
             n += pt_config_gateway_configured(&cfg, pt_metric_gateway_name(i)) != 0;
         if (n == 0) {
-            pt_cli_error("init", "no gateway is configured (gateways in the configuration is "
-                                 "empty): payterm stays stopped until one is");
+            pt_cli_notice("init", "no gateway is configured (gateways in the configuration is "
+                                  "empty): payterm stays stopped until one is");
             return PT_EXIT_FAIL;
         }
         printf("%d gateway(s) configured\n", n);
