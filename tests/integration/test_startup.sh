@@ -162,6 +162,56 @@ case_keys_hold_what_their_names_say()
     [ ! -e "$PT_TMP/keyt" ] || fail "a refused configuration created $PT_TMP/keyt"
 }
 
+# serve_unbindable NAME JQ_FILTER PART... - serve with data_dir $PT_TMP/NAME
+# must exit 1 at once, printing every PART, and leave no database behind:
+# an address that cannot be bound is found before the database is created
+# (issue 32, item 10b).
+serve_unbindable()
+{
+    local dir=$PT_TMP/$1 filter=$2 part
+    shift 2
+    jq --arg d "$dir" ".data_dir = \$d | $filter" "$PT_CFG_BASE" >"$PT_TMP/unbindable.json" ||
+        fail "bad filter: $filter"
+    OUT=$(timeout 20 ${PT_AS:-} "$PAYTERM" serve -c "$PT_TMP/unbindable.json" 2>&1)
+    RC=$?
+    expect_eq 1 "$RC" "exit status of payterm serve ($filter); it printed: $OUT"
+    for part in "$@"; do
+        expect_contains "$part" "$OUT" "what payterm serve printed for: $filter"
+    done
+    for f in payterm.db payterm.db-wal payterm.db-shm; do
+        [ ! -e "$dir/$f" ] || fail "a start that could not listen left $dir/$f behind"
+    done
+    rm -rf "$dir"
+}
+
+case_listen_not_bindable()
+{
+    local free
+    pt_config .
+    pt_start # holds 127.0.0.1:$PT_PORT
+    free=$(pt_pick_port)
+    serve_unbindable busy ".listen = \"127.0.0.1:$PT_PORT\"" \
+        "listen 127.0.0.1:$PT_PORT: cannot bind: address in use"
+    serve_unbindable nbusy ".listen = \"127.0.0.1:$free\" | .notify_listen = \"127.0.0.1:$PT_PORT\"" \
+        "notify_listen 127.0.0.1:$PT_PORT: cannot bind: address in use"
+    # Not an address of this host (TEST-NET-1, RFC 5737).
+    serve_unbindable absent ".listen = \"192.0.2.1:$free\"" \
+        "listen 192.0.2.1:$free: cannot bind: address not available"
+    pt_stop
+    # A privileged port without the capability to bind it: as root, the
+    # capability is taken away (bounding and inheritable sets).
+    local low=1023 start
+    start=$(cat /proc/sys/net/ipv4/ip_unprivileged_port_start 2>/dev/null || echo 1024)
+    [ "$start" -gt "$low" ] || pt_skip "ports from $start up are unprivileged here"
+    if [ "$(id -u)" = 0 ]; then
+        setpriv --inh-caps=-net_bind_service --bounding-set=-net_bind_service true 2>/dev/null ||
+            pt_skip "setpriv cannot drop CAP_NET_BIND_SERVICE here"
+        PT_AS="setpriv --inh-caps=-net_bind_service --bounding-set=-net_bind_service"
+    fi
+    PT_AS=${PT_AS:-} serve_unbindable low ".listen = \"127.0.0.1:$low\"" \
+        "listen 127.0.0.1:$low: cannot bind: permission denied" "CAP_NET_BIND_SERVICE"
+}
+
 case_missing_tables_refused()
 {
     local db=$PT_TMP/data/payterm.db
@@ -303,6 +353,8 @@ pt_case "an empty or garbage tls.ca_file is refused by serve and init, naming th
 pt_case "init (and serve) list every problem at once" case_init_lists_every_problem
 pt_case "a key file that does not hold what its key says: refused by init and serve, named" \
     case_keys_hold_what_their_names_say
+pt_case "listen addresses that cannot be bound: which and why, before any database is created" \
+    case_listen_not_bindable
 pt_case "idempotency.lock_timeout_s not above sync.request_timeout_ms + 5 s: refused, both named" \
     case_lock_timeout_below_request_timeout
 pt_case "a database with missing tables is refused, naming the file and what is missing" \
