@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_install.sh BUILDDIR PAYTERM - what an integrator gets from this build
-# (SPEC 14, issue 32 item 10d), without installing anything on the
+# (SPEC 14, issue 32 items 10d and 10e), without installing anything on the
 # machine:
 #
 #   * `cmake --install BUILDDIR --prefix P` into a DESTDIR, for P = /usr and
@@ -10,6 +10,10 @@
 #     ExecStartPre= and ExecStart= start P/bin/payterm, the BusyBox init
 #     script starts P/bin/payterm, the binary is there, and no installed
 #     text file names another prefix's binary;
+#   * the .deb CPack makes of BUILDDIR (into a temporary directory): its
+#     Depends holds libsqlite3-0 once, at least the SQLite version below
+#     which PAYTERM refuses to open a database (the message it prints), and
+#     its unit starts the binary it installs.
 #
 # Prints "ok N - ..." / "not ok N - ..." per case and exits 1 if any failed.
 set -u -o pipefail
@@ -79,10 +83,37 @@ installed_at()
 case_prefix_usr() { installed_at /usr /lib/systemd/system; }
 case_prefix_opt() { installed_at /opt/payterm /opt/payterm/lib/systemd/system; }
 
+case_deb_depends()
+{
+    command -v cpack >/dev/null && command -v dpkg-deb >/dev/null &&
+        command -v dpkg-shlibdeps >/dev/null || skip "needs cpack, dpkg-deb and dpkg-shlibdeps"
+    [ -f "$BUILD/CPackConfig.cmake" ] || fail "no $BUILD/CPackConfig.cmake"
+    local need out deb depends sqlite
+    # What payterm itself refuses: "SQLite 3.x is too old: payterm needs X or newer".
+    need=$(grep -ao 'payterm needs [0-9][0-9.]* or newer' "$PAYTERM" | head -1 | awk '{print $3}')
+    [ -n "$need" ] || fail "$PAYTERM does not say which SQLite it needs"
+    out=$(cd "$T" && cpack -G DEB --config "$BUILD/CPackConfig.cmake" -B "$T/deb" 2>&1) ||
+        fail "cpack: $out"
+    deb=$(ls "$T"/deb/*.deb 2>/dev/null | head -1)
+    [ -n "$deb" ] || fail "cpack made no .deb: $out"
+    depends=$(dpkg-deb -f "$deb" Depends)
+    sqlite=$(tr ',' '\n' <<<"$depends" | sed 's/^ *//' | grep '^libsqlite3-0')
+    expect_eq "libsqlite3-0 (>= $need)" "$sqlite" \
+        "the .deb's libsqlite3-0 dependency (payterm needs SQLite $need; Depends: $depends)"
+    # And the unit in it starts the binary it installs.
+    local unit start
+    dpkg-deb -x "$deb" "$T/deb/root" || fail "dpkg-deb -x $deb"
+    unit=$(cd "$T/deb/root" && find . -path '*/systemd/system/payterm.service' | head -1)
+    [ -n "$unit" ] || fail "no payterm.service in $deb"
+    start=$(unit_value "$T/deb/root/$unit" ExecStart)
+    [ -x "$T/deb/root${start%% *}" ] || fail "the .deb's unit starts ${start%% *}, which it does not install"
+}
+
 run_case "cmake --install --prefix /usr: the unit in /lib/systemd/system starts /usr/bin/payterm, so does S80payterm" \
     case_prefix_usr
 run_case "cmake --install --prefix /opt/payterm: the unit and S80payterm start /opt/payterm/bin/payterm" \
     case_prefix_opt
+run_case "the .deb depends on the SQLite payterm needs, once" case_deb_depends
 
 [ "$FAILED" -eq 0 ] || { echo "test_install: $FAILED of $N cases FAILED"; exit 1; }
 echo "test_install: all $N cases passed"
