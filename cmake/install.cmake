@@ -28,8 +28,13 @@
 #   units the local administrator installs.  PT_SYSTEMD_UNITDIR overrides.
 #   sysusers.d and tmpfiles.d follow the same rule under PREFIX/lib, which
 #   systemd searches for /usr and /usr/local alike.
-# * The unit and the init script name the binary as /usr/bin/payterm; the
-#   installed copies name the binary where this prefix puts it.
+# * The unit and the init script name the binary as /usr/bin/payterm, and
+#   they and the tmpfiles.d entry the configuration as /etc/payterm; the
+#   installed copies name the binary where this install puts it and
+#   PT_CONFDIR.  The prefix is the install's, not the configure's
+#   (`cmake --install BUILD --prefix /usr` after a configure for
+#   /usr/local): cmake/install_board.cmake writes and places them at
+#   install time (tests/package/test_install.sh).
 # * cmake cannot set an owner by name: the configuration and keys/ are
 #   installed root-owned (0640, 0750) and their group becomes payterm by the
 #   package's postinst, or by `systemd-sysusers payterm.conf` +
@@ -48,40 +53,10 @@ set(PT_SYSTEMD_UNITDIR "" CACHE PATH
 option(PT_INSTALL_BUSYBOX_INIT "Also install the BusyBox init script as /etc/init.d/S80payterm" OFF)
 option(PT_DEB_LAYOUT "Install as the .deb needs (copyright, changelog.gz, lintian overrides instead of LICENSE and CHANGELOG.md; keys/ left to the postinst)" OFF)
 
-if(PT_SYSTEMD_UNITDIR)
-  set(pt_unitdir ${PT_SYSTEMD_UNITDIR})
-elseif(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  set(pt_unitdir /lib/systemd/system)
-else()
-  set(pt_unitdir ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
-endif()
 get_filename_component(pt_etc ${PT_CONFDIR} DIRECTORY)
-
-# A board file with /usr/bin/payterm replaced by the installed binary's path;
-# written (at configure time) only when its content changes, and configure
-# runs again when the source changes.
-set(PT_INSTALL_GEN ${PROJECT_BINARY_DIR}/install)
-function(pt_board_file src out)
-  file(READ ${PROJECT_SOURCE_DIR}/${src} text)
-  # The unit says /usr/bin/payterm, the init script "/usr/bin/$DAEMON".
-  string(REPLACE "/usr/bin/payterm" "${CMAKE_INSTALL_FULL_BINDIR}/payterm" text "${text}")
-  string(REPLACE "\"/usr/bin/\$DAEMON\"" "\"${CMAKE_INSTALL_FULL_BINDIR}/\$DAEMON\"" text "${text}")
-  set(old "")
-  if(EXISTS ${PT_INSTALL_GEN}/${out})
-    file(READ ${PT_INSTALL_GEN}/${out} old)
-  endif()
-  if(NOT old STREQUAL text)
-    file(WRITE ${PT_INSTALL_GEN}/${out} "${text}")
-  endif()
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${src})
-endfunction()
-pt_board_file(firmware/board/payterm.service payterm.service)
-pt_board_file(firmware/board/S80payterm S80payterm)
 
 set(pt_rw_r OWNER_READ OWNER_WRITE GROUP_READ)
 set(pt_rw_r_r OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
-set(pt_rwx_rx_rx OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ
-                 WORLD_EXECUTE)
 
 # The .deb strips its binary as dh_strip does (CPACK_STRIP_FILES alone would
 # leave the compiler's .comment and .note sections in).  Runs after the
@@ -100,21 +75,25 @@ endif()
 install(FILES ${PT_MAN_DIR}/payterm.8.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 install(FILES ${PT_MAN_DIR}/payterm.json.5.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
 
-# systemd: the unit, the user, the directories.
-install(FILES ${PT_INSTALL_GEN}/payterm.service DESTINATION ${pt_unitdir}
-        PERMISSIONS ${pt_rw_r_r})
+# systemd: the unit, the user, the directories; the BusyBox init script.
+# The unit, the tmpfiles.d entry and the init script name paths: written
+# and placed at install time, for the prefix of that install.
+set(pt_init_d "")
+if(PT_INSTALL_BUSYBOX_INIT)
+  set(pt_init_d ${pt_etc}/init.d)
+endif()
+install(CODE "set(PT_SRC \"${PROJECT_SOURCE_DIR}\")
+  set(PT_GEN \"${PROJECT_BINARY_DIR}/install\")
+  set(PT_BINDIR \"${CMAKE_INSTALL_BINDIR}\")
+  set(PT_DATADIR \"${CMAKE_INSTALL_DATADIR}\")
+  set(PT_CONFDIR \"${PT_CONFDIR}\")
+  set(PT_UNITDIR \"${PT_SYSTEMD_UNITDIR}\")
+  set(PT_INIT_D \"${pt_init_d}\")")
+install(SCRIPT cmake/install_board.cmake)
 install(FILES firmware/board/payterm.sysusers DESTINATION lib/sysusers.d RENAME payterm.conf
         PERMISSIONS ${pt_rw_r_r})
-install(FILES firmware/board/payterm.tmpfiles DESTINATION lib/tmpfiles.d RENAME payterm.conf
-        PERMISSIONS ${pt_rw_r_r})
 
-# The BusyBox setup: its init script and the rotation of its log file.
-install(PROGRAMS ${PT_INSTALL_GEN}/S80payterm DESTINATION ${CMAKE_INSTALL_DATADIR}/payterm
-        PERMISSIONS ${pt_rwx_rx_rx})
-if(PT_INSTALL_BUSYBOX_INIT)
-  install(PROGRAMS ${PT_INSTALL_GEN}/S80payterm DESTINATION ${pt_etc}/init.d
-          PERMISSIONS ${pt_rwx_rx_rx})
-endif()
+# The rotation of the BusyBox setup's log file.
 install(FILES firmware/board/payterm.logrotate DESTINATION ${pt_etc}/logrotate.d
         RENAME payterm PERMISSIONS ${pt_rw_r_r})
 

@@ -82,6 +82,21 @@ int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
     return g && gw && pt_gateway_takes_currency(gw, g->currencies, g->ncurrencies, currency);
 }
 
+int pt_config_lock_timeout_problem(const struct pt_config *cfg, char *why, size_t len)
+{
+    int64_t lock_ms = cfg->idem_lock_timeout_s * 1000;
+    int64_t call_ms = cfg->sync_request_timeout_ms + PT_CONFIG_CALL_MARGIN_MS;
+    if (lock_ms > call_ms)
+        return 0;
+    snprintf(why, len,
+             "%lld s must be above sync.request_timeout_ms (%lld ms) + %d s, or a retry takes "
+             "over the key of a charge still at its gateway and is answered 202 PROCESSING for "
+             "a charge that succeeds",
+             (long long)cfg->idem_lock_timeout_s, (long long)cfg->sync_request_timeout_ms,
+             PT_CONFIG_CALL_MARGIN_MS / 1000);
+    return 1;
+}
+
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/payterm.db", cfg->data_dir);

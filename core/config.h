@@ -80,6 +80,12 @@ struct pt_config {
     struct pt_gw_settings gw[PT_GW_MAX];
 };
 
+/* How long after sync.request_timeout_ms a gateway call still counts as in
+ * flight (its outcome is being recorded): a charge being sent is not picked
+ * up by another thread before then (sync.c), and an idempotency lock must
+ * not expire before then either (pt_config_lock_timeout_problem). */
+#define PT_CONFIG_CALL_MARGIN_MS 5000
+
 /* Fills cfg with the documented defaults. */
 void pt_config_defaults(struct pt_config *cfg);
 
@@ -101,6 +107,16 @@ int pt_config_gateway_configured(const struct pt_config *cfg, const char *gatewa
 /* The settings of a gateway by name; NULL when it is not one payterm knows. */
 struct pt_gw_settings *pt_config_gateway(struct pt_config *cfg, const char *gateway);
 const struct pt_gw_settings *pt_config_gateway_c(const struct pt_config *cfg, const char *gateway);
+
+/*
+ * SPEC 18: idempotency.lock_timeout_s must be above sync.request_timeout_ms
+ * + PT_CONFIG_CALL_MARGIN_MS.  A lock that expires while its request still
+ * waits for the gateway lets a retry take the key over, and the retry is
+ * answered 202 PROCESSING for a charge that then succeeds.  Returns 0 when
+ * cfg keeps the rule; otherwise 1, with why (len bytes) saying what is
+ * wrong, both keys and their values named.
+ */
+int pt_config_lock_timeout_problem(const struct pt_config *cfg, char *why, size_t len);
 
 /* Path of the database inside data_dir. */
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen);

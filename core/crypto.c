@@ -687,6 +687,19 @@ int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len, con
     return pt_pk_verify(pk, msg, len, sig, siglen);
 }
 
+int pt_pk_probe(struct pt_pk *signer, const struct pt_pk *verifier)
+{
+    static const char probe[] = "payterm key probe: sign, then verify";
+    unsigned char sig[1024]; /* up to RSA-8192 */
+    size_t siglen = 0;
+    int rc = pt_pk_sign(signer, probe, sizeof probe - 1, sig, sizeof sig, &siglen);
+    if (rc == PT_ETOOBIG)
+        rc = PT_ECRYPTO; /* a key of more than 8192 bits: none payterm can use */
+    if (rc == PT_OK)
+        rc = pt_pk_verify(verifier, probe, sizeof probe - 1, sig, siglen);
+    return rc;
+}
+
 /* ---- AES-256-GCM -------------------------------------------------------- */
 
 int pt_aes256gcm_decrypt(const unsigned char key[32], const unsigned char *iv, size_t ivlen,

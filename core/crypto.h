@@ -191,6 +191,15 @@ int pt_pk_verify(const struct pt_pk *pk, const void *msg, size_t len, const unsi
 int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len, const char *sig_b64,
                         size_t b64len);
 
+/*
+ * Signs a fixed probe message with signer and verifies the signature with
+ * verifier: the same key (does it sign at all), or a public key or
+ * certificate (is it signer's public half).  PT_OK when it verifies;
+ * PT_EINVAL when signer is not a private key; PT_ECRYPTO when signing
+ * fails; PT_ESIG when the signature does not verify.
+ */
+int pt_pk_probe(struct pt_pk *signer, const struct pt_pk *verifier);
+
 /* ---- AES-256-GCM -------------------------------------------------------- */
 
 #define PT_GCM_TAG_LEN 16

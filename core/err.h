@@ -38,7 +38,8 @@
     X(ECANCELED, -22, "canceled")                                                                  \
     X(ESYS, -23, "system call failed")                                                             \
     X(EAGAIN, -24, "to be done where waiting is allowed")                                          \
-    X(ECLOCK, -25, "the wall clock is not trusted yet")
+    X(ECLOCK, -25, "the wall clock is not trusted yet")                                            \
+    X(EKEY, -26, "the configured key cannot sign")
 
 enum pt_err {
 #define PT__ERR_ENUM(name, value, msg) PT_##name = (value),

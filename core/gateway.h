@@ -97,6 +97,10 @@ struct pt_gw_config {
     char platform_serial[128]; /* WeChat platform key serial (hex) */
     char notify_url[256];
     struct pt_pk *private_key; /* merchant RSA key (Alipay, WeChat); NULL otherwise */
+    /* The configuration key and file private_key came from, for the error
+     * when it does not sign (pt_gw_build_error); "" when none. */
+    char signing_key[64];
+    char signing_file[512];
     struct pt_pk *peer_key;    /* Alipay public key / WeChat platform key */
     unsigned char secret[256]; /* Stripe secret key, 2C2P secret, WeChat APIv3 key */
     size_t secret_len;
@@ -130,6 +134,16 @@ int pt_gw_currency_allowed(const struct pt_gw_config *cfg, const char *currency)
 
 /* Wipes secrets and frees the keys; accepts NULL. */
 void pt_gw_config_free(struct pt_gw_config *cfg);
+
+/*
+ * What to tell an operator about rc, the failure of cfg's build or
+ * build_refund: PT_EKEY (the merchant's key did not sign) names the
+ * configuration key and file it came from, and whether it holds a private
+ * key at all; anything else is pt_strerror(rc).  Writes into buf (len
+ * bytes) and returns it.
+ */
+const char *pt_gw_build_error(const struct pt_gw_config *cfg, int rc, char *buf, size_t len);
+#define PT_GW_BUILD_ERROR_MAX 768 /* room for the key, its file and why */
 
 /*
  * A keyring (core/gateways/keyring.c): the peer keys a gateway trusts, by

@@ -10,6 +10,7 @@
 #include "err.h"
 #include "log.h"
 #include "migrations.h"
+#include "pt_config.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -212,9 +213,6 @@ static const struct pt_store_ops sqlite_ops;
     "UPDATE " table " SET" SHIFTED("created_at") "," SHIFTED("first_sent_at") "," SHIFTED(         \
         "next_attempt_at") ", updated_at = updated_at + ?2 WHERE updated_at >= ?1"
 #define SHIFT_COLUMN(table, col) "UPDATE " table " SET " col " = " col " + ?2 WHERE " col " >= ?1"
-
-/* The oldest SQLite the schema's migrations run on. */
-#define PT_SQLITE_MIN 3035000
 
 /* X(ID, "sql") - the prepared statement cache. */
 #define PT_STMTS(X)                                                                                \
@@ -828,10 +826,12 @@ int pt_store_sqlite_open(const struct pt_store_options *opt, struct pt_store **o
 {
     int rc = PT_ENOMEM;
     *out = NULL;
-    /* sql/008 drops a column (ALTER TABLE ... DROP COLUMN, SQLite 3.35). */
-    if (sqlite3_libversion_number() < PT_SQLITE_MIN) {
+    /* sql/008 drops a column (ALTER TABLE ... DROP COLUMN, SQLite 3.35);
+     * the version is CMakeLists.txt's, which the .deb depends on. */
+    if (sqlite3_libversion_number() < PT_SQLITE_MIN_VERSION_NUMBER) {
         if (errbuf)
-            snprintf(errbuf, errlen, "SQLite %s is too old: payterm needs 3.35.0 or newer",
+            snprintf(errbuf, errlen,
+                     "SQLite %s is too old: payterm needs " PT_SQLITE_MIN_VERSION " or newer",
                      sqlite3_libversion());
         return PT_EUNSUPPORTED;
     }

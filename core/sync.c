@@ -28,8 +28,9 @@
  * its turn; not sent, not settled.  (Positive: never a PT_E* code.) */
 #define NOT_OURS 1
 /* A charge being sent by one thread is not picked up by another until the
- * send must have ended (request timeout plus this margin). */
-#define IN_FLIGHT_MARGIN_MS 5000
+ * send must have ended (request timeout plus this margin; an idempotency
+ * lock outlives it too, config.h). */
+#define IN_FLIGHT_MARGIN_MS PT_CONFIG_CALL_MARGIN_MS
 /* Stripes of the per-charge gateway lock (struct pt_sync charge_mu). */
 #define CHARGE_LOCKS 64
 
@@ -453,12 +454,14 @@ static int settle_outcome(struct pt_sync *s, struct pt_store *st, struct pt_char
     } else if (sent == PT_OK) {
         rc = apply(s, st, c, PT_GW_PAY, res, now);
     } else {
-        /* The request could not even be built (a key missing from the
-         * configuration; an amount the gateway cannot represent, queued
-         * before the intake refused such amounts): nothing left the device. */
+        /* The request could not even be built (a key that does not sign:
+         * the log names the key and its file; an amount the gateway cannot
+         * represent, queued before the intake refused such amounts):
+         * nothing left the device. */
         int units = sent == PT_ERANGE;
+        char why[PT_GW_BUILD_ERROR_MAX];
         pt_log_error("charge %s: cannot build the %s request: %s", c->order_id, c->gateway,
-                     pt_strerror(sent));
+                     pt_gw_build_error(gw_cfg(s, c->gateway), sent, why, sizeof why));
         q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
         q.error_code = units ? "amount_not_representable" : "gateway_config";
         q.error_message = units ? "the gateway cannot represent this amount in its own units"
@@ -1725,8 +1728,9 @@ static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refun
     } else if (sent == PT_OK) {
         rc = refund_apply(s, st, r, PT_GW_REFUND, res, now);
     } else {
+        char why[PT_GW_BUILD_ERROR_MAX];
         pt_log_error("refund %s: cannot build the %s refund request: %s", r->refund_id, r->gateway,
-                     pt_strerror(sent));
+                     pt_gw_build_error(gw_cfg(s, r->gateway), sent, why, sizeof why));
         q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
         q.error_code = "gateway_config";
         q.error_message = "the gateway refund request could not be built; check the configuration";

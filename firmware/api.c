@@ -38,6 +38,7 @@
  *   must not be stopped while a connection is suspended).
  */
 #include "api.h"
+#include "listen.h"
 #include "assets.h"
 #include "gate.h"
 #include "buf.h"
@@ -2176,47 +2177,36 @@ static void *loop_main(void *p)
     return NULL;
 }
 
-/* Starts one listener on "HOST:PORT". */
-static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, int workers,
-                     char *err, size_t errlen)
+/*
+ * Starts one listener on *fd, the socket pt_listen_bind() bound to addr
+ * (the value of the configuration key `key`).  The socket is
+ * libmicrohttpd's from MHD_start_daemon() on (*fd becomes -1), also when
+ * that fails: it closes the socket on most of its failure paths, and a
+ * second close could hit a descriptor another thread has just opened.
+ */
+static int listen_on(struct listener *ln, const char *key, const char *addr, int *fd,
+                     unsigned max_conns, int workers, char *err, size_t errlen)
 {
-    char host[128];
-    const char *colon = strrchr(addr, ':');
-    snprintf(host, sizeof host, "%.*s", (int)(colon - addr), addr);
-    size_t hl = strlen(host);
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = '\0';
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
-                    *ai = NULL;
-    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
-    if (gai != 0 || !ai) {
-        snprintf(err, errlen, "cannot resolve listen address %s: %s", addr, gai_strerror(gai));
-        return PT_EIO;
-    }
+    int rc = pt_listen_start(key, addr, *fd, err, errlen);
+    if (rc != PT_OK)
+        return rc;
     if (pt_workers_start(workers, worker_stack(ln->api), &ln->workers) != PT_OK) {
-        freeaddrinfo(ai);
         snprintf(err, errlen, "cannot start the HTTP worker threads for %s", addr);
         return PT_ENOMEM;
     }
     /* One polling thread of ours (loop_main) over libmicrohttpd's epoll;
      * suspending and resuming needs its inter-thread channel. */
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     ln->d = MHD_start_daemon(flags, 0, on_accept, ln, on_request, ln, MHD_OPTION_EXTERNAL_LOGGER,
-                             mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                             mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)*fd,
                              MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
                              (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
                              ln, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ln,
                              MHD_OPTION_URI_LOG_CALLBACK, on_uri, ln, MHD_OPTION_END);
-    freeaddrinfo(ai);
+    *fd = -1;
     if (!ln->d) {
-        snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host?)",
-                 addr);
+        snprintf(err, errlen, "%s %s: the HTTP server cannot start on it (see the line before)",
+                 key, addr);
         return PT_EIO;
     }
     pthread_attr_t attr;
@@ -2234,10 +2224,18 @@ static int listen_on(struct listener *ln, const char *addr, unsigned max_conns, 
 
 int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *err, size_t errlen)
 {
+    /* The sockets are ours now, whatever happens (api.h). */
+    int listen_fd = opt->listen_fd, notify_fd = opt->notify_fd;
     answer_log_init();
     struct pt_api *api = calloc(1, sizeof *api);
-    if (!api)
+    if (!api) {
+        snprintf(err, errlen, "out of memory");
+        if (listen_fd >= 0)
+            close(listen_fd);
+        if (notify_fd >= 0)
+            close(notify_fd);
         return PT_ENOMEM;
+    }
     api->opt = *opt;
     api->opt.intake.cfg = opt->cfg;
     api->main = (struct listener){.api = api, .lfd = MHD_INVALID_SOCKET, .wake_fd = -1};
@@ -2275,15 +2273,20 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     pthread_attr_destroy(&attr);
     if (!api->timer_started)
         goto fail;
-    rc = listen_on(&api->main, opt->cfg->listen, max_conns, MAIN_WORKERS, err, errlen);
+    rc = listen_on(&api->main, "listen", opt->cfg->listen, &listen_fd, max_conns, MAIN_WORKERS, err,
+                   errlen);
     if (rc == PT_OK && listeners == 2)
-        rc = listen_on(&api->notify, opt->cfg->notify_listen, max_conns, NOTIFY_WORKERS, err,
-                       errlen);
+        rc = listen_on(&api->notify, "notify_listen", opt->cfg->notify_listen, &notify_fd,
+                       max_conns, NOTIFY_WORKERS, err, errlen);
     if (rc)
         goto fail;
     *out = api;
     return PT_OK;
 fail:
+    if (listen_fd >= 0)
+        close(listen_fd);
+    if (notify_fd >= 0)
+        close(notify_fd);
     pt_api_stop(api);
     return rc;
 }

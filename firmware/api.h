@@ -53,11 +53,16 @@ struct pt_api_options {
     /* Each listener round and each worker's request is a unit of work of
      * this gate: the configuration changes only between them.  NULL: none. */
     struct pt_gate *gate;
+    /* The sockets of listen and notify_listen (-1: none), bound by
+     * pt_listen_bind before the database was opened.  pt_api_start owns
+     * them from the call on, also when it fails. */
+    int listen_fd, notify_fd;
 };
 
 struct pt_api;
 
-/* Starts the listeners.  On failure writes which address could not be used. */
+/* Starts listening on the bound sockets and serving.  On failure writes
+ * which address could not be used and why. */
 int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *err, size_t errlen);
 
 /* Stops accepting, lets in-flight requests finish, wakes long-polls, closes

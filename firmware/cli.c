@@ -8,6 +8,7 @@
 #include "pt_config.h"
 #include "crypto.h"
 #include "err.h"
+#include "linux.h"
 #include "store.h"
 
 #include <curl/curl.h>
@@ -23,13 +24,42 @@
 
 #define DEFAULT_CONFIG "/etc/payterm/payterm.json"
 
+/* syslog's priorities, as journald reads them from a line's "<N>". */
+#define PRIO_ERR 3
+#define PRIO_NOTICE 5
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 0)))
+#endif
+static void
+say(int priority, const char *cmd, const char *fmt, va_list ap)
+{
+    char text[8192]; /* init lists every problem of a configuration */
+    int n = snprintf(text, sizeof text, "payterm%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    if (n > 0 && (size_t)n < sizeof text)
+        vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
+    pt_linux_say(priority, text);
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static void
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(PRIO_ERR, NULL, fmt, ap);
+    va_end(ap);
+}
+
 int pt_cli_take_config(struct pt_cli_common *c, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
     const char *file = NULL;
     if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
         if (*i + 1 >= argc) {
-            fprintf(stderr, "payterm: %s needs a file name\n", a);
+            usage_error("%s needs a file name", a);
             return -1;
         }
         file = argv[++*i];
@@ -39,7 +69,7 @@ int pt_cli_take_config(struct pt_cli_common *c, int argc, char **argv, int *i)
         return 0;
     }
     if (c->nconfigs >= PT_CLI_MAX_CONFIGS) {
-        fprintf(stderr, "payterm: at most %d -c/--config files\n", PT_CLI_MAX_CONFIGS);
+        usage_error("at most %d -c/--config files", PT_CLI_MAX_CONFIGS);
         return -1;
     }
     c->configs[c->nconfigs++] = file;
@@ -61,9 +91,9 @@ int pt_cli_read_config(const struct pt_cli_common *c, struct pt_config *cfg, cha
 
 int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
 {
-    char err[512];
+    char err[1024];
     if (pt_cli_read_config(c, cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "payterm: %s\n", err);
+        usage_error("%s", err);
         return -1;
     }
     return 0;
@@ -72,11 +102,17 @@ int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg)
 void pt_cli_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "payterm %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    say(PRIO_ERR, cmd, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+}
+
+void pt_cli_notice(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(PRIO_NOTICE, cmd, fmt, ap);
+    va_end(ap);
 }
 
 /* Creates data_dir (mode 0700) when missing. */

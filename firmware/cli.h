@@ -56,11 +56,20 @@ int pt_cli_load_config(const struct pt_cli_common *c, struct pt_config *cfg);
 int pt_cli_read_config(const struct pt_cli_common *c, struct pt_config *cfg, char *err,
                        size_t errlen);
 
-/* Prints "payterm <cmd>: <message>" to stderr. */
+/* Prints "payterm <cmd>: <message>" to stderr; under journald each line
+ * carries priority 3 (err), so `journalctl -p warning` shows why a unit
+ * failed (pt_linux_say). */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
 void pt_cli_error(const char *cmd, const char *fmt, ...);
+/* The same at priority 5 (notice): what is said on the way out that is not
+ * a failure (init --check-gateways finding no gateway: the unit is
+ * skipped). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void pt_cli_notice(const char *cmd, const char *fmt, ...);
 
 struct pt_store;
 

@@ -21,8 +21,11 @@ int pt_cmd_init(int argc, char **argv)
     static const char help[] =
         "usage: payterm init [-c FILE]...\n\n"
         "Checks everything payterm serve would refuse: the configuration, the modes of\n"
-        "every key and secret file, every configured gateway's keys, a tls.ca_file that\n"
-        "holds no certificate; lists every problem at once.  Then creates data_dir and\n"
+        "every key and secret file, every configured gateway's keys (each loaded: a\n"
+        "private key must sign a probe message it verifies, a gateway's key must not\n"
+        "be a private key or the merchant's own, a merchant certificate must be that\n"
+        "of the private key and of serial_no), a tls.ca_file that holds no\n"
+        "certificate; lists every problem at once.  Then creates data_dir and\n"
         "the database if needed and migrates it to the current schema. Safe to run\n"
         "again.\n\n"
         "  --check-gateways  only say whether a gateway is configured, for systemd's\n"
@@ -47,8 +50,8 @@ int pt_cmd_init(int argc, char **argv)
         for (int i = 0; i < pt_gateway_count(); i++)
             n += pt_config_gateway_configured(&cfg, pt_metric_gateway_name(i)) != 0;
         if (n == 0) {
-            pt_cli_error("init", "no gateway is configured (gateways in the configuration is "
-                                 "empty): payterm stays stopped until one is");
+            pt_cli_notice("init", "no gateway is configured (gateways in the configuration is "
+                                  "empty): payterm stays stopped until one is");
             return PT_EXIT_FAIL;
         }
         printf("%d gateway(s) configured\n", n);

@@ -142,6 +142,21 @@ static int reopen_log(void)
     return 0;
 }
 
+/*
+ * A fatal start-up error goes through the log, so that it carries the
+ * destination's priority like every other line (SPEC 18): <3> under
+ * journald, LOG_ERR in syslog, the time and "error" on a terminal or in a
+ * --log-file.  One line at a time: a list of problems is not cut short.
+ */
+static void fatal(const char *text)
+{
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        pt_log_error("%.*s", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
+}
+
 static void sweep(struct pt_store *st)
 {
     int n = 0;
@@ -193,8 +208,11 @@ int pt_cmd_serve(int argc, char **argv)
     /* Static: a configuration is some 30 KiB (the main thread's frame stays
      * within the budget every thread keeps, CMakeLists.txt). */
     static struct pt_config cfg;
-    if (pt_cli_load_config(&c, &cfg))
+    char err[4096];
+    if (pt_cli_read_config(&c, &cfg, err, sizeof err) != 0) {
+        fatal(err);
         return PT_EXIT_FAIL;
+    }
     pt_log_set_level(cfg.log_level);
 
     /* Block the signals before any thread starts, so every thread inherits
@@ -208,9 +226,8 @@ int pt_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct pt_daemon *d = NULL;
-    char err[4096];
     if (pt_daemon_start(&cfg, &d, err, sizeof err) != PT_OK) {
-        pt_cli_error("serve", "%s", err);
+        fatal(err);
         return PT_EXIT_FAIL;
     }
     pt_log_info("payterm %s serving on %s%s%s", PT_VERSION, cfg.listen,

@@ -624,6 +624,11 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "cors_origins")) &&
         (rc = get_origins(c, v, cfg)))
         return rc;
+    /* Keys of two sections, so checked once both are read (from any file,
+     * defaults included). */
+    char why[384];
+    if (pt_config_lock_timeout_problem(cfg, why, sizeof why))
+        return fail(c, "idempotency.lock_timeout_s", "%s", why);
     return PT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "err.h"
 #include "host.h"
 #include "linux.h"
+#include "listen.h"
 #include "log.h"
 #include "gw_config.h"
 #include "metrics.h"
@@ -73,6 +74,9 @@ struct pt_daemon {
     struct pt_syncer *syncer; /* guarded by mu: HTTP threads wake it */
     pthread_mutex_t mu;
     int lock_fd; /* <data_dir>/payterm.lock, flock()ed while we run; -1 none */
+    /* listen and notify_listen, bound before the database is opened and
+     * handed to the API when it starts; -1 none (or handed over). */
+    int listen_fd, notify_fd;
     /* cfg and gw[] change only with the gate closed (pt_daemon_reload). */
     struct pt_gate *gate;
     /* Lane time (SPEC 17): the process's platform while the daemon runs;
@@ -461,7 +465,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         return rc;
     }
     d->cfg = *cfg;
-    d->lock_fd = -1;
+    d->lock_fd = d->listen_fd = d->notify_fd = -1;
     pthread_mutex_init(&d->mu, NULL);
     if ((rc = pt_gate_new(&d->gate)) != PT_OK) {
         snprintf(err, errlen, "out of memory");
@@ -478,6 +482,14 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         goto fail;
     }
     if ((rc = take_lock(d->cfg.data_dir, &d->lock_fd, err, errlen)) != PT_OK)
+        goto fail;
+    /* The addresses before the database (SPEC 18): a start that cannot
+     * listen says where and why, and leaves no new database behind.
+     * (After the lock: a second daemon on this data_dir is named as such,
+     * not as a port in use.) */
+    if ((rc = pt_listen_bind("listen", d->cfg.listen, &d->listen_fd, err, errlen)) != PT_OK ||
+        (d->cfg.notify_listen[0] && (rc = pt_listen_bind("notify_listen", d->cfg.notify_listen,
+                                                         &d->notify_fd, err, errlen)) != PT_OK))
         goto fail;
     pt_config_db_path(&d->cfg, d->db_path, sizeof d->db_path);
     pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
@@ -563,7 +575,10 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         .token = d->token[0] ? d->token : NULL,
         .thread_stack = stack,
         .gate = d->gate,
+        .listen_fd = d->listen_fd,
+        .notify_fd = d->notify_fd,
     };
+    d->listen_fd = d->notify_fd = -1; /* the API's now, whatever it answers */
     if (d->ngw)
         ao.intake.online = pt_sync_online_ops(d->sync);
     if (d->local)
@@ -676,6 +691,10 @@ void pt_daemon_stop(struct pt_daemon *d)
     pt_zeroize(d->token, sizeof d->token);
     pthread_mutex_destroy(&d->mu);
     pt_gate_free(d->gate);
+    if (d->listen_fd >= 0)
+        close(d->listen_fd);
+    if (d->notify_fd >= 0)
+        close(d->notify_fd);
     if (d->lock_fd >= 0)
         close(d->lock_fd); /* the lock goes with it; the file stays */
     free(d);
@@ -764,6 +783,16 @@ int pt_daemon_reload(struct pt_daemon *d, const struct pt_config *in, char *err,
     if (rc != PT_OK)
         goto out;
     int kept = keep_restart_keys(&d->cfg, nc, gw);
+    /* The file passed the rule with its own lock_timeout_s; the running one
+     * stays until a restart, and must still outlive a gateway call of the
+     * new sync.request_timeout_ms. */
+    char why[384];
+    if (pt_config_lock_timeout_problem(nc, why, sizeof why)) {
+        snprintf(err, errlen,
+                 "idempotency.lock_timeout_s (its running value, kept until a restart): %s", why);
+        rc = PT_ECONFIG;
+        goto out;
+    }
 
     int busy = 0;
     if (pt_gate_close(d->gate, RELOAD_WAIT_MS, &busy) != 0) {

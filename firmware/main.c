@@ -5,6 +5,7 @@
  * in the table below.
  */
 #include "cli.h"
+#include "linux.h"
 #include "pt_config.h"
 
 #include <stdio.h>
@@ -43,6 +44,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Every command logs through the platform: the time and the level on a
+     * terminal or in a file, a <N> priority under journald (init runs
+     * there as ExecStartPre=, and its errors must sort by priority too). */
+    pt_linux_log_use_syslog(0);
     if (argc < 2) {
         usage(stderr);
         return PT_EXIT_USAGE;

@@ -79,6 +79,8 @@ int pt_alipay_sign_form(struct pt_pk *key, struct pt_form *params, enum pt_alipa
     char sig[PT_BASE64_LEN(1024)];
     int rc = pt_pk_sign_base64(key, s, len, sig, sizeof sig);
     free(s);
+    if (rc != PT_OK)
+        rc = PT_EKEY; /* the caller names the key (pt_gw_build_error) */
     if (rc == PT_OK)
         rc = pt_form_add(params, "sign", sig);
     return rc;
@@ -899,11 +901,11 @@ static const struct pt_gw_key alipay_keys[] = {
 static int alipay_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
                        struct pt_gw_config *o, char *err, size_t errlen)
 {
-    int rc = pt__gw_load_key("alipay", "private_key_file", in->files[ALIPAY_PRIVATE_KEY], rnd, ctx,
-                             &o->private_key, err, errlen);
+    int rc = pt__gw_load_private_key("alipay", "private_key_file", in->files[ALIPAY_PRIVATE_KEY],
+                                     rnd, ctx, o, err, errlen);
     if (rc == PT_OK)
-        rc = pt__gw_load_key("alipay", "alipay_public_key_file", in->files[ALIPAY_PUBLIC_KEY], rnd,
-                             ctx, &o->peer_key, err, errlen);
+        rc = pt__gw_load_peer_key("alipay", "alipay_public_key_file", in->files[ALIPAY_PUBLIC_KEY],
+                                  o, rnd, ctx, &o->peer_key, err, errlen);
     return rc;
 }
 

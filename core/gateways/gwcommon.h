@@ -53,6 +53,25 @@ int pt__same_id(const char *notified, const char *configured);
 int pt__gw_load_key(const char *gw, const char *key, const char *path, pt_gw_random_fn rnd,
                     void *ctx, struct pt_pk **pk, char *err, size_t errlen);
 
+/*
+ * The merchant's private key, the one that signs the requests, from the
+ * file of gateways.<gw>.<key> into o->private_key (o->signing_key and
+ * signing_file say where it came from).  Refused, naming both, unless it
+ * is a private key and a probe message signed with it verifies with it.
+ */
+int pt__gw_load_private_key(const char *gw, const char *key, const char *path, pt_gw_random_fn rnd,
+                            void *ctx, struct pt_gw_config *o, char *err, size_t errlen);
+
+/*
+ * A key of the gateway's (its public key or certificate, which verifies
+ * what it signs) from the file of gateways.<gw>.<key> into *pk.  Refused,
+ * naming both, when it holds a private key, or when it is the public half
+ * of o->private_key (the merchant's own key; not checked when NULL).
+ */
+int pt__gw_load_peer_key(const char *gw, const char *key, const char *path,
+                         const struct pt_gw_config *o, pt_gw_random_fn rnd, void *ctx,
+                         struct pt_pk **pk, char *err, size_t errlen);
+
 /* Reads the secret file of gateways.<gw>.<key> into buf (at most cap - 1
  * bytes, trailing newlines dropped, wiped on failure); an error names both. */
 int pt__gw_load_secret(const char *gw, const char *key, const char *path, unsigned char *buf,

@@ -244,6 +244,91 @@ int pt__gw_load_key(const char *gw, const char *key, const char *path, pt_gw_ran
     return rc;
 }
 
+static const char *holds(enum pt_pk_kind kind)
+{
+    return kind == PT_PK_PRIVATE ? "a private key"
+           : kind == PT_PK_CERT  ? "a certificate"
+                                 : "a public key";
+}
+
+int pt__gw_load_private_key(const char *gw, const char *key, const char *path, pt_gw_random_fn rnd,
+                            void *ctx, struct pt_gw_config *o, char *err, size_t errlen)
+{
+    struct pt_pk *pk = NULL;
+    int rc = pt__gw_load_key(gw, key, path, rnd, ctx, &pk, err, errlen);
+    if (rc != PT_OK)
+        return rc;
+    /* A key that loads may still not sign: a public key in its place used
+     * to pass, and the first charge then failed with "invalid argument". */
+    rc = PT_EPARSE;
+    int probe = pt_pk_kind(pk) == PT_PK_PRIVATE ? pt_pk_probe(pk, pk) : PT_EINVAL;
+    if (pt_pk_kind(pk) != PT_PK_PRIVATE)
+        snprintf(err, errlen,
+                 "gateways.%s.%s: %s holds %s, not a private key: payterm signs its requests "
+                 "with the merchant's private key (its public half is the one given to the "
+                 "gateway)",
+                 gw, key, path, holds(pt_pk_kind(pk)));
+    else if (probe != PT_OK)
+        snprintf(err, errlen, "gateways.%s.%s: %s: %s", gw, key, path,
+                 probe == PT_ESIG ? "a probe message signed with this key does not verify with "
+                                    "it (the key is damaged)"
+                                  : "this key does not sign (a damaged key?)");
+    else
+        rc = PT_OK;
+    if (rc != PT_OK) {
+        pt_pk_free(pk);
+        return rc;
+    }
+    o->private_key = pk;
+    snprintf(o->signing_key, sizeof o->signing_key, "gateways.%s.%s", gw, key);
+    pt__copy(o->signing_file, sizeof o->signing_file, path);
+    return PT_OK;
+}
+
+int pt__gw_load_peer_key(const char *gw, const char *key, const char *path,
+                         const struct pt_gw_config *o, pt_gw_random_fn rnd, void *ctx,
+                         struct pt_pk **pk, char *err, size_t errlen)
+{
+    int rc = pt__gw_load_key(gw, key, path, rnd, ctx, pk, err, errlen);
+    if (rc != PT_OK)
+        return rc;
+    rc = PT_EPARSE;
+    if (pt_pk_kind(*pk) == PT_PK_PRIVATE)
+        snprintf(err, errlen,
+                 "gateways.%s.%s: %s holds a private key, not the gateway's public key or "
+                 "certificate (and a private key does not belong in a file that is not held to "
+                 "mode 0600)",
+                 gw, key, path);
+    /* The merchant's own public half here (Alipay's console shows both
+     * keys side by side) would make every answer the gateway signs fail
+     * verification. */
+    else if (o && o->private_key && pt_pk_probe(o->private_key, *pk) == PT_OK)
+        snprintf(err, errlen,
+                 "gateways.%s.%s: %s is the public half of %s, the merchant's own key: it must be "
+                 "the key %s signs with",
+                 gw, key, path, o->signing_key, gw);
+    else
+        rc = PT_OK;
+    if (rc != PT_OK) {
+        pt_pk_free(*pk);
+        *pk = NULL;
+    }
+    return rc;
+}
+
+const char *pt_gw_build_error(const struct pt_gw_config *cfg, int rc, char *buf, size_t len)
+{
+    if (rc == PT_EKEY && cfg && cfg->signing_key[0] && cfg->private_key)
+        snprintf(buf, len, "%s %s does not sign: it holds %s (payterm init checks every key)",
+                 cfg->signing_key, cfg->signing_file,
+                 pt_pk_kind(cfg->private_key) == PT_PK_PRIVATE
+                     ? "a private key that failed to sign"
+                     : holds(pt_pk_kind(cfg->private_key)));
+    else
+        snprintf(buf, len, "%s", pt_strerror(rc));
+    return buf;
+}
+
 int pt__gw_load_secret(const char *gw, const char *key, const char *path, unsigned char *buf,
                        size_t cap, size_t *len, char *err, size_t errlen)
 {

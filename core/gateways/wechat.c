@@ -339,6 +339,8 @@ static int sign_request(const struct pt_gw_config *cfg, const struct pt_gw_env *
         return PT_ENOMEM;
     int rc = pt_pk_sign_base64(cfg->private_key, msg, len, sig, sizeof sig);
     free(msg);
+    if (rc != PT_OK)
+        rc = PT_EKEY; /* the caller names the key (pt_gw_build_error) */
     if (rc == PT_OK)
         rc = pt_wechat_authorization(cfg->merchant_id, cfg->serial_no, ts, env->nonce, sig, auth,
                                      sizeof auth);
@@ -1152,8 +1154,8 @@ const char *pt_wechat_method_unavailable(const struct pt_gw_settings *in, const 
 static int load_platform_key(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
                              struct pt_gw_config *o, char *err, size_t errlen)
 {
-    int rc = pt__gw_load_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY], rnd,
-                             ctx, &o->peer_key, err, errlen);
+    int rc = pt__gw_load_peer_key("wechat", "platform_public_key_file", in->files[WX_PLATFORM_KEY],
+                                  o, rnd, ctx, &o->peer_key, err, errlen);
     if (rc == PT_OK && !o->platform_serial[0] && !pt_pk_serial(o->peer_key)[0]) {
         snprintf(err, errlen,
                  "gateways.wechat.platform_serial: needed when "
@@ -1196,7 +1198,7 @@ static int load_platform_keys(const struct pt_gw_settings *in, pt_gw_random_fn r
         }
         snprintf(key, sizeof key, "platform_public_key_file[%d].file", i);
         struct pt_pk *pk = NULL;
-        rc = pt__gw_load_key("wechat", key, f->file, rnd, ctx, &pk, err, errlen);
+        rc = pt__gw_load_peer_key("wechat", key, f->file, o, rnd, ctx, &pk, err, errlen);
         if (rc == PT_OK && pt_pk_serial(pk)[0] && strcasecmp(pt_pk_serial(pk), f->serial) != 0) {
             snprintf(err, errlen,
                      "gateways.wechat.%s: %s is the certificate of serial %s, the entry says %s",
@@ -1222,11 +1224,56 @@ static int load_platform_keys(const struct pt_gw_settings *in, pt_gw_random_fn r
     return rc;
 }
 
+/* A serial as WeChat writes it and as the certificate holds it: hex digits,
+ * either case, leading zeros not counted (DER adds one to a serial whose
+ * first bit is set). */
+static int same_serial(const char *a, const char *b)
+{
+    while (*a == '0')
+        a++;
+    while (*b == '0')
+        b++;
+    return strcasecmp(a, b) == 0;
+}
+
+/*
+ * The merchant's API certificate (apiclient_cert_file, configured for the
+ * APIv2 calls) is the one place payterm can see that private_key_file and
+ * serial_no belong together: WeChat names the key that signed a request by
+ * serial_no, and refuses every request signed with another.
+ */
+static int check_merchant_cert(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
+                               struct pt_gw_config *o, char *err, size_t errlen)
+{
+    const char *path = in->files[WX_CLIENT_CERT];
+    struct pt_pk *cert = NULL;
+    int rc = pt__gw_load_key("wechat", "apiclient_cert_file", path, rnd, ctx, &cert, err, errlen);
+    if (rc != PT_OK)
+        return rc;
+    rc = PT_ECONFIG;
+    if (pt_pk_probe(o->private_key, cert) != PT_OK)
+        snprintf(err, errlen,
+                 "gateways.wechat.apiclient_cert_file: %s is not the certificate of "
+                 "private_key_file %s: a probe message signed with that key does not verify "
+                 "with it (apiclient_cert.pem and apiclient_key.pem come together from the "
+                 "merchant platform)",
+                 path, in->files[WX_PRIVATE_KEY]);
+    else if (!same_serial(pt_pk_serial(cert), o->serial_no))
+        snprintf(err, errlen,
+                 "gateways.wechat.serial_no: \"%s\" is not the serial of apiclient_cert_file %s "
+                 "(%s): WeChat names the merchant key by its certificate's serial",
+                 o->serial_no, path, pt_pk_serial(cert));
+    else
+        rc = PT_OK;
+    pt_pk_free(cert);
+    return rc;
+}
+
 static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
                        struct pt_gw_config *o, char *err, size_t errlen)
 {
-    int rc = pt__gw_load_key("wechat", "private_key_file", in->files[WX_PRIVATE_KEY], rnd, ctx,
-                             &o->private_key, err, errlen);
+    int rc = pt__gw_load_private_key("wechat", "private_key_file", in->files[WX_PRIVATE_KEY], rnd,
+                                     ctx, o, err, errlen);
     if (rc == PT_OK && pt_gw_keyring_new(&o->peer_keys) != PT_OK) {
         snprintf(err, errlen, "gateways.wechat: out of memory");
         rc = PT_ENOMEM;
@@ -1247,6 +1294,8 @@ static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
     if (rc == PT_OK)
         rc = pt__wechat_v2_load(in->files[WX_APIV2_KEY], in->files[WX_CLIENT_CERT],
                                 in->files[WX_PRIVATE_KEY], in->client_ip, rnd, ctx, o, err, errlen);
+    if (rc == PT_OK && in->files[WX_CLIENT_CERT][0])
+        rc = check_merchant_cert(in, rnd, ctx, o, err, errlen);
     return rc;
 }
 

@@ -132,14 +132,58 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
  * descriptor, so the variable alone proves nothing). */
 static atomic_int to_journal;
 
-void pt_linux_log_detect(void)
+int pt_linux_stderr_is_journal(void)
 {
     const char *js = getenv("JOURNAL_STREAM");
     unsigned long long dev = 0, ino = 0;
     struct stat sb;
-    int on = js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &sb) == 0 &&
-             (unsigned long long)sb.st_dev == dev && (unsigned long long)sb.st_ino == ino;
-    atomic_store(&to_journal, on);
+    return js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &sb) == 0 &&
+           (unsigned long long)sb.st_dev == dev && (unsigned long long)sb.st_ino == ino;
+}
+
+void pt_linux_log_detect(void)
+{
+    atomic_store(&to_journal, pt_linux_stderr_is_journal());
+}
+
+/* Writes all of n bytes to stderr (a line at a time: never mixed with
+ * another thread's). */
+static void write_stderr(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* nowhere to tell */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+void pt_linux_say(int priority, const char *text)
+{
+    char prefix[8] = "";
+    if (pt_linux_stderr_is_journal())
+        snprintf(prefix, sizeof prefix, "<%d>", priority & 7);
+    /* journald takes the priority of each line from its own prefix: a
+     * message of several lines ("2 problems, all to be fixed:") gets one
+     * on each. */
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, "\n");
+        char line[1024];
+        int w = snprintf(line, sizeof line, "%s%.*s\n", prefix, (int)len, p);
+        if (w >= (int)sizeof line) { /* a longer line: in pieces, the prefix once */
+            write_stderr(prefix, strlen(prefix));
+            write_stderr(p, len);
+            write_stderr("\n", 1);
+        } else if (w > 0) {
+            write_stderr(line, (size_t)w);
+        }
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
 }
 
 /*

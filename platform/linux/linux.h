@@ -34,4 +34,17 @@ void pt_linux_log_use_syslog(int on);
  * stderr was reopened (SIGHUP). */
 void pt_linux_log_detect(void);
 
+/* 1 when stderr is the stream systemd's journal reads (JOURNAL_STREAM names
+ * its device and inode), looked at now. */
+int pt_linux_stderr_is_journal(void);
+
+/*
+ * Writes a command's message to stderr, one write per line, each line
+ * after "<priority>" (syslog's numbers: 3 error, 5 notice) when stderr is
+ * the journal, so that `journalctl -p` sorts it (sd-daemon(3)); as it is
+ * otherwise.  For what a command says to the person or unit that ran it
+ * (the CLI's errors); the daemon's own lines go through pt_log().
+ */
+void pt_linux_say(int priority, const char *text);
+
 #endif

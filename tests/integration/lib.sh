@@ -455,7 +455,7 @@ pt_start()
                 fail "payterm serve did not become ready within ${PT_START_TIMEOUT_S}s"
             sleep 0.02
         done
-        if grep -q 'cannot listen' "$PT_LOG"; then
+        if grep -q 'address in use' "$PT_LOG"; then
             PT_PORT=""
             PT_NPORT=""
             continue

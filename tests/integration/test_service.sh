@@ -95,6 +95,68 @@ case_journald_priorities()
     expect_match "${TS}payterm" "$(grep 'serving on' "$other")" "stderr that is not the journal"
 }
 
+# journal_run FILE CMD... - payterm CMD with stderr appended to FILE, which
+# JOURNAL_STREAM names (as systemd does for ExecStartPre= and ExecStart=);
+# sets RC.
+journal_run()
+{
+    local file=$1
+    shift
+    : >"$file"
+    JOURNAL_STREAM="$(stat -c %d "$file"):$(stat -c %i "$file")" \
+        timeout 20 "$PAYTERM" "$@" 2>>"$file" >/dev/null
+    RC=$?
+}
+
+# expect_priorities FILE PRIO TEXT - every line of FILE carries a <N>
+# priority, and the line with TEXT has PRIO.
+expect_priorities()
+{
+    local bad line
+    bad=$(grep -Ev '^<[0-7]>' "$1" | head -3)
+    [ -z "$bad" ] || fail "lines without a <N> priority under journald: $bad"
+    line=$(grep -m1 -F -- "$3" "$1")
+    [ -n "$line" ] || fail "nothing says '$3' in: $(cat "$1")"
+    expect_match "^<$2>" "$line" "the priority of: $3"
+}
+
+# Why a unit failed must survive journalctl -p warning (issue 32, item
+# 10c): serve's and init's fatal start-up errors carry priority 3 (err)
+# under journald, every line of them; an unconfigured service (init
+# --check-gateways exits 1, the unit is skipped) is a notice, not an error.
+case_fatal_errors_have_priority()
+{
+    local log=$PT_TMP/fatal.journal
+    pt_config '.data_dir = "'"$PT_TMP"'/fatal"'
+    jq --arg l "127.0.0.1:$(pt_pick_port)" '.listen = $l' "$PT_CFG_BASE" >"$PT_CFG"
+    # A gateway's key file others can read, and a second one: two lines.
+    chmod 0644 "$PT_TMP/stripe.sk" "$PT_TMP/c2p.sk"
+    journal_run "$log" serve -c "$PT_CFG"
+    expect_eq 1 "$RC" "exit status of serve: $(cat "$log")"
+    expect_priorities "$log" 3 "gateways.stripe.secret_key_file $PT_TMP/stripe.sk: mode 0644"
+    expect_priorities "$log" 3 "gateways.2c2p.secret_key_file $PT_TMP/c2p.sk: mode 0644"
+    journal_run "$log" init -c "$PT_CFG"
+    expect_eq 1 "$RC" "exit status of init: $(cat "$log")"
+    expect_priorities "$log" 3 "gateways.stripe.secret_key_file $PT_TMP/stripe.sk: mode 0644"
+    chmod 0600 "$PT_TMP/stripe.sk" "$PT_TMP/c2p.sk"
+    # A file that is not valid JSON.
+    printf '{"listen": ' >"$PT_TMP/broken.json"
+    journal_run "$log" serve -c "$PT_TMP/broken.json"
+    expect_eq 1 "$RC" "exit status of serve with a broken file: $(cat "$log")"
+    expect_priorities "$log" 3 "not valid JSON"
+    journal_run "$log" init -c "$PT_TMP/broken.json"
+    expect_priorities "$log" 3 "not valid JSON"
+    # No gateway configured: the unit is skipped, which is not an error.
+    jq 'del(.gateways)' "$PT_CFG" >"$PT_TMP/nogw.json"
+    journal_run "$log" init --check-gateways -c "$PT_TMP/nogw.json"
+    expect_eq 1 "$RC" "exit status of init --check-gateways without a gateway"
+    expect_priorities "$log" 5 "no gateway is configured"
+    # Without JOURNAL_STREAM (a terminal, a file): no priority prefix.
+    OUT=$(timeout 20 "$PAYTERM" init -c "$PT_TMP/broken.json" 2>&1)
+    expect_match '^payterm: config ' "$OUT" "init's error on a terminal"
+    [ ! -e "$PT_TMP/fatal/payterm.db" ] || fail "a refused start created a database"
+}
+
 case_debug_request_log()
 {
     pt_config '.log_level = "debug"'
@@ -268,6 +330,24 @@ case_sighup_restart_keys()
     pt_stop
 }
 
+# idempotency.lock_timeout_s needs a restart and keeps its running value;
+# a new sync.request_timeout_ms it would no longer outlive by 5 s is refused
+# (the file on its own would pass), naming both.
+case_sighup_lock_timeout_kept()
+{
+    pt_config '.idempotency.lock_timeout_s = 21'
+    pt_start
+    reload_with '.idempotency.lock_timeout_s = 60 | .sync.request_timeout_ms = 30000'
+    local line
+    line=$(grep 'reload: the new configuration is refused' "$PT_LOG" | tail -1)
+    expect_contains 'idempotency.lock_timeout_s (its running value, kept until a restart): 21 s must be above sync.request_timeout_ms (30000 ms) + 5 s' \
+        "$line" "the refusal"
+    # A request timeout the running lock still outlives is taken.
+    reload_with '.idempotency.lock_timeout_s = 60 | .sync.request_timeout_ms = 15000'
+    expect_contains 'reload: configuration reloaded' "$(tail -3 "$PT_LOG")" "the log"
+    pt_stop
+}
+
 # ---- the watchdog --------------------------------------------------------------
 
 # notify_lines PATTERN [AFTER_MS] - the messages matching PATTERN received after AFTER_MS.
@@ -374,10 +454,14 @@ pt_init
 
 pt_case "log lines: an RFC 3339 UTC time and the level first" case_log_lines
 pt_case "under journald (JOURNAL_STREAM is stderr): <N> priorities, no time" case_journald_priorities
+pt_case "fatal start-up errors of serve and init carry journald priority 3, every line" \
+    case_fatal_errors_have_priority
 pt_case "log_level debug: one line per request, never a body or a key" case_debug_request_log
 pt_case "SIGHUP: log_level, limits, offline limits, sync timing change without a restart" case_sighup_live_keys
 pt_case "SIGHUP: a broken file, a bad key, a readable key file are refused whole" case_sighup_broken_file_refused
 pt_case "SIGHUP: listen, data_dir, the set of gateways need a restart: named and kept" case_sighup_restart_keys
+pt_case "SIGHUP: a request timeout the kept lock_timeout_s does not outlive by 5 s is refused" \
+    case_sighup_lock_timeout_kept
 pt_case "SIGHUP while a sync step hangs: gives up after 4 s, the API answers, the next one works" case_sighup_gives_up_when_busy
 pt_case "init --check-gateways: 0 configured, 1 none, 255 broken or misused" case_check_gateways
 pt_case "watchdog: fed while well, not while the sync thread hangs, again once it moves" case_watchdog_follows_health

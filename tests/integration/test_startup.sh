@@ -119,6 +119,99 @@ case_init_lists_every_problem()
     [ ! -e "$PT_TMP/fresh" ] || fail "payterm init created $PT_TMP/fresh while refusing the configuration"
 }
 
+# A lock that expires while its request still waits for the gateway hands
+# the retry a stale 202 PROCESSING (issue 32, item 7): refused at start, by
+# init as by serve, naming both keys and their values, before anything is
+# created.
+case_lock_timeout_below_request_timeout()
+{
+    local filter=".data_dir = \"$PT_TMP/lockt\" | .idempotency.lock_timeout_s = 20"
+    init_refused "$filter" "'idempotency.lock_timeout_s': 20 s must be above" \
+        "sync.request_timeout_ms (15000 ms) + 5 s"
+    serve_refused "$filter" "'idempotency.lock_timeout_s': 20 s must be above" \
+        "sync.request_timeout_ms (15000 ms) + 5 s"
+    filter=".data_dir = \"$PT_TMP/lockt\" | .sync.request_timeout_ms = 60000"
+    init_refused "$filter" "'idempotency.lock_timeout_s': 60 s must be above" \
+        "sync.request_timeout_ms (60000 ms) + 5 s"
+    [ ! -e "$PT_TMP/lockt" ] || fail "a refused configuration created $PT_TMP/lockt"
+    pt_config ".data_dir = \"$PT_TMP/lockt\" | .idempotency.lock_timeout_s = 21"
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm init with lock_timeout_s 21 (above 15 s + 5 s): $OUT"
+    rm -rf "$PT_TMP/lockt"
+}
+
+# A key file that does not hold what its key's name says (issue 32, item
+# 10a): a public key as Alipay's private_key_file passed init, and the first
+# charge then said "gateway could not be reached".  init and serve load
+# every key, sign and verify a probe message, and name the key and the file;
+# every such problem at once, nothing created.
+case_keys_hold_what_their_names_say()
+{
+    local filter=".data_dir = \"$PT_TMP/keyt\" |
+        .gateways.alipay.private_key_file = \"$PT_TMP/alipay.pub\""
+    init_refused "$filter" gateways.alipay.private_key_file "$PT_TMP/alipay.pub" "holds a public key"
+    serve_refused "$filter" gateways.alipay.private_key_file "$PT_TMP/alipay.pub" "holds a public key"
+    filter="$filter | .gateways.wechat.platform_public_key_file = \"$PT_TMP/wechat.key\"
+        | .gateways.alipay.alipay_public_key_file = \"$PT_KEYS/merchant_alipay_public.pem\""
+    init_refused "$filter" "2 problems" gateways.alipay.private_key_file \
+        gateways.wechat.platform_public_key_file "$PT_TMP/wechat.key" "holds a private key"
+    filter=".data_dir = \"$PT_TMP/keyt\" |
+        .gateways.alipay.alipay_public_key_file = \"$PT_KEYS/merchant_alipay_public.pem\""
+    init_refused "$filter" gateways.alipay.alipay_public_key_file \
+        "$PT_KEYS/merchant_alipay_public.pem" "public half of gateways.alipay.private_key_file"
+    [ ! -e "$PT_TMP/keyt" ] || fail "a refused configuration created $PT_TMP/keyt"
+}
+
+# serve_unbindable NAME JQ_FILTER PART... - serve with data_dir $PT_TMP/NAME
+# must exit 1 at once, printing every PART, and leave no database behind:
+# an address that cannot be bound is found before the database is created
+# (issue 32, item 10b).
+serve_unbindable()
+{
+    local dir=$PT_TMP/$1 filter=$2 part
+    shift 2
+    jq --arg d "$dir" ".data_dir = \$d | $filter" "$PT_CFG_BASE" >"$PT_TMP/unbindable.json" ||
+        fail "bad filter: $filter"
+    OUT=$(timeout 20 ${PT_AS:-} "$PAYTERM" serve -c "$PT_TMP/unbindable.json" 2>&1)
+    RC=$?
+    expect_eq 1 "$RC" "exit status of payterm serve ($filter); it printed: $OUT"
+    for part in "$@"; do
+        expect_contains "$part" "$OUT" "what payterm serve printed for: $filter"
+    done
+    for f in payterm.db payterm.db-wal payterm.db-shm; do
+        [ ! -e "$dir/$f" ] || fail "a start that could not listen left $dir/$f behind"
+    done
+    rm -rf "$dir"
+}
+
+case_listen_not_bindable()
+{
+    local free
+    pt_config .
+    pt_start # holds 127.0.0.1:$PT_PORT
+    free=$(pt_pick_port)
+    serve_unbindable busy ".listen = \"127.0.0.1:$PT_PORT\"" \
+        "listen 127.0.0.1:$PT_PORT: cannot bind: address in use"
+    serve_unbindable nbusy ".listen = \"127.0.0.1:$free\" | .notify_listen = \"127.0.0.1:$PT_PORT\"" \
+        "notify_listen 127.0.0.1:$PT_PORT: cannot bind: address in use"
+    # Not an address of this host (TEST-NET-1, RFC 5737).
+    serve_unbindable absent ".listen = \"192.0.2.1:$free\"" \
+        "listen 192.0.2.1:$free: cannot bind: address not available"
+    pt_stop
+    # A privileged port without the capability to bind it: as root, the
+    # capability is taken away (bounding and inheritable sets).
+    local low=1023 start
+    start=$(cat /proc/sys/net/ipv4/ip_unprivileged_port_start 2>/dev/null || echo 1024)
+    [ "$start" -gt "$low" ] || pt_skip "ports from $start up are unprivileged here"
+    if [ "$(id -u)" = 0 ]; then
+        setpriv --inh-caps=-net_bind_service --bounding-set=-net_bind_service true 2>/dev/null ||
+            pt_skip "setpriv cannot drop CAP_NET_BIND_SERVICE here"
+        PT_AS="setpriv --inh-caps=-net_bind_service --bounding-set=-net_bind_service"
+    fi
+    PT_AS=${PT_AS:-} serve_unbindable low ".listen = \"127.0.0.1:$low\"" \
+        "listen 127.0.0.1:$low: cannot bind: permission denied" "CAP_NET_BIND_SERVICE"
+}
+
 case_missing_tables_refused()
 {
     local db=$PT_TMP/data/payterm.db
@@ -258,6 +351,12 @@ pt_case "a second serve on the same data_dir is refused, naming the PID that hol
 pt_case "an empty or garbage tls.ca_file is refused by serve and init, naming the file" \
     case_ca_file_without_certificate
 pt_case "init (and serve) list every problem at once" case_init_lists_every_problem
+pt_case "a key file that does not hold what its key says: refused by init and serve, named" \
+    case_keys_hold_what_their_names_say
+pt_case "listen addresses that cannot be bound: which and why, before any database is created" \
+    case_listen_not_bindable
+pt_case "idempotency.lock_timeout_s not above sync.request_timeout_ms + 5 s: refused, both named" \
+    case_lock_timeout_below_request_timeout
 pt_case "a database with missing tables is refused, naming the file and what is missing" \
     case_missing_tables_refused
 pt_case "every table, index and trigger of a fresh database, dropped, is named" \

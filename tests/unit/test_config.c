@@ -180,6 +180,57 @@ static void test_errors_name_the_key(void **state)
                      PT_OK);
 }
 
+/*
+ * A lock that expires while its request still waits for the gateway lets a
+ * retry take the key over and answer 202 PROCESSING for a charge that is
+ * about to succeed (issue 32, item 7): idempotency.lock_timeout_s must be
+ * above sync.request_timeout_ms + 5 s, and the error names both keys with
+ * the values they have, the default ones too.
+ */
+static void test_lock_timeout_above_request_timeout(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *lock, *request;
+    } bad[] = {
+        {"{\"idempotency\":{\"lock_timeout_s\":20}}", "lock_timeout_s': 20 s must be above",
+         "sync.request_timeout_ms (15000 ms) + 5 s"},
+        {"{\"sync\":{\"request_timeout_ms\":60000}}", "lock_timeout_s': 60 s must be above",
+         "sync.request_timeout_ms (60000 ms) + 5 s"},
+        {"{\"idempotency\":{\"lock_timeout_s\":6},\"sync\":{\"request_timeout_ms\":1000}}",
+         "lock_timeout_s': 6 s must be above", "sync.request_timeout_ms (1000 ms) + 5 s"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct pt_config cfg;
+        char err[512] = "";
+        if (load_text(bad[i].text, &cfg, err, sizeof err) != PT_ECONFIG)
+            fail_msg("accepted %s (%s)", bad[i].text, err);
+        if (!strstr(err, "key 'idempotency.lock_timeout_s'") || !strstr(err, bad[i].lock) ||
+            !strstr(err, bad[i].request) || !strstr(err, "c.json"))
+            fail_msg("error for %s is \"%s\": should name idempotency.lock_timeout_s (%s) and "
+                     "sync.request_timeout_ms (%s)",
+                     bad[i].text, err, bad[i].lock, bad[i].request);
+    }
+    struct pt_config cfg;
+    char err[512] = "";
+    /* Just above: 1 s + 5 s < 7 s; and the defaults (60 s, 15 s). */
+    assert_int_equal(load_text("{\"idempotency\":{\"lock_timeout_s\":7},"
+                               "\"sync\":{\"request_timeout_ms\":1000}}",
+                               &cfg, err, sizeof err),
+                     PT_OK);
+    assert_int_equal(load_text("{}", &cfg, err, sizeof err), PT_OK);
+    /* The rule is the configuration's, whatever file holds which key. */
+    char a[300], b[300];
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    pt_test_write_file(a, "{\"idempotency\":{\"lock_timeout_s\":30}}", 0644);
+    pt_test_write_file(b, "{\"sync\":{\"request_timeout_ms\":30000}}", 0644);
+    const char *paths[] = {a, b};
+    assert_int_equal(pt_config_load(paths, 2, &cfg, err, sizeof err), PT_ECONFIG);
+    assert_non_null(strstr(err, "a.json + "));
+    assert_non_null(strstr(err, "sync.request_timeout_ms (30000 ms)"));
+}
+
 static void test_merge_fragments(void **state)
 {
     (void)state;
@@ -239,6 +290,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_example, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_name_the_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_timeout_above_request_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_fragments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_permissions, setup, teardown),
     };

@@ -14,9 +14,13 @@
 
 #include "charges.h"
 #include "config.h"
+#include "config_load.h"
+#include "crypto.h"
 #include "err.h"
 #include "gateway.h"
 #include "gateways/stripe.h"
+#include "gw_config.h"
+#include "log.h"
 #include "metrics.h"
 #include "store.h"
 #include "sync.h"
@@ -853,6 +857,89 @@ static void test_answer_currency_mismatch_holds_fulfilment(void **state)
     assert_int_equal(events_of(a.order_id, "charge.succeeded"), 0);
 }
 
+/* ---- a key that cannot sign -------------------------------------------------------------- */
+
+static char logged[4096];
+
+static void capture_errors(void *ctx, enum pt_log_level level, const char *line)
+{
+    (void)ctx;
+    size_t n = strlen(logged);
+    if (level == PT_LOG_ERROR)
+        snprintf(logged + n, sizeof logged - n, "%s\n", line);
+}
+
+/*
+ * payterm init and serve refuse a key that cannot sign (issue 32, item
+ * 10a); should signing fail anyway, the log says which configuration key
+ * and file, not "invalid argument", nothing leaves the device, and the
+ * charge waits for an operator.  The gateway is loaded from a
+ * configuration file, as the daemon loads it, and its private key is then
+ * swapped for a public one.
+ */
+static void test_key_that_cannot_sign_is_named(void **state)
+{
+    (void)state;
+    char key[512], pub[512], conf[512], text[1600], err[1024];
+    snprintf(key, sizeof key, "%s/app_private.pem", dir);
+    snprintf(conf, sizeof conf, "%s/payterm.json", dir);
+    pt_test_data_path("keys/merchant_alipay_pkcs1.pem", pub, sizeof pub);
+    char *pem = pt_test_read_file(pub, NULL);
+    pt_test_write_file(key, pem, 0600);
+    free(pem);
+    pt_test_data_path("keys/alipay_gateway_public.pem", pub, sizeof pub);
+    snprintf(text, sizeof text,
+             "{\"gateways\":{\"alipay\":{\"endpoint\":\"https://alipay.test/gateway.do\","
+             "\"app_id\":\"2021\",\"private_key_file\":\"%s\",\"alipay_public_key_file\":\"%s\"}}}",
+             key, pub);
+    pt_test_write_file(conf, text, 0600);
+    struct pt_config *c = malloc(sizeof *c);
+    assert_non_null(c);
+    const char *paths[] = {conf};
+    if (pt_config_load(paths, 1, c, err, sizeof err) != PT_OK)
+        fail_msg("config: %s", err);
+    static struct pt_gw_config ali;
+    if (pt_gw_config_load(c, "alipay", NULL, NULL, &ali, err, sizeof err) != PT_OK)
+        fail_msg("alipay: %s", err);
+    pt_pk_free(ali.private_key);
+    assert_int_equal(pt_pk_load_file(pub, NULL, NULL, &ali.private_key, err, sizeof err), PT_OK);
+
+    pt_sync_destroy(sync_engine);
+    cfg.gw[pt_gateway_index("alipay")] = c->gw[pt_gateway_index("alipay")];
+    struct pt_sync_options so = {.cfg = &cfg, .platform = &platform};
+    so.gw[pt_gateway_index("stripe")] = &stripe;
+    so.gw[pt_gateway_index("alipay")] = &ali;
+    assert_int_equal(pt_sync_new(&so, &sync_engine), PT_OK);
+    struct pt_charge a;
+    memset(&a, 0, sizeof a);
+    strcpy(a.order_id, "ALI-KEY-1");
+    strcpy(a.gateway, "alipay");
+    strcpy(a.method, "barcode");
+    strcpy(a.currency, "CNY");
+    strcpy(a.payment_code, "286000000000000001");
+    a.amount = 1200;
+    a.next_attempt_at = clock_ms;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_create(st, &a, "api", clock_ms), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+
+    logged[0] = '\0';
+    pt_log_set_sink(capture_errors, NULL);
+    drain();
+    pt_log_set_sink(NULL, NULL);
+    assert_int_equal(requests, 0); /* nothing left the device */
+    if (!strstr(logged, "charge ALI-KEY-1") ||
+        !strstr(logged, "gateways.alipay.private_key_file") || !strstr(logged, key) ||
+        !strstr(logged, "public key") || strstr(logged, "invalid argument"))
+        fail_msg("the log should name gateways.alipay.private_key_file and %s, it says:\n%s", key,
+                 logged);
+    struct pt_charge got;
+    assert_int_equal(state_of(a.order_id, &got), PT_STATE_INIT);
+    assert_true(got.review);
+    pt_gw_config_free(&ali);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -875,6 +962,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_notification_binding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notification_contradicted_by_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_notification_comes_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_that_cannot_sign_is_named, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answer_currency_mismatch_holds_fulfilment, setup,
                                         teardown),
     };

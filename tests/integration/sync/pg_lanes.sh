@@ -22,7 +22,8 @@ DB=lanes_$$
 psql -q "$PGCONN dbname=postgres" -c "CREATE DATABASE $DB" || fail "cannot create database $DB"
 pg() { psql -qAt "$PGCONN dbname=$DB" -c "$1"; }
 DSN="postgresql://payterm@/$DB?host=$(sed -n 2p "$PT_TEST_PG_STATE")&port=5432"
-CLAIM_S=3 # idempotency.lock_timeout_s: how long a dead lane's sends stay its own
+CLAIM_S=7 # idempotency.lock_timeout_s: how long a dead lane's sends stay its own
+# (above SYNC_REQUEST_TIMEOUT_MS + 5 s, or serve refuses the configuration)
 SYNC_REQUEST_TIMEOUT_MS=1000
 
 LANE_PIDS=()

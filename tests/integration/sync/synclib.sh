@@ -217,7 +217,7 @@ daemon_start() {
             wait "$D_PID" 2>/dev/null || st=$?
             note_crash "$D_PID" "$st"
             D_PID=""
-            grep -q 'cannot listen' "$logf" && return 1
+            grep -q 'address in use' "$logf" && return 1
             fail "payterm serve exited at start (see $logf): $(tail -n 3 "$logf")"
         fi
         [ $SECONDS -lt $deadline ] || fail "payterm serve is not ready after 30 s (see $logf)"
