@@ -227,6 +227,21 @@ int pt_store_checkpoint_truncate(struct pt_store *st);
  */
 int pt_store_writable(struct pt_store *st);
 
+/*
+ * What /v1/status and /metrics show of the storage (SPEC 5, 15): writable
+ * as pt_store_writable() says it (and at the same cost), the bytes free for
+ * payterm's writes on the database's file system (root may use the blocks
+ * kept for root; -1 when not known: a PostgreSQL server's disk is not this
+ * device's), and, when not writable, why in a few words ("disk full",
+ * "database file was removed: PATH").
+ */
+struct pt_store_health {
+    int writable;
+    int64_t free_bytes;
+    char reason[PT_STORE_PATH_MAX + 64];
+};
+int pt_store_health(struct pt_store *st, struct pt_store_health *out);
+
 /* ---- idempotency keys (used by idem.c) -------------------------------- */
 
 struct pt_key_row {

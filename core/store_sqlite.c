@@ -40,6 +40,7 @@ static int sq_backup(struct pt_store *st, const char *dest);
 static void sq_note_erased(struct pt_store *st);
 static int sq_checkpoint_truncate(struct pt_store *st);
 static int sq_writable(struct pt_store *st);
+static int sq_health(struct pt_store *st, struct pt_store_health *out);
 static int sq_key_get(struct pt_store *st, const char *scope, const char *key,
                       struct pt_key_row *out);
 static int sq_key_insert(struct pt_store *st, const char *scope, const char *key,
@@ -356,9 +357,10 @@ struct pt_store {
     int events_in_txn;           /* events inserted since BEGIN */
     int erased_in_txn;           /* a payment code erased since BEGIN */
     char path[PT_STORE_PATH_MAX];
-    int changes_at_begin; /* sqlite3_total_changes() at BEGIN */
-    int keys_pending;     /* pending key locks taken since BEGIN, not yet written */
-    unsigned txn_seq;     /* counts BEGINs: a pending lock belongs to one */
+    char dir[PT_STORE_PATH_MAX]; /* the directory it is in (free space) */
+    int changes_at_begin;        /* sqlite3_total_changes() at BEGIN */
+    int keys_pending;            /* pending key locks taken since BEGIN, not yet written */
+    unsigned txn_seq;            /* counts BEGINs: a pending lock belongs to one */
 };
 
 /*
@@ -372,6 +374,10 @@ struct pt_store {
  */
 static atomic_int storage_fault;
 
+/* Why storage_fault is set, in a few words, for /v1/status (fault_mu). */
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fault_why[PT_STORE_PATH_MAX + 64];
+
 /* storage.wal_vfs = false: every store opened from now on uses SQLite's own
  * VFS (the process's configuration, set once before the first open). */
 static atomic_int wal_vfs_off;
@@ -381,14 +387,20 @@ void pt_store_set_wal_vfs(int on)
     atomic_store(&wal_vfs_off, !on);
 }
 
-/* Records what a write learnt; logs when the storage goes bad or recovers. */
-static void note_storage(int rc)
+/* Records what a write learnt, with why in a few words when it failed;
+ * logs when the storage goes bad, fails otherwise, or recovers. */
+static void note_storage(int rc, const char *why)
 {
+    if (rc) {
+        pthread_mutex_lock(&fault_mu);
+        snprintf(fault_why, sizeof fault_why, "%s", why);
+        pthread_mutex_unlock(&fault_mu);
+    }
     int was = atomic_exchange(&storage_fault, rc);
-    if (rc && !was)
+    if (rc && was != rc)
         pt_log_error("store: the storage failed (%s): /healthz answers 503 until a write "
                      "succeeds again",
-                     pt_strerror(rc));
+                     why);
     else if (!rc && was)
         pt_log_info("store: writes succeed again (after %s)", pt_strerror(was));
 }
@@ -402,11 +414,13 @@ static int xlate(int rc)
     case SQLITE_ROW:
         return PT_OK;
     case SQLITE_FULL:
-        note_storage(PT_EFULL); /* every failure passes here: remember it for /healthz */
+        note_storage(PT_EFULL, "disk full"); /* every failure passes here: for /healthz */
         return PT_EFULL;
     case SQLITE_IOERR:
+        note_storage(PT_EIO, "I/O error");
+        return PT_EIO;
     case SQLITE_READONLY:
-        note_storage(PT_EIO);
+        note_storage(PT_EIO, "the database cannot be written (read-only)");
         return PT_EIO;
     case SQLITE_CANTOPEN: /* a path or permission problem, not the disk failing */
         return PT_EIO;
@@ -771,6 +785,12 @@ int pt_store_sqlite_open(const struct pt_store_options *opt, struct pt_store **o
     st->head.ops = &sqlite_ops;
     st->c = &st->own;
     snprintf(st->path, sizeof st->path, "%s", opt->path);
+    snprintf(st->dir, sizeof st->dir, "%s", opt->path);
+    char *slash = strrchr(st->dir, '/');
+    if (!slash)
+        snprintf(st->dir, sizeof st->dir, ".");
+    else
+        slash[slash == st->dir] = '\0'; /* "/x.db" is in "/" */
     /* keep: an existing file, opened at the version it has (SPEC 3: the
      * commands that only read or maintain never create or migrate). */
     int keep = opt->readonly || opt->existing;
@@ -868,7 +888,7 @@ static void committed(const struct pt_store_commit *m)
         atomic_store(&wipe_due, 1); /* only now are the erased bytes the ones to wipe */
     /* A commit that wrote rows went through the WAL: the storage works. */
     if (m->changed)
-        note_storage(PT_OK);
+        note_storage(PT_OK, NULL);
     if (m->events && m->hook)
         m->hook(m->hook_ctx);
 }
@@ -1343,25 +1363,34 @@ out:
  * a charge's few new b-tree pages may not fit. */
 #define ROOM_MIN_PAGES 16
 
-/* What the file system says without a write: read-only, or (nearly) full.
- * PT_OK when it looks fine or cannot be asked. */
-static int room_fault(struct pt_store *st)
+/* What the file system says without a write: read-only, or (nearly) full,
+ * with why in a few words.  PT_OK when it looks fine or cannot be asked.
+ * *free_bytes: what it has free for us (-1 when it cannot be asked). */
+static int room_fault(struct pt_store *st, int64_t *free_bytes, char *why, size_t len)
 {
     struct statvfs fs;
-    if (statvfs(st->path, &fs) == 0) {
-        if (fs.f_flag & ST_RDONLY)
-            return PT_EIO;
+    *free_bytes = -1;
+    if (statvfs(st->dir, &fs) == 0) {
         /* root may use the blocks the file system keeps for root. */
         unsigned long long blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
-        if (blocks * fs.f_frsize < ROOM_MIN_BYTES)
+        *free_bytes = (int64_t)(blocks * fs.f_frsize);
+        if (fs.f_flag & ST_RDONLY) {
+            snprintf(why, len, "read-only file system");
+            return PT_EIO;
+        }
+        if (blocks * fs.f_frsize < ROOM_MIN_BYTES) {
+            snprintf(why, len, "disk full");
             return PT_EFULL;
+        }
     }
     int pages = 0, max = 0, free_pages = 0;
     if (sq_pragma_int(st, "page_count", &pages) == PT_OK &&
         sq_pragma_int(st, "max_page_count", &max) == PT_OK &&
         sq_pragma_int(st, "freelist_count", &free_pages) == PT_OK && max > 0 &&
-        (long long)max - pages + free_pages < ROOM_MIN_PAGES)
+        (long long)max - pages + free_pages < ROOM_MIN_PAGES) {
+        snprintf(why, len, "disk full");
         return PT_EFULL;
+    }
     return PT_OK;
 }
 
@@ -1381,28 +1410,50 @@ static int probe_write(struct pt_store *st)
     return rc;
 }
 
-static int sq_writable(struct pt_store *st)
+/* Why the last write failed, as note_storage() kept it. */
+static void fault_reason(char *out, size_t len)
 {
+    pthread_mutex_lock(&fault_mu);
+    snprintf(out, len, "%s", fault_why);
+    pthread_mutex_unlock(&fault_mu);
+}
+
+static int sq_health(struct pt_store *st, struct pt_store_health *out)
+{
+    memset(out, 0, sizeof *out);
     /* A file system that says it is read-only or full is believed at once;
      * the fault is remembered so that its end is checked by a write. */
-    int rc = room_fault(st);
+    int rc = room_fault(st, &out->free_bytes, out->reason, sizeof out->reason);
     if (rc) {
-        note_storage(rc);
-        return 0;
+        note_storage(rc, out->reason);
+        return PT_OK;
     }
     /* BEGIN IMMEDIATE takes the write lock (fails on a broken file). */
-    if (sq_begin(st) != PT_OK)
-        return 0;
+    if ((rc = sq_begin(st)) != PT_OK) {
+        snprintf(out->reason, sizeof out->reason, "%s", pt_strerror(rc));
+        return PT_OK;
+    }
     if (atomic_load(&storage_fault) == PT_OK) {
         sq_rollback(st);
-        return 1;
+        out->writable = 1;
+        return PT_OK;
     }
     /* A write failed and none has succeeded since: only a write can tell
      * whether the condition has passed.  Once it has, probes write nothing. */
-    rc = probe_write(st);
-    if (rc == PT_OK)
-        note_storage(PT_OK);
-    return rc == PT_OK;
+    if ((rc = probe_write(st)) == PT_OK) {
+        note_storage(PT_OK, NULL);
+        out->writable = 1;
+    } else {
+        fault_reason(out->reason, sizeof out->reason);
+    }
+    return PT_OK;
+}
+
+static int sq_writable(struct pt_store *st)
+{
+    struct pt_store_health h;
+    sq_health(st, &h);
+    return h.writable;
 }
 
 /* ---- idempotency keys ------------------------------------------------- */
@@ -2671,6 +2722,7 @@ static const struct pt_store_ops sqlite_ops = {
     .note_erased = sq_note_erased,
     .checkpoint_truncate = sq_checkpoint_truncate,
     .writable = sq_writable,
+    .health = sq_health,
     .key_get = sq_key_get,
     .key_insert = sq_key_insert,
     .key_relock = sq_key_relock,
