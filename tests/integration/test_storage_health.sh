@@ -2,7 +2,9 @@
 # test_storage_health.sh - /healthz tells the truth about the disk (SPEC 5,
 # "Input strictness and connection handling"): it is 503 whenever a charge
 # would get 503 storage_unavailable, and 200 again once it would not; and
-# so do /v1/status ("storage") and /metrics (payterm_storage_*).
+# so do /v1/status ("storage"), /metrics (payterm_storage_*) and the
+# operator page's header, which reads /v1/status (SPEC 15, "health that
+# tells the truth").
 #
 # A real full file system: a small tmpfs as data_dir, filled up with a file
 # and emptied again.  Mounting needs root (CI runs as root); elsewhere the
@@ -43,6 +45,21 @@ expect_storage()
         fail "payterm_storage_free_bytes is '${m[1]}', df says $free"
 }
 
+# page_header_says TEXT - the operator page, in Chromium, shows TEXT in its
+# header (where it says online or offline).
+page_header_says()
+{
+    command -v chromium >/dev/null || fail "chromium is needed (scripts/deps.sh installs it)"
+    cat >"$PT_TMP/page.steps" <<STEPS
+open $PT_URL/
+wait document.getElementById('version').textContent !== '' 30
+wait document.getElementById('online').textContent.includes('$1') 10
+expect document.getElementById('online').className "off"
+STEPS
+    "$PT_PYTHON" "$PT_DIR/browser.py" "$PT_TMP/page.steps" >"$PT_TMP/page.log" 2>&1 ||
+        fail "the operator page's header does not say '$1': $(tail -n 8 "$PT_TMP/page.log")"
+}
+
 case_full_disk()
 {
     local small=$PT_TMP/small body
@@ -60,6 +77,7 @@ case_full_disk()
     pt_get /healthz
     expect_status 503
     expect_storage false "disk full"
+    page_header_says "disk full"
     body=$(charge_body disk-full)
     pt_post /v1/charges disk-full-key "$body"
     expect_error 503 storage_unavailable
@@ -109,6 +127,6 @@ case_wal_vfs_off()
 pt_init
 
 pt_case "storage.wal_vfs false: SQLite's own VFS, charges kept across a restart" case_wal_vfs_off
-pt_case "full disk: /healthz 503 like the charge, and /v1/status and /metrics say so; all well again once room is made" case_full_disk
+pt_case "full disk: /healthz 503 like the charge, and /v1/status, /metrics and the operator page say so; all well again once room is made" case_full_disk
 
 pt_done
