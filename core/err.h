@@ -37,7 +37,8 @@
     X(ESTORAGE, -21, "storage error")                                                              \
     X(ECANCELED, -22, "canceled")                                                                  \
     X(ESYS, -23, "system call failed")                                                             \
-    X(EAGAIN, -24, "to be done where waiting is allowed")
+    X(EAGAIN, -24, "to be done where waiting is allowed")                                          \
+    X(EGONE, -25, "database file removed or replaced")
 
 enum pt_err {
 #define PT__ERR_ENUM(name, value, msg) PT_##name = (value),

@@ -192,6 +192,11 @@ int pt_store_health(struct pt_store *st, struct pt_store_health *out)
     return PT_OK;
 }
 
+int pt_store_files_intact(struct pt_store *st)
+{
+    return ops(st)->files_intact ? ops(st)->files_intact(st) : PT_OK;
+}
+
 int pt_store_key_get(struct pt_store *st, const char *scope, const char *key,
                      struct pt_key_row *out)
 {

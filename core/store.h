@@ -242,6 +242,18 @@ struct pt_store_health {
 };
 int pt_store_health(struct pt_store *st, struct pt_store_health *out);
 
+/*
+ * SPEC 18: PT_OK while the database st writes to, and its WAL, are still
+ * the files at their paths; PT_EGONE once one was removed or another file
+ * moved over it (the log names it, once).  What is written into a file no
+ * path leads to is gone at the next restart, so every commit asks this
+ * before it runs and again before it is answered, and a stored answer is
+ * not replayed from such a file.  Two stat() calls, no database I/O.  A
+ * store attached to a writer asks about the writer's files.  PostgreSQL:
+ * always PT_OK.
+ */
+int pt_store_files_intact(struct pt_store *st);
+
 /* ---- idempotency keys (used by idem.c) -------------------------------- */
 
 struct pt_key_row {

@@ -2270,6 +2270,9 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     /* With a local queue, a connection opens while the server is gone and
      * fails at once (store_pg.c's backoff): the request falls back. */
     so.connect_later = so.backend == PT_STORE_POSTGRESQL && opt->cfg->store_fallback_local;
+    /* The daemon created the database: a connection opened later that
+     * finds it gone fails, it never starts an empty one (SPEC 18). */
+    so.existing = so.backend == PT_STORE_SQLITE;
     int rc =
         pt_pool_new(opt->db_path, &so, POOL_SIZE, pt_api_feed_wake, api, opt->writer, &api->pool);
     if (rc)
