@@ -117,10 +117,14 @@ int pt_cmd_init(int argc, char **argv)
         int version = 0;
         pt_store_schema_version(st, &version);
         pt_store_close(st);
-        if (!cfg.store_postgresql && pt_datadir_mark(cfg.data_dir, err, sizeof err) != PT_OK) {
-            pt_cli_error("init", "%s", err);
-            rc = PT_EXIT_FAIL;
-        } else if (is_new) {
+        /* As serve: a marker that cannot be written is warned of, and the
+         * lane still starts (a full disk at an upgrade). */
+        if (!cfg.store_postgresql && pt_datadir_mark(cfg.data_dir, err, sizeof err) != PT_OK)
+            pt_cli_error("init",
+                         "warning: %s: a missing or empty database will not be refused at "
+                         "the next start",
+                         err);
+        if (is_new) {
             printf("new database %s created (schema version %d), as --new-database asked\n", path,
                    version);
         } else {

@@ -424,12 +424,12 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     if ((rc = pt_datadir_lock(d->cfg.data_dir, &d->lock_fd, err, errlen)) != PT_OK)
         goto fail;
     pt_config_db_path(&d->cfg, d->db_path, sizeof d->db_path);
+    pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
     /* A data_dir that held a database does not start on a new, empty one
      * unless asked to (SPEC 18). */
     if (!d->cfg.store_postgresql &&
         (rc = pt_datadir_check_database(d->cfg.data_dir, d->db_path, err, errlen)) != PT_OK)
         goto fail;
-    pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
     struct pt_store_options so;
     pt_config_store_options(&d->cfg, d->db_path, &so);
     so.no_wal_vfs = 0; /* pt_store_set_wal_vfs above */
@@ -443,8 +443,10 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     if (so.backend == PT_STORE_SQLITE &&
         (rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
         goto fail;
-    if (so.backend == PT_STORE_SQLITE && (rc = pt_datadir_mark(d->cfg.data_dir, err, errlen)))
-        goto fail;
+    /* Without the marker payterm is only as it was before it: a full disk
+     * at an upgrade must not keep the lane from starting. */
+    if (so.backend == PT_STORE_SQLITE && pt_datadir_mark(d->cfg.data_dir, err, errlen) != PT_OK)
+        pt_log_warn("%s: a missing or empty database will not be refused at the next start", err);
     pthread_mutex_init(&d->local_mu, NULL);
     if (so.backend == PT_STORE_POSTGRESQL && d->cfg.store_fallback_local) {
         struct pt_store_options lo = {.path = d->db_path,

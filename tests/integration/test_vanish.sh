@@ -192,6 +192,30 @@ case_database_without_marker()
     pt_stop
 }
 
+# A marker that cannot be written (here: a directory where its temporary
+# file goes; on a board, a full disk at an upgrade) is warned of, and the
+# lane starts as it did before there were markers.
+case_marker_not_written()
+{
+    local data=$PT_TMP/data
+    rm -rf "$data"
+    pt_config .
+    pt_start
+    pt_stop
+    rm -f "$data/payterm.marker"
+    mkdir "$data/payterm.marker.tmp"
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm init when the marker cannot be written: $OUT"
+    expect_contains "$data/payterm.marker" "$OUT" "what init printed"
+    pt_start
+    grep -q "$data/payterm.marker.*will not be refused" "$PT_LOG" ||
+        fail "serve did not warn of the marker: $(tail -n 5 "$PT_LOG")"
+    pt_post /v1/charges unmarked-key "$(charge_body unmarked)"
+    expect_status 202
+    pt_stop
+    rmdir "$data/payterm.marker.tmp"
+}
+
 pt_init
 
 pt_case "the database unlinked under serve: writes and replays 503, /healthz 503, the log names it; no fresh start" \
@@ -204,5 +228,7 @@ pt_case "a marked data_dir refuses a missing or empty database until payterm ini
     case_marker_and_new_database
 pt_case "a database without a marker (an older payterm's) starts and is marked" \
     case_database_without_marker
+pt_case "a marker that cannot be written is a warning, not a lane that does not start" \
+    case_marker_not_written
 
 pt_done
