@@ -39,7 +39,8 @@
     X(ESYS, -23, "system call failed")                                                             \
     X(EAGAIN, -24, "to be done where waiting is allowed")                                          \
     X(ECLOCK, -25, "the wall clock is not trusted yet")                                            \
-    X(EKEY, -26, "the configured key cannot sign")
+    X(EKEY, -26, "the configured key cannot sign")                                                 \
+    X(EGONE, -27, "database file removed or replaced")
 
 enum pt_err {
 #define PT__ERR_ENUM(name, value, msg) PT_##name = (value),

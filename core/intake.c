@@ -261,6 +261,15 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
         g->lock = res->lock;
         return 1;
     }
+    /* A stored answer is not replayed from a database file that is gone
+     * (SPEC 18): what it acknowledges is in no file a restart would open. */
+    if (res->status == PT_IDEM_REPLAY && (rc = pt_store_files_intact(st)) != PT_OK) {
+        if (g->in_txn)
+            pt_store_rollback(st);
+        g->in_txn = 0;
+        storage_unavailable(out, NULL, rc);
+        return 0;
+    }
     answer_recorded(g, res, out);
     if (g->in_txn) {
         /* The answer may rest on what other requests of a batch wrote (a key

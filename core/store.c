@@ -179,6 +179,24 @@ int pt_store_writable(struct pt_store *st)
     return ops(st)->writable(st);
 }
 
+int pt_store_health(struct pt_store *st, struct pt_store_health *out)
+{
+    if (ops(st)->health)
+        return ops(st)->health(st, out);
+    memset(out, 0, sizeof *out);
+    out->free_bytes = -1;
+    out->writable = ops(st)->writable(st);
+    if (!out->writable)
+        snprintf(out->reason, sizeof out->reason, "the %s store does not take writes",
+                 ops(st)->name);
+    return PT_OK;
+}
+
+int pt_store_files_intact(struct pt_store *st)
+{
+    return ops(st)->files_intact ? ops(st)->files_intact(st) : PT_OK;
+}
+
 int pt_store_key_get(struct pt_store *st, const char *scope, const char *key,
                      struct pt_key_row *out)
 {

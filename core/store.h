@@ -227,6 +227,33 @@ int pt_store_checkpoint_truncate(struct pt_store *st);
  */
 int pt_store_writable(struct pt_store *st);
 
+/*
+ * What /v1/status and /metrics show of the storage (SPEC 5, 15): writable
+ * as pt_store_writable() says it (and at the same cost), the bytes free for
+ * payterm's writes on the database's file system (root may use the blocks
+ * kept for root; -1 when not known: a PostgreSQL server's disk is not this
+ * device's), and, when not writable, why in a few words ("disk full",
+ * "database file was removed: PATH").
+ */
+struct pt_store_health {
+    int writable;
+    int64_t free_bytes;
+    char reason[PT_STORE_PATH_MAX + 64];
+};
+int pt_store_health(struct pt_store *st, struct pt_store_health *out);
+
+/*
+ * SPEC 18: PT_OK while the database st writes to, and its WAL, are still
+ * the files at their paths; PT_EGONE once one was removed or another file
+ * moved over it (the log names it, once).  What is written into a file no
+ * path leads to is gone at the next restart, so every commit asks this
+ * before it runs and again before it is answered, and a stored answer is
+ * not replayed from such a file.  Two stat() calls, no database I/O.  A
+ * store attached to a writer asks about the writer's files.  PostgreSQL:
+ * always PT_OK.
+ */
+int pt_store_files_intact(struct pt_store *st);
+
 /* ---- idempotency keys (used by idem.c) -------------------------------- */
 
 struct pt_key_row {

@@ -39,6 +39,10 @@ struct pt_store_ops {
     void (*note_erased)(struct pt_store *st);
     int (*checkpoint_truncate)(struct pt_store *st);
     int (*writable)(struct pt_store *st);
+    /* NULL: writable only, free bytes not known. */
+    int (*health)(struct pt_store *st, struct pt_store_health *out);
+    /* NULL: no files of its own to lose (always PT_OK). */
+    int (*files_intact)(struct pt_store *st);
     int (*key_get)(struct pt_store *st, const char *scope, const char *key, struct pt_key_row *out);
     int (*key_insert)(struct pt_store *st, const char *scope, const char *key,
                       const unsigned char hash[32], int64_t instance, int64_t now,

@@ -41,6 +41,8 @@ static int sq_backup(struct pt_store *st, const char *dest);
 static void sq_note_erased(struct pt_store *st);
 static int sq_checkpoint_truncate(struct pt_store *st);
 static int sq_writable(struct pt_store *st);
+static int sq_health(struct pt_store *st, struct pt_store_health *out);
+static int sq_files_intact(struct pt_store *st);
 static int sq_key_get(struct pt_store *st, const char *scope, const char *key,
                       struct pt_key_row *out);
 static int sq_key_insert(struct pt_store *st, const char *scope, const char *key,
@@ -389,6 +391,18 @@ static const char *const stmt_sql[S__COUNT] = {
 
 #define PT_FROM_MASKS (1u << PT_STATE__COUNT)
 
+/*
+ * Which file a path led to when a connection opened it: a device and an
+ * inode.  The connection's descriptor keeps the inode alive, so no other
+ * file can get its number on that device while it is open: a path that
+ * leads elsewhere, or nowhere, is a file that was removed or replaced.
+ */
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+    int known; /* 0: no such file at open (not checked) */
+};
+
 /* One SQLite connection with its prepared statements. */
 struct conn {
     sqlite3 *db;
@@ -421,6 +435,10 @@ struct pt_store {
     int events_in_txn;           /* events inserted since BEGIN */
     int erased_in_txn;           /* a payment code erased since BEGIN */
     char path[PT_STORE_PATH_MAX];
+    char dir[PT_STORE_PATH_MAX]; /* the directory it is in (free space) */
+    /* The database and its WAL as this connection opened them (files_check). */
+    struct file_id files[2];
+    int wal_rescued;      /* what a removed WAL held is in the database file (wal_rescue) */
     int changes_at_begin; /* sqlite3_total_changes() at BEGIN */
     int keys_pending;     /* pending key locks taken since BEGIN, not yet written */
     unsigned txn_seq;     /* counts BEGINs: a pending lock belongs to one */
@@ -437,6 +455,10 @@ struct pt_store {
  */
 static atomic_int storage_fault;
 
+/* Why storage_fault is set, in a few words, for /v1/status (fault_mu). */
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fault_why[PT_STORE_PATH_MAX + 64];
+
 /* storage.wal_vfs = false: every store opened from now on uses SQLite's own
  * VFS (the process's configuration, set once before the first open). */
 static atomic_int wal_vfs_off;
@@ -446,14 +468,26 @@ void pt_store_set_wal_vfs(int on)
     atomic_store(&wal_vfs_off, !on);
 }
 
-/* Records what a write learnt; logs when the storage goes bad or recovers. */
-static void note_storage(int rc)
+/* Records what a write (or a look at the files) learnt, with why in a few
+ * words when it failed; logs when the storage goes bad, fails otherwise, or
+ * recovers. */
+static void note_storage(int rc, const char *why)
 {
+    if (rc) {
+        pthread_mutex_lock(&fault_mu);
+        snprintf(fault_why, sizeof fault_why, "%s", why);
+        pthread_mutex_unlock(&fault_mu);
+    }
     int was = atomic_exchange(&storage_fault, rc);
-    if (rc && !was)
+    if (rc == PT_EGONE && was != rc)
+        pt_log_error("store: the %s while payterm had it open: nothing more is written "
+                     "into it, every write answers 503 storage_unavailable and /healthz 503 "
+                     "(a restart would not find what is written there)",
+                     why);
+    else if (rc && was != rc)
         pt_log_error("store: the storage failed (%s): /healthz answers 503 until a write "
                      "succeeds again",
-                     pt_strerror(rc));
+                     why);
     else if (!rc && was)
         pt_log_info("store: writes succeed again (after %s)", pt_strerror(was));
 }
@@ -467,11 +501,13 @@ static int xlate(int rc)
     case SQLITE_ROW:
         return PT_OK;
     case SQLITE_FULL:
-        note_storage(PT_EFULL); /* every failure passes here: remember it for /healthz */
+        note_storage(PT_EFULL, "disk full"); /* every failure passes here: for /healthz */
         return PT_EFULL;
     case SQLITE_IOERR:
+        note_storage(PT_EIO, "I/O error");
+        return PT_EIO;
     case SQLITE_READONLY:
-        note_storage(PT_EIO);
+        note_storage(PT_EIO, "the database cannot be written (read-only)");
         return PT_EIO;
     case SQLITE_CANTOPEN: /* a path or permission problem, not the disk failing */
         return PT_EIO;
@@ -697,6 +733,116 @@ static void private_companions(const char *path)
     }
 }
 
+/* ---- the files under the connection (SPEC 18) ---------------------------------------- */
+
+/*
+ * The database and its WAL must stay the files at their paths while payterm
+ * writes into them.  SQLite keeps writing through its descriptors into a
+ * file that was unlinked (an rm, a cleanup script) or that another file
+ * was moved over (a backup restored in place): every commit is synced and
+ * answered, and the next start finds none of it - or opens an old WAL
+ * against a new database.  So each connection notes at open which files
+ * its paths led to (files_record), and a commit asks the paths again before
+ * it runs and before it is answered (files_check): one stat() per file.
+ *
+ * The cost: two stat() calls of paths whose inodes are cached, twice per
+ * batch - one system call each (measured in README, Storage: under 1% of a
+ * durable commit), beside the batch's fdatasync of the WAL, milliseconds
+ * on a board's flash.  No fstat(): the descriptors are SQLite's, so the
+ * identity is the paths' right after SQLite opened them (at start, under
+ * the data_dir's lock), and the open descriptor keeps that inode's number
+ * from going to another file.
+ */
+
+static void wal_path(const struct pt_store *st, char *out, size_t len)
+{
+    snprintf(out, len, "%s-wal", st->path);
+}
+
+/* After the connection's first read (which opens the WAL). */
+static void files_record(struct pt_store *st)
+{
+    char wal[PT_STORE_PATH_MAX + 8];
+    wal_path(st, wal, sizeof wal);
+    const char *path[2] = {st->path, wal};
+    for (int i = 0; i < 2; i++) {
+        struct stat sb;
+        struct file_id *f = &st->files[i];
+        f->known = stat(path[i], &sb) == 0;
+        f->dev = f->known ? sb.st_dev : 0;
+        f->ino = f->known ? sb.st_ino : 0;
+    }
+}
+
+/* PT_OK while path leads to the file f; else PT_EGONE (removed or
+ * replaced) or PT_EIO (the path cannot be looked at), why naming it. */
+static int file_check(const char *name, const char *path, const struct file_id *f, char *why,
+                      size_t len)
+{
+    struct stat sb;
+    if (!f->known)
+        return PT_OK;
+    if (stat(path, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR) {
+            snprintf(why, len, "%s %s was removed", name, path);
+            return PT_EGONE;
+        }
+        snprintf(why, len, "%s %s cannot be looked at: %s", name, path, strerror(e));
+        return PT_EIO;
+    }
+    if (sb.st_dev != f->dev || sb.st_ino != f->ino) {
+        snprintf(why, len, "%s %s was replaced by another file", name, path);
+        return PT_EGONE;
+    }
+    return PT_OK;
+}
+
+/* file_check of the database, then of its WAL. */
+static int files_check(const struct pt_store *st, char *why, size_t len)
+{
+    char wal[PT_STORE_PATH_MAX + 8];
+    wal_path(st, wal, sizeof wal);
+    int rc = file_check("database file", st->path, &st->files[0], why, len);
+    return rc ? rc : file_check("WAL file", wal, &st->files[1], why, len);
+}
+
+/*
+ * The WAL was removed or replaced while the database file is still there:
+ * the commits it holds that no checkpoint has copied yet were answered, and
+ * now live only behind the descriptors SQLite has open - a power cut or a
+ * SIGKILL would take them.  A checkpoint copies them into the database file
+ * and syncs it.  Passive (readers are not waited for: the writer's turn is
+ * held), so it is tried again at each refused commit until all is copied.
+ */
+static void wal_rescue(struct pt_store *st)
+{
+    char why[PT_STORE_PATH_MAX + 64], wal[PT_STORE_PATH_MAX + 8];
+    wal_path(st, wal, sizeof wal);
+    if (st->wal_rescued || file_check("WAL file", wal, &st->files[1], why, sizeof why) == PT_OK ||
+        file_check("database file", st->path, &st->files[0], why, sizeof why) != PT_OK)
+        return;
+    int frames = 0, copied = 0;
+    int rc =
+        sqlite3_wal_checkpoint_v2(st->c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
+    if (rc != SQLITE_OK || copied < frames)
+        return;
+    st->wal_rescued = 1;
+    pt_log_warn("store: the WAL that was removed is copied into %s (%d frames) and synced: "
+                "what was answered before it went is kept",
+                st->path, frames);
+}
+
+/* files_check, and what it found kept for /healthz (and logged, once). */
+static int files_intact(const struct pt_store *st)
+{
+    char why[PT_STORE_PATH_MAX + 64];
+    int rc = files_check(st, why, sizeof why);
+    if (rc)
+        note_storage(rc, why);
+    return rc;
+}
+
 /* A payment code was erased (a barcode charge became final) and its bytes
  * may still be in the WAL: a truncating checkpoint is due.  One flag for the
  * process, whichever connection erased it, set when that commit is durable
@@ -841,6 +987,12 @@ int pt_store_sqlite_open(const struct pt_store_options *opt, struct pt_store **o
     st->head.ops = &sqlite_ops;
     st->c = &st->own;
     snprintf(st->path, sizeof st->path, "%s", opt->path);
+    snprintf(st->dir, sizeof st->dir, "%s", opt->path);
+    char *slash = strrchr(st->dir, '/');
+    if (!slash)
+        snprintf(st->dir, sizeof st->dir, ".");
+    else
+        slash[slash == st->dir] = '\0'; /* "/x.db" is in "/" */
     /* keep: an existing file, opened at the version it has (SPEC 3: the
      * commands that only read or maintain never create or migrate). */
     int keep = opt->readonly || opt->existing;
@@ -881,6 +1033,7 @@ int pt_store_sqlite_open(const struct pt_store_options *opt, struct pt_store **o
                      sqlite3_errmsg(st->c->db));
         goto fail;
     }
+    files_record(st); /* the first read opened the WAL */
     if (version > pt_migrations_count) {
         rc = PT_ETOONEW;
         if (errbuf)
@@ -938,7 +1091,7 @@ static void committed(const struct pt_store_commit *m)
         atomic_store(&wipe_due, 1); /* only now are the erased bytes the ones to wipe */
     /* A commit that wrote rows went through the WAL: the storage works. */
     if (m->changed)
-        note_storage(PT_OK);
+        note_storage(PT_OK, NULL);
     if (m->events && m->hook)
         m->hook(m->hook_ctx);
 }
@@ -961,14 +1114,32 @@ static int alone_begin(struct pt_store *st)
     return s ? run(st, s) : PT_ESTORAGE;
 }
 
+/*
+ * COMMIT on c's connection, only into the files it opened (SPEC 18): not at
+ * all when one is gone, and a COMMIT during which one went is a failure -
+ * it is durable in a file no restart will open.  A failed COMMIT (disk
+ * full, I/O error, a file gone) may leave the transaction open: it is
+ * rolled back, so the connection is usable and nothing half is kept.
+ */
+static int commit_into_files(struct pt_store *c)
+{
+    sqlite3_stmt *s;
+    int rc = files_intact(c);
+    if (rc == PT_OK) {
+        rc = (s = stmt(c, S_COMMIT)) ? run(c, s) : PT_ESTORAGE;
+        if (rc == PT_OK)
+            rc = files_intact(c);
+    }
+    if (rc != PT_OK && !sqlite3_get_autocommit(c->c->db) && (s = stmt(c, S_ROLLBACK)))
+        run(c, s);
+    if (rc == PT_EGONE)
+        wal_rescue(c);
+    return rc;
+}
+
 static int alone_commit(struct pt_store *st)
 {
-    sqlite3_stmt *s = stmt(st, S_COMMIT);
-    int rc = s ? run(st, s) : PT_ESTORAGE;
-    /* A failed COMMIT (disk full, I/O error) may leave the transaction open;
-     * roll it back so the connection is usable and nothing half is kept. */
-    if (rc != PT_OK && !sqlite3_get_autocommit(st->c->db) && (s = stmt(st, S_ROLLBACK)))
-        run(st, s);
+    int rc = commit_into_files(st);
     struct pt_store_commit m = {0};
     describe(st, &m);
     if (rc == PT_OK)
@@ -1086,10 +1257,7 @@ static void commit_batch(struct pt_store_writer *w)
         if (s)
             run(c, s);
     } else if (!sqlite3_get_autocommit(c->own.db)) {
-        sqlite3_stmt *s = stmt(c, S_COMMIT);
-        rc = s ? run(c, s) : PT_ESTORAGE;
-        if (rc != PT_OK && !sqlite3_get_autocommit(c->own.db) && (s = stmt(c, S_ROLLBACK)))
-            run(c, s);
+        rc = commit_into_files(c);
     } else if (n) {
         /* SQLite rolled the whole transaction back under a statement that
          * failed (a full disk, an I/O error): the members' work is gone. */
@@ -1413,25 +1581,34 @@ out:
  * a charge's few new b-tree pages may not fit. */
 #define ROOM_MIN_PAGES 16
 
-/* What the file system says without a write: read-only, or (nearly) full.
- * PT_OK when it looks fine or cannot be asked. */
-static int room_fault(struct pt_store *st)
+/* What the file system says without a write: read-only, or (nearly) full,
+ * with why in a few words.  PT_OK when it looks fine or cannot be asked.
+ * *free_bytes: what it has free for us (-1 when it cannot be asked). */
+static int room_fault(struct pt_store *st, int64_t *free_bytes, char *why, size_t len)
 {
     struct statvfs fs;
-    if (statvfs(st->path, &fs) == 0) {
-        if (fs.f_flag & ST_RDONLY)
-            return PT_EIO;
+    *free_bytes = -1;
+    if (statvfs(st->dir, &fs) == 0) {
         /* root may use the blocks the file system keeps for root. */
         unsigned long long blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
-        if (blocks * fs.f_frsize < ROOM_MIN_BYTES)
+        *free_bytes = (int64_t)(blocks * fs.f_frsize);
+        if (fs.f_flag & ST_RDONLY) {
+            snprintf(why, len, "read-only file system");
+            return PT_EIO;
+        }
+        if (blocks * fs.f_frsize < ROOM_MIN_BYTES) {
+            snprintf(why, len, "disk full");
             return PT_EFULL;
+        }
     }
     int pages = 0, max = 0, free_pages = 0;
     if (sq_pragma_int(st, "page_count", &pages) == PT_OK &&
         sq_pragma_int(st, "max_page_count", &max) == PT_OK &&
         sq_pragma_int(st, "freelist_count", &free_pages) == PT_OK && max > 0 &&
-        (long long)max - pages + free_pages < ROOM_MIN_PAGES)
+        (long long)max - pages + free_pages < ROOM_MIN_PAGES) {
+        snprintf(why, len, "disk full");
         return PT_EFULL;
+    }
     return PT_OK;
 }
 
@@ -1451,28 +1628,68 @@ static int probe_write(struct pt_store *st)
     return rc;
 }
 
-static int sq_writable(struct pt_store *st)
+/* The connection whose files st's commits go into. */
+static const struct pt_store *files_of(const struct pt_store *st)
 {
-    /* A file system that says it is read-only or full is believed at once;
-     * the fault is remembered so that its end is checked by a write. */
-    int rc = room_fault(st);
+    return st->writer ? st->writer->conn : st;
+}
+
+static int sq_files_intact(struct pt_store *st)
+{
+    return files_intact(files_of(st));
+}
+
+/* Why the last write failed, as note_storage() kept it. */
+static void fault_reason(char *out, size_t len)
+{
+    pthread_mutex_lock(&fault_mu);
+    snprintf(out, len, "%s", fault_why);
+    pthread_mutex_unlock(&fault_mu);
+}
+
+static int sq_health(struct pt_store *st, struct pt_store_health *out)
+{
+    memset(out, 0, sizeof *out);
+    /* A file that is gone, or a file system that says it is read-only or
+     * full, is believed at once; the fault is remembered so that its end is
+     * checked by a write. */
+    char room_why[64] = "";
+    int room = room_fault(st, &out->free_bytes, room_why, sizeof room_why);
+    int rc = files_check(files_of(st), out->reason, sizeof out->reason);
+    if (rc == PT_OK && room != PT_OK) {
+        rc = room;
+        snprintf(out->reason, sizeof out->reason, "%s", room_why);
+    }
     if (rc) {
-        note_storage(rc);
-        return 0;
+        note_storage(rc, out->reason);
+        return PT_OK;
     }
     /* BEGIN IMMEDIATE takes the write lock (fails on a broken file). */
-    if (sq_begin(st) != PT_OK)
-        return 0;
+    if ((rc = sq_begin(st)) != PT_OK) {
+        snprintf(out->reason, sizeof out->reason, "%s", pt_strerror(rc));
+        return PT_OK;
+    }
     if (atomic_load(&storage_fault) == PT_OK) {
         sq_rollback(st);
-        return 1;
+        out->writable = 1;
+        return PT_OK;
     }
     /* A write failed and none has succeeded since: only a write can tell
      * whether the condition has passed.  Once it has, probes write nothing. */
-    rc = probe_write(st);
-    if (rc == PT_OK)
-        note_storage(PT_OK);
-    return rc == PT_OK;
+    if ((rc = probe_write(st)) == PT_OK) {
+        note_storage(PT_OK, NULL);
+        out->writable = 1;
+    } else {
+        fault_reason(out->reason, sizeof out->reason);
+    }
+    return PT_OK;
+}
+
+static int sq_writable(struct pt_store *st)
+{
+    struct pt_store_health h;
+    sq_health(st, &h);
+    return h.writable;
 }
 
 /* ---- idempotency keys ------------------------------------------------- */
@@ -2901,6 +3118,8 @@ static const struct pt_store_ops sqlite_ops = {
     .note_erased = sq_note_erased,
     .checkpoint_truncate = sq_checkpoint_truncate,
     .writable = sq_writable,
+    .health = sq_health,
+    .files_intact = sq_files_intact,
     .key_get = sq_key_get,
     .key_insert = sq_key_insert,
     .key_relock = sq_key_relock,

@@ -852,14 +852,42 @@ static void add_clock(struct pt_api *api, cJSON *o)
     cJSON_AddNumberToObject(k, "last_step_ms", (double)ci.last_step_ms);
 }
 
+/*
+ * The storage as /healthz, /v1/status and /metrics tell it (SPEC 5, 15):
+ * the store's, or - while the store server is gone - the lane's own
+ * queue's, when that takes the charges.  st may be NULL (no connection).
+ */
+static void storage_health(struct pt_api *api, struct pt_store *st, struct pt_store_health *h)
+{
+    if (st) {
+        pt_store_health(st, h);
+    } else {
+        memset(h, 0, sizeof *h);
+        h->free_bytes = -1;
+        snprintf(h->reason, sizeof h->reason, "no connection to the database");
+    }
+    const struct pt_intake_fallback *fb = &api->opt.intake.fallback;
+    if (!h->writable && fb->st) {
+        struct pt_store_health local;
+        pthread_mutex_lock(fb->mu);
+        pt_store_health(fb->st, &local);
+        pthread_mutex_unlock(fb->mu);
+        if (local.writable)
+            *h = local;
+    }
+}
+
 static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
     struct pt_refund_stats rs;
+    struct pt_store_health h;
     struct pt_store *st = pt_pool_get(api->pool);
     int rc = st ? pt_store_stats(st, 0, &s) : PT_EIO;
     if (rc == PT_OK)
         rc = pt_store_refund_stats(st, &rs);
+    if (rc == PT_OK)
+        storage_health(api, st, &h);
     pt_pool_put(api->pool, st);
     if (rc)
         return storage_error(conn, rq, rc);
@@ -899,6 +927,14 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
     cJSON_AddNumberToObject(rf, "unknown", (double)rs.by_state[PT_STATE_UNKNOWN]);
     cJSON_AddNumberToObject(rf, "processing", (double)rs.by_state[PT_STATE_PROCESSING]);
     cJSON_AddNumberToObject(rf, "review", (double)rs.review);
+    /* Whether a charge would be stored now, as /healthz says it, and why
+     * not: the operator page shows it instead of "online". */
+    cJSON *sg = cJSON_AddObjectToObject(o, "storage");
+    cJSON_AddBoolToObject(sg, "writable", h.writable);
+    if (h.free_bytes >= 0)
+        cJSON_AddNumberToObject(sg, "free_bytes", (double)h.free_bytes);
+    if (!h.writable)
+        cJSON_AddStringToObject(sg, "reason", h.reason);
     add_clock(api, o);
     cJSON_AddStringToObject(o, "version", PT_VERSION);
     return send_json(conn, rq, 200, o);
@@ -915,15 +951,11 @@ static MHD_RESULT live(struct MHD_Connection *conn, struct request *rq)
 
 static MHD_RESULT healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
+    struct pt_store_health h;
     struct pt_store *st = pt_pool_get(api->pool);
-    int ok = st && pt_store_writable(st);
+    storage_health(api, st, &h);
     pt_pool_put(api->pool, st);
-    const struct pt_intake_fallback *fb = &api->opt.intake.fallback;
-    if (!ok && fb->st) { /* the store server is gone; the lane's own queue takes charges */
-        pthread_mutex_lock(fb->mu);
-        ok = pt_store_writable(fb->st);
-        pthread_mutex_unlock(fb->mu);
-    }
+    int ok = h.writable;
     const char *body = ok ? "{\"status\":\"ok\"}" : "{\"status\":\"storage_unavailable\"}";
     return send_text(conn, rq, ok ? 200 : 503, "application/json", (char *)body, strlen(body), 0,
                      ok ? 0 : 2);
@@ -937,10 +969,13 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
 {
     struct pt_store_stats s;
     struct pt_refund_stats rs;
+    struct pt_store_health h;
     struct pt_store *st = pt_pool_get(api->pool);
     int rc = st ? pt_store_stats(st, 1, &s) : PT_EIO;
     if (rc == PT_OK)
         rc = pt_store_refund_stats(st, &rs);
+    if (rc == PT_OK)
+        storage_health(api, st, &h);
     pt_pool_put(api->pool, st);
     if (rc)
         return storage_error(conn, rq, rc);
@@ -980,6 +1015,16 @@ static MHD_RESULT metrics(struct pt_api *api, struct MHD_Connection *conn, struc
     for (int i = 0; i < s.ncur; i++)
         tprintf(&t, "payterm_queue_amount{currency=\"%s\"} %lld\n", s.queue[i].currency,
                 (long long)s.queue[i].amount);
+    tprintf(&t,
+            "# HELP payterm_storage_writable 1 when a charge would be stored now (/healthz).\n"
+            "# TYPE payterm_storage_writable gauge\npayterm_storage_writable %d\n",
+            h.writable ? 1 : 0);
+    if (h.free_bytes >= 0)
+        tprintf(&t,
+                "# HELP payterm_storage_free_bytes Bytes free for the database on its file "
+                "system.\n"
+                "# TYPE payterm_storage_free_bytes gauge\npayterm_storage_free_bytes %lld\n",
+                (long long)h.free_bytes);
     tprintf(&t,
             "# HELP payterm_online 1 when the gateways were reachable at last contact.\n"
             "# TYPE payterm_online gauge\npayterm_online %d\n",
@@ -2259,6 +2304,9 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     /* With a local queue, a connection opens while the server is gone and
      * fails at once (store_pg.c's backoff): the request falls back. */
     so.connect_later = so.backend == PT_STORE_POSTGRESQL && opt->cfg->store_fallback_local;
+    /* The daemon created the database: a connection opened later that
+     * finds it gone fails, it never starts an empty one (SPEC 18). */
+    so.existing = so.backend == PT_STORE_SQLITE;
     int rc =
         pt_pool_new(opt->db_path, &so, POOL_SIZE, pt_api_feed_wake, api, opt->writer, &api->pool);
     if (rc)

@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 #include "daemon.h"
+#include "datadir.h"
 #include "metrics.h"
 #include "err.h"
 #include "host.h"
@@ -15,6 +16,43 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * SPEC 18, before the database is opened (and so created): a data_dir that
+ * held one refuses a missing or empty database, unless new_database says a
+ * new one is wanted - then with data_dir's lock held (*lock_fd, for the
+ * caller to close: a daemon running on the old files must not share their
+ * WAL with the new database) and what the old one left moved aside.
+ * *is_new: a new database is created.  PT_OK, or the error printed.
+ */
+static int keep_or_new_database(const struct pt_config *cfg, const char *path, int new_database,
+                                int *lock_fd, int *is_new)
+{
+    char err[2048];
+    int rc = PT_OK;
+    if (cfg->store_postgresql && new_database) {
+        snprintf(err, sizeof err,
+                 "--new-database: store.backend is \"postgresql\", whose server keeps the "
+                 "database; it is for the SQLite database in data_dir");
+        rc = PT_EUNSUPPORTED;
+    } else if (cfg->store_postgresql) {
+        return PT_OK;
+    } else if (new_database) {
+        rc = pt_datadir_lock(cfg->data_dir, lock_fd, err, sizeof err);
+        if (rc == PT_OK)
+            rc = pt_datadir_new_database(path, is_new, err, sizeof err);
+    } else {
+        rc = pt_datadir_check_database(cfg->data_dir, path, err, sizeof err);
+    }
+    if (rc != PT_OK) {
+        pt_cli_error("init", "%s", err);
+        if (*lock_fd >= 0)
+            close(*lock_fd);
+        *lock_fd = -1;
+    }
+    return rc;
+}
 
 int pt_cmd_init(int argc, char **argv)
 {
@@ -27,12 +65,18 @@ int pt_cmd_init(int argc, char **argv)
         "of the private key and of serial_no), a tls.ca_file that holds no\n"
         "certificate; lists every problem at once.  Then creates data_dir and\n"
         "the database if needed and migrates it to the current schema. Safe to run\n"
-        "again.\n\n"
+        "again.\n"
+        "A data_dir that held a database (DATA_DIR/payterm.marker) is refused when its\n"
+        "database is missing or empty: restore it, or start a new one on purpose.\n\n"
         "  --check-gateways  only say whether a gateway is configured, for systemd's\n"
         "                    ExecCondition=: exit 0 when at least one is, 1 when none\n"
         "                    (the unit is skipped, not failed), 255 when the\n"
-        "                    configuration cannot be read (the unit fails)\n";
-    static const char *const flags[] = {"--check-gateways", NULL};
+        "                    configuration cannot be read (the unit fails)\n"
+        "  --new-database    the database is missing or empty and a new one is wanted:\n"
+        "                    create it (the WAL the old one left is moved aside).  A\n"
+        "                    database that holds data is kept as ever.  Refused while\n"
+        "                    payterm serve runs on data_dir\n";
+    static const char *const flags[] = {"--check-gateways", "--new-database", NULL};
     struct pt_cli_args args = {.maxpos = 0, .flags = flags};
     int r = pt_cli_parse("init", help, argc, argv, &args);
     /* Under ExecCondition= any exit from 1 to 254 means "skip quietly": a
@@ -64,17 +108,35 @@ int pt_cmd_init(int argc, char **argv)
     }
     if (pt_cli_ensure_dir("init", cfg.data_dir))
         return PT_EXIT_FAIL;
-    struct pt_store *st;
-    int opened = pt_cli_open_store("init", &cfg, &st);
-    if (opened)
-        return opened > 0 ? PT_EXIT_OK : PT_EXIT_FAIL;
     char path[PT_CFG_PATH_MAX + 16];
     pt_config_db_path(&cfg, path, sizeof path);
-    int version = 0;
-    pt_store_schema_version(st, &version);
-    printf("database %s ready (schema version %d)\n", path, version);
-    pt_store_close(st);
-    return PT_EXIT_OK;
+    int lock_fd = -1, is_new = 0;
+    if (keep_or_new_database(&cfg, path, args.flag_set[1], &lock_fd, &is_new) != PT_OK)
+        return PT_EXIT_FAIL;
+    struct pt_store *st;
+    int opened = pt_cli_open_store("init", &cfg, &st);
+    int rc = opened < 0 ? PT_EXIT_FAIL : PT_EXIT_OK;
+    if (opened == 0) {
+        int version = 0;
+        pt_store_schema_version(st, &version);
+        pt_store_close(st);
+        /* As serve: a marker that cannot be written is warned of, and the
+         * lane still starts (a full disk at an upgrade). */
+        if (!cfg.store_postgresql && pt_datadir_mark(cfg.data_dir, err, sizeof err) != PT_OK)
+            pt_cli_error("init",
+                         "warning: %s: a missing or empty database will not be refused at "
+                         "the next start",
+                         err);
+        if (is_new) {
+            printf("new database %s created (schema version %d), as --new-database asked\n", path,
+                   version);
+        } else {
+            printf("database %s ready (schema version %d)\n", path, version);
+        }
+    }
+    if (lock_fd >= 0)
+        close(lock_fd);
+    return rc;
 }
 
 int pt_cmd_sweep(int argc, char **argv)

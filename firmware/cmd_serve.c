@@ -58,7 +58,9 @@ static const char help[] =
     "and STATUS= (the queue), and feeds the watchdog (WATCHDOG_USEC) only while the\n"
     "HTTP listener answers and the sync thread moves.\n"
     "One daemon per data_dir: a second one exits 1 naming the PID that holds\n"
-    "DATA_DIR/payterm.lock. PAYTERM_THREAD_STACK_KIB=N (64-65536) sets every thread's\n"
+    "DATA_DIR/payterm.lock. A data_dir that held a database (DATA_DIR/payterm.marker)\n"
+    "refuses a missing or empty one: see payterm init --new-database.\n"
+    "PAYTERM_THREAD_STACK_KIB=N (64-65536) sets every thread's\n"
     "stack (default 256 KiB).\n";
 
 /* ---- systemd notification (the datagram protocol is tiny: no libsystemd) --- */

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "config_load.h"
 #include "crypto.h"
+#include "datadir.h"
 #include "gate.h"
 #include "err.h"
 #include "host.h"
@@ -32,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -385,50 +385,6 @@ int pt_daemon_check(const struct pt_config *cfg, char *err, size_t errlen)
     return rc;
 }
 
-/*
- * SPEC 3: one daemon per database.  Two daemons on one file would each
- * believe its instance token owns every lock it holds, and each recover the
- * other's "stale" PROCESSING charges.  The lock lives as long as this
- * process (the kernel drops it with the last descriptor, also after
- * SIGKILL); the PID in the file is only for the message.
- */
-static int take_lock(const char *data_dir, int *fd_out, char *err, size_t errlen)
-{
-    char path[PT_CFG_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/payterm.lock", data_dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open the lock file %s: %s", path, strerror(errno));
-        return PT_EIO;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        char pid[32] = "";
-        ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof pid - 1, 0) : -1;
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\r\n")] = '\0';
-        close(fd);
-        if (e != EWOULDBLOCK) {
-            snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
-            return PT_EIO;
-        }
-        snprintf(err, errlen,
-                 "another payterm serve is running on data_dir %s: PID %s holds %s "
-                 "(one daemon per database)",
-                 data_dir, pid[0] ? pid : "(not yet written)", path);
-        return PT_EBUSY;
-    }
-    char text[32];
-    int len = snprintf(text, sizeof text, "%ld\n", (long)getpid());
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
-        snprintf(err, errlen, "cannot write the lock file %s: %s", path, strerror(errno));
-        close(fd);
-        return PT_EIO;
-    }
-    *fd_out = fd;
-    return PT_OK;
-}
-
 /* The stack size of every thread the daemon starts: THREAD_STACK_KIB, or
  * PAYTERM_THREAD_STACK_KIB, a test and board knob (the suite runs with
  * musl's 128 KiB on glibc, whose own default of 8 MiB hides any overflow). */
@@ -481,7 +437,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         snprintf(err, errlen, "data_dir %s is not usable (see above)", d->cfg.data_dir);
         goto fail;
     }
-    if ((rc = take_lock(d->cfg.data_dir, &d->lock_fd, err, errlen)) != PT_OK)
+    if ((rc = pt_datadir_lock(d->cfg.data_dir, &d->lock_fd, err, errlen)) != PT_OK)
         goto fail;
     /* The addresses before the database (SPEC 18): a start that cannot
      * listen says where and why, and leaves no new database behind.
@@ -493,6 +449,11 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         goto fail;
     pt_config_db_path(&d->cfg, d->db_path, sizeof d->db_path);
     pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
+    /* A data_dir that held a database does not start on a new, empty one
+     * unless asked to (SPEC 18). */
+    if (!d->cfg.store_postgresql &&
+        (rc = pt_datadir_check_database(d->cfg.data_dir, d->db_path, err, errlen)) != PT_OK)
+        goto fail;
     struct pt_store_options so;
     pt_config_store_options(&d->cfg, d->db_path, &so);
     so.no_wal_vfs = 0; /* pt_store_set_wal_vfs above */
@@ -506,6 +467,10 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     if (so.backend == PT_STORE_SQLITE &&
         (rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
         goto fail;
+    /* Without the marker payterm is only as it was before it: a full disk
+     * at an upgrade must not keep the lane from starting. */
+    if (so.backend == PT_STORE_SQLITE && pt_datadir_mark(d->cfg.data_dir, err, errlen) != PT_OK)
+        pt_log_warn("%s: a missing or empty database will not be refused at the next start", err);
     pthread_mutex_init(&d->local_mu, NULL);
     if (so.backend == PT_STORE_POSTGRESQL && d->cfg.store_fallback_local) {
         struct pt_store_options lo = {.path = d->db_path,

@@ -262,6 +262,7 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
     pt_config_store_options(cfg, db_path, &o);
     o.no_wal_vfs = 0; /* the daemon's pt_store_set_wal_vfs */
     o.connect_later = cfg->store_postgresql && cfg->store_fallback_local; /* as the daemon's */
+    o.existing = !cfg->store_postgresql; /* the daemon created it (as the API's pool) */
     int rc = pt_store_open(&o, &y->st, err, sizeof err);
     if (rc) {
         pt_log_error("%s", err);

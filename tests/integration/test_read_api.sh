@@ -92,7 +92,9 @@ case_status()
 {
     pt_get /v1/status
     expect_status 200
-    expect_json 'keys | sort | join(",")' clock,gateways,online,pending,processing,queue,refunds,review,unknown,version
+    expect_json 'keys | sort | join(",")' clock,gateways,online,pending,processing,queue,refunds,review,storage,unknown,version
+    # SPEC 5, 15: whether a charge would be stored, and the room for it.
+    expect_json '.storage | "\(.writable) \(.free_bytes > 0) \(has("reason"))"' 'true true false'
     expect_json '.online' false
     # SPEC 17: on a machine whose clock is right, payterm trusts it.
     expect_json '"\(.clock.trusted) \(.clock.provisional)"' "true false"
@@ -134,7 +136,8 @@ case_metrics()
     for name in payterm_charges payterm_queue_depth payterm_queue_oldest_age_seconds \
         payterm_sync_attempts_total payterm_notifications_total \
         payterm_http_request_duration_seconds payterm_idempotency_total \
-        payterm_http_responses_total payterm_refunds payterm_refunds_review; do
+        payterm_http_responses_total payterm_refunds payterm_refunds_review \
+        payterm_storage_writable payterm_storage_free_bytes; do
         grep -qE "^# TYPE $name (gauge|counter|histogram)\$" <<<"$text" ||
             fail "/metrics has no '# TYPE $name' line"
         grep -qE "^${name}(_bucket|_sum|_count)?(\{| )" <<<"$text" ||
@@ -148,6 +151,7 @@ case_metrics()
     # Every configured gateway was found unreachable (lib.sh).
     expect_contains 'payterm_gateway_online{gateway="stripe"} 0' "$text"
     expect_contains 'payterm_online 0' "$text"
+    expect_contains 'payterm_storage_writable 1' "$text"
     expect_contains 'payterm_queue_depth 5' "$text"
     expect_contains 'payterm_queue_amount{currency="USD"} 500' "$text"
     expect_contains '# TYPE payterm_http_request_duration_seconds histogram' "$text"

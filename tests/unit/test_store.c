@@ -591,6 +591,89 @@ static long long file_size(const char *path)
     return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
 }
 
+static void expect_gone(struct pt_store *st, const char *file, const char *what)
+{
+    struct pt_store_health h;
+    assert_int_equal(pt_store_files_intact(st), PT_EGONE);
+    assert_int_equal(pt_store_health(st, &h), PT_OK);
+    assert_false(h.writable);
+    assert_true(h.free_bytes > 0);
+    if (!strstr(h.reason, file) || !strstr(h.reason, what))
+        fail_msg("reason \"%s\" does not name %s as %s", h.reason, file, what);
+}
+
+static int64_t charges_in(struct pt_store *st)
+{
+    int64_t n = -1;
+    assert_int_equal(pt_store_count(st, "charges", &n), PT_OK);
+    return n;
+}
+
+/*
+ * SPEC 18: while the database or its WAL is removed, or another file is
+ * moved over the database, nothing is committed (the transaction is rolled
+ * back, PT_EGONE) and the health says which file and why; once the path
+ * leads to the store's file again, writes go on.  Through a writer (the
+ * daemon) and on a store of its own (the CLI).
+ */
+static void files_gone_through(int with_writer)
+{
+    char path[300], wal[310], aside[310], copy[310], err[512];
+    db_path(path, sizeof path, "gone.db");
+    db_path(aside, sizeof aside, "aside");
+    db_path(copy, sizeof copy, "copy.db");
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct pt_store_options o = {.path = path};
+    struct pt_store *st;
+    struct pt_store_writer *w = NULL;
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
+    if (with_writer) {
+        assert_int_equal(pt_store_writer_new(&o, &w, err, sizeof err), PT_OK);
+        pt_store_attach(st, w);
+    }
+    assert_int_equal(guarded_insert(st, 1), PT_OK);
+    assert_int_equal(pt_store_files_intact(st), PT_OK);
+
+    assert_int_equal(rename(path, aside), 0);
+    assert_int_equal(guarded_insert(st, 2), PT_EGONE);
+    expect_gone(st, path, "database file");
+    expect_gone(st, path, "was removed");
+    assert_int_equal(rename(aside, path), 0);
+    assert_true(pt_store_writable(st));
+    assert_int_equal(guarded_insert(st, 2), PT_OK);
+
+    assert_int_equal(rename(wal, aside), 0);
+    assert_int_equal(guarded_insert(st, 3), PT_EGONE);
+    expect_gone(st, wal, "WAL file");
+    expect_gone(st, wal, "was removed");
+    assert_int_equal(rename(aside, wal), 0);
+    assert_int_equal(guarded_insert(st, 3), PT_OK);
+
+    assert_int_equal(pt_store_backup(st, copy), PT_OK);
+    assert_int_equal(rename(path, aside), 0);
+    assert_int_equal(rename(copy, path), 0);
+    assert_int_equal(guarded_insert(st, 4), PT_EGONE);
+    expect_gone(st, path, "was replaced by another file");
+    assert_int_equal(rename(aside, path), 0);
+    assert_int_equal(charges_in(st), 3); /* 2 and 3 after their first refusal; never 4 */
+    pt_store_close(st);
+    pt_store_writer_destroy(w);
+}
+
+static void test_files_gone_alone(void **state)
+{
+    (void)state;
+    pt_test_sqlite_only("the files are the SQLite database's");
+    files_gone_through(0);
+}
+
+static void test_files_gone_writer(void **state)
+{
+    (void)state;
+    pt_test_sqlite_only("the files are the SQLite database's");
+    files_gone_through(1);
+}
+
 /* The /healthz check writes nothing while all is well, and after a failed
  * write it tries one WAL frame per call (page 1 as it is), which neither
  * grows the database nor changes its schema version. */
@@ -1638,6 +1721,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writable_probe_is_one_frame, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files_gone_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files_gone_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_id_unique_and_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_queued_charge_trail, setup, teardown),
