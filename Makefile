@@ -12,12 +12,14 @@
 #                CRASH_WALVFS=on|off one setting, CRASH_KEEP=1 keeps its files
 #   make cross   aarch64 and armhf cross builds (unit tests under qemu)
 #   make deb     build/payterm_VERSION_ARCH.deb (SPEC 14; lintian-checked)
+#   make dist    build/payterm-VERSION.tar.gz of HEAD, the same bytes every time
+#                (DIST_REF=vX.Y.Z for a release; its sha256 for Buildroot's .hash)
 #   make asan    the test suite under AddressSanitizer + UBSan
 #   make fuzz    short libFuzzer runs of every parser
 #   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test races crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean screenshot
+.PHONY: all deps build test races crash asan bench cross cross-aarch64 cross-armhf deb dist demo run fuzz format format-check clean screenshot
 
 all: build
 
@@ -80,6 +82,11 @@ deb: deps
 	@cp build/deb/payterm_*.deb build/
 	@f=$$(ls build/payterm_*.deb) && lintian --fail-on error "$$f" && \
 	    echo "make deb: $$f ($$(du -k "$$f" | cut -f1) KiB; lintian: no errors)"
+
+# The release tarball (SPEC 14): git archive of a commit, gzip -n; prints the
+# line for firmware/board/buildroot/package/payterm/payterm.hash.
+dist:
+	@scripts/dist.sh --hash $(or $(DIST_REF),HEAD) build
 
 demo: build
 	build/dev/firmware/payterm demo --dir build/demo

@@ -5,7 +5,10 @@
 ################################################################################
 
 PAYTERM_VERSION = 0.2.0
-PAYTERM_SITE = $(call github,payterm,payterm,v$(PAYTERM_VERSION))
+# The tarball make dist made of tag v$(PAYTERM_VERSION), uploaded to the
+# release: its bytes never change, so payterm.hash can check it (GitHub's
+# own archive of a tag is generated on request, with no such promise).
+PAYTERM_SITE = https://github.com/payterm/payterm/releases/download/v$(PAYTERM_VERSION)
 PAYTERM_LICENSE = MIT
 PAYTERM_LICENSE_FILES = LICENSE
 PAYTERM_DEPENDENCIES = cjson host-pkgconf libcurl libmicrohttpd mbedtls sqlite
