@@ -29,6 +29,7 @@ void pt_config_defaults(struct pt_config *cfg)
                 a->max_age_s = m->offline_max_age_s;
             }
     cfg->sync_interval_s = 5;
+    cfg->sync_probe_idle_s = 60;
     cfg->sync_max_attempts = 3;
     cfg->sync_backoff_base_ms = 500;
     cfg->sync_backoff_max_ms = 60000;

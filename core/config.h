@@ -63,6 +63,9 @@ struct pt_config {
     int n_offline_ages;
 
     int64_t sync_interval_s;
+    /* SPEC 18: an idle daemon asks every configured gateway this often
+     * whether it is reachable (a gateway that went away is seen). */
+    int64_t sync_probe_idle_s;
     int64_t sync_max_attempts;
     int64_t sync_backoff_base_ms;
     int64_t sync_backoff_max_ms;

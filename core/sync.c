@@ -33,6 +33,9 @@
 #define IN_FLIGHT_MARGIN_MS PT_CONFIG_CALL_MARGIN_MS
 /* Stripes of the per-charge gateway lock (struct pt_sync charge_mu). */
 #define CHARGE_LOCKS 64
+/* How long a customer-present charge waits for another one's try of a
+ * gateway believed down (SPEC 18). */
+#define TRIAL_WAIT_MS 1000
 
 enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
 
@@ -65,6 +68,16 @@ struct pt_sync {
      * runs beside a query or a notification that would take the money as
      * kept: the one that comes second reads what the first committed. */
     pthread_mutex_t charge_mu[CHARGE_LOCKS];
+    /* Reachability is fresh (SPEC 18): while a gateway is believed down,
+     * one customer-present charge at a time tries it (trial[i]); the
+     * others wait up to TRIAL_WAIT_MS for that try's outcome (trial_cv).
+     * last_probe[i]: lane time reachability was last found out (a probe or
+     * a request's transport verdict), for /v1/status; 0 never. */
+    atomic_int came_back[PT_GW_MAX]; /* found reachable again: its queue is due (drain) */
+    pthread_mutex_t trial_mu;
+    pthread_cond_t trial_cv; /* CLOCK_MONOTONIC */
+    int trial[PT_GW_MAX];
+    _Atomic int64_t last_probe[PT_GW_MAX];
 };
 
 static pthread_mutex_t *charge_lock(struct pt_sync *s, const char *order_id)
@@ -134,10 +147,12 @@ static void set_reach(struct pt_sync *s, const char *gateway, int up)
     int i = gw_index(gateway);
     if (i < 0)
         return;
+    atomic_store(&s->last_probe[i], now_ms(s));
     int before = atomic_exchange(&s->reach[i], up ? REACH_UP : REACH_DOWN);
     atomic_store(&pt_metrics.online[i], up);
     if (up && before == REACH_DOWN) {
         pt_log_info("gateway %s is reachable again: online", gateway);
+        atomic_store(&s->came_back[i], 1);
         pt_sync_wake(s);
     } else if (!up && before != REACH_DOWN) {
         pt_log_warn("gateway %s cannot be reached: offline, charges will queue", gateway);
@@ -869,6 +884,12 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
     for (int i = 0; i < CHARGE_LOCKS; i++)
         pthread_mutex_init(&s->charge_mu[i], &ra);
     pthread_mutexattr_destroy(&ra);
+    pthread_mutex_init(&s->trial_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->trial_cv, &ca);
+    pthread_condattr_destroy(&ca);
     for (int i = 0; i < pt_gateway_count(); i++)
         atomic_store(&pt_metrics.online[i], opt->gw[i] ? 1 : 0);
     *out = s;
@@ -882,6 +903,8 @@ void pt_sync_destroy(struct pt_sync *s)
     pthread_mutex_destroy(&s->keys_mu);
     for (int i = 0; i < CHARGE_LOCKS; i++)
         pthread_mutex_destroy(&s->charge_mu[i]);
+    pthread_cond_destroy(&s->trial_cv);
+    pthread_mutex_destroy(&s->trial_mu);
     free(s);
 }
 
@@ -889,6 +912,8 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
 {
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
                                   .probe = pt_sync_probe_one,
+                                  .try_down = pt_sync_try_down,
+                                  .end_try = pt_sync_end_try,
                                   .claim = pt_sync_claim,
                                   .send = pt_sync_send,
                                   .settle = pt_sync_settle,
@@ -1025,6 +1050,15 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
      * offline limits.  One found unreachable during the pass is skipped for
      * the rest of it. */
     int skip[PT_GW_MAX];
+    /* A gateway found back (a customer's charge or a probe): what waits
+     * out a "not sent" for it goes now, not at its next attempt. */
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        int n = 0;
+        if (atomic_exchange(&s->came_back[i], 0) &&
+            pt_store_gateway_back(st, pt_metric_gateway_name(i), now_ms(s), &n) == PT_OK && n)
+            pt_log_info("sync: %d queued for %s, due now that it is back", n,
+                        pt_metric_gateway_name(i));
+    }
     int trusted = clock_trusted(s); /* else nothing is sent, queued charges still expire */
     for (int i = 0; i < pt_gateway_count(); i++)
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN || !trusted;
@@ -1128,6 +1162,78 @@ int pt_sync_probe_one(void *p, const char *gateway)
 {
     int i = gw_index(gateway);
     return i >= 0 && clock_trusted(p) && probe(p, i);
+}
+
+/* Waits (trial_mu held) until gateway i's try is over or TRIAL_WAIT_MS
+ * passed. */
+static void wait_for_try(struct pt_sync *s, int i)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_nsec += (long)(TRIAL_WAIT_MS % 1000) * 1000000L;
+    end.tv_sec += TRIAL_WAIT_MS / 1000 + end.tv_nsec / 1000000000L;
+    end.tv_nsec %= 1000000000L;
+    while (s->trial[i] && pthread_cond_timedwait(&s->trial_cv, &s->trial_mu, &end) == 0)
+        ;
+}
+
+int pt_sync_try_down(void *p, const char *gateway, int can_wait, int *trial)
+{
+    struct pt_sync *s = p;
+    int i = gw_index(gateway);
+    *trial = 0;
+    if (i < 0 || !s->opt.gw[i] || !clock_trusted(s))
+        return 0;
+    if (atomic_load(&s->reach[i]) != REACH_DOWN)
+        return 1;
+    pthread_mutex_lock(&s->trial_mu);
+    if (!s->trial[i]) {
+        s->trial[i] = 1;
+        pthread_mutex_unlock(&s->trial_mu);
+        if (can_wait) {
+            *trial = 1; /* its own request is the try: pt_sync_end_try after it */
+            return 1;
+        }
+        /* It may not wait in the queue: a probe is the try (nothing of the
+         * charge is stored unless the gateway answers). */
+        int up = probe(s, i);
+        pt_sync_end_try(s, gateway);
+        return up;
+    }
+    wait_for_try(s, i);
+    pthread_mutex_unlock(&s->trial_mu);
+    return atomic_load(&s->reach[i]) != REACH_DOWN;
+}
+
+void pt_sync_end_try(void *p, const char *gateway)
+{
+    struct pt_sync *s = p;
+    int i = gw_index(gateway);
+    if (i < 0)
+        return;
+    pthread_mutex_lock(&s->trial_mu);
+    s->trial[i] = 0;
+    pthread_cond_broadcast(&s->trial_cv);
+    pthread_mutex_unlock(&s->trial_mu);
+}
+
+int64_t pt_sync_last_probe(struct pt_sync *s, const char *gateway)
+{
+    int i = gw_index(gateway);
+    return i < 0 ? 0 : atomic_load(&s->last_probe[i]);
+}
+
+int pt_sync_probe_all(struct pt_sync *s, int64_t max_age_ms)
+{
+    int down = 0;
+    int64_t now = now_ms(s);
+    for (int i = 0; i < pt_gateway_count(); i++)
+        if (s->opt.gw[i] && now - atomic_load(&s->last_probe[i]) >= max_age_ms) {
+            down += !probe(s, i);
+            if (tl_drain == s)
+                mark_progress(s);
+        }
+    return down;
 }
 
 int pt_sync_probe(struct pt_sync *s)

@@ -905,6 +905,17 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
             continue;
         cJSON *g = cJSON_AddObjectToObject(gws, name);
         cJSON_AddBoolToObject(g, "online", !on->reachable || on->reachable(on->ctx, name));
+        /* SPEC 18: when that was last found out (a probe, or a request's
+         * verdict); null before the first. */
+        int64_t at =
+            api->opt.hooks.last_probe ? api->opt.hooks.last_probe(api->opt.hooks.ctx, name) : 0;
+        if (at > 0) {
+            char t[32];
+            pt_rfc3339(at, t);
+            cJSON_AddStringToObject(g, "last_probe_at", t);
+        } else {
+            cJSON_AddNullToObject(g, "last_probe_at");
+        }
     }
     cJSON *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);

@@ -35,6 +35,9 @@ struct pt_api_hooks {
     int (*notify)(void *ctx, struct pt_store *st, const char *gateway,
                   const struct pt_http_response *msg, struct pt_reply *out,
                   const char **content_type);
+    /* Lane time gateway's reachability was last found out (SPEC 18), 0
+     * never; NULL: none. */
+    int64_t (*last_probe)(void *ctx, const char *gateway);
     /* The clock's state (SPEC 17) for /v1/status and /metrics; NULL: none. */
     void (*clock)(void *ctx, struct pt_clock_info *out);
     void *ctx;

@@ -239,13 +239,9 @@ static int load_offline(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 
 static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 {
-    static const char *const known[] = {"interval_s",
-                                        "max_attempts",
-                                        "backoff_base_ms",
-                                        "backoff_max_ms",
-                                        "resolve_timeout_s",
-                                        "request_timeout_ms",
-                                        NULL};
+    static const char *const known[] = {
+        "interval_s",        "max_attempts",       "backoff_base_ms", "backoff_max_ms",
+        "resolve_timeout_s", "request_timeout_ms", "probe_idle_s",    NULL};
     int rc;
     if ((rc = want_object(c, o, "sync")) || (rc = check_known(c, o, "sync", known)))
         return rc;
@@ -256,7 +252,8 @@ static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
         (rc = get_int(c, o, "sync", "resolve_timeout_s", &cfg->sync_resolve_timeout_s, 1,
                       30LL * 86400)) ||
         (rc = get_int(c, o, "sync", "request_timeout_ms", &cfg->sync_request_timeout_ms, 100,
-                      600000)))
+                      600000)) ||
+        (rc = get_int(c, o, "sync", "probe_idle_s", &cfg->sync_probe_idle_s, 1, 86400)))
         return rc;
     if (cfg->sync_backoff_max_ms < cfg->sync_backoff_base_ms)
         return fail(c, "sync.backoff_max_ms", "must not be smaller than sync.backoff_base_ms");

@@ -116,6 +116,12 @@ static int online(void *p)
     return d->sync && pt_sync_online(d->sync);
 }
 
+static int64_t last_probe(void *p, const char *gateway)
+{
+    struct pt_daemon *d = p;
+    return d->sync ? pt_sync_last_probe(d->sync, gateway) : 0;
+}
+
 static void clock_info(void *p, struct pt_clock_info *out)
 {
     struct pt_daemon *d = p;
@@ -536,6 +542,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
                   .online = online,
                   .notify = notify,
                   .clock = clock_info,
+                  .last_probe = last_probe,
                   .ctx = d},
         .token = d->token[0] ? d->token : NULL,
         .thread_stack = stack,
