@@ -330,6 +330,23 @@ static int get_keyfiles(struct ctx *c, const cJSON *v, const char *key, char *fi
     return PT_OK;
 }
 
+/* "+07:00", "-03:30": a UTC offset between -12:00 and +14:00 (the zones
+ * that exist), into minutes east of UTC. */
+static int get_utc_offset(struct ctx *c, const cJSON *v, const char *key, int *out)
+{
+    const char *s = cJSON_IsString(v) ? v->valuestring : "";
+    int ok = strlen(s) == 6 && (s[0] == '+' || s[0] == '-') && s[3] == ':' &&
+             strspn(s + 1, "0123456789") == 2 && strspn(s + 4, "0123456789") == 2;
+    int h = ok ? (s[1] - '0') * 10 + (s[2] - '0') : 0,
+        m = ok ? (s[4] - '0') * 10 + (s[5] - '0') : 0;
+    int min = (s[0] == '-' ? -1 : 1) * (h * 60 + m);
+    if (!ok || m > 59 || min < -12 * 60 || min > 14 * 60)
+        return fail(c, key,
+                    "must be a UTC offset from \"-12:00\" to \"+14:00\", such as \"+07:00\"");
+    *out = min;
+    return PT_OK;
+}
+
 /* One key of a gateway's section, by its table entry (gateway.h). */
 static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
                            const struct pt_gw_key *k, struct pt_gw_settings *g)
@@ -349,6 +366,8 @@ static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
         return get_int(c, sec, p, k->name, (int64_t *)(void *)field, k->min, k->max);
     case PT_GWK_CURRENCIES:
         return get_currencies(c, v, key, g);
+    case PT_GWK_UTC_OFFSET:
+        return get_utc_offset(c, v, key, (int *)(void *)field);
     case PT_GWK_CURRENCY:
         if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
             return fail(c, key, "must be an upper-case ISO 4217 code such as USD");
@@ -387,6 +406,7 @@ static int load_gateway(struct ctx *c, const cJSON *sec, const struct pt_gateway
     memset(g, 0, sizeof *g);
     snprintf(g->endpoint, sizeof g->endpoint, "%s", gw->default_endpoint);
     g->barcode_timeout_s = gw->default_barcode_timeout_s;
+    g->utc_offset_min = gw->default_utc_offset_min;
     for (const struct pt_gw_key *k = gw->config_keys; k->name; k++)
         if ((rc = get_gateway_key(c, sec, p, k, g)))
             return rc;

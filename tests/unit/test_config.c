@@ -115,6 +115,19 @@ static void test_errors_name_the_key(void **state)
         {"{\"storage\":{\"synchronous\":\"OFF\"}}", "'storage.synchronous'"},
         {"{\"storage\":{\"wal_vfs\":\"no\"}}", "'storage.wal_vfs'"},
         {"{\"gateways\":{\"paypal\":{}}}", "'gateways.paypal'"},
+        /* 2C2P's zone-less times (paymentExpiry, SPEC 18). */
+        {"{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\",\"secret_key_file\":\"s\","
+         "\"utc_offset\":\"+7\"}}}",
+         "'gateways.2c2p.utc_offset': must be a UTC offset"},
+        {"{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\",\"secret_key_file\":\"s\","
+         "\"utc_offset\":\"+14:30\"}}}",
+         "'gateways.2c2p.utc_offset'"},
+        {"{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\",\"secret_key_file\":\"s\","
+         "\"utc_offset\":420}}}",
+         "'gateways.2c2p.utc_offset'"},
+        {"{\"gateways\":{\"alipay\":{\"app_id\":\"a\",\"private_key_file\":\"k\","
+         "\"alipay_public_key_file\":\"p\",\"utc_offset\":\"+08:00\"}}}",
+         "'gateways.alipay.utc_offset': unknown key"},
         /* The store server (SPEC 16). */
         {"{\"store\":{\"backend\":\"mysql\"}}", "'store.backend'"},
         {"{\"store\":{\"backend\":\"postgresql\",\"lane_id\":\"l1\"}}", "'store.dsn'"},
@@ -178,6 +191,12 @@ static void test_errors_name_the_key(void **state)
     assert_string_equal(cfg.lane_id, "lane-3");
     assert_int_equal(load_text("\xef\xbb\xbf{\"log_level\":\"debug\"}", &cfg, err, sizeof err),
                      PT_OK);
+    /* A zone west of UTC. */
+    assert_int_equal(load_text("{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\","
+                               "\"secret_key_file\":\"s\",\"utc_offset\":\"-03:30\"}}}",
+                               &cfg, err, sizeof err),
+                     PT_OK);
+    assert_int_equal(cfg.gw[pt_gateway_index("2c2p")].utc_offset_min, -210);
 }
 
 static void test_merge_fragments(void **state)
@@ -207,6 +226,8 @@ static void test_merge_fragments(void **state)
     snprintf(want, sizeof want, "%s/ca.pem", frag_dir);
     assert_string_equal(cfg.ca_file, want); /* relative to the fragment's dir */
     assert_true(cfg.gw[pt_gateway_index("2c2p")].configured);
+    /* 2C2P's zone-less times are Bangkok time unless utc_offset says otherwise. */
+    assert_int_equal(cfg.gw[pt_gateway_index("2c2p")].utc_offset_min, 7 * 60);
 }
 
 static void test_secret_permissions(void **state)
