@@ -578,9 +578,10 @@ static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
     static const char *const known[] = {
-        "data_dir", "listen",      "notify_listen", "api_token_file", "log_level",
-        "storage",  "idempotency", "limits",        "offline",        "sync",
-        "tls",      "gateways",    "cors_origins",  "store",          NULL};
+        "data_dir",     "listen",  "notify_listen", "api_token_file",
+        "log_level",    "storage", "idempotency",   "limits",
+        "offline",      "sync",    "tls",           "gateways",
+        "cors_origins", "store",   "qr_timeout_s",  NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -601,6 +602,11 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
         return rc;
     if (level[0] && pt_log_level_parse(level, &cfg->log_level) != 0)
         return fail(c, "log_level", "must be one of error, warn, info, debug (got \"%s\")", level);
+    /* A minute at least (WeChat Pay moves an earlier time_expire to a minute
+     * after the order; Alipay's timeout_express starts at 1m), a day at
+     * most. */
+    if ((rc = get_int(c, root, "", "qr_timeout_s", &cfg->qr_timeout_s, 60, 86400)))
+        return rc;
 
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "storage"))) {
