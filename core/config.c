@@ -35,6 +35,7 @@ void pt_config_defaults(struct pt_config *cfg)
     cfg->sync_backoff_max_ms = 60000;
     cfg->sync_resolve_timeout_s = 86400;
     cfg->sync_request_timeout_ms = 15000;
+    cfg->qr_timeout_s = 300;
     snprintf(cfg->ca_file, sizeof cfg->ca_file, "/etc/ssl/certs/ca-certificates.crt");
 }
 

@@ -74,6 +74,10 @@ struct pt_config {
 
     char ca_file[PT_CFG_PATH_MAX];
 
+    /* How long a QR code or payment page stays payable (SPEC 18): the
+     * expiry its create carries, and when payterm closes it. */
+    int64_t qr_timeout_s;
+
     /* cors_origins: browser origins allowed to call the API (SPEC 15),
      * serialized as browsers send them ("https://kiosk.example:8443"). */
     char cors_origins[PT_CFG_MAX_ORIGINS][PT_CFG_ORIGIN_MAX];

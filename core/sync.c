@@ -3,11 +3,13 @@
  *
  * Reading order: send_pay() is the heart (commit PROCESSING, send, classify),
  * resolve() handles UNKNOWN and PENDING charges by query, apply() maps an
- * adapter outcome onto the state machine, pt_sync_drain() walks the due
- * charges, pt_sync_notify() takes gateway notifications.
+ * adapter outcome onto the state machine, expire_code() ends a QR code or
+ * payment page nobody paid in time, pt_sync_drain() walks the due charges,
+ * pt_sync_notify() takes gateway notifications.
  */
 #include "sync.h"
 #include "charges.h"
+#include "clock.h"
 #include "refunds.h"
 #include "crypto.h"
 #include "err.h"
@@ -253,6 +255,50 @@ static int commit_patch(struct pt_store *st, int64_t id, const struct pt_charge_
 static void learn_peer_key(struct pt_sync *s, const struct pt_gateway *gw,
                            const struct pt_gw_config *cfg, const struct pt_http_response *msg);
 
+/* ---- QR codes and payment pages expire (SPEC 18) -------------------------------- */
+
+/* The lane time a code or page stops being payable: qr_timeout_s after its
+ * first send (elapsed time, SPEC 17); 0 for a charge that shows none. */
+static int64_t code_deadline(const struct pt_sync *s, const struct pt_charge *c)
+{
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    if (!m || !m->interactive || !c->first_sent_at)
+        return 0;
+    return c->first_sent_at + s->opt.cfg->qr_timeout_s * 1000;
+}
+
+/* A poll of a charge that shows a code is never later than the code's
+ * deadline: its end is due then. */
+static int64_t poll_by_deadline(const struct pt_sync *s, const struct pt_charge *c, int64_t at,
+                                int64_t now)
+{
+    int64_t d = code_deadline(s, c);
+    return d > now && d < at ? d : at;
+}
+
+/*
+ * The expiry the create of a code or page carries (PT_GW_PAY of an
+ * interactive method): qr_timeout_s, and the wall-clock time the code
+ * stops.  That time must be the same on every repeat of the create (WeChat
+ * answers a changed time_expire with an error), so it is the lane time of
+ * the first send moved onto the wall clock by the distance between the two
+ * clocks - taken as none within PT_CLOCK_STEP_MS, where they stay unless the
+ * wall clock was stepped or lane time is still provisional (SPEC 17), so
+ * that their jitter never moves it.
+ */
+static void set_expiry(const struct pt_sync *s, const struct pt_charge *c, struct pt_gw_env *env)
+{
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    if (!m || !m->interactive)
+        return;
+    int64_t lane = now_ms(s), apart = env->now_ms - lane;
+    if (apart > -PT_CLOCK_STEP_MS && apart < PT_CLOCK_STEP_MS)
+        apart = 0;
+    env->expire_in_s = s->opt.cfg->qr_timeout_s;
+    env->expire_at_ms =
+        (c->first_sent_at ? c->first_sent_at : lane) + apart + env->expire_in_s * 1000;
+}
+
 /* ---- one request to a gateway -------------------------------------------------- */
 
 /*
@@ -272,6 +318,8 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
     struct pt_gw_env env = {.nonce = n};
     if (wall_ms(s, &env.now_ms) != PT_OK)
         return PT_ECLOCK; /* every gateway's request carries the time: not sent */
+    if (op == PT_GW_PAY)
+        set_expiry(s, c, &env);
     struct pt_http_request req = {0};
     int rc = gw->build(cfg, op, c, &env, &req);
     if (rc)
@@ -286,11 +334,9 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
         set_reach(s, c->gateway, 1);
         learn_peer_key(s, gw, cfg, &resp);
         gw->parse(cfg, op, c, &resp, res);
-        pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway,
-                     op == PT_GW_PAY     ? "pay"
-                     : op == PT_GW_QUERY ? "query"
-                                         : "cancel",
-                     c->order_id, resp.status, pt_outcome_name(res->outcome), res->code);
+        static const char *const names[] = {"pay", "query", "cancel", "close"};
+        pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway, names[op], c->order_id,
+                     resp.status, pt_outcome_name(res->outcome), res->code);
     } else if (rc == PT_ENOTSENT) {
         set_reach(s, c->gateway, 0);
     }
@@ -360,7 +406,7 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
         break;
     case PT_OUTCOME_PENDING:
         count_sync(c->gateway, PT_MS_PENDING);
-        p.next_attempt_at = now + poll_ms(s, c, now);
+        p.next_attempt_at = poll_by_deadline(s, c, now + poll_ms(s, c, now), now);
         rc = pt_charge_transition(st, c, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
                                   now);
         if (rc == PT_EEXIST) /* still waiting for the customer: poll later */
@@ -385,7 +431,8 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
                    r->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND : PT_MS_AMBIGUOUS);
         if (op == PT_GW_PAY)
             p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
-        p.next_attempt_at = now + backoff_ms(s, c->attempts + p.attempts_add);
+        p.next_attempt_at =
+            poll_by_deadline(s, c, now + backoff_ms(s, c->attempts + p.attempts_add), now);
         if (c->state == PT_STATE_PROCESSING)
             rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
                                       detail, now);
@@ -767,8 +814,14 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
     return rc;
 }
 
+static int expire_code(struct pt_sync *s, struct pt_store *st, struct pt_charge *c);
+
 static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
 {
+    int64_t deadline = code_deadline(s, c);
+    if (deadline && now_ms(s) >= deadline &&
+        (c->state == PT_STATE_PENDING || c->state == PT_STATE_UNKNOWN))
+        return expire_code(s, st, c);
     struct pt_gw_result res;
     int sent = call(s, PT_GW_QUERY, c, &res);
     int64_t now = now_ms(s);
@@ -822,7 +875,7 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
             /* A definite answer, not an ambiguous send: it does not count
              * toward max_attempts (resolve_timeout_s still ends the wait). */
             struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-            p.next_attempt_at = now + backoff_ms(s, c->attempts + 1);
+            p.next_attempt_at = poll_by_deadline(s, c, now + backoff_ms(s, c->attempts + 1), now);
             rc = pt_store_charge_patch(st, c->id, &p, now);
             if (rc == PT_OK)
                 rc = pt_store_charge_get_by_id(st, c->id, c);
@@ -833,6 +886,7 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
         struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
         p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
                                            : now + backoff_ms(s, c->attempts);
+        p.next_attempt_at = poll_by_deadline(s, c, p.next_attempt_at, now);
         count_sync(c->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
         rc = pt_store_charge_patch(st, c->id, &p, now);
     }
@@ -842,6 +896,117 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
     if (rc == PT_OK)
         rc = check_limits(s, st, c, now);
     return rc;
+}
+
+/* ---- a code nobody paid in time (SPEC 18) ------------------------------------------ */
+
+/* Ends c, PENDING or UNKNOWN, CANCELED with qr_expired: once (a conditional
+ * transition), with its charge.canceled.  Inside a transaction. */
+static int end_expired(struct pt_store *st, struct pt_charge *c, const struct pt_gw_result *res,
+                       const char *detail, int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    if (res->trade_no[0])
+        p.gateway_trade_no = res->trade_no;
+    p.error_code = "qr_expired";
+    p.error_message = "the code expired unpaid after qr_timeout_s";
+    count_sync(c->gateway, PT_MS_CANCELED);
+    return pt_charge_transition(st, c, PT_STATE_CANCELED, &p, "qr_expired", "sync", detail, now);
+}
+
+/*
+ * What a gateway's answer about a code past its deadline means: 1 when
+ * nobody can pay it any more.  Closed (by us, or the gateway's own expiry),
+ * or never created - once a create still on its way could no longer arrive
+ * (3 request timeouts after the send, as for "not created").  Still waiting
+ * for the customer only counts where the expiry the create carried is what
+ * stops the code (by_expiry: no close was sent), and not while someone is
+ * in the middle of paying.
+ */
+static int unpayable(const struct pt_sync *s, const struct pt_charge *c,
+                     const struct pt_gw_result *r, int by_expiry, int64_t now)
+{
+    if (r->outcome == PT_OUTCOME_CANCELED)
+        return 1;
+    if (r->outcome == PT_OUTCOME_NOT_FOUND)
+        return now - c->first_sent_at >= 3 * s->opt.cfg->sync_request_timeout_ms;
+    return by_expiry && r->outcome == PT_OUTCOME_PENDING && !r->paying;
+}
+
+/* Comes back to c at `at` (its expiry not settled yet); commits. */
+static int expire_later(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int64_t at,
+                        int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = at;
+    int rc = commit_patch(st, c->id, &p, now);
+    if (rc == PT_OK)
+        rc = pt_store_charge_get_by_id(st, c->id, c);
+    return rc ? rc : check_limits(s, st, c, now);
+}
+
+/* Ends c by its expiry in a transaction of its own. */
+static int commit_expired(struct pt_store *st, struct pt_charge *c, const struct pt_gw_result *res,
+                          const char *how, int64_t now)
+{
+    pt_log_info("charge %s: its code expired unpaid (%s)", c->order_id, how);
+    int rc = pt_store_begin(st);
+    return rc ? rc : finish(st, end_expired(st, c, res, how, now));
+}
+
+/*
+ * After the deadline, a query says what became of the code: nobody can pay
+ * it (ended by its expiry), it was paid - or refused - meanwhile (that
+ * outcome wins), or it cannot be told yet (asked again later).
+ */
+static int confirm_expired(struct pt_sync *s, struct pt_store *st, struct pt_charge *c,
+                           int by_expiry)
+{
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_QUERY, c, &res), rc;
+    int64_t now = now_ms(s);
+    if (sent == PT_OK && unpayable(s, c, &res, by_expiry, now))
+        return commit_expired(
+            st, c, &res, by_expiry ? "expiry confirmed by query" : "closed, confirmed by query",
+            now);
+    if (sent == PT_OK &&
+        (res.outcome == PT_OUTCOME_SUCCESS || res.outcome == PT_OUTCOME_DECLINED)) {
+        if ((rc = pt_store_begin(st)))
+            return rc;
+        return finish(st, apply(s, st, c, PT_GW_QUERY, &res, now));
+    }
+    count_sync(c->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+    int64_t wait = NOT_SENT(sent) ? s->opt.cfg->sync_interval_s * 1000 : backoff_ms(s, c->attempts);
+    return expire_later(s, st, c, now + wait, now);
+}
+
+/*
+ * A code or page past its deadline, its charge's lock held.  Closed at the
+ * gateway where a close is taken (alipay.trade.close, WeChat's close: never
+ * for a paid order, so a payment that raced it is not reversed); where it
+ * is not - 2C2P has none, WeChat refuses one for 5 minutes - the expiry the
+ * create carried stops the code, and a query confirms it once that has
+ * surely passed (a request timeout after it, so that a payment the gateway
+ * took just before shows).  A close refused or unanswered is followed by
+ * the query at once: a payment found there wins.
+ */
+static int expire_code(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    struct pt_gw_result res;
+    int closed = PT_EUNSUPPORTED;
+    if (gw && now_ms(s) - c->first_sent_at >= gw->close_min_age_s * 1000)
+        closed = call(s, PT_GW_CLOSE, c, &res);
+    int64_t now = now_ms(s);
+    if (closed == PT_OK && unpayable(s, c, &res, 0, now))
+        return commit_expired(st, c, &res, "closed at the gateway", now);
+    int by_expiry = closed == PT_EUNSUPPORTED;
+    int64_t sure = code_deadline(s, c) + s->opt.cfg->sync_request_timeout_ms;
+    if (by_expiry && now < sure)
+        return expire_later(s, st, c, sure, now);
+    if (NOT_SENT(closed))
+        return expire_later(s, st, c, now + s->opt.cfg->sync_interval_s * 1000, now);
+    return confirm_expired(s, st, c, by_expiry);
 }
 
 /* A PROCESSING charge that is due was being sent when the process died (or
@@ -962,6 +1127,9 @@ int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
     struct pt_sync *s = p;
     if (c->cancel_requested)
         return PT_OK; /* being canceled: no code is issued again */
+    int64_t deadline = code_deadline(s, c);
+    if (deadline && now_ms(s) >= deadline)
+        return PT_OK; /* expired: the drain closes it, nobody may pay it */
     /* The create's answer was lost: repeat it, with the same order id, as a
      * resend (PROCESSING committed first, the answer applied) - as often as
      * the sync engine itself may: a kiosk polling this route cannot push the
