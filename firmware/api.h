@@ -78,6 +78,11 @@ void pt_api_stop(struct pt_api *api);
  * does not.  Blocks the caller. */
 int pt_api_probe(struct pt_api *api, int timeout_ms);
 
+/* The route table (one row per method and path; a "{name}" segment is the
+ * path's parameter), for the test that holds openapi.json to it. */
+int pt_api_route_count(void);
+void pt_api_route_at(int i, const char **method, const char **path);
+
 /* Wakes long-polling readers of /v1/events (an event was committed). */
 void pt_api_feed_wake(void *api);
 
