@@ -98,7 +98,7 @@ for dir in sql sql/pg; do
     missing=$(comm -23 <(echo "$names") <(echo "$have") | tr '\n' ' ')
     extra=$(comm -13 <(echo "$names") <(echo "$have") | tr '\n' ' ')
     if [ -z "$missing$extra" ]; then
-        echo "gateway_names: $where (the newest gateway CHECK of $dir) agrees with the registry: $(tr '\n' ' ' <<<"$have")"
+        echo "gateway_names: $where (the newest gateway CHECK of $dir) agrees with the registry: $(echo $have)"
     else
         echo "gateway_names: $where (the newest gateway CHECK of $dir): missing [${missing% }], extra [${extra% }]" >&2
         bad=1
