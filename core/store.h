@@ -33,7 +33,7 @@ struct pt_store;
 /* Longest database path (bytes, with the NUL). */
 #define PT_STORE_PATH_MAX 512
 
-/* Page size of a database payterm creates (see store.c for why). */
+/* Page size of a database payterm creates (see store_sqlite.c for why). */
 #define PT_STORE_PAGE_SIZE 1024
 
 enum pt_store_backend { PT_STORE_SQLITE = 0, PT_STORE_POSTGRESQL = 1 };
@@ -516,6 +516,11 @@ int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
  * was interrupted, and the window that kept it from being picked up while
  * its run was out (up to 16 sends) means nothing any more.  *n: how many. */
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n);
+
+/* A gateway found reachable again (SPEC 18): its queued charges and
+ * refunds (INIT) waiting out a "not sent" are due now, in a transaction of
+ * its own.  *n: how many. */
+int pt_store_gateway_back(struct pt_store *st, const char *gateway, int64_t now, int *n);
 
 /* The figures the offline limits bound (SPEC 18): how many charges were
  * accepted offline and are not final (INIT, PROCESSING, PENDING, UNKNOWN:

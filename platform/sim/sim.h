@@ -48,6 +48,10 @@ struct pt_sim_options {
     int key_bits;
     /* 1: no per-request log lines (errors are still logged). */
     int quiet;
+    /* WeChat Pay refuses to close an order younger than this (it documents
+     * 5 minutes: 300000); 0 = closes at once, which client cancels of a
+     * fresh code rely on in the tests. */
+    int wechat_close_after_ms;
 };
 
 struct pt_sim;

@@ -15,7 +15,10 @@
  * completes the redirect after the pay delay (...51: declined by the issuer,
  * ...52: never), and the result is POSTed as a backend notification (a JWT
  * payload) to the order's backendReturnUrl, at least twice.  2C2P has no
- * "close" for an unpaid token (it just expires), so there is no cancel.
+ * "close" for an unpaid token (it just expires), so there is no cancel: a
+ * paymentExpiry ("yyyy-MM-dd HH:mm:ss", read in Bangkok time like 2C2P's
+ * own times) is recorded, and past it nobody can pay the page (the inquiry
+ * still answers 0001, pending).
  */
 #include "sim_int.h"
 
@@ -189,8 +192,16 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
         plain(rs, "9004", "The value is not valid (amount / currencyCode)");
         goto out;
     }
-    char hash[65], basis[600];
-    snprintf(basis, sizeof basis, "%lld|%s|%s|%s", (long long)minor, cur, desc, burl ? burl : "");
+    const char *pe = pt__sim_json_str(j, "paymentExpiry");
+    int64_t expire_at = 0;
+    if (cJSON_GetObjectItemCaseSensitive(j, "paymentExpiry") &&
+        (!pe || pt__sim_local_time(pe, "+07:00", &expire_at) != PT_OK)) {
+        plain(rs, "9004", "The value is not valid (paymentExpiry: yyyy-MM-dd HH:mm:ss)");
+        goto out;
+    }
+    char hash[65], basis[640];
+    snprintf(basis, sizeof basis, "%lld|%s|%s|%s|%s", (long long)minor, cur, desc, burl ? burl : "",
+             pe ? pe : "");
     pt__sim_sha256_hex(basis, strlen(basis), hash);
     if (pt__sim_commit_gate(c) != 0) {
         rs->drop = 1;
@@ -207,7 +218,8 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     if (rc == PT_OK) {
         pt__sim_unlock(s);
         cJSON *x = cJSON_Parse(t->extra);
-        if (strcmp(t->params_hash, hash) != 0 || strcmp(t->status, "pending") != 0) {
+        if (strcmp(t->params_hash, hash) != 0 || strcmp(t->status, "pending") != 0 ||
+            pt__sim_expired(s, t)) {
             plain(rs, "9015", "Existing invoice number");
         } else {
             snprintf(answer, sizeof answer,
@@ -229,7 +241,7 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     memcpy(t->currency, cur, 3);
     snprintf(t->status, sizeof t->status, "pending");
     memcpy(t->params_hash, hash, sizeof hash);
-    t->created_at = t->updated_at = pt__sim_now_ms();
+    t->created_at = t->updated_at = pt__sim_now_ms(s);
     char token[80], url[200];
     pt__sim_random_alnum(s, token, 64);
     snprintf(url, sizeof url, "https://sandbox-pgw-ui.2c2p.com/payment/4.3/#/token/%s", token);
@@ -243,6 +255,8 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     cJSON_Delete(x);
     snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
     free(xt);
+    if (pe)
+        pt__sim_set_expiry(t, "paymentExpiry", pe, expire_at);
     pt__sim_schedule_pay(s, t);
     rc = pt__sim_trade_insert(s, t);
     pt__sim_unlock(s);
@@ -328,7 +342,7 @@ static void autopay(struct pt_sim *s, struct sim_trade *t)
 {
     enum sim_rule rule = pt__sim_amount_rule(t->amount);
     t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms();
+    t->updated_at = pt__sim_now_ms(s);
     if (rule == SIM_RULE_PAY) {
         snprintf(t->status, sizeof t->status, "captured");
         t->captures++;
