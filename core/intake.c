@@ -1898,7 +1898,9 @@ static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct
                        pt_state_is_final(c->state) ? "" : " (wait for its outcome, or cancel it)");
         return 1;
     }
-    if (!gw || !gw->build_refund) {
+    /* A gateway without refund keys (2C2P) needs the sync engine's
+     * ordering rule, which does not exist yet: refused as before. */
+    if (!gw || !gw->build_refund || gw->refund_keyless) {
         pt_reply_error(out, 409, "charge_not_refundable",
                        "charge %s was paid through %s, for which payterm does not send refunds "
                        "yet (see the README); refund it in the gateway's merchant portal",

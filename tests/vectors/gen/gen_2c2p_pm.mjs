@@ -21,6 +21,14 @@
 //                 opened here (compactVerify, compactDecrypt): `jose_text`
 //                 is what it read.  test_jose.c makes each token again from
 //                 the same seed and requires the same bytes.
+//   requests      the XML payterm's adapter must write for R, RS and I on
+//                 `charge`, sealed by pt_jose_tool (seeded) and opened by
+//                 `jose` the way 2C2P opens a request.
+//   answers       2C2P's answers to R, RS and I (the fields of 2C2P's
+//                 examples, one changed at a time), sealed by `jose` as
+//                 2C2P seals them, with what payterm must make of each
+//                 (SPEC 5a's mapping; docs/2c2p-refunds.md's defensive
+//                 readings) - read by tests/unit/test_gw_2c2p_pm.c.
 //
 // RSA-OAEP and PSS are randomised, so the jose_made tokens differ on every
 // run; the file is the record of one run.  The keys are in ../keys
@@ -224,11 +232,153 @@ async function paytermMade() {
   return out;
 }
 
+// ---- the adapter: requests payterm writes, answers 2C2P sends ----------------
+
+// The charge and refund of every adapter case: 100.00 THB, a refund of 25.00.
+const CHARGE = { order_id: 'INV-1', amount: 10000, currency: 'THB', refund: 2500 };
+const request = (pt, amount) => '<PaymentProcessRequest><version>4.3</version>' +
+  `<merchantID>JT01</merchantID><invoiceNo>${CHARGE.order_id}</invoiceNo>` +
+  `<actionAmount>${amount}</actionAmount><processType>${pt}</processType></PaymentProcessRequest>`;
+// The XML payterm's adapter must write (the structure of 2C2P's samples:
+// version, merchantID, invoiceNo, actionAmount, processType).
+const REQUESTS = {
+  R: request('R', '25.00'),
+  RS: request('RS', '100.00'), // RS names the original transaction's amount
+  I: request('I', '100.00'),
+};
+
+// An answer with 2C2P's fields (agent-skills examples), some changed.
+function answer(pt, fields, list) {
+  const base = {
+    version: '4.3', timeStamp: '250221155131', respCode: '00', respDesc: 'Success',
+    processType: pt, invoiceNo: CHARGE.order_id, amount: pt === 'R' ? '25.00' : '100.00',
+    status: pt === 'R' ? 'RF' : 'S', approvalCode: '2508513089', referenceNo: '3528643',
+    refundReferenceNo: pt === 'R' ? '3598743' : undefined,
+    transactionDateTime: '20210126085854', maskedPan: '411111XXXXXX1111', eci: '05',
+  };
+  const f = { ...base, ...fields };
+  let xml = '<PaymentProcessResponse>';
+  for (const [k, v] of Object.entries(f)) if (v !== undefined) xml += `<${k}>${v}</${k}>`;
+  if (list !== undefined) {
+    xml += '<refundList>';
+    for (const r of list) {
+      xml += '<refund';
+      for (const [k, v] of Object.entries(r)) xml += ` ${k}="${v}"`;
+      xml += ' />';
+    }
+    xml += '</refundList>';
+  }
+  return xml + '<paymentScheme>VI</paymentScheme><processBy>VI</processBy></PaymentProcessResponse>';
+}
+const RF1 = { amount: '25.00', status: 'RF', referenceNo: '3598743', dateTime: '20210225155130' };
+
+// Each answer and what payterm must make of it (SPEC 5a's mapping; the
+// defensive readings are docs/2c2p-refunds.md's).  `list` is the entries
+// of an RS answer payterm must read: [amount, outcome, referenceNo].
+const ANSWERS = [
+  ['r_rf', 'R', answer('R', {}), { outcome: 'SUCCESS', code: 'RF', trade_no: '3598743', amount: 2500 }],
+  ['r_rp', 'R', answer('R', { status: 'RP' }), { outcome: 'PENDING', code: 'RP', trade_no: '3598743' }],
+  ['r_refund_pending', 'R', answer('R', { status: 'REFUND_PENDING' }), { outcome: 'PENDING', trade_no: '3598743' }],
+  ['r_42', 'R', answer('R', { respCode: '42', status: undefined }), { outcome: 'PENDING', code: '42', trade_no: '3598743' }],
+  ['r_42_no_refund_reference', 'R', answer('R', { respCode: '42', status: undefined, refundReferenceNo: undefined }),
+    { outcome: 'AMBIGUOUS', code: 'no_refund_reference' }],
+  ['r_rf_no_refund_reference', 'R', answer('R', { refundReferenceNo: undefined }),
+    { outcome: 'AMBIGUOUS', code: 'no_refund_reference', note: 'a refund without its number cannot be told apart later' }],
+  ['r_rff', 'R', answer('R', { status: 'RFF' }), { outcome: 'DECLINED', code: 'RFF' }],
+  ['r_rr', 'R', answer('R', { status: 'RR' }), { outcome: 'DECLINED', code: 'RR' }],
+  ['r_rr2', 'R', answer('R', { status: 'RR2' }), { outcome: 'DECLINED', code: 'RR2' }],
+  ['r_40_exceeds', 'R', answer('R', { respCode: '40', respDesc: 'Amount exceeds', status: undefined, refundReferenceNo: undefined }),
+    { outcome: 'DECLINED', code: '40' }],
+  ['r_30', 'R', answer('R', { respCode: '30', status: undefined, refundReferenceNo: undefined }), { outcome: 'DECLINED', code: '30' }],
+  ['r_16_no_transaction', 'R', answer('R', { respCode: '16', status: undefined, refundReferenceNo: undefined }),
+    { outcome: 'DECLINED', code: '16' }],
+  ['r_49_already_refunded', 'R', answer('R', { respCode: '49', status: undefined, refundReferenceNo: undefined }),
+    { outcome: 'AMBIGUOUS', code: '49', note: 'which refund? the status query decides' }],
+  ['r_95', 'R', answer('R', { respCode: '95', status: undefined }), { outcome: 'AMBIGUOUS', code: '95' }],
+  ['r_99', 'R', answer('R', { respCode: '99', status: undefined }), { outcome: 'AMBIGUOUS', code: '99' }],
+  ['r_unlisted_code', 'R', answer('R', { respCode: '77' }), { outcome: 'AMBIGUOUS', code: '77' }],
+  ['r_unlisted_status', 'R', answer('R', { status: 'XX' }), { outcome: 'AMBIGUOUS', code: 'XX' }],
+  ['r_transaction_status_rs', 'R', answer('R', { status: 'RS' }),
+    { outcome: 'AMBIGUOUS', code: 'RS', note: 'RS as a status is a transaction\'s (ready for settlement), not a refund\'s' }],
+  ['r_other_invoice', 'R', answer('R', { invoiceNo: 'INV-2' }), { outcome: 'AMBIGUOUS', code: 'foreign_answer' }],
+  ['r_other_process_type', 'R', answer('R', { processType: 'V' }), { outcome: 'AMBIGUOUS', code: 'foreign_answer' }],
+  ['r_without_invoice_and_type', 'R', answer('R', { invoiceNo: undefined, processType: undefined }),
+    { outcome: 'SUCCESS', code: 'RF', trade_no: '3598743', amount: 2500, note: 'the answer to our own request, on our own connection' }],
+  ['r_amount_finer_than_thb', 'R', answer('R', { amount: '25.001' }), { outcome: 'AMBIGUOUS', code: 'malformed_amount' }],
+  ['r_amount_other', 'R', answer('R', { amount: '20.00' }),
+    { outcome: 'SUCCESS', code: 'RF', trade_no: '3598743', amount: 2000, note: 'the engine raises review on the difference' }],
+  ['r_rs_list_in_a_refund_answer', 'R', answer('R', {}, [RF1]), { outcome: 'SUCCESS', code: 'RF', trade_no: '3598743', amount: 2500 }],
+  ['rs_one_refund', 'RS', answer('RS', {}, [RF1]), { outcome: 'SUCCESS', code: '00', list: [[2500, 'SUCCESS', '3598743']] }],
+  ['rs_empty_list', 'RS', answer('RS', {}, []), { outcome: 'SUCCESS', code: '00', list: [] }],
+  ['rs_no_list', 'RS', answer('RS', {}), { outcome: 'SUCCESS', code: '00', list: [] }],
+  ['rs_every_status', 'RS', answer('RS', {}, [RF1,
+    { amount: '10.00', status: 'RP', referenceNo: '3598744', dateTime: '20210225155131' },
+    { amount: '5.00', status: 'REFUND_PENDING', referenceNo: '3598745' },
+    { amount: '5.00', status: 'RFF', referenceNo: '3598746' },
+    { amount: '1.00', status: 'RR3', referenceNo: '3598747' },
+    { amount: '1.50', status: 'ZZ', referenceNo: '3598748' }]),
+  { outcome: 'SUCCESS', code: '00', list: [[2500, 'SUCCESS', '3598743'], [1000, 'PENDING', '3598744'],
+    [500, 'PENDING', '3598745'], [500, 'DECLINED', '3598746'], [100, 'DECLINED', '3598747'], [150, 'AMBIGUOUS', '3598748']] }],
+  ['rs_transaction_status_rs', 'RS', answer('RS', { status: 'RS' }, [RF1]),
+    { outcome: 'SUCCESS', code: '00', list: [[2500, 'SUCCESS', '3598743']], note: 'the transaction status is not the process type' }],
+  ['rs_other_transaction_amount', 'RS', answer('RS', { amount: '90.00' }, [RF1]), { outcome: 'AMBIGUOUS', code: 'amount_mismatch' }],
+  ['rs_reference_twice', 'RS', answer('RS', {}, [RF1, RF1]), { outcome: 'AMBIGUOUS', code: 'malformed_response' }],
+  ['rs_refund_without_reference', 'RS', answer('RS', {}, [{ amount: '25.00', status: 'RF' }]),
+    { outcome: 'AMBIGUOUS', code: 'malformed_response' }],
+  ['rs_refund_amount_unreadable', 'RS', answer('RS', {}, [{ ...RF1, amount: '25,00' }]), { outcome: 'AMBIGUOUS', code: 'malformed_amount' }],
+  ['rs_16', 'RS', answer('RS', { respCode: '16', respDesc: 'Transaction not found' }), { outcome: 'AMBIGUOUS', code: '16' }],
+  ['rs_other_invoice', 'RS', answer('RS', { invoiceNo: 'INV-2' }, []), { outcome: 'AMBIGUOUS', code: 'foreign_answer' }],
+  ['rs_answer_to_r', 'RS', answer('R', {}), { outcome: 'AMBIGUOUS', code: 'foreign_answer' }],
+  ['i_settled', 'I', answer('I', { status: 'S', amount: '100.00' }), { outcome: 'SUCCESS', code: 'S', trade_no: '3528643', amount: 10000 }],
+  ['i_authorised', 'I', answer('I', { status: 'A' }), { outcome: 'SUCCESS', code: 'A', trade_no: '3528643', amount: 10000 }],
+  ['i_ready_for_settlement', 'I', answer('I', { status: 'RS' }),
+    { outcome: 'SUCCESS', code: 'RS', trade_no: '3528643', amount: 10000, note: 'RS, read as the transaction status it is here' }],
+  ['i_voided', 'I', answer('I', { status: 'V' }), { outcome: 'CANCELED', code: 'V', trade_no: '3528643', amount: 10000 }],
+  ['i_16', 'I', answer('I', { respCode: '16', status: undefined }), { outcome: 'NOT_FOUND', code: '16' }],
+  ['i_unlisted_status', 'I', answer('I', { status: 'Q' }), { outcome: 'AMBIGUOUS', code: 'Q' }],
+];
+
+async function answers() {
+  const out = [];
+  for (const [name, op, xml, want] of ANSWERS)
+    out.push({ name, op, xml, body: await jws(await jwe(xml, K.merchantPub), K.gateway), http_status: 200, ...want });
+  // Answers that do not open.
+  const rf = answer('R', {});
+  out.push({ name: 'r_signed_by_the_merchant', op: 'R', xml: rf, http_status: 200,
+             body: await jws(await jwe(rf, K.merchantPub), K.merchant), outcome: 'AMBIGUOUS', code: 'invalid_signature' });
+  out.push({ name: 'r_plain_xml', op: 'R', xml: rf, http_status: 200, body: rf,
+             outcome: 'AMBIGUOUS', code: 'malformed_response', note: 'never believed unsigned' });
+  out.push({ name: 'r_not_xml', op: 'R', xml: 'Success', http_status: 200,
+             body: await jws(await jwe('Success', K.merchantPub), K.gateway), outcome: 'AMBIGUOUS', code: 'malformed_response' });
+  out.push({ name: 'r_http_500', op: 'R', xml: '', http_status: 500, body: '<html>500</html>',
+             outcome: 'AMBIGUOUS', code: 'http_500' });
+  out.push({ name: 'rs_http_502', op: 'RS', xml: '', http_status: 502, body: '', outcome: 'AMBIGUOUS', code: 'http_502' });
+  return out;
+}
+
+// Requests as the adapter seals them (pt_jose_tool, seeded), opened by jose
+// the way 2C2P opens them.
+async function adapterRequests() {
+  const out = [];
+  for (const [pt, xml] of Object.entries(REQUESTS)) {
+    const c = { kind: 'nested', seed: `pm-${pt}`, key: 'c2p_merchant_private.pem', peer: 'c2p_gateway_cert.cer', text: xml };
+    const token = execFileSync(TOOL, [c.kind, c.seed, path.join(KEYS, c.key), path.join(KEYS, c.peer)],
+      { input: xml }).toString().trim();
+    const opened = await joseOpens(c, token);
+    if (opened.text !== xml) throw new Error(`${pt}: jose read something else`);
+    out.push({ process_type: pt, xml, seed: c.seed, body: token, jose_xml: opened.text });
+  }
+  return out;
+}
+
 const doc = {
   about: 'gen/gen_2c2p_pm.mjs: 2C2P Payment Maintenance JOSE, made and opened with jose ' +
     JSON.parse(fs.readFileSync(path.join(HERE, 'node_modules', 'jose', 'package.json'))).version,
   jose_made: await joseMade(),
   payterm_made: await paytermMade(),
+  charge: CHARGE,
+  requests: await adapterRequests(),
+  answers: await answers(),
 };
 fs.writeFileSync(path.join(HERE, '..', '2c2p_pm.json'), JSON.stringify(doc, null, 2) + '\n');
 console.log(`wrote 2c2p_pm.json: ${doc.jose_made.length} jose-made, ${doc.payterm_made.length} payterm-made`);
