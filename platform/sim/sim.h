@@ -48,6 +48,10 @@ struct pt_sim_options {
     int key_bits;
     /* 1: no per-request log lines (errors are still logged). */
     int quiet;
+    /* 1: a 2C2P Payment Maintenance refund is answered RP (pending) and
+     * becomes RF after pay_delay_ms, as 2C2P's alternative payment methods
+     * refund; 0: RF at once, as cards. */
+    int pm_refund_pending;
 };
 
 struct pt_sim;
