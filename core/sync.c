@@ -2132,8 +2132,23 @@ static int keyless_bound(struct pt_sync *s, struct pt_store *st, struct pt_refun
     return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
 }
 
+/* True when refund id still is as *seen was read (before the list was
+ * asked for): a resend decided on that list is still right.  (With one
+ * daemon the charge's lock already ensures it; lanes sharing a PostgreSQL
+ * store could otherwise resend on a list older than another lane's send.) */
+static int unchanged_since(struct pt_store *st, const struct pt_refund *seen)
+{
+    struct pt_refund *cur = malloc(sizeof *cur);
+    int same = cur && pt_store_refund_get_by_id(st, seen->id, cur) == PT_OK &&
+               cur->state == seen->state && cur->attempts == seen->attempts &&
+               cur->updated_at == seen->updated_at;
+    free(cur);
+    return same;
+}
+
 /* Marks r PROCESSING for its send (rule 1 checked again in the same
- * transaction); PT_ESTATE when it may not go now. */
+ * transaction, and for a resend that r is as the list found it);
+ * PT_ESTATE when it may not go now. */
 static int keyless_claim(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int resend,
                          int64_t now)
 {
@@ -2143,6 +2158,8 @@ static int keyless_claim(struct pt_sync *s, struct pt_store *st, struct pt_refun
     if (rc)
         return rc;
     if (!resend && (rc = refunds_of(st, r->charge_id, &all, &n)) == PT_OK && !my_turn(r, all, n))
+        rc = PT_ESTATE;
+    if (resend && !unchanged_since(st, r))
         rc = PT_ESTATE;
     free(all);
     struct pt_charge_patch p = processing_patch(s, now, 1);
