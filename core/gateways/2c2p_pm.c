@@ -113,36 +113,36 @@ enum pt_outcome pt_2c2p_pm_refund_status(const char *status)
     return PT_OUTCOME_AMBIGUOUS;
 }
 
-/*
- * Opens the answer to call pt about charge c into *m; on failure says why
- * in *out (AMBIGUOUS) and returns non-zero.  An answer that names another
- * invoice or another call is not believed; one that names none is the
- * answer to our own request on our own TLS connection, and is.
- */
-static int read_answer(const struct pt_gw_config *cfg, const struct pt_charge *c, const char *pt,
-                       const struct pt_http_response *resp, struct pt_pmxml *m,
-                       struct pt_gw_result *out)
+/* Opens 2C2P's answer (HTTP 200, then the JOSE envelope) into *xml
+ * (malloc'd); otherwise says why in *out (AMBIGUOUS) and returns non-zero. */
+static int open_answer(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                       char **xml, size_t *n, struct pt_gw_result *out)
 {
-    char *xml = NULL;
-    size_t n = 0;
-    memset(out, 0, sizeof *out);
     if (resp->status != 200 || !resp->body) {
         char code[16];
         snprintf(code, sizeof code, "http_%d", resp->status);
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "unexpected HTTP status from 2C2P");
         return PT_EPARSE;
     }
-    int rc = pt_2c2p_pm_open(cfg, resp->body, resp->body_len, &xml, &n);
-    if (rc != PT_OK) {
+    int rc = pt_2c2p_pm_open(cfg, resp->body, resp->body_len, xml, n);
+    if (rc != PT_OK)
         pt__result(out, PT_OUTCOME_AMBIGUOUS,
                    rc == PT_ESIG || rc == PT_EUNSUPPORTED ? "invalid_signature"
                                                           : "malformed_response",
                    pt_jose_why(rc));
-        return rc;
-    }
-    rc = pt_pmxml_parse(xml, n, "PaymentProcessResponse", m);
-    pt_zeroize(xml, n);
-    free(xml);
+    return rc;
+}
+
+/*
+ * Reads the opened answer to call pt about charge c into *m; on failure
+ * says why in *out (AMBIGUOUS) and returns non-zero.  An answer that names
+ * another invoice or another call is not believed; one that names none is
+ * the answer to our own request on our own TLS connection, and is.
+ */
+static int read_xml(const struct pt_charge *c, const char *pt, const char *xml, size_t n,
+                    struct pt_pmxml *m, struct pt_gw_result *out)
+{
+    int rc = pt_pmxml_parse(xml, n, "PaymentProcessResponse", m);
     if (rc != PT_OK) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response",
                    "2C2P's answer is not a PaymentProcessResponse payterm can read");
@@ -209,29 +209,6 @@ static void classify_refund(const struct pt_pmxml *m, const struct pt_charge *c,
         pt__copy(out->currency, sizeof out->currency, c->currency);
 }
 
-int pt__c2p_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
-                         const struct pt_charge *c, const struct pt_refund *r,
-                         const struct pt_http_response *resp, struct pt_gw_result *out)
-{
-    (void)r;
-    memset(out, 0, sizeof *out);
-    if (op != PT_GW_REFUND) {
-        /* The status query is a list (parse_refund_list). */
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "unsupported", "read with parse_refund_list");
-        return PT_OK;
-    }
-    struct pt_pmxml *m = calloc(1, sizeof *m); /* ~2 KiB: off the stack */
-    if (!m) {
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "out_of_memory", NULL);
-        return PT_OK;
-    }
-    if (read_answer(cfg, c, "R", resp, m, out) == PT_OK)
-        classify_refund(m, c, out);
-    pt_pmxml_free(m);
-    free(m);
-    return PT_OK;
-}
-
 static int list_entry(const struct pt_pmxml_refund *x, const struct pt_charge *c,
                       struct pt_gw_refund_list *out)
 {
@@ -283,22 +260,6 @@ static void classify_list(const struct pt_pmxml *m, const struct pt_charge *c,
     pt__result(&out->res, PT_OUTCOME_SUCCESS, code, desc);
 }
 
-int pt__c2p_parse_refund_list(const struct pt_gw_config *cfg, const struct pt_charge *c,
-                              const struct pt_http_response *resp, struct pt_gw_refund_list *out)
-{
-    memset(out, 0, sizeof *out);
-    struct pt_pmxml *m = calloc(1, sizeof *m);
-    if (!m) {
-        pt__result(&out->res, PT_OUTCOME_AMBIGUOUS, "out_of_memory", NULL);
-        return PT_OK;
-    }
-    if (read_answer(cfg, c, "RS", resp, m, &out->res) == PT_OK)
-        classify_list(m, c, out);
-    pt_pmxml_free(m);
-    free(m);
-    return PT_OK;
-}
-
 /* A transaction status of an I answer: the money is taken (A, S, RS - ready
  * for settlement -, refunded later, fully or in part), voided, or unknown. */
 static enum pt_outcome transaction_outcome(const char *status)
@@ -310,21 +271,13 @@ static enum pt_outcome transaction_outcome(const char *status)
     return is(status, "V") ? PT_OUTCOME_CANCELED : PT_OUTCOME_AMBIGUOUS;
 }
 
-int pt_2c2p_pm_parse_inquiry(const struct pt_gw_config *cfg, const struct pt_charge *c,
-                             const struct pt_http_response *resp, struct pt_gw_result *out)
+static void classify_inquiry(const struct pt_pmxml *m, const struct pt_charge *c,
+                             struct pt_gw_result *out)
 {
-    struct pt_pmxml *m = calloc(1, sizeof *m);
-    memset(out, 0, sizeof *out);
-    if (!m) {
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "out_of_memory", NULL);
-        return PT_OK;
-    }
-    if (read_answer(cfg, c, "I", resp, m, out) != PT_OK)
-        goto out;
     const char *code = pt_pmxml_get(m, "respCode"), *status = pt_pmxml_get(m, "status");
     if (is(code, "16")) {
         pt__result(out, PT_OUTCOME_NOT_FOUND, code, pt_pmxml_get(m, "respDesc"));
-        goto out;
+        return;
     }
     enum pt_outcome oc = is(code, "00") ? transaction_outcome(status) : PT_OUTCOME_AMBIGUOUS;
     pt__result(out, oc,
@@ -338,10 +291,77 @@ int pt_2c2p_pm_parse_inquiry(const struct pt_gw_config *cfg, const struct pt_cha
     else if (oc == PT_OUTCOME_SUCCESS)
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_amount",
                    "2C2P reported an amount payterm cannot read exactly");
-out:
+}
+
+int pt__c2p_pm_classify(const char *pt, const struct pt_charge *c, const char *xml, size_t len,
+                        struct pt_gw_result *res, struct pt_gw_refund_list *list)
+{
+    struct pt_gw_result *out = list ? &list->res : res;
+    if (list)
+        memset(list, 0, sizeof *list);
+    else
+        memset(res, 0, sizeof *res);
+    struct pt_pmxml *m = calloc(1, sizeof *m); /* ~3 KiB: off the stack */
+    if (!m) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "out_of_memory", NULL);
+        return PT_ENOMEM;
+    }
+    if (read_xml(c, pt, xml, len, m, out) == PT_OK) {
+        if (list)
+            classify_list(m, c, list);
+        else if (is(pt, "I"))
+            classify_inquiry(m, c, res);
+        else
+            classify_refund(m, c, res);
+    }
     pt_pmxml_free(m);
     free(m);
     return PT_OK;
+}
+
+/* An answer to call pt: opened, then classified. */
+static int parse_answer(const struct pt_gw_config *cfg, const char *pt, const struct pt_charge *c,
+                        const struct pt_http_response *resp, struct pt_gw_result *res,
+                        struct pt_gw_refund_list *list)
+{
+    struct pt_gw_result *out = list ? &list->res : res;
+    char *xml = NULL;
+    size_t n = 0;
+    if (list)
+        memset(list, 0, sizeof *list);
+    else
+        memset(res, 0, sizeof *res);
+    if (open_answer(cfg, resp, &xml, &n, out) != PT_OK)
+        return PT_OK;
+    pt__c2p_pm_classify(pt, c, xml, n, res, list);
+    pt_zeroize(xml, n);
+    free(xml);
+    return PT_OK;
+}
+
+int pt__c2p_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
+                         const struct pt_charge *c, const struct pt_refund *r,
+                         const struct pt_http_response *resp, struct pt_gw_result *out)
+{
+    (void)r;
+    if (op == PT_GW_REFUND)
+        return parse_answer(cfg, "R", c, resp, out, NULL);
+    /* The status query is a list (parse_refund_list). */
+    memset(out, 0, sizeof *out);
+    pt__result(out, PT_OUTCOME_AMBIGUOUS, "unsupported", "read with parse_refund_list");
+    return PT_OK;
+}
+
+int pt__c2p_parse_refund_list(const struct pt_gw_config *cfg, const struct pt_charge *c,
+                              const struct pt_http_response *resp, struct pt_gw_refund_list *out)
+{
+    return parse_answer(cfg, "RS", c, resp, NULL, out);
+}
+
+int pt_2c2p_pm_parse_inquiry(const struct pt_gw_config *cfg, const struct pt_charge *c,
+                             const struct pt_http_response *resp, struct pt_gw_result *out)
+{
+    return parse_answer(cfg, "I", c, resp, out, NULL);
 }
 
 /* ---- configuration ---------------------------------------------------------------- */

@@ -78,6 +78,15 @@ enum pt_outcome pt_2c2p_pm_refund_status(const char *status);
 int pt_2c2p_pm_parse_inquiry(const struct pt_gw_config *cfg, const struct pt_charge *c,
                              const struct pt_http_response *resp, struct pt_gw_result *out);
 
+/*
+ * What the three parsers do once the JOSE envelope is open: reads xml as
+ * the answer to call pt ("R", "RS", "I") about c, into *list for RS (list
+ * not NULL) or *res.  Always fills the result; PT_OK or PT_ENOMEM.  (The
+ * fuzzer's way to the XML classifiers without RSA on every input.)
+ */
+int pt__c2p_pm_classify(const char *pt, const struct pt_charge *c, const char *xml, size_t len,
+                        struct pt_gw_result *res, struct pt_gw_refund_list *list);
+
 /* The adapter's refund entries (struct pt_gateway, 2c2p.c). */
 int pt__c2p_build_refund(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
                          const struct pt_charge *c, const struct pt_refund *r,
