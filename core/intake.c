@@ -1814,11 +1814,9 @@ static int existing_refund(struct pt_refund *have, struct pt_refund *want, struc
  * withdrawn before anything left the device (audited; the row goes), so the
  * background sync never surprises anyone, and the same refund_id and key
  * work once the gateway is back.  Inside g's transaction. */
-static int refund_withdraw(const struct pt_intake *in, struct pt_store *st, struct guard *g,
-                           const struct pt_charge *c, struct pt_refund *r, int64_t now,
-                           struct pt_reply *out)
+static int refund_withdraw(struct pt_store *st, struct guard *g, const struct pt_charge *c,
+                           struct pt_refund *r, int64_t now, struct pt_reply *out)
 {
-    (void)in;
     int rc = pt_store_refund_audit(st, r, "INIT", NULL, "not_sent_withdrawn", "api", 0,
                                    "gateway unreachable and the refund may not be queued", now);
     if (rc == PT_OK)
@@ -1891,7 +1889,7 @@ static int refund_online(const struct pt_intake *in, struct pt_store *st, struct
     if ((rc = refund_exchange(in, st, g, c, r, keyless, &not_sent)))
         return rc;
     if (r->state == PT_STATE_INIT && not_sent && r->offline == PT_OFFLINE_REQUIRE_ONLINE)
-        return refund_withdraw(in, st, g, c, r, now, out);
+        return refund_withdraw(st, g, c, r, now, out);
     pt_reply_refund(out, pt_intake_refund_status_for(r), r);
     *next = STEP_COMPLETE;
     return PT_OK;

@@ -2045,6 +2045,9 @@ struct keyless_out {
     int sent;    /* a refund request may have left */
 };
 
+static int keyless_review(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          const char *why);
+
 /* An INIT refund whose turn it is not: it waits (rule 1). */
 static int keyless_wait(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int *turn)
 {
@@ -2053,6 +2056,8 @@ static int keyless_wait(struct pt_sync *s, struct pt_store *st, struct pt_refund
     int rc = refunds_of(st, r->charge_id, &all, &n);
     *turn = rc == PT_OK && my_turn(r, all, n);
     free(all);
+    if (rc == PT_ETOOBIG)
+        return keyless_review(s, st, r, "the charge has more refunds than payterm orders at once");
     if (rc != PT_OK || *turn)
         return rc;
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
@@ -2159,6 +2164,8 @@ static int keyless_claim(struct pt_sync *s, struct pt_store *st, struct pt_refun
         return rc;
     if (!resend && (rc = refunds_of(st, r->charge_id, &all, &n)) == PT_OK && !my_turn(r, all, n))
         rc = PT_ESTATE;
+    if (rc == PT_ETOOBIG)
+        rc = PT_ESTATE; /* cannot tell whose turn it is: not now (the list step reviews it) */
     if (resend && !unchanged_since(st, r))
         rc = PT_ESTATE;
     free(all);
