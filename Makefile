@@ -5,7 +5,7 @@
 #   make test    build and run the whole ctest suite
 #   make run     the daemon in simulation mode, in the foreground
 #   make bench   benchmarks: table on stdout, JSON in build/bench/results.json
-#   make races   the long race loops (a cancel against its own charge, 216
+#   make races   the long race loops (a cancel against its own charge, 210
 #                races against the simulator's ledger; SPEC 18)
 #   make crash   power cuts, torn writes and I/O errors under the store, walvfs
 #                on and off (docs/crash.md); CRASH_ONLY=ID replays one point,
@@ -31,9 +31,9 @@ build: deps
 test: build
 	ctest --preset dev
 
-# make test runs two rounds of each race loop; this runs nine.
+# make test runs two rounds of each race loop (28 races); this runs 15 (210).
 races: build
-	PT_CANCEL_RACE_ROUNDS=9 ctest --preset dev -R 'integration\.sync\.cancel_race$$' --output-on-failure
+	PT_CANCEL_RACE_ROUNDS=15 ctest --preset dev -R 'integration\.sync\.cancel_race$$' --output-on-failure
 
 # Builds only what it runs (the store and the harness), on the dev preset.
 crash: deps

@@ -29,11 +29,13 @@ void pt_config_defaults(struct pt_config *cfg)
                 a->max_age_s = m->offline_max_age_s;
             }
     cfg->sync_interval_s = 5;
+    cfg->sync_probe_idle_s = 60;
     cfg->sync_max_attempts = 3;
     cfg->sync_backoff_base_ms = 500;
     cfg->sync_backoff_max_ms = 60000;
     cfg->sync_resolve_timeout_s = 86400;
     cfg->sync_request_timeout_ms = 15000;
+    cfg->qr_timeout_s = 300;
     snprintf(cfg->ca_file, sizeof cfg->ca_file, "/etc/ssl/certs/ca-certificates.crt");
 }
 

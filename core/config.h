@@ -63,6 +63,9 @@ struct pt_config {
     int n_offline_ages;
 
     int64_t sync_interval_s;
+    /* SPEC 18: an idle daemon asks every configured gateway this often
+     * whether it is reachable (a gateway that went away is seen). */
+    int64_t sync_probe_idle_s;
     int64_t sync_max_attempts;
     int64_t sync_backoff_base_ms;
     int64_t sync_backoff_max_ms;
@@ -70,6 +73,10 @@ struct pt_config {
     int64_t sync_request_timeout_ms;
 
     char ca_file[PT_CFG_PATH_MAX];
+
+    /* How long a QR code or payment page stays payable (SPEC 18): the
+     * expiry its create carries, and when payterm closes it. */
+    int64_t qr_timeout_s;
 
     /* cors_origins: browser origins allowed to call the API (SPEC 15),
      * serialized as browsers send them ("https://kiosk.example:8443"). */

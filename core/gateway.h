@@ -46,6 +46,14 @@
  * adapter converts with and the intake checks an amount against
  * (pt_gateway_amount_ok) before anything is stored.
  *
+ * Issue 32 (QR codes expire, SPEC 18): the operation PT_GW_CLOSE (close an
+ * order nobody paid, never returning money: PT_EUNSUPPORTED where the
+ * gateway has no such call); struct pt_gw_env gained expire_in_s and
+ * expire_at_ms, the expiry an interactive create carries; struct
+ * pt_gw_result gained paying; struct pt_gateway gained close_min_age_s and
+ * default_utc_offset_min; pt_gw_settings and pt_gw_config gained
+ * utc_offset_min (key kind PT_GWK_UTC_OFFSET).
+ *
  * Issue 33 (2C2P refunds, SPEC 5a): a gateway whose refund request carries
  * no refund key.  struct pt_gateway gained refund_keyless (exactly once is
  * kept by the order of operations: one refund of a charge in flight, the
@@ -136,6 +144,9 @@ struct pt_gw_config {
     char client_cert_file[512];
     char client_key_file[512];
     char client_ip[46];
+    /* The gateway's local time, minutes east of UTC, for the times it reads
+     * without a zone (2C2P paymentExpiry). */
+    int utc_offset_min;
     /* Every peer key trusted, by serial (WeChat platform keys rotate, SPEC
      * 8): the configured ones and those downloaded since.  NULL for a
      * gateway with one fixed peer key (peer_key).  Owned; thread-safe. */
@@ -249,7 +260,8 @@ struct pt_gw_settings {
     char currencies[PT_GW_MAX_CURRENCIES][4];
     int ncurrencies;
     char settle_currency[4];
-    char client_ip[46];                      /* WeChat spbill_create_ip ("" = 127.0.0.1) */
+    char client_ip[46]; /* WeChat spbill_create_ip ("" = 127.0.0.1) */
+    int utc_offset_min; /* minutes east of UTC (PT_GWK_UTC_OFFSET); the gateway's default */
     char files[PT_GW_FILES][PT_GW_PATH_MAX]; /* key and secret files, by the gateway's slots */
     /* A PT_GWK_KEYFILES key given as a list: its npeer_files entries are
      * packed into the key's files[] slot (pt_gw_keyfile_at); 0 = a path. */
@@ -270,6 +282,8 @@ enum pt_gw_key_kind {
      * PT_GW_MAX_PEER_KEYS {"serial": hex, "file": path}, packed into the
      * same field (npeer_files, pt_gw_keyfile_at). */
     PT_GWK_KEYFILES,
+    /* A UTC offset "+07:00" (into an int field: minutes east of UTC). */
+    PT_GWK_UTC_OFFSET,
 };
 
 struct pt_gw_key {
@@ -299,6 +313,13 @@ struct pt_gw_env {
      * seeds, PSS salts); NULL = the signing key's own DRBG. */
     pt_gw_random_fn random;
     void *random_ctx;
+    /* The create of a code or page the customer pays on (an interactive
+     * method's PT_GW_PAY, SPEC 18) carries the gateway's expiry: how long it
+     * stays payable (qr_timeout_s) and the wall-clock time it stops, the
+     * same on every repeat of the create.  Each adapter sends the form its
+     * gateway documents.  0 = no expiry is sent. */
+    int64_t expire_in_s;
+    int64_t expire_at_ms;
 };
 
 /* The classified result of one call. */
@@ -313,6 +334,10 @@ struct pt_gw_result {
     char currency[4];
     int review; /* the adapter asks for an operator (e.g. Stripe
                    idempotency_error: same key, other parameters) */
+    /* PENDING with the customer in the middle of paying (WeChat
+     * USERPAYING, 2C2P "in progress"): not an unpaid code, even past its
+     * expiry. */
+    int paying;
 };
 
 /* A verified, normalised gateway notification. */
@@ -345,7 +370,10 @@ struct pt_notification {
     char refund_no[PT_SHORT_MAX];
 };
 
-enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL };
+/* PT_GW_CANCEL stops a charge whatever became of it (a paid barcode order
+ * is reversed); PT_GW_CLOSE closes an order only while nobody has paid it,
+ * and is refused for a paid one - how an expired code ends (SPEC 18). */
+enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL, PT_GW_CLOSE };
 
 /*
  * A gateway's list of the refunds it executed on one charge (2C2P's refund
@@ -415,6 +443,9 @@ struct pt_gateway {
     int cancel_needs_trade_no;
     /* How long a resend with the same key is safe (Stripe 24 h); 0 = never. */
     int64_t resend_window_s;
+    /* The gateway refuses to close an order younger than this (WeChat Pay:
+     * five minutes): an expired code is confirmed by query until then. */
+    int64_t close_min_age_s;
     /* Order ids the gateway accepts as its idempotency key (out_trade_no,
      * invoiceNo), beyond payterm's own 1-64 of [A-Za-z0-9_.-]: length bounds
      * and characters it refuses.  Checked at intake, so a charge the gateway
@@ -533,6 +564,7 @@ struct pt_gateway {
     const char *default_endpoint;
     const struct pt_gw_key *config_keys;
     int64_t default_barcode_timeout_s;
+    int default_utc_offset_min; /* its utc_offset when none is configured */
     /*
      * Loads the keys the settings name into *out (whose identifiers and
      * endpoint are already copied), checking what the gateway needs (the

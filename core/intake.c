@@ -1047,9 +1047,19 @@ static int charge_online(const struct pt_intake *in, struct pt_store *st, struct
 }
 
 /* A new order: online, queued, or refused. */
+/* A gateway believed down, tried for this charge before its transaction
+ * (SPEC 18, pt_online_ops.try_down). */
+struct tried {
+    int done, up, trial, can_wait;
+    char gateway[PT_GATEWAY_MAX];
+};
+/* new_charge's answer when the gateway is to be tried first (positive:
+ * never a PT_E* code). */
+#define TRY_FIRST 2
+
 static int new_charge(const struct pt_intake *in, struct pt_store *st, struct guard *g,
                       struct pt_charge *c, int nowait, int64_t now, struct pt_reply *out,
-                      enum step *next)
+                      enum step *next, struct tried *tried)
 {
     enum pt_offline_mode mode = needs_gateway(c) ? PT_OFFLINE_REQUIRE_ONLINE : c->offline;
     int online = 0;
@@ -1059,6 +1069,22 @@ static int new_charge(const struct pt_intake *in, struct pt_store *st, struct gu
      * its first commit deferred into a batch - before it is durable. */
     int reach = mode != PT_OFFLINE_FORCE && in->online.claim &&
                 (!in->online.reachable || in->online.reachable(in->online.ctx, c->gateway));
+    /* A customer-present charge for a gateway believed down tries it at
+     * once (SPEC 18) - one at a time, the others wait for that try -
+     * instead of being queued (or refused) until a sync pass finds it
+     * back. */
+    if (!reach && mode != PT_OFFLINE_FORCE && in->online.claim && in->online.try_down) {
+        if (nowait)
+            return PT_EAGAIN; /* a try may wait: not on the event loop */
+        if (!tried->done) {
+            /* The try (or the wait for another one's) is made outside the
+             * write transaction, which would hold every other request. */
+            snprintf(tried->gateway, sizeof tried->gateway, "%s", c->gateway);
+            tried->can_wait = mode == PT_OFFLINE_PREFER;
+            return TRY_FIRST;
+        }
+        reach = tried->up;
+    }
     /* nowait: a probe or a send is not for this thread. */
     if (nowait && reach)
         return PT_EAGAIN;
@@ -1145,8 +1171,9 @@ static int queue_in_one(const struct pt_intake *in, struct pt_store *st, const c
     if (mode == PT_OFFLINE_REQUIRE_ONLINE || !lim || c.amount > lim->max_amount)
         goto out;
     if (mode != PT_OFFLINE_FORCE && in->online.claim &&
-        (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
-        goto out; /* it may go online: the usual path decides */
+        (!in->online.reachable || in->online.try_down ||
+         in->online.reachable(in->online.ctx, c.gateway)))
+        goto out; /* it may go online (or try a gateway believed down): the usual path decides */
     c.state = PT_STATE_INIT;
     c.offline_accepted = 1;
     c.next_attempt_at = now;
@@ -1189,6 +1216,10 @@ out:
     return done;
 }
 
+static int create_once(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                       const char *body, size_t len, int64_t now, int nowait, struct pt_reply *out,
+                       struct tried *tried);
+
 static int create_charge(const struct pt_intake *in, struct pt_store *st, const char *key_header,
                          const char *body, size_t len, int64_t now, int nowait,
                          struct pt_reply *out)
@@ -1196,6 +1227,25 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
     memset(out, 0, sizeof *out);
     if (queue_in_one(in, st, key_header, body, len, now, out))
         return PT_OK;
+    struct tried tried = {0};
+    int rc = create_once(in, st, key_header, body, len, now, nowait, out, &tried);
+    if (rc == TRY_FIRST) {
+        /* Nothing was written; the same request again, knowing the try's
+         * outcome (another request may have taken the key meanwhile). */
+        tried.up = in->online.try_down(in->online.ctx, tried.gateway, tried.can_wait, &tried.trial);
+        tried.done = 1;
+        memset(out, 0, sizeof *out);
+        rc = create_once(in, st, key_header, body, len, now, nowait, out, &tried);
+    }
+    if (tried.trial) /* its send had a verdict, or never happened: the next may try */
+        in->online.end_try(in->online.ctx, tried.gateway);
+    return rc;
+}
+
+static int create_once(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                       const char *body, size_t len, int64_t now, int nowait, struct pt_reply *out,
+                       struct tried *tried)
+{
     struct guard g;
     struct pt_idem_result res;
     last_storage_rc = 0;
@@ -1205,7 +1255,7 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
     enum step next = STEP_COMPLETE;
     int rc;
     if (!answered_before_new(in, st, &g, &res, &c, out, &rc))
-        rc = new_charge(in, st, &g, &c, nowait, now, out, &next);
+        rc = new_charge(in, st, &g, &c, nowait, now, out, &next, tried);
     if (rc == PT_EEXIST) {
         /* The order was not there when read, and is now: another lane of a
          * shared store (PostgreSQL, SPEC 16) took it meanwhile; its insert
@@ -1220,7 +1270,7 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
             next = STEP_COMPLETE;
         }
     }
-    if (rc == PT_EAGAIN) {
+    if (rc == PT_EAGAIN || rc == TRY_FIRST) {
         guard_abandon(st, &g); /* nothing written: the waiting thread starts over */
         pt_reply_free(out);
         memset(out, 0, sizeof *out);
@@ -1246,7 +1296,7 @@ static int create_charge(const struct pt_intake *in, struct pt_store *st, const 
     wake_to_wipe(in);
     pt_idem_result_free(&res);
     guard_free(&g);
-    if (rc == PT_EAGAIN)
+    if (rc == PT_EAGAIN || rc == TRY_FIRST)
         return rc;
     return out->status == 503 && rc ? rc : PT_OK;
 }

@@ -62,6 +62,11 @@ struct pt_online_ops {
      * Used before a charge that may not wait in the queue is created, so a
      * dead link answers 503 with nothing stored. */
     int (*probe)(void *ctx, const char *gateway);
+    /* The gateway is believed down: may a customer-present charge try it
+     * now (SPEC 18, pt_sync_try_down)?  With *trial set, end_try follows
+     * once the charge's own send has a verdict.  NULL: it is not tried. */
+    int (*try_down)(void *ctx, const char *gateway, int can_wait, int *trial);
+    void (*end_try)(void *ctx, const char *gateway);
     /*
      * The online charge in three steps, the transactions the intake's own
      * (docs/online-charge.md: two durable commits per charge).  claim runs

@@ -344,6 +344,12 @@ int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n)
     return ops(st)->sends_interrupted(st, now, n);
 }
 
+int pt_store_gateway_back(struct pt_store *st, const char *gateway, int64_t now, int *n)
+{
+    *n = 0;
+    return ops(st)->gateway_back(st, gateway, now, n);
+}
+
 int pt_store_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
                            int64_t *amount)
 {

@@ -517,6 +517,11 @@ int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
  * its run was out (up to 16 sends) means nothing any more.  *n: how many. */
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n);
 
+/* A gateway found reachable again (SPEC 18): its queued charges and
+ * refunds (INIT) waiting out a "not sent" are due now, in a transaction of
+ * its own.  *n: how many. */
+int pt_store_gateway_back(struct pt_store *st, const char *gateway, int64_t now, int *n);
+
 /* The figures the offline limits bound (SPEC 18): how many charges were
  * accepted offline and are not final (INIT, PROCESSING, PENDING, UNKNOWN:
  * a drain's marked charges and those whose answer was lost included), and

@@ -86,6 +86,7 @@ struct pt_store_ops {
                        struct pt_charge *rows, int *n);
     int (*charges_next_due)(struct pt_store *st, int64_t *when);
     int (*sends_interrupted)(struct pt_store *st, int64_t now, int *n);
+    int (*gateway_back)(struct pt_store *st, const char *gateway, int64_t now, int *n);
     int (*queue_figures)(struct pt_store *st, const char *currency, int64_t *count,
                          int64_t *amount);
     int (*stats)(struct pt_store *st, int final_states, struct pt_store_stats *out);

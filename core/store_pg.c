@@ -239,6 +239,11 @@
     X(CHARGES_INTERRUPTED, "UPDATE charges SET next_attempt_at = $1::bigint"                       \
                            " WHERE state = 'PROCESSING' AND next_attempt_at > $1"                  \
                            " AND claimed_by IS NOT DISTINCT FROM $2::text")                        \
+    X(CHARGES_BACK, "UPDATE charges SET next_attempt_at = $1::bigint WHERE state = 'INIT'"         \
+                    " AND gateway = $2::text AND next_attempt_at > $1")                            \
+    X(REFUNDS_BACK, "UPDATE refunds SET next_attempt_at = $1::bigint WHERE state = 'INIT'"         \
+                    " AND next_attempt_at > $1 AND charge_id IN (SELECT id FROM charges"           \
+                    " WHERE gateway = $2::text)")                                                  \
     X(REFUNDS_INTERRUPTED, "UPDATE refunds SET next_attempt_at = $1::bigint"                       \
                            " WHERE state = 'PROCESSING' AND next_attempt_at > $1"                  \
                            " AND claimed_by IS NOT DISTINCT FROM $2::text")                        \
@@ -1924,6 +1929,28 @@ static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
     return pg_commit(s);
 }
 
+static int pg_gateway_back(struct pt_store *s, const char *gateway, int64_t now, int *n)
+{
+    struct pg_store *st = PG(s);
+    int rc = pg_begin(s);
+    if (rc)
+        return rc;
+    static const int update[2] = {S_CHARGES_BACK, S_REFUNDS_BACK};
+    for (int i = 0; i < 2 && rc == PT_OK; i++) {
+        struct args a = {0};
+        a_int(&a, now);
+        a_text(&a, gateway);
+        int k = 0;
+        if ((rc = run(st, update[i], &a, &k)) == PT_OK)
+            *n += k;
+    }
+    if (rc) {
+        pg_rollback(s);
+        return rc;
+    }
+    return pg_commit(s);
+}
+
 static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *count,
                             int64_t *amount)
 {
@@ -2604,6 +2631,7 @@ static const struct pt_store_ops pg_ops = {
     .charges_due = pg_charges_due,
     .charges_next_due = pg_charges_next_due,
     .sends_interrupted = pg_sends_interrupted,
+    .gateway_back = pg_gateway_back,
     .queue_figures = pg_queue_figures,
     .stats = pg_stats,
     .event_insert = pg_event_insert,

@@ -325,6 +325,11 @@ static const struct pt_store_ops sqlite_ops;
     X(REFUNDS_NEXT_DUE, "SELECT min(next_attempt_at) FROM refunds WHERE id >= ?1 AND " ACTIVE)     \
     X(CHARGES_INTERRUPTED, "UPDATE charges SET next_attempt_at = ?1 WHERE id >= ?2"                \
                            " AND state = 'PROCESSING' AND next_attempt_at > ?1")                   \
+    X(CHARGES_BACK, "UPDATE charges SET next_attempt_at = ?1 WHERE id >= ?2 AND state = 'INIT'"    \
+                    " AND gateway = ?3 AND next_attempt_at > ?1")                                  \
+    X(REFUNDS_BACK, "UPDATE refunds SET next_attempt_at = ?1 WHERE id >= ?2 AND state = 'INIT'"    \
+                    " AND next_attempt_at > ?1 AND charge_id IN (SELECT id FROM charges"           \
+                    " WHERE gateway = ?3)")                                                        \
     X(REFUNDS_INTERRUPTED, "UPDATE refunds SET next_attempt_at = ?1 WHERE id >= ?2"                \
                            " AND state = 'PROCESSING' AND next_attempt_at > ?1")                   \
     X(REFUND_ACTIVE_FIRST,                                                                         \
@@ -2833,6 +2838,34 @@ static int sq_sends_interrupted(struct pt_store *st, int64_t now, int *n)
     return sq_commit(st);
 }
 
+static int sq_gateway_back(struct pt_store *st, const char *gateway, int64_t now, int *n)
+{
+    int64_t floor[2];
+    static const int update[2] = {S_CHARGES_BACK, S_REFUNDS_BACK};
+    int rc = sq_begin(st);
+    if (rc)
+        return rc;
+    if ((rc = active_floor(st, &floor[0])) == PT_OK)
+        rc = refund_floor(st, &floor[1]);
+    for (int i = 0; i < 2 && rc == PT_OK; i++) {
+        sqlite3_stmt *s = stmt(st, update[i]);
+        if (!s) {
+            rc = PT_ESTORAGE;
+            break;
+        }
+        sqlite3_bind_int64(s, 1, now);
+        sqlite3_bind_int64(s, 2, floor[i]);
+        sqlite3_bind_text(s, 3, gateway, -1, SQLITE_STATIC);
+        if ((rc = run(st, s)) == PT_OK)
+            *n += sqlite3_changes(st->c->db);
+    }
+    if (rc) {
+        sq_rollback(st);
+        return rc;
+    }
+    return sq_commit(st);
+}
+
 static int sq_refunds_next_due(struct pt_store *st, int64_t *when)
 {
     int64_t floor;
@@ -3144,6 +3177,7 @@ static const struct pt_store_ops sqlite_ops = {
     .charges_due = sq_charges_due,
     .charges_next_due = sq_charges_next_due,
     .sends_interrupted = sq_sends_interrupted,
+    .gateway_back = sq_gateway_back,
     .queue_figures = sq_queue_figures,
     .stats = sq_stats,
     .event_insert = sq_event_insert,

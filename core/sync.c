@@ -3,11 +3,13 @@
  *
  * Reading order: send_pay() is the heart (commit PROCESSING, send, classify),
  * resolve() handles UNKNOWN and PENDING charges by query, apply() maps an
- * adapter outcome onto the state machine, pt_sync_drain() walks the due
- * charges, pt_sync_notify() takes gateway notifications.
+ * adapter outcome onto the state machine, expire_code() ends a QR code or
+ * payment page nobody paid in time, pt_sync_drain() walks the due charges,
+ * pt_sync_notify() takes gateway notifications.
  */
 #include "sync.h"
 #include "charges.h"
+#include "clock.h"
 #include "refund_bind.h"
 #include "refunds.h"
 #include "crypto.h"
@@ -34,6 +36,9 @@
 #define IN_FLIGHT_MARGIN_MS PT_CONFIG_CALL_MARGIN_MS
 /* Stripes of the per-charge gateway lock (struct pt_sync charge_mu). */
 #define CHARGE_LOCKS 64
+/* How long a customer-present charge waits for another one's try of a
+ * gateway believed down (SPEC 18). */
+#define TRIAL_WAIT_MS 1000
 
 enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
 
@@ -66,6 +71,16 @@ struct pt_sync {
      * runs beside a query or a notification that would take the money as
      * kept: the one that comes second reads what the first committed. */
     pthread_mutex_t charge_mu[CHARGE_LOCKS];
+    /* Reachability is fresh (SPEC 18): while a gateway is believed down,
+     * one customer-present charge at a time tries it (trial[i]); the
+     * others wait up to TRIAL_WAIT_MS for that try's outcome (trial_cv).
+     * last_probe[i]: lane time reachability was last found out (a probe or
+     * a request's transport verdict), for /v1/status; 0 never. */
+    atomic_int came_back[PT_GW_MAX]; /* found reachable again: its queue is due (drain) */
+    pthread_mutex_t trial_mu;
+    pthread_cond_t trial_cv; /* CLOCK_MONOTONIC */
+    int trial[PT_GW_MAX];
+    _Atomic int64_t last_probe[PT_GW_MAX];
 };
 
 static pthread_mutex_t *charge_lock(struct pt_sync *s, const char *order_id)
@@ -135,10 +150,12 @@ static void set_reach(struct pt_sync *s, const char *gateway, int up)
     int i = gw_index(gateway);
     if (i < 0)
         return;
+    atomic_store(&s->last_probe[i], now_ms(s));
     int before = atomic_exchange(&s->reach[i], up ? REACH_UP : REACH_DOWN);
     atomic_store(&pt_metrics.online[i], up);
     if (up && before == REACH_DOWN) {
         pt_log_info("gateway %s is reachable again: online", gateway);
+        atomic_store(&s->came_back[i], 1);
         pt_sync_wake(s);
     } else if (!up && before != REACH_DOWN) {
         pt_log_warn("gateway %s cannot be reached: offline, charges will queue", gateway);
@@ -239,6 +256,50 @@ static int commit_patch(struct pt_store *st, int64_t id, const struct pt_charge_
 static void learn_peer_key(struct pt_sync *s, const struct pt_gateway *gw,
                            const struct pt_gw_config *cfg, const struct pt_http_response *msg);
 
+/* ---- QR codes and payment pages expire (SPEC 18) -------------------------------- */
+
+/* The lane time a code or page stops being payable: qr_timeout_s after its
+ * first send (elapsed time, SPEC 17); 0 for a charge that shows none. */
+static int64_t code_deadline(const struct pt_sync *s, const struct pt_charge *c)
+{
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    if (!m || !m->interactive || !c->first_sent_at)
+        return 0;
+    return c->first_sent_at + s->opt.cfg->qr_timeout_s * 1000;
+}
+
+/* A poll of a charge that shows a code is never later than the code's
+ * deadline: its end is due then. */
+static int64_t poll_by_deadline(const struct pt_sync *s, const struct pt_charge *c, int64_t at,
+                                int64_t now)
+{
+    int64_t d = code_deadline(s, c);
+    return d > now && d < at ? d : at;
+}
+
+/*
+ * The expiry the create of a code or page carries (PT_GW_PAY of an
+ * interactive method): qr_timeout_s, and the wall-clock time the code
+ * stops.  That time must be the same on every repeat of the create (WeChat
+ * answers a changed time_expire with an error), so it is the lane time of
+ * the first send moved onto the wall clock by the distance between the two
+ * clocks - taken as none within PT_CLOCK_STEP_MS, where they stay unless the
+ * wall clock was stepped or lane time is still provisional (SPEC 17), so
+ * that their jitter never moves it.
+ */
+static void set_expiry(const struct pt_sync *s, const struct pt_charge *c, struct pt_gw_env *env)
+{
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    if (!m || !m->interactive)
+        return;
+    int64_t lane = now_ms(s), apart = env->now_ms - lane;
+    if (apart > -PT_CLOCK_STEP_MS && apart < PT_CLOCK_STEP_MS)
+        apart = 0;
+    env->expire_in_s = s->opt.cfg->qr_timeout_s;
+    env->expire_at_ms =
+        (c->first_sent_at ? c->first_sent_at : lane) + apart + env->expire_in_s * 1000;
+}
+
 /* ---- one request to a gateway -------------------------------------------------- */
 
 /*
@@ -258,6 +319,8 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
     struct pt_gw_env env = {.nonce = n};
     if (wall_ms(s, &env.now_ms) != PT_OK)
         return PT_ECLOCK; /* every gateway's request carries the time: not sent */
+    if (op == PT_GW_PAY)
+        set_expiry(s, c, &env);
     struct pt_http_request req = {0};
     int rc = gw->build(cfg, op, c, &env, &req);
     if (rc)
@@ -272,11 +335,9 @@ static int call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
         set_reach(s, c->gateway, 1);
         learn_peer_key(s, gw, cfg, &resp);
         gw->parse(cfg, op, c, &resp, res);
-        pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway,
-                     op == PT_GW_PAY     ? "pay"
-                     : op == PT_GW_QUERY ? "query"
-                                         : "cancel",
-                     c->order_id, resp.status, pt_outcome_name(res->outcome), res->code);
+        static const char *const names[] = {"pay", "query", "cancel", "close"};
+        pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway, names[op], c->order_id,
+                     resp.status, pt_outcome_name(res->outcome), res->code);
     } else if (rc == PT_ENOTSENT) {
         set_reach(s, c->gateway, 0);
     }
@@ -346,7 +407,7 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
         break;
     case PT_OUTCOME_PENDING:
         count_sync(c->gateway, PT_MS_PENDING);
-        p.next_attempt_at = now + poll_ms(s, c, now);
+        p.next_attempt_at = poll_by_deadline(s, c, now + poll_ms(s, c, now), now);
         rc = pt_charge_transition(st, c, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
                                   now);
         if (rc == PT_EEXIST) /* still waiting for the customer: poll later */
@@ -371,7 +432,8 @@ static int apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, en
                    r->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND : PT_MS_AMBIGUOUS);
         if (op == PT_GW_PAY)
             p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
-        p.next_attempt_at = now + backoff_ms(s, c->attempts + p.attempts_add);
+        p.next_attempt_at =
+            poll_by_deadline(s, c, now + backoff_ms(s, c->attempts + p.attempts_add), now);
         if (c->state == PT_STATE_PROCESSING)
             rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
                                       detail, now);
@@ -753,8 +815,14 @@ static int resolve(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
     return rc;
 }
 
+static int expire_code(struct pt_sync *s, struct pt_store *st, struct pt_charge *c);
+
 static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
 {
+    int64_t deadline = code_deadline(s, c);
+    if (deadline && now_ms(s) >= deadline &&
+        (c->state == PT_STATE_PENDING || c->state == PT_STATE_UNKNOWN))
+        return expire_code(s, st, c);
     struct pt_gw_result res;
     int sent = call(s, PT_GW_QUERY, c, &res);
     int64_t now = now_ms(s);
@@ -808,7 +876,7 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
             /* A definite answer, not an ambiguous send: it does not count
              * toward max_attempts (resolve_timeout_s still ends the wait). */
             struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-            p.next_attempt_at = now + backoff_ms(s, c->attempts + 1);
+            p.next_attempt_at = poll_by_deadline(s, c, now + backoff_ms(s, c->attempts + 1), now);
             rc = pt_store_charge_patch(st, c->id, &p, now);
             if (rc == PT_OK)
                 rc = pt_store_charge_get_by_id(st, c->id, c);
@@ -819,6 +887,7 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
         struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
         p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
                                            : now + backoff_ms(s, c->attempts);
+        p.next_attempt_at = poll_by_deadline(s, c, p.next_attempt_at, now);
         count_sync(c->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
         rc = pt_store_charge_patch(st, c->id, &p, now);
     }
@@ -828,6 +897,117 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
     if (rc == PT_OK)
         rc = check_limits(s, st, c, now);
     return rc;
+}
+
+/* ---- a code nobody paid in time (SPEC 18) ------------------------------------------ */
+
+/* Ends c, PENDING or UNKNOWN, CANCELED with qr_expired: once (a conditional
+ * transition), with its charge.canceled.  Inside a transaction. */
+static int end_expired(struct pt_store *st, struct pt_charge *c, const struct pt_gw_result *res,
+                       const char *detail, int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    if (res->trade_no[0])
+        p.gateway_trade_no = res->trade_no;
+    p.error_code = "qr_expired";
+    p.error_message = "the code expired unpaid after qr_timeout_s";
+    count_sync(c->gateway, PT_MS_CANCELED);
+    return pt_charge_transition(st, c, PT_STATE_CANCELED, &p, "qr_expired", "sync", detail, now);
+}
+
+/*
+ * What a gateway's answer about a code past its deadline means: 1 when
+ * nobody can pay it any more.  Closed (by us, or the gateway's own expiry),
+ * or never created - once a create still on its way could no longer arrive
+ * (3 request timeouts after the send, as for "not created").  Still waiting
+ * for the customer only counts where the expiry the create carried is what
+ * stops the code (by_expiry: no close was sent), and not while someone is
+ * in the middle of paying.
+ */
+static int unpayable(const struct pt_sync *s, const struct pt_charge *c,
+                     const struct pt_gw_result *r, int by_expiry, int64_t now)
+{
+    if (r->outcome == PT_OUTCOME_CANCELED)
+        return 1;
+    if (r->outcome == PT_OUTCOME_NOT_FOUND)
+        return now - c->first_sent_at >= 3 * s->opt.cfg->sync_request_timeout_ms;
+    return by_expiry && r->outcome == PT_OUTCOME_PENDING && !r->paying;
+}
+
+/* Comes back to c at `at` (its expiry not settled yet); commits. */
+static int expire_later(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int64_t at,
+                        int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = at;
+    int rc = commit_patch(st, c->id, &p, now);
+    if (rc == PT_OK)
+        rc = pt_store_charge_get_by_id(st, c->id, c);
+    return rc ? rc : check_limits(s, st, c, now);
+}
+
+/* Ends c by its expiry in a transaction of its own. */
+static int commit_expired(struct pt_store *st, struct pt_charge *c, const struct pt_gw_result *res,
+                          const char *how, int64_t now)
+{
+    pt_log_info("charge %s: its code expired unpaid (%s)", c->order_id, how);
+    int rc = pt_store_begin(st);
+    return rc ? rc : finish(st, end_expired(st, c, res, how, now));
+}
+
+/*
+ * After the deadline, a query says what became of the code: nobody can pay
+ * it (ended by its expiry), it was paid - or refused - meanwhile (that
+ * outcome wins), or it cannot be told yet (asked again later).
+ */
+static int confirm_expired(struct pt_sync *s, struct pt_store *st, struct pt_charge *c,
+                           int by_expiry)
+{
+    struct pt_gw_result res;
+    int sent = call(s, PT_GW_QUERY, c, &res), rc;
+    int64_t now = now_ms(s);
+    if (sent == PT_OK && unpayable(s, c, &res, by_expiry, now))
+        return commit_expired(
+            st, c, &res, by_expiry ? "expiry confirmed by query" : "closed, confirmed by query",
+            now);
+    if (sent == PT_OK &&
+        (res.outcome == PT_OUTCOME_SUCCESS || res.outcome == PT_OUTCOME_DECLINED)) {
+        if ((rc = pt_store_begin(st)))
+            return rc;
+        return finish(st, apply(s, st, c, PT_GW_QUERY, &res, now));
+    }
+    count_sync(c->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+    int64_t wait = NOT_SENT(sent) ? s->opt.cfg->sync_interval_s * 1000 : backoff_ms(s, c->attempts);
+    return expire_later(s, st, c, now + wait, now);
+}
+
+/*
+ * A code or page past its deadline, its charge's lock held.  Closed at the
+ * gateway where a close is taken (alipay.trade.close, WeChat's close: never
+ * for a paid order, so a payment that raced it is not reversed); where it
+ * is not - 2C2P has none, WeChat refuses one for 5 minutes - the expiry the
+ * create carried stops the code, and a query confirms it once that has
+ * surely passed (a request timeout after it, so that a payment the gateway
+ * took just before shows).  A close refused or unanswered is followed by
+ * the query at once: a payment found there wins.
+ */
+static int expire_code(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    struct pt_gw_result res;
+    int closed = PT_EUNSUPPORTED;
+    if (gw && now_ms(s) - c->first_sent_at >= gw->close_min_age_s * 1000)
+        closed = call(s, PT_GW_CLOSE, c, &res);
+    int64_t now = now_ms(s);
+    if (closed == PT_OK && unpayable(s, c, &res, 0, now))
+        return commit_expired(st, c, &res, "closed at the gateway", now);
+    int by_expiry = closed == PT_EUNSUPPORTED;
+    int64_t sure = code_deadline(s, c) + s->opt.cfg->sync_request_timeout_ms;
+    if (by_expiry && now < sure)
+        return expire_later(s, st, c, sure, now);
+    if (NOT_SENT(closed))
+        return expire_later(s, st, c, now + s->opt.cfg->sync_interval_s * 1000, now);
+    return confirm_expired(s, st, c, by_expiry);
 }
 
 /* A PROCESSING charge that is due was being sent when the process died (or
@@ -872,6 +1052,12 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
     for (int i = 0; i < CHARGE_LOCKS; i++)
         pthread_mutex_init(&s->charge_mu[i], &ra);
     pthread_mutexattr_destroy(&ra);
+    pthread_mutex_init(&s->trial_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->trial_cv, &ca);
+    pthread_condattr_destroy(&ca);
     for (int i = 0; i < pt_gateway_count(); i++)
         atomic_store(&pt_metrics.online[i], opt->gw[i] ? 1 : 0);
     *out = s;
@@ -885,6 +1071,8 @@ void pt_sync_destroy(struct pt_sync *s)
     pthread_mutex_destroy(&s->keys_mu);
     for (int i = 0; i < CHARGE_LOCKS; i++)
         pthread_mutex_destroy(&s->charge_mu[i]);
+    pthread_cond_destroy(&s->trial_cv);
+    pthread_mutex_destroy(&s->trial_mu);
     free(s);
 }
 
@@ -892,6 +1080,8 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
 {
     return (struct pt_online_ops){.reachable = pt_sync_reachable,
                                   .probe = pt_sync_probe_one,
+                                  .try_down = pt_sync_try_down,
+                                  .end_try = pt_sync_end_try,
                                   .claim = pt_sync_claim,
                                   .send = pt_sync_send,
                                   .settle = pt_sync_settle,
@@ -941,6 +1131,9 @@ int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
     struct pt_sync *s = p;
     if (c->cancel_requested)
         return PT_OK; /* being canceled: no code is issued again */
+    int64_t deadline = code_deadline(s, c);
+    if (deadline && now_ms(s) >= deadline)
+        return PT_OK; /* expired: the drain closes it, nobody may pay it */
     /* The create's answer was lost: repeat it, with the same order id, as a
      * resend (PROCESSING committed first, the answer applied) - as often as
      * the sync engine itself may: a kiosk polling this route cannot push the
@@ -1029,6 +1222,15 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
      * offline limits.  One found unreachable during the pass is skipped for
      * the rest of it. */
     int skip[PT_GW_MAX];
+    /* A gateway found back (a customer's charge or a probe): what waits
+     * out a "not sent" for it goes now, not at its next attempt. */
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        int n = 0;
+        if (atomic_exchange(&s->came_back[i], 0) &&
+            pt_store_gateway_back(st, pt_metric_gateway_name(i), now_ms(s), &n) == PT_OK && n)
+            pt_log_info("sync: %d queued for %s, due now that it is back", n,
+                        pt_metric_gateway_name(i));
+    }
     int trusted = clock_trusted(s); /* else nothing is sent, queued charges still expire */
     for (int i = 0; i < pt_gateway_count(); i++)
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN || !trusted;
@@ -1132,6 +1334,78 @@ int pt_sync_probe_one(void *p, const char *gateway)
 {
     int i = gw_index(gateway);
     return i >= 0 && clock_trusted(p) && probe(p, i);
+}
+
+/* Waits (trial_mu held) until gateway i's try is over or TRIAL_WAIT_MS
+ * passed. */
+static void wait_for_try(struct pt_sync *s, int i)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_nsec += (long)(TRIAL_WAIT_MS % 1000) * 1000000L;
+    end.tv_sec += TRIAL_WAIT_MS / 1000 + end.tv_nsec / 1000000000L;
+    end.tv_nsec %= 1000000000L;
+    while (s->trial[i] && pthread_cond_timedwait(&s->trial_cv, &s->trial_mu, &end) == 0)
+        ;
+}
+
+int pt_sync_try_down(void *p, const char *gateway, int can_wait, int *trial)
+{
+    struct pt_sync *s = p;
+    int i = gw_index(gateway);
+    *trial = 0;
+    if (i < 0 || !s->opt.gw[i] || !clock_trusted(s))
+        return 0;
+    if (atomic_load(&s->reach[i]) != REACH_DOWN)
+        return 1;
+    pthread_mutex_lock(&s->trial_mu);
+    if (!s->trial[i]) {
+        s->trial[i] = 1;
+        pthread_mutex_unlock(&s->trial_mu);
+        if (can_wait) {
+            *trial = 1; /* its own request is the try: pt_sync_end_try after it */
+            return 1;
+        }
+        /* It may not wait in the queue: a probe is the try (nothing of the
+         * charge is stored unless the gateway answers). */
+        int up = probe(s, i);
+        pt_sync_end_try(s, gateway);
+        return up;
+    }
+    wait_for_try(s, i);
+    pthread_mutex_unlock(&s->trial_mu);
+    return atomic_load(&s->reach[i]) != REACH_DOWN;
+}
+
+void pt_sync_end_try(void *p, const char *gateway)
+{
+    struct pt_sync *s = p;
+    int i = gw_index(gateway);
+    if (i < 0)
+        return;
+    pthread_mutex_lock(&s->trial_mu);
+    s->trial[i] = 0;
+    pthread_cond_broadcast(&s->trial_cv);
+    pthread_mutex_unlock(&s->trial_mu);
+}
+
+int64_t pt_sync_last_probe(struct pt_sync *s, const char *gateway)
+{
+    int i = gw_index(gateway);
+    return i < 0 ? 0 : atomic_load(&s->last_probe[i]);
+}
+
+int pt_sync_probe_all(struct pt_sync *s, int64_t max_age_ms)
+{
+    int down = 0;
+    int64_t now = now_ms(s);
+    for (int i = 0; i < pt_gateway_count(); i++)
+        if (s->opt.gw[i] && now - atomic_load(&s->last_probe[i]) >= max_age_ms) {
+            down += !probe(s, i);
+            if (tl_drain == s)
+                mark_progress(s);
+        }
+    return down;
 }
 
 int pt_sync_probe(struct pt_sync *s)

@@ -64,6 +64,28 @@ int pt_sync_reachable(void *s, const char *gateway);
 /* Asks the gateway now (pt_online_ops.probe): 1 when it answers. */
 int pt_sync_probe_one(void *s, const char *gateway);
 
+/*
+ * Reachability is fresh (SPEC 18; pt_online_ops.try_down).  May a
+ * customer-present charge for gateway go online now?  Believed up: 1.
+ * Believed down: one charge at a time tries it - with can_wait (it would be
+ * queued otherwise) it gets 1 and *trial = 1, its own request is the try,
+ * and pt_sync_end_try() follows once that request has a verdict; without,
+ * a probe is the try and its answer is returned.  The others wait up to a
+ * second for that try, then 1 when it found the gateway up, else 0.  0 too
+ * while the wall clock is untrusted (nothing can be sent).
+ */
+int pt_sync_try_down(void *s, const char *gateway, int can_wait, int *trial);
+void pt_sync_end_try(void *s, const char *gateway);
+
+/* Probes every configured gateway not heard from for max_age_ms (the idle
+ * daemon's look, every sync.probe_idle_s: a request's verdict is as good
+ * as a probe): the number found unreachable. */
+int pt_sync_probe_all(struct pt_sync *s, int64_t max_age_ms);
+
+/* Lane time reachability of gateway was last found out (a probe, or a
+ * request's transport verdict); 0 never. */
+int64_t pt_sync_last_probe(struct pt_sync *s, const char *gateway);
+
 /* Monotonic ms at which a drain last moved (a batch begun, a gateway call
  * returned); 0 before the first.  The watchdog's proof that the sync
  * thread is alive. */

@@ -57,6 +57,7 @@
 #include "workers.h"
 
 #include <cjson/cJSON.h>
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <microhttpd.h>
@@ -192,6 +193,11 @@ static size_t small_stack(const struct pt_api *api)
 
 #define LIVE_PATH "/healthz/live"
 #define OPENAPI_PATH "/v1/openapi.json"
+
+/* The methods url answers, as its Allow header ("GET, POST"); 0 when no
+ * route has that path (the route table, below). */
+#define ALLOW_MAX 32
+static int path_methods(const char *url, char allow[ALLOW_MAX]);
 
 /* Per-request state, kept across libmicrohttpd's calls for one request. */
 struct request {
@@ -905,6 +911,17 @@ static MHD_RESULT status(struct pt_api *api, struct MHD_Connection *conn, struct
             continue;
         cJSON *g = cJSON_AddObjectToObject(gws, name);
         cJSON_AddBoolToObject(g, "online", !on->reachable || on->reachable(on->ctx, name));
+        /* SPEC 18: when that was last found out (a probe, or a request's
+         * verdict); null before the first. */
+        int64_t at =
+            api->opt.hooks.last_probe ? api->opt.hooks.last_probe(api->opt.hooks.ctx, name) : 0;
+        if (at > 0) {
+            char t[32];
+            pt_rfc3339(at, t);
+            cJSON_AddStringToObject(g, "last_probe_at", t);
+        } else {
+            cJSON_AddNullToObject(g, "last_probe_at");
+        }
     }
     cJSON *q = cJSON_AddObjectToObject(o, "queue");
     cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
@@ -1270,35 +1287,6 @@ static MHD_RESULT operator_page(struct MHD_Connection *conn, struct request *rq)
     return set_response(rq, 200, r);
 }
 
-/* The methods a path answers (its Allow header), NULL for no such path. */
-static const char *path_methods(const char *url)
-{
-    static const struct {
-        const char *path, *methods;
-        int prefix;
-    } paths[] = {
-        {"/", "GET", 0},           {"/healthz", "GET", 0},     {LIVE_PATH, "GET", 0},
-        {OPENAPI_PATH, "GET", 0},  {"/metrics", "GET", 0},     {"/v1/status", "GET", 0},
-        {"/v1/sync", "POST", 0},   {"/v1/events", "GET", 0},   {"/v1/charges", "GET, POST", 0},
-        {"/v1/refunds", "GET", 0}, {"/v1/refunds/", "GET", 1}, {"/notify/", "POST", 1},
-        {"/webhooks/", "POST", 1},
-    };
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        if (paths[i].prefix ? strncmp(url, paths[i].path, strlen(paths[i].path)) == 0
-                            : strcmp(url, paths[i].path) == 0)
-            return paths[i].methods;
-    if (strncmp(url, "/v1/charges/", 12) == 0) {
-        const char *slash = strchr(url + 12, '/');
-        if (!slash || strcmp(slash, "/events") == 0 || strcmp(slash, "/payment") == 0)
-            return "GET";
-        if (strcmp(slash, "/cancel") == 0 || strcmp(slash, "/review") == 0)
-            return "POST";
-        if (strcmp(slash, "/refunds") == 0)
-            return "GET, POST";
-    }
-    return NULL;
-}
-
 static int origin_listed(const struct pt_config *cfg, const char *origin)
 {
     for (int i = 0; i < cfg->n_cors_origins; i++)
@@ -1395,7 +1383,8 @@ static int cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct 
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     int options = strcmp(method, "OPTIONS") == 0;
     note_origin(api, conn, rq);
-    const char *methods = path_methods(url);
+    char methods[ALLOW_MAX];
+    int known = path_methods(url, methods);
     /* A browser that reached us by a name nobody configured: refused,
      * reads too (DNS rebinding; host_allowed). */
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
@@ -1420,7 +1409,7 @@ static int cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct 
     }
     if (!options)
         return 0;
-    if (!methods) {
+    if (!known) {
         *ret = send_error(conn, rq, 404, "not_found", "no such path");
         return 1;
     }
@@ -1467,97 +1456,279 @@ static int wants_problem(struct MHD_Connection *conn)
     return 0;
 }
 
-static MHD_RESULT route_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                               const char *url, const char *method)
+/* ---- the route table ------------------------------------------------------------------ */
+
+/*
+ * Every route is one row: its method, its path (a "{name}" segment takes
+ * the path's parameter: an order id, a refund id, a gateway's route),
+ * its handler and how it is served.  Dispatch, the Allow header (405,
+ * OPTIONS), CORS preflight and the quick/worker split are read from here,
+ * and tests/unit/test_api_routes.c holds firmware/openapi.json to it.
+ */
+enum {
+    R_PUBLIC = 1, /* served without the bearer token (holds no data, or a gateway's) */
+    R_QUICK = 2,  /* answered on the polling thread: never waits for a gateway */
+};
+
+/* A handler gets the path's parameter (NULL when the route has none). */
+typedef MHD_RESULT (*route_fn)(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *arg);
+
+struct route {
+    const char *method, *path;
+    route_fn fn;
+    unsigned flags;
+};
+
+static MHD_RESULT h_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *arg)
 {
-    /* Each gateway's table names its route (gateway.h). */
-    const struct pt_gateway *gw = pt_gateway_by_route(url);
-    if (!gw)
-        return send_error(conn, rq, 404, "not_found", "no such path");
-    if (strcmp(method, "POST") != 0)
-        return not_allowed(conn, rq, "POST");
-    return notify(api, conn, rq, gw->name);
+    (void)arg;
+    return healthz(api, conn, rq);
+}
+
+static MHD_RESULT h_live(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                         const char *arg)
+{
+    (void)api;
+    (void)arg;
+    return live(conn, rq);
+}
+
+/* The operator page asks for the token itself; it holds no data. */
+static MHD_RESULT h_page(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                         const char *arg)
+{
+    (void)api;
+    (void)arg;
+    return operator_page(conn, rq);
+}
+
+/* The description of the API holds no data: a client may read it before
+ * it has the token. */
+static MHD_RESULT h_openapi(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *arg)
+{
+    (void)api;
+    (void)arg;
+    return send_text(conn, rq, 200, "application/json", (char *)pt_asset_openapi_json,
+                     pt_asset_openapi_json_len, 0, 0);
+}
+
+static MHD_RESULT h_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *arg)
+{
+    (void)arg;
+    return metrics(api, conn, rq);
+}
+
+static MHD_RESULT h_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *arg)
+{
+    (void)arg;
+    return status(api, conn, rq);
+}
+
+static MHD_RESULT h_sync(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                         const char *arg)
+{
+    (void)arg;
+    return sync_now(api, conn, rq);
+}
+
+static MHD_RESULT h_events(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *arg)
+{
+    (void)arg;
+    return events_feed(api, conn, rq);
+}
+
+static MHD_RESULT h_create(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *arg)
+{
+    (void)arg;
+    return guarded(api, conn, rq, NULL, NULL);
+}
+
+static MHD_RESULT h_list_charges(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *arg)
+{
+    (void)arg;
+    return list_charges(api, conn, rq);
+}
+
+static MHD_RESULT h_cancel(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *order)
+{
+    return guarded(api, conn, rq, order, pt_intake_cancel);
+}
+
+static MHD_RESULT h_review(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *order)
+{
+    return guarded(api, conn, rq, order, pt_intake_review);
+}
+
+static MHD_RESULT h_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *order)
+{
+    return guarded(api, conn, rq, order, pt_intake_refund);
+}
+
+/* A gateway's notification: its table names its route (gateway.h). */
+static MHD_RESULT h_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *gateway)
+{
+    return notify(api, conn, rq, gateway);
+}
+
+static const struct route routes[] = {
+    {"GET", "/", h_page, R_PUBLIC | R_QUICK},
+    {"GET", "/healthz", h_healthz, R_PUBLIC | R_QUICK},
+    {"GET", LIVE_PATH, h_live, R_PUBLIC | R_QUICK},
+    {"GET", OPENAPI_PATH, h_openapi, R_PUBLIC | R_QUICK},
+    /* /metrics counts every charge by state, a scan of the table, and
+     * /v1/status reads every charge in progress (3-5 ms with 10 000
+     * queued): workers, while the quick ones go on. */
+    {"GET", "/metrics", h_metrics, 0},
+    {"GET", "/v1/status", h_status, 0},
+    {"POST", "/v1/sync", h_sync, R_QUICK},
+    {"GET", "/v1/events", h_events, 0}, /* a long-poll */
+    {"GET", "/v1/charges", h_list_charges, R_QUICK},
+    /* Quick as long as it needs no gateway (pt_intake_create_charge_nowait
+     * hands the others to a worker). */
+    {"POST", "/v1/charges", h_create, R_QUICK},
+    {"GET", "/v1/charges/{order_id}", get_charge, R_QUICK},
+    {"GET", "/v1/charges/{order_id}/events", charge_audit, R_QUICK},
+    {"GET", "/v1/charges/{order_id}/payment", payment_link, 0}, /* may ask the gateway */
+    {"POST", "/v1/charges/{order_id}/cancel", h_cancel, 0},
+    {"POST", "/v1/charges/{order_id}/review", h_review, R_QUICK},
+    {"GET", "/v1/charges/{order_id}/refunds", list_refunds, R_QUICK},
+    {"POST", "/v1/charges/{order_id}/refunds", h_refund, 0},
+    {"GET", "/v1/refunds", list_refunds, R_QUICK},
+    {"GET", "/v1/refunds/{refund_id}", get_refund, R_QUICK},
+    /* The gateways may reach these (notify_listen); their binding may ask
+     * the gateway.  The signature is their credential. */
+    {"POST", "/notify/{gateway}", h_notify, R_PUBLIC},
+    {"POST", "/webhooks/{gateway}", h_notify, R_PUBLIC},
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+int pt_api_route_count(void)
+{
+    return (int)N_ROUTES;
+}
+
+void pt_api_route_at(int i, const char **method, const char **path)
+{
+    assert(i >= 0 && i < (int)N_ROUTES); /* callers loop to pt_api_route_count() */
+    *method = routes[i].method;
+    *path = routes[i].path;
+}
+
+/* The path's parameter of one route, NUL-terminated (the longest: an id). */
+#define ARG_MAX 80
+
+/*
+ * Does url match path?  "{name}" matches one segment, copied to arg - an
+ * empty one, or one too long for an id, too (marked: no id is valid then),
+ * so that the answer is "no such charge" rather than "no such path"; a
+ * "{gateway}" that ends the path takes the rest of the url (a gateway's
+ * route is looked up whole).
+ */
+static int path_match(const char *path, const char *url, char arg[ARG_MAX])
+{
+    arg[0] = '\0';
+    while (*path) {
+        if (*path == '{') {
+            const char *p_end = strchr(path, '}');
+            if (!p_end)
+                return 0;
+            int rest = !p_end[1] && strncmp(path, "{gateway}", 9) == 0;
+            size_t n = rest ? strlen(url) : strcspn(url, "/");
+            snprintf(arg, ARG_MAX, "%.*s", n < ARG_MAX ? (int)n : ARG_MAX - 1, url);
+            if (n == 0 || n >= ARG_MAX)
+                arg[0] = '\x01'; /* empty or too long: no id */
+            path = p_end + 1;
+            url += n;
+            continue;
+        }
+        if (*path++ != *url++)
+            return 0;
+    }
+    return *url == '\0';
+}
+
+static int path_methods(const char *url, char allow[ALLOW_MAX])
+{
+    char arg[ARG_MAX];
+    int get = 0, post = 0;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (path_match(routes[i].path, url, arg)) {
+            get |= strcmp(routes[i].method, "GET") == 0;
+            post |= strcmp(routes[i].method, "POST") == 0;
+        }
+    snprintf(allow, ALLOW_MAX, "%s%s%s", get ? "GET" : "", get && post ? ", " : "",
+             post ? "POST" : "");
+    return get || post;
+}
+
+/* The route of (method, url), NULL when none; *arg its parameter. */
+static const struct route *route_of(const char *method, const char *url, char arg[ARG_MAX])
+{
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (strcmp(routes[i].method, method) == 0 && path_match(routes[i].path, url, arg))
+            return &routes[i];
+    return NULL;
+}
+
+/* Is the route's parameter one its path can name?  Else the 404 to send. */
+static const char *bad_arg(const struct route *r, const char *arg, const char *url)
+{
+    if (strstr(r->path, "{order_id}") && !pt_order_id_valid(arg))
+        return arg[0] == '\x01' ? "no such charge"
+                                : "no such charge (order ids are 1-64 of A-Z a-z 0-9 _ . -)";
+    if (strstr(r->path, "{refund_id}") && !pt_order_id_valid(arg))
+        return "no such refund (refund ids are 1-64 of A-Z a-z 0-9 _ . -)";
+    if (strstr(r->path, "{gateway}") && !pt_gateway_by_route(url))
+        return "no such path";
+    return NULL;
 }
 
 static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                         const char *url, const char *method)
 {
-    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     rq->problem = wants_problem(conn);
     MHD_RESULT answered;
     if (cross_origin(api, conn, rq, url, method, &answered))
         return answered;
-    if (strncmp(url, "/notify/", 8) == 0 || strncmp(url, "/webhooks/", 10) == 0)
-        return route_notify(api, conn, rq, url, method);
-    if (strcmp(url, "/healthz") == 0)
-        return get ? healthz(api, conn, rq) : not_allowed(conn, rq, "GET");
-    if (strcmp(url, LIVE_PATH) == 0)
-        return get ? live(conn, rq) : not_allowed(conn, rq, "GET");
-    /* The operator page asks for the token itself; it holds no data. */
-    if (strcmp(url, "/") == 0)
-        return get ? operator_page(conn, rq) : not_allowed(conn, rq, "GET");
-    /* The description of the API holds no data: a client may read it before
-     * it has the token. */
-    if (strcmp(url, OPENAPI_PATH) == 0)
-        return get ? send_text(conn, rq, 200, "application/json", (char *)pt_asset_openapi_json,
-                               pt_asset_openapi_json_len, 0, 0)
-                   : not_allowed(conn, rq, "GET");
-    if (!authorized(api, conn))
+    char arg[ARG_MAX], allow[ALLOW_MAX];
+    const struct route *r = route_of(method, url, arg);
+    int known = path_methods(url, allow);
+    /* Without the token only the public routes answer anything (a path
+     * that does not exist included: nothing is told about it). */
+    int is_public = r ? (r->flags & R_PUBLIC) != 0 : 0;
+    if (!r && known) {
+        /* Another method of this path: public when that route is. */
+        char any[ARG_MAX];
+        const struct route *other = route_of(strcmp(allow, "POST") == 0 ? "POST" : "GET", url, any);
+        is_public = other && (other->flags & R_PUBLIC);
+    }
+    if (!is_public && !authorized(api, conn))
         return send_error(conn, rq, 401, "unauthorized",
                           "missing or wrong bearer token (Authorization: Bearer <token from "
                           "api_token_file>)");
-    if (strcmp(url, "/metrics") == 0)
-        return get ? metrics(api, conn, rq) : not_allowed(conn, rq, "GET");
-    if (strcmp(url, "/v1/status") == 0)
-        return get ? status(api, conn, rq) : not_allowed(conn, rq, "GET");
-    if (strcmp(url, "/v1/sync") == 0)
-        return post ? sync_now(api, conn, rq) : not_allowed(conn, rq, "POST");
-    if (strcmp(url, "/v1/events") == 0)
-        return get ? events_feed(api, conn, rq) : not_allowed(conn, rq, "GET");
-    if (strcmp(url, "/v1/charges") == 0) {
-        if (post)
-            return guarded(api, conn, rq, NULL, NULL);
-        return get ? list_charges(api, conn, rq) : not_allowed(conn, rq, "GET, POST");
-    }
-    if (strncmp(url, "/v1/charges/", 12) == 0) {
-        char order[80];
-        const char *rest = url + 12, *slash = strchr(rest, '/');
-        size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-        if (n == 0 || n >= sizeof order)
-            return send_error(conn, rq, 404, "not_found", "no such charge");
-        memcpy(order, rest, n);
-        order[n] = '\0';
-        if (!pt_order_id_valid(order))
-            return send_error(conn, rq, 404, "not_found",
-                              "no such charge (order ids are 1-64 of A-Z a-z 0-9 _ . -)");
-        if (!slash)
-            return get ? get_charge(api, conn, rq, order) : not_allowed(conn, rq, "GET");
-        if (strcmp(slash, "/events") == 0)
-            return get ? charge_audit(api, conn, rq, order) : not_allowed(conn, rq, "GET");
-        if (strcmp(slash, "/payment") == 0)
-            return get ? payment_link(api, conn, rq, order) : not_allowed(conn, rq, "GET");
-        if (strcmp(slash, "/cancel") == 0)
-            return post ? guarded(api, conn, rq, order, pt_intake_cancel)
-                        : not_allowed(conn, rq, "POST");
-        if (strcmp(slash, "/review") == 0)
-            return post ? guarded(api, conn, rq, order, pt_intake_review)
-                        : not_allowed(conn, rq, "POST");
-        if (strcmp(slash, "/refunds") == 0) {
-            if (post)
-                return guarded(api, conn, rq, order, pt_intake_refund);
-            return get ? list_refunds(api, conn, rq, order) : not_allowed(conn, rq, "GET, POST");
-        }
-    }
-    if (strcmp(url, "/v1/refunds") == 0)
-        return get ? list_refunds(api, conn, rq, NULL) : not_allowed(conn, rq, "GET");
-    if (strncmp(url, "/v1/refunds/", 12) == 0) {
-        const char *id = url + 12;
-        if (!pt_order_id_valid(id))
-            return send_error(conn, rq, 404, "not_found",
-                              "no such refund (refund ids are 1-64 of A-Z a-z 0-9 _ . -)");
-        return get ? get_refund(api, conn, rq, id) : not_allowed(conn, rq, "GET");
-    }
-    return send_error(conn, rq, 404, "not_found", "no such path");
+    if (!known)
+        return send_error(conn, rq, 404, "not_found", "no such path");
+    const struct route *which = r ? r : route_of(strstr(allow, "GET") ? "GET" : "POST", url, arg);
+    const char *why = which ? bad_arg(which, arg, url) : NULL;
+    if (why)
+        return send_error(conn, rq, 404, "not_found", why);
+    if (!r)
+        return not_allowed(conn, rq, allow);
+    if (strstr(r->path, "{gateway}"))
+        return r->fn(api, conn, rq, pt_gateway_by_route(url)->name);
+    return r->fn(api, conn, rq, arg[0] ? arg : NULL);
 }
 
 /* ---- serving a request ----------------------------------------------------------------- */
@@ -1597,12 +1768,6 @@ static void serve(struct pt_job *job)
     pthread_mutex_unlock(&api->mu);
 }
 
-static int ends_with(const char *s, const char *tail)
-{
-    size_t n = strlen(s), t = strlen(tail);
-    return n >= t && strcmp(s + n - t, tail) == 0;
-}
-
 /*
  * Requests that never wait for a gateway or a long-poll: reads, the review
  * flag, a sync wake-up, and a new charge as long as it needs no gateway (a
@@ -1615,16 +1780,13 @@ static int ends_with(const char *s, const char *tail)
  */
 static int quick_route(const char *url, const char *method)
 {
-    /* /metrics counts every charge by state: a scan of the table; and
-     * /v1/status reads every charge that is not final (3-5 ms with 10 000
-     * queued): for a worker, while the quick ones go on. */
-    if (strcmp(method, "GET") == 0)
-        return strcmp(url, "/v1/events") != 0 && strcmp(url, "/metrics") != 0 &&
-               strcmp(url, "/v1/status") != 0 && !ends_with(url, "/payment");
-    if (strcmp(method, "POST") == 0)
-        return strcmp(url, "/v1/charges") == 0 || strcmp(url, "/v1/sync") == 0 ||
-               (strncmp(url, "/v1/charges/", 12) == 0 && ends_with(url, "/review"));
-    return 0;
+    char arg[ARG_MAX];
+    const struct route *r = route_of(method, url, arg);
+    if (r)
+        return (r->flags & R_QUICK) != 0;
+    /* No such route: a GET is answered at once (404, 405), as a read
+     * would be; anything else (OPTIONS, other methods) by a worker. */
+    return strcmp(method, "GET") == 0;
 }
 
 /*

@@ -35,6 +35,9 @@ struct pt_api_hooks {
     int (*notify)(void *ctx, struct pt_store *st, const char *gateway,
                   const struct pt_http_response *msg, struct pt_reply *out,
                   const char **content_type);
+    /* Lane time gateway's reachability was last found out (SPEC 18), 0
+     * never; NULL: none. */
+    int64_t (*last_probe)(void *ctx, const char *gateway);
     /* The clock's state (SPEC 17) for /v1/status and /metrics; NULL: none. */
     void (*clock)(void *ctx, struct pt_clock_info *out);
     void *ctx;
@@ -74,6 +77,11 @@ void pt_api_stop(struct pt_api *api);
  * 0 both do; 1 the main listener does not; 2 the notification listener
  * does not.  Blocks the caller. */
 int pt_api_probe(struct pt_api *api, int timeout_ms);
+
+/* The route table (one row per method and path; a "{name}" segment is the
+ * path's parameter), for the test that holds openapi.json to it. */
+int pt_api_route_count(void);
+void pt_api_route_at(int i, const char **method, const char **path);
 
 /* Wakes long-polling readers of /v1/events (an event was committed). */
 void pt_api_feed_wake(void *api);

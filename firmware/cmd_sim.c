@@ -35,12 +35,15 @@ static const char help[] =
     "  --pay-delay-ms N    the simulated customer pays QR/redirect orders after N ms\n"
     "                      (default 1000)\n"
     "  --idle-timeout-ms N close kept-alive connections idle for N ms (default 30000)\n"
+    "  --wechat-close-after-ms N  WeChat Pay refuses to close an order younger than\n"
+    "                      N ms (it documents 5 minutes: 300000; default: at once)\n"
     "  --pm-refund-pending 2C2P refunds are answered RP (pending) and become RF after\n"
     "                      the pay delay, as 2C2P refunds alternative payment methods\n"
     "  --quiet             no line per request\n"
     "  -c/--config FILE    accepted and ignored: the simulator needs no configuration\n\n"
     "Use it with:  payterm serve -c payterm.json -c DIR/gateways.json\n"
-    "Control:      POST /_sim/faults, GET /_sim/ledger, GET /_sim/notifications\n"
+    "Control:      POST /_sim/faults, GET /_sim/ledger, GET /_sim/notifications,\n"
+    "              POST /_sim/pay, /_sim/scan, /_sim/clock (docs/simulator.md)\n"
     "Amounts ending in 51 minor units are declined, in 52 stay pending.\n";
 
 static int int_arg(const char *opt, const char *v, int *out)
@@ -94,6 +97,9 @@ int pt_cmd_sim(int argc, char **argv)
                 return PT_EXIT_USAGE;
         } else if (strcmp(a, "--idle-timeout-ms") == 0) {
             if (int_arg(a, v, &o.idle_timeout_ms))
+                return PT_EXIT_USAGE;
+        } else if (strcmp(a, "--wechat-close-after-ms") == 0) {
+            if (int_arg(a, v, &o.wechat_close_after_ms))
                 return PT_EXIT_USAGE;
         } else {
             pt_cli_error("sim", "unknown option '%s' (see payterm sim --help)", a);

@@ -239,13 +239,9 @@ static int load_offline(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 
 static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
 {
-    static const char *const known[] = {"interval_s",
-                                        "max_attempts",
-                                        "backoff_base_ms",
-                                        "backoff_max_ms",
-                                        "resolve_timeout_s",
-                                        "request_timeout_ms",
-                                        NULL};
+    static const char *const known[] = {
+        "interval_s",        "max_attempts",       "backoff_base_ms", "backoff_max_ms",
+        "resolve_timeout_s", "request_timeout_ms", "probe_idle_s",    NULL};
     int rc;
     if ((rc = want_object(c, o, "sync")) || (rc = check_known(c, o, "sync", known)))
         return rc;
@@ -256,7 +252,8 @@ static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
         (rc = get_int(c, o, "sync", "resolve_timeout_s", &cfg->sync_resolve_timeout_s, 1,
                       30LL * 86400)) ||
         (rc = get_int(c, o, "sync", "request_timeout_ms", &cfg->sync_request_timeout_ms, 100,
-                      600000)))
+                      600000)) ||
+        (rc = get_int(c, o, "sync", "probe_idle_s", &cfg->sync_probe_idle_s, 1, 86400)))
         return rc;
     if (cfg->sync_backoff_max_ms < cfg->sync_backoff_base_ms)
         return fail(c, "sync.backoff_max_ms", "must not be smaller than sync.backoff_base_ms");
@@ -330,6 +327,23 @@ static int get_keyfiles(struct ctx *c, const cJSON *v, const char *key, char *fi
     return PT_OK;
 }
 
+/* "+07:00", "-03:30": a UTC offset between -12:00 and +14:00 (the zones
+ * that exist), into minutes east of UTC. */
+static int get_utc_offset(struct ctx *c, const cJSON *v, const char *key, int *out)
+{
+    const char *s = cJSON_IsString(v) ? v->valuestring : "";
+    int ok = strlen(s) == 6 && (s[0] == '+' || s[0] == '-') && s[3] == ':' &&
+             strspn(s + 1, "0123456789") == 2 && strspn(s + 4, "0123456789") == 2;
+    int h = ok ? (s[1] - '0') * 10 + (s[2] - '0') : 0,
+        m = ok ? (s[4] - '0') * 10 + (s[5] - '0') : 0;
+    int min = (s[0] == '-' ? -1 : 1) * (h * 60 + m);
+    if (!ok || m > 59 || min < -12 * 60 || min > 14 * 60)
+        return fail(c, key,
+                    "must be a UTC offset from \"-12:00\" to \"+14:00\", such as \"+07:00\"");
+    *out = min;
+    return PT_OK;
+}
+
 /* One key of a gateway's section, by its table entry (gateway.h). */
 static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
                            const struct pt_gw_key *k, struct pt_gw_settings *g)
@@ -349,6 +363,8 @@ static int get_gateway_key(struct ctx *c, const cJSON *sec, const char *p,
         return get_int(c, sec, p, k->name, (int64_t *)(void *)field, k->min, k->max);
     case PT_GWK_CURRENCIES:
         return get_currencies(c, v, key, g);
+    case PT_GWK_UTC_OFFSET:
+        return get_utc_offset(c, v, key, (int *)(void *)field);
     case PT_GWK_CURRENCY:
         if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
             return fail(c, key, "must be an upper-case ISO 4217 code such as USD");
@@ -387,6 +403,7 @@ static int load_gateway(struct ctx *c, const cJSON *sec, const struct pt_gateway
     memset(g, 0, sizeof *g);
     snprintf(g->endpoint, sizeof g->endpoint, "%s", gw->default_endpoint);
     g->barcode_timeout_s = gw->default_barcode_timeout_s;
+    g->utc_offset_min = gw->default_utc_offset_min;
     for (const struct pt_gw_key *k = gw->config_keys; k->name; k++)
         if ((rc = get_gateway_key(c, sec, p, k, g)))
             return rc;
@@ -558,9 +575,10 @@ static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
     static const char *const known[] = {
-        "data_dir", "listen",      "notify_listen", "api_token_file", "log_level",
-        "storage",  "idempotency", "limits",        "offline",        "sync",
-        "tls",      "gateways",    "cors_origins",  "store",          NULL};
+        "data_dir",     "listen",  "notify_listen", "api_token_file",
+        "log_level",    "storage", "idempotency",   "limits",
+        "offline",      "sync",    "tls",           "gateways",
+        "cors_origins", "store",   "qr_timeout_s",  NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -581,6 +599,11 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
         return rc;
     if (level[0] && pt_log_level_parse(level, &cfg->log_level) != 0)
         return fail(c, "log_level", "must be one of error, warn, info, debug (got \"%s\")", level);
+    /* A minute at least (WeChat Pay moves an earlier time_expire to a minute
+     * after the order; Alipay's timeout_express starts at 1m), a day at
+     * most. */
+    if ((rc = get_int(c, root, "", "qr_timeout_s", &cfg->qr_timeout_s, 60, 86400)))
+        return rc;
 
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "storage"))) {

@@ -116,6 +116,12 @@ static int online(void *p)
     return d->sync && pt_sync_online(d->sync);
 }
 
+static int64_t last_probe(void *p, const char *gateway)
+{
+    struct pt_daemon *d = p;
+    return d->sync ? pt_sync_last_probe(d->sync, gateway) : 0;
+}
+
 static void clock_info(void *p, struct pt_clock_info *out)
 {
     struct pt_daemon *d = p;
@@ -536,6 +542,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
                   .online = online,
                   .notify = notify,
                   .clock = clock_info,
+                  .last_probe = last_probe,
                   .ctx = d},
         .token = d->token[0] ? d->token : NULL,
         .thread_stack = stack,
@@ -679,7 +686,8 @@ static int keep_old(const char *key, int changed)
  * Copies into nc, from the running configuration, every key that needs a
  * restart (SPEC 11): where the database and the lock are, what is listened
  * on, the API token, the storage settings, the trust store libcurl holds,
- * the idempotency timing the API copied at start, and which gateways exist
+ * the idempotency timing the API copied at start, qr_timeout_s (codes
+ * already shown were created with it), and which gateways exist
  * (the sync engine, the transport and the online path were built for
  * them).  Returns how many were named.
  */
@@ -706,6 +714,10 @@ static int keep_restart_keys(const struct pt_config *old, struct pt_config *nc,
     KEEP_NUM("storage.wal_vfs", wal_vfs_off);
     KEEP_NUM("idempotency.ttl_s", idem_ttl_s);
     KEEP_NUM("idempotency.lock_timeout_s", idem_lock_timeout_s);
+    /* Every code's deadline is its send plus this, and its create carried
+     * the same expiry: one value for the whole run, not one for the codes
+     * on screen and another for the next (SPEC 18). */
+    KEEP_NUM("qr_timeout_s", qr_timeout_s);
 #undef KEEP_STR
 #undef KEEP_NUM
     for (int i = 0; i < pt_gateway_count(); i++) {

@@ -35,6 +35,7 @@ int pt_gw_config_load(const struct pt_config *cfg, const char *gateway, pt_rando
     copy(out->notify_url, sizeof out->notify_url, in->notify_url);
     copy(out->refund_endpoint, sizeof out->refund_endpoint, in->refund_endpoint);
     out->barcode_timeout_s = (int)in->barcode_timeout_s;
+    out->utc_offset_min = in->utc_offset_min;
     out->ncurrencies = in->ncurrencies;
     memcpy(out->currencies, in->currencies, sizeof out->currencies);
     memcpy(out->settle_currency, in->settle_currency, sizeof out->settle_currency);

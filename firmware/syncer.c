@@ -134,6 +134,9 @@ static void *run(void *p)
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
     int64_t next_keys = 0; /* peer certificates: at start, then every 12 h */
+    /* Every gateway, once per probe_idle_s (not at start: the first charge
+     * tries an untried gateway itself). */
+    int64_t next_idle_probe = pt_host_mono_ms() + y->cfg->sync_probe_idle_s * 1000;
     /* A process killed (or a board powered off) before its wipe left
      * erased payment codes in the WAL: empty it once at start. */
     int wipe_at_start = 1;
@@ -176,6 +179,14 @@ static void *run(void *p)
         if (pt_host_mono_ms() >= next_probe) {
             pt_sync_probe(y->sync);
             next_probe = pt_host_mono_ms() + interval;
+            step(y);
+        }
+        /* Reachability is fresh (SPEC 18): a gateway that went away while
+         * nothing was sent to it is seen within sync.probe_idle_s. */
+        int64_t idle = y->cfg->sync_probe_idle_s * 1000;
+        if (pt_host_mono_ms() >= next_idle_probe) {
+            pt_sync_probe_all(y->sync, idle);
+            next_idle_probe = pt_host_mono_ms() + idle;
             step(y);
         }
         /* Rotating gateway keys (SPEC 8): a failed download is tried again
@@ -232,6 +243,8 @@ static void *run(void *p)
         }
         if (!next || next_keys < next)
             next = next_keys;
+        if (next_idle_probe < next)
+            next = next_idle_probe;
         if (pt_store_wipe_due() || wipe_at_start) {
             int64_t w = next_wipe > now + 1000 ? next_wipe : now + 1000;
             if (!next || w < next)

@@ -5,7 +5,9 @@
  * customer opens (-> PENDING); POST /payment/4.3/paymentInquiry tells what
  * became of an invoice.  respCode meanings chosen from 2C2P's v4.3 response
  * code list (see classify_inquiry below); 2C2P has no API to cancel an unpaid
- * redirect (the token expires), so CANCEL is PT_EUNSUPPORTED.
+ * redirect (the token expires), so CANCEL and CLOSE are PT_EUNSUPPORTED: a
+ * payment page ends by the paymentExpiry its token was issued with (SPEC
+ * 18), confirmed by paymentInquiry once it has passed.
  *
  * Refunds are not part of PGW: 2C2P documents them in its Payment
  * Maintenance API, with keys of their own (2c2p_pm.c).
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* 2C2P's invoiceNo is at most 50 characters. */
 #define C2P_INVOICE_MAX 50
@@ -104,7 +107,26 @@ size_t pt_2c2p_minify(char *json, size_t len)
  * exponent (pt_jscan_amount).
  */
 
-static char *token_payload(const struct pt_gw_config *cfg, const struct pt_charge *c, int *rc)
+/*
+ * paymentExpiry, the page's expiry (SPEC 18): 2C2P's Payment Token Request
+ * Parameters (developer.2c2p.com/docs/api-payment-token-request-parameter)
+ * give it as "yyyy-MM-dd HH:mm:ss" - a local time without a zone.  The
+ * copy of that page read for this (and 2C2P's guides) does not say whose
+ * local time; 2C2P's own answers write their times in Bangkok time, so the
+ * adapter writes it in gateways.2c2p.utc_offset, default +07:00 (the same
+ * key SPEC 20 reads 2C2P's zone-less times with), which a merchant whose
+ * 2C2P account keeps another zone sets to it.
+ */
+static void payment_expiry(int64_t ms, int offset_min, char out[20])
+{
+    time_t t = (time_t)(ms / 1000) + (time_t)offset_min * 60;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, 20, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static char *token_payload(const struct pt_gw_config *cfg, const struct pt_charge *c,
+                           const struct pt_gw_env *env, int *rc)
 {
     char amount[PT_MONEY_DECIMAL_MAX];
     *rc = pt_money_to_decimal(c->amount, c->currency, PT_MONEY_TRIM, amount, sizeof amount);
@@ -120,6 +142,12 @@ static char *token_payload(const struct pt_gw_config *cfg, const struct pt_charg
     pt_buf_json_string(&b, c->subject[0] ? c->subject : c->order_id);
     pt_buf_printf(&b, ",\"amount\":%s,\"currencyCode\":", amount);
     pt_buf_json_string(&b, c->currency);
+    if (env && env->expire_at_ms > 0) {
+        char pe[20];
+        payment_expiry(env->expire_at_ms, cfg->utc_offset_min, pe);
+        pt_buf_puts(&b, ",\"paymentExpiry\":");
+        pt_buf_json_string(&b, pe);
+    }
     if (cfg->notify_url[0]) {
         pt_buf_puts(&b, ",\"backendReturnUrl\":");
         pt_buf_json_string(&b, cfg->notify_url);
@@ -150,15 +178,14 @@ static int c2p_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const str
     int rc = PT_EINVAL;
     char *payload = NULL, *body = NULL;
     size_t blen = 0;
-    (void)env;
-    if (op == PT_GW_CANCEL)
+    if (op == PT_GW_CANCEL || op == PT_GW_CLOSE)
         return PT_EUNSUPPORTED;
     if (!cfg->secret_len || !cfg->merchant_id[0] || !cfg->endpoint[0] || !c->order_id[0] ||
         strlen(c->order_id) > C2P_INVOICE_MAX)
         return PT_EINVAL;
     if (op == PT_GW_PAY && strcmp(c->method, "redirect") != 0)
         return PT_EINVAL;
-    payload = op == PT_GW_PAY ? token_payload(cfg, c, &rc) : inquiry_payload(cfg, c, &rc);
+    payload = op == PT_GW_PAY ? token_payload(cfg, c, env, &rc) : inquiry_payload(cfg, c, &rc);
     if (!payload)
         return rc;
     rc = pt_2c2p_seal(cfg->secret, cfg->secret_len, payload, strlen(payload), &body, &blen);
@@ -242,6 +269,9 @@ static void classify_inquiry(const char *text, size_t len, const cJSON *o, int s
     if (!sig && oc != PT_OUTCOME_NOT_FOUND && oc != PT_OUTCOME_DECLINED)
         oc = PT_OUTCOME_AMBIGUOUS;
     pt__result(out, oc, code ? code : "malformed_response", desc);
+    /* In progress, or at the customer's redirect/app/QR step: someone is
+     * paying - not a page nobody paid, even past its paymentExpiry. */
+    out->paying = oc == PT_OUTCOME_PENDING && !code_is(code, "0001");
     if (!sig)
         return;
     pt__copy(out->trade_no, sizeof out->trade_no, pt__jstr(o, "tranRef"));
@@ -355,6 +385,10 @@ static const struct pt_gw_key c2p_keys[] = {
     PT_GW_KEY("pm_endpoint", PT_GWK_HTTPS, refund_endpoint, 0),
     PT_GW_KEY("pm_private_key_file", PT_GWK_SECRET, files[C2P_PM_PRIVATE_KEY], 0),
     PT_GW_KEY("pm_public_key_file", PT_GWK_FILE, files[C2P_PM_PUBLIC_KEY], 0),
+    /* The zone of 2C2P's zone-less times (paymentExpiry). */
+    {.name = "utc_offset",
+     .kind = PT_GWK_UTC_OFFSET,
+     .offset = offsetof(struct pt_gw_settings, utc_offset_min)},
     {.name = NULL},
 };
 
@@ -378,6 +412,7 @@ const struct pt_gateway pt_gateway_2c2p = {
     .notify_route = "/notify/2c2p",
     .default_endpoint = "https://pgw.2c2p.com",
     .config_keys = c2p_keys,
+    .default_utc_offset_min = 7 * 60, /* Bangkok, as 2C2P writes its times */
     .load = c2p_load,
     .cli_sign = pt__cli_sign_c2p,
     .cli_verify = pt__cli_verify_c2p,

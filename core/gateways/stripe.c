@@ -257,6 +257,8 @@ static int stripe_route(enum pt_gw_op op, const struct pt_charge *c, const char 
         pt_buf_free(&b, 0);
         return ok ? PT_OK : PT_ETOOBIG;
     }
+    if (op != PT_GW_CANCEL)
+        return PT_EUNSUPPORTED; /* a card charge shows no code to close */
     if (!pt__id_safe(c->gateway_trade_no))
         return PT_EINVAL; /* cancel needs the PaymentIntent id */
     *method = "POST";

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define WECHAT_MAX_TEXT (256 * 1024)
 
@@ -277,7 +278,29 @@ out:
  * the adapter has no amount_unit (every amount is representable).
  */
 
-static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge *c)
+void pt_wechat_time(int64_t ms, char out[PT_WECHAT_TIME_LEN])
+{
+    /* China Standard Time has had no daylight saving since 1991. */
+    time_t t = (time_t)(ms / 1000) + 8 * 3600;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, PT_WECHAT_TIME_LEN, "%Y-%m-%dT%H:%M:%S+08:00", &tm);
+}
+
+/*
+ * The Native create (pay.weixin.qq.com/doc/v3/merchant/4012525171, "Native
+ * 下单"), fields in the page's order.  time_expire, the code's expiry (SPEC
+ * 18): "支付结束时间 ... 超过此时间后，用户将无法对该笔订单进行支付 ... 需遵循
+ * rfc3339标准格式 ... 示例：2015-05-20T13:29:35+08:00", written in China time
+ * like the example.  The page also says it is "仅在用户首次下单时可设置，且不
+ * 允许后续修改，尝试修改将导致错误": a repeat of the create must carry the very
+ * same value (env->expire_at_ms is the same for every repeat), and that it
+ * is not the time WeChat closes the order - payterm closes it (close
+ * refused in an order's first 5 minutes: close_min_age_s) or, before that,
+ * confirms by query that it was not paid.
+ */
+static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge *c,
+                         const struct pt_gw_env *env)
 {
     struct pt_buf b;
     pt_buf_init(&b, WECHAT_MAX_TEXT);
@@ -289,6 +312,12 @@ static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge 
     pt_buf_json_string(&b, c->subject[0] ? c->subject : c->order_id);
     pt_buf_puts(&b, ",\"out_trade_no\":");
     pt_buf_json_string(&b, c->order_id);
+    if (env->expire_at_ms > 0) {
+        char te[PT_WECHAT_TIME_LEN];
+        pt_wechat_time(env->expire_at_ms, te);
+        pt_buf_puts(&b, ",\"time_expire\":");
+        pt_buf_json_string(&b, te);
+    }
     pt_buf_puts(&b, ",\"notify_url\":");
     pt_buf_json_string(&b, cfg->notify_url);
     pt_buf_printf(&b, ",\"amount\":{\"total\":%lld,\"currency\":", (long long)c->amount);
@@ -297,9 +326,12 @@ static char *native_body(const struct pt_gw_config *cfg, const struct pt_charge 
     return pt_buf_take(&b, NULL);
 }
 
-/* Method, path and body of op; *body is malloc'd or NULL (GET). */
+/* Method, path and body of op; *body is malloc'd or NULL (GET).  Cancel
+ * and close are both the order's close, which WeChat refuses for a paid
+ * order (ORDERPAID). */
 static int wechat_route(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
-                        const char **method, char *path, size_t pathlen, char **body)
+                        const struct pt_gw_env *env, const char **method, char *path,
+                        size_t pathlen, char **body)
 {
     *body = NULL;
     if (op == PT_GW_PAY) {
@@ -308,7 +340,7 @@ static int wechat_route(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
             return PT_EINVAL;
         *method = "POST";
         snprintf(path, pathlen, "/v3/pay/transactions/native");
-        *body = native_body(cfg, c);
+        *body = native_body(cfg, c, env);
     } else if (op == PT_GW_QUERY) {
         *method = "GET";
         snprintf(path, pathlen, "/v3/pay/transactions/out-trade-no/%s?mchid=%s", c->order_id,
@@ -388,11 +420,11 @@ static int wechat_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     const char *method = NULL;
     char path[512];
     char *body = NULL;
-    if (strcmp(c->method, "barcode") == 0)
-        return pt__wechat_v2_build(cfg, op, c, env, out);
+    if (strcmp(c->method, "barcode") == 0) /* APIv2 has a reverse, no close */
+        return op == PT_GW_CLOSE ? PT_EUNSUPPORTED : pt__wechat_v2_build(cfg, op, c, env, out);
     if (!can_sign(cfg, env) || !pt__id_safe(c->order_id))
         return PT_EINVAL;
-    int rc = wechat_route(cfg, op, c, &method, path, sizeof path, &body);
+    int rc = wechat_route(cfg, op, c, env, &method, path, sizeof path, &body);
     if (rc != PT_OK)
         return rc;
     return finish_request(cfg, env, method, path, body, out);
@@ -568,6 +600,8 @@ static void classify_query(const struct pt_http_response *resp, const cJSON *o,
     }
     const char *st = pt__jstr(o, "trade_state");
     pt__result(out, trade_state_outcome(st), st, pt__jstr(o, "trade_state_desc"));
+    /* 用户支付中: the customer is confirming, not a code nobody paid. */
+    out->paying = st && strcmp(st, "USERPAYING") == 0;
     if (read_transaction(resp->body, resp->body_len, o, out->trade_no, sizeof out->trade_no,
                          &out->amount, out->currency) != PT_OK &&
         out->outcome == PT_OUTCOME_SUCCESS)
@@ -1334,6 +1368,9 @@ const struct pt_gateway pt_gateway_wechat = {
                         "    (a notification or response body; with the APIv3 key a\n"
                         "    notification's resource is decrypted)",
     .resend_window_s = 0,
+    /* "订单生成后不能马上调用关单接口，最短调用时间间隔为5分钟" (WeChat Pay's
+     * close order pages, APIv2 closeorder and the APIv3 global close). */
+    .close_min_age_s = 300,
     /* APIv3: out_trade_no is 6-32 of [A-Za-z0-9_-|*]. */
     .order_id_min = 6,
     .order_id_max = 32,

@@ -129,6 +129,11 @@ int pt_wechat_certs_parse(const struct pt_gw_config *cfg, const struct pt_http_r
  * PT_OK or PT_EPARSE. */
 int pt_wechat_parse_time(const char *s, int64_t *out);
 
+/* Unix ms as WeChat Pay writes a time: RFC 3339 in China Standard Time,
+ * "2025-11-30T13:01:00+08:00" (seconds; the fraction dropped). */
+#define PT_WECHAT_TIME_LEN 26
+void pt_wechat_time(int64_t ms, char out[PT_WECHAT_TIME_LEN]);
+
 /* 1 when s is a certificate serial: 1 to 63 hex digits. */
 int pt_wechat_serial_valid(const char *s);
 

@@ -613,6 +613,8 @@ int pt__wechat_v2_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
                         const struct pt_gw_env *env, struct pt_http_request *out)
 {
     memset(out, 0, sizeof *out);
+    if (op == PT_GW_CLOSE)
+        return PT_EUNSUPPORTED; /* a payment code is reversed, never closed */
     if (!v2_can_build(cfg, op, c, env))
         return PT_EINVAL;
     struct pt_wxv2_field f[12] = {

@@ -43,6 +43,11 @@
  * POST /_sim/rotate {"gateway":"wechat"} replaces WeChat's platform key
  * (sim_files.c issues it, sim_wechat.c signs with it).
  *
+ * POST /_sim/clock {"advance_ms":N} lets N ms pass for the gateways at once:
+ * orders expire, timers fall due (a test moves payterm's clocks as much).
+ * POST /_sim/scan {"gateway":...,"order_id":...} is a customer who scans a
+ * code and does not pay (Alipay creates a precreated code's trade then).
+ *
  * Client certificates.  The TLS server asks every client for a certificate
  * but does not insist (MBEDTLS_SSL_VERIFY_OPTIONAL): WeChat Pay's
  * api.mch.weixin.qq.com serves its certificate-free routes (/pay/micropay)
@@ -418,11 +423,13 @@ static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp
     }
     pt__sim_lock(s);
     int rc = pt__sim_trade_get(s, gw, order, t);
-    if (rc == PT_OK && strcmp(t->status, "pending") == 0) {
+    if (rc == PT_OK && pt__sim_expired(s, t)) {
+        rc = 410; /* past the expiry its create named: the gateway takes no payment */
+    } else if (rc == PT_OK && strcmp(t->status, "pending") == 0) {
         snprintf(t->status, sizeof t->status, "captured");
         t->captures++;
         t->pay_at = 0;
-        t->paid_at = t->updated_at = pt__sim_now_ms();
+        t->paid_at = t->updated_at = pt__sim_now_ms(s);
         rc = pt__sim_trade_update(s, t);
         rc = rc == PT_OK ? 0 : 500;
     } else {
@@ -432,8 +439,9 @@ static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp
     if (rc) {
         bad_request(rs, rc == 404   ? "no such trade"
                         : rc == 409 ? "the trade is not pending"
+                        : rc == 410 ? "the order expired: it can no longer be paid"
                                     : "ledger error");
-        rs->status = rc;
+        rs->status = rc == 410 ? 409 : rc;
         goto out;
     }
     cJSON *o = cJSON_CreateObject();
@@ -445,6 +453,77 @@ static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp
 out:
     free(t);
     cJSON_Delete(j);
+}
+
+/*
+ * POST /_sim/scan {"gateway":name,"order_id":id}: the customer of a pending
+ * code scans it and leaves without paying.  Alipay creates the trade of a
+ * precreated code at the scan (an unscanned code's close is answered
+ * ACQ.TRADE_NOT_EXIST); the others do not care.  404 no such trade, 409
+ * not pending (or expired).
+ */
+static void post_scan(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *gwname = pt__sim_json_str(j, "gateway"), *order = pt__sim_json_str(j, "order_id");
+    int gw = gwname ? pt__sim_gw_parse(gwname) : -2, st = 500;
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t || gw < 0 || !order) {
+        bad_request(rs, "body must be {\"gateway\": alipay|wechat|stripe|2c2p, \"order_id\": ...}");
+        goto out;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, gw, order, t);
+    if (rc == PT_OK && strcmp(t->status, "pending") == 0 && !pt__sim_expired(s, t)) {
+        pt__sim_extra_set_int(t, "scanned", 1);
+        t->updated_at = pt__sim_now_ms(s);
+        st = pt__sim_trade_update(s, t) == PT_OK ? 200 : 500;
+    } else if (rc == PT_OK || rc == PT_ENOTFOUND) {
+        st = rc == PT_OK ? 409 : 404;
+    }
+    pt__sim_unlock(s);
+    if (st != 200) {
+        bad_request(rs, st == 404   ? "no such trade"
+                        : st == 409 ? "not a code to scan"
+                                    : "ledger error");
+        rs->status = st;
+        goto out;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "order_id", t->order_id);
+    cJSON_AddBoolToObject(o, "scanned", 1);
+    pt__sim_resp_json(rs, 200, o);
+    pt__sim_note(rs, "%s scanned by the test", t->order_id);
+out:
+    free(t);
+    cJSON_Delete(j);
+}
+
+/*
+ * POST /_sim/clock {"advance_ms":N}: N ms pass for the gateways at once -
+ * their time (created, paid and expiry times, signatures, Stripe's key
+ * window) is the real clock plus every advance so far.  Only forward: a
+ * gateway's clock never goes back.  Answers the total.
+ */
+static void post_clock(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    int64_t ms = -1;
+    if (pt__sim_json_int(j, "advance_ms", &ms) != 0 || ms < 0 || ms > 366LL * 86400 * 1000) {
+        bad_request(rs, "body must be {\"advance_ms\": 0 to 31622400000}");
+        cJSON_Delete(j);
+        return;
+    }
+    cJSON_Delete(j);
+    int64_t total = atomic_fetch_add(&s->advance_ms, ms) + ms;
+    pthread_mutex_lock(&s->lk);
+    pthread_cond_signal(&s->cond); /* what fell due now: the scheduler looks again */
+    pthread_mutex_unlock(&s->lk);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "advance_ms", (double)total);
+    pt__sim_resp_json(rs, 200, o);
+    pt_log_info("sim: the gateways' clock moved %lld ms forward (%lld in all)", (long long)ms,
+                (long long)total);
 }
 
 /*
@@ -531,6 +610,10 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         post_pay(s, rq, rs);
     } else if (strcmp(rq->path, "/_sim/rotate") == 0 && strcmp(rq->method, "POST") == 0) {
         post_rotate(s, rq, rs);
+    } else if (strcmp(rq->path, "/_sim/scan") == 0 && strcmp(rq->method, "POST") == 0) {
+        post_scan(s, rq, rs);
+    } else if (strcmp(rq->path, "/_sim/clock") == 0 && strcmp(rq->method, "POST") == 0) {
+        post_clock(s, rq, rs);
     } else if (strcmp(rq->path, "/_sim/health") == 0) {
         pt__sim_resp_set(rs, 200, "application/json", "{\"ok\":true}", 11);
     } else {
@@ -540,7 +623,8 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         cJSON_AddStringToObject(e, "message",
                                 "simulator control endpoints: POST/GET /_sim/faults, "
                                 "GET /_sim/ledger, GET /_sim/notifications, GET /_sim/health, "
-                                "GET /_sim/blob?bytes=N, POST /_sim/pay, POST /_sim/rotate");
+                                "GET /_sim/blob?bytes=N, POST /_sim/pay, POST /_sim/rotate, "
+                                "POST /_sim/scan, POST /_sim/clock");
         pt__sim_resp_json(rs, 404, o);
     }
 }
@@ -1239,6 +1323,7 @@ int pt_sim_start(const struct pt_sim_options *opt, struct pt_sim **out, char *er
     while (nbl > 0 && s->notify_base[nbl - 1] == '/')
         s->notify_base[--nbl] = '\0';
     s->pay_delay_ms = opt->pay_delay_ms > 0 ? opt->pay_delay_ms : 1000;
+    s->wechat_close_after_ms = opt->wechat_close_after_ms;
     s->idle_timeout_ms = opt->idle_timeout_ms > 0 ? opt->idle_timeout_ms : 30000;
     s->notify_retry_ms = opt->notify_retry_ms > 0 ? opt->notify_retry_ms : 1000;
     s->stripe_key_ttl_ms = (opt->stripe_key_ttl_s > 0 ? opt->stripe_key_ttl_s : 86400) * 1000;

@@ -15,7 +15,10 @@
  * completes the redirect after the pay delay (...51: declined by the issuer,
  * ...52: never), and the result is POSTed as a backend notification (a JWT
  * payload) to the order's backendReturnUrl, at least twice.  2C2P has no
- * "close" for an unpaid token (it just expires), so there is no cancel.
+ * "close" for an unpaid token (it just expires), so there is no cancel: a
+ * paymentExpiry ("yyyy-MM-dd HH:mm:ss", read in Bangkok time like 2C2P's
+ * own times) is recorded, and past it nobody can pay the page (the inquiry
+ * still answers 0001, pending).
  *
  *   POST /PaymentAction/2.0/action   Payment Maintenance (refunds)
  *
@@ -205,8 +208,16 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
         plain(rs, "9004", "The value is not valid (amount / currencyCode)");
         goto out;
     }
-    char hash[65], basis[600];
-    snprintf(basis, sizeof basis, "%lld|%s|%s|%s", (long long)minor, cur, desc, burl ? burl : "");
+    const char *pe = pt__sim_json_str(j, "paymentExpiry");
+    int64_t expire_at = 0;
+    if (cJSON_GetObjectItemCaseSensitive(j, "paymentExpiry") &&
+        (!pe || pt__sim_local_time(pe, "+07:00", &expire_at) != PT_OK)) {
+        plain(rs, "9004", "The value is not valid (paymentExpiry: yyyy-MM-dd HH:mm:ss)");
+        goto out;
+    }
+    char hash[65], basis[640];
+    snprintf(basis, sizeof basis, "%lld|%s|%s|%s|%s", (long long)minor, cur, desc, burl ? burl : "",
+             pe ? pe : "");
     pt__sim_sha256_hex(basis, strlen(basis), hash);
     if (pt__sim_commit_gate(c) != 0) {
         rs->drop = 1;
@@ -223,7 +234,8 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     if (rc == PT_OK) {
         pt__sim_unlock(s);
         cJSON *x = cJSON_Parse(t->extra);
-        if (strcmp(t->params_hash, hash) != 0 || strcmp(t->status, "pending") != 0) {
+        if (strcmp(t->params_hash, hash) != 0 || strcmp(t->status, "pending") != 0 ||
+            pt__sim_expired(s, t)) {
             plain(rs, "9015", "Existing invoice number");
         } else {
             snprintf(answer, sizeof answer,
@@ -245,7 +257,7 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     memcpy(t->currency, cur, 3);
     snprintf(t->status, sizeof t->status, "pending");
     memcpy(t->params_hash, hash, sizeof hash);
-    t->created_at = t->updated_at = pt__sim_now_ms();
+    t->created_at = t->updated_at = pt__sim_now_ms(s);
     char token[80], url[200];
     pt__sim_random_alnum(s, token, 64);
     snprintf(url, sizeof url, "https://sandbox-pgw-ui.2c2p.com/payment/4.3/#/token/%s", token);
@@ -259,6 +271,8 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     cJSON_Delete(x);
     snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
     free(xt);
+    if (pe)
+        pt__sim_set_expiry(t, "paymentExpiry", pe, expire_at);
     pt__sim_schedule_pay(s, t);
     rc = pt__sim_trade_insert(s, t);
     pt__sim_unlock(s);
@@ -366,12 +380,12 @@ static void add(struct pm_answer *a, const char *name, const char *value)
         a->f[a->n++] = (struct pt_pmxml_field){name, value};
 }
 
-static void answer_start(struct pm_answer *a, const char *code, const char *desc, const char *pt,
-                         const char *inv)
+static void answer_start(const struct pt_sim *s, struct pm_answer *a, const char *code,
+                         const char *desc, const char *pt, const char *inv)
 {
     memset(a, 0, sizeof *a);
     a->list_at = -1;
-    bangkok(pt__sim_now_ms(), 1, a->stamp, sizeof a->stamp);
+    bangkok(pt__sim_now_ms(s), 1, a->stamp, sizeof a->stamp);
     add(a, "version", PT_2C2P_PM_VERSION);
     add(a, "timeStamp", a->stamp);
     add(a, "respCode", code);
@@ -404,7 +418,7 @@ static void pm_fail(struct pt_sim *s, struct sim_resp *rs, const char *code, con
         pt__sim_resp_set(rs, 500, "text/plain", "out of memory", 13);
         return;
     }
-    answer_start(a, code, desc, pt, inv);
+    answer_start(s, a, code, desc, pt, inv);
     pm_send(s, rs, a);
     pt__sim_note(rs, "%s %s respCode %s", pt ? pt : "?", inv ? inv : "?", code);
     free(a);
@@ -460,7 +474,7 @@ static enum sim_refund_rc pm_refund_take(struct pt_sim *s, const struct sim_trad
     snprintf(r->refund_key, sizeof r->refund_key, "%s", r->refund_no);
     r->amount = minor;
     snprintf(r->status, sizeof r->status, s->pm_refund_pending ? "processing" : "succeeded");
-    r->settle_at = s->pm_refund_pending ? pt__sim_now_ms() + s->pay_delay_ms : 0;
+    r->settle_at = s->pm_refund_pending ? pt__sim_now_ms(s) + s->pay_delay_ms : 0;
     char basis[32];
     snprintf(basis, sizeof basis, "%lld", (long long)minor);
     pt__sim_sha256_hex(basis, strlen(basis), r->params_hash);
@@ -507,7 +521,7 @@ static void pm_refund(struct sim_call *c, const char *inv, const char *amount, s
         char amt[PT_MONEY_DECIMAL_MAX], when[20];
         pt_money_to_decimal(minor, t->currency, PT_MONEY_FIXED, amt, sizeof amt);
         bangkok(t->paid_at ? t->paid_at : t->created_at, 0, when, sizeof when);
-        answer_start(a, "00", "Success", "R", inv);
+        answer_start(s, a, "00", "Success", "R", inv);
         add(a, "amount", amt);
         add(a, "status", s->pm_refund_pending ? "RP" : "RF");
         trade_fields(a, t, r->refund_no, when);
@@ -585,7 +599,7 @@ static void pm_refund_status(struct sim_call *c, const char *inv, const char *am
     char amt[PT_MONEY_DECIMAL_MAX], when[20];
     pt_money_to_decimal(t->amount, t->currency, PT_MONEY_FIXED, amt, sizeof amt);
     bangkok(t->paid_at ? t->paid_at : t->created_at, 0, when, sizeof when);
-    answer_start(a, "00", "Success", "RS", inv);
+    answer_start(s, a, "00", "Success", "RS", inv);
     add(a, "amount", amt);
     add(a, "status", strcmp(t->status, "captured") == 0 ? "S" : "A");
     trade_fields(a, t, NULL, when);
@@ -633,7 +647,7 @@ static void pm_inquiry(struct sim_call *c, const char *inv, struct sim_resp *rs)
     char amt[PT_MONEY_DECIMAL_MAX], when[20];
     pt_money_to_decimal(t->amount, t->currency, PT_MONEY_FIXED, amt, sizeof amt);
     bangkok(t->paid_at ? t->paid_at : t->created_at, 0, when, sizeof when);
-    answer_start(a, "00", "Success", "I", inv);
+    answer_start(s, a, "00", "Success", "I", inv);
     add(a, "amount", amt);
     add(a, "status", status);
     trade_fields(a, t, NULL, when);
@@ -713,7 +727,7 @@ static void autopay(struct pt_sim *s, struct sim_trade *t)
 {
     enum sim_rule rule = pt__sim_amount_rule(t->amount);
     t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms();
+    t->updated_at = pt__sim_now_ms(s);
     if (rule == SIM_RULE_PAY) {
         snprintf(t->status, sizeof t->status, "captured");
         t->captures++;

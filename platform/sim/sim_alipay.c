@@ -28,8 +28,17 @@
  *                   repeat while unpaid returns the same qr_code.
  *   trade.query     trade_status WAIT_BUYER_PAY / TRADE_SUCCESS / TRADE_CLOSED,
  *                   ACQ.TRADE_NOT_EXIST for an unknown out_trade_no.
+ *                   An expiry (timeout_express "5m"/"2h"/"1d", 1m to 15d,
+ *                   counted from the precreate; or time_expire, yyyy-MM-dd
+ *                   HH:mm:ss China time, which wins) is recorded: past it the
+ *                   code is closed by Alipay (TRADE_CLOSED) and cannot be paid.
  *   trade.cancel    closes an unpaid trade (action "close") or reverses a paid
  *                   one (action "refund"; the capture stays counted).
+ *   trade.close     closes an unpaid trade, never a paid one
+ *                   (ACQ.TRADE_STATUS_ERROR, as for one closed already); a
+ *                   precreated code nobody scanned (POST /_sim/scan) has no
+ *                   trade at Alipay yet: ACQ.TRADE_NOT_EXIST, and the code is
+ *                   dead all the same.
  *   trade.refund    refunds a paid trade, fully or in parts, keyed by
  *                   out_request_no (unique per trade; absent = out_trade_no,
  *                   which then asks for the whole amount).  The same
@@ -135,7 +144,8 @@ static void fail(struct pt_sim *s, struct sim_resp *rs, const char *method, cons
 
 /* ---- the trade as Alipay shows it ------------------------------------------------- */
 
-/* lk held: a paid trade refunded in full is closed, as Alipay shows it. */
+/* lk held: a paid trade refunded in full is closed, as Alipay shows it, and
+ * so is an unpaid one past its expiry ("逾期将关闭交易"). */
 static const char *trade_status(struct pt_sim *s, const struct sim_trade *t)
 {
     int64_t refunded = 0;
@@ -144,9 +154,44 @@ static const char *trade_status(struct pt_sim *s, const struct sim_trade *t)
         return "TRADE_CLOSED";
     if (strcmp(t->status, "captured") == 0)
         return "TRADE_SUCCESS";
-    if (strcmp(t->status, "pending") == 0)
+    if (strcmp(t->status, "pending") == 0 && !pt__sim_expired(s, t))
         return "WAIT_BUYER_PAY";
     return "TRADE_CLOSED";
+}
+
+/* An order's expiry as the create gave it (see the header). */
+struct expiry {
+    char field[24], text[40];
+    int64_t after_ms; /* timeout_express: from the create */
+    int64_t at_ms;    /* time_expire: when; 0 = not given */
+};
+
+/* Reads biz's expiry into *e: 0 none, 1 given, -1 malformed. */
+static int order_expiry(const cJSON *biz, struct expiry *e)
+{
+    const char *abs = pt__sim_json_str(biz, "time_expire");
+    const char *rel = pt__sim_json_str(biz, "timeout_express");
+    memset(e, 0, sizeof e[0]);
+    if (abs) {
+        if (pt__sim_local_time(abs, "+08:00", &e->at_ms) != PT_OK) /* China time */
+            return -1;
+        snprintf(e->field, sizeof e->field, "time_expire");
+        snprintf(e->text, sizeof e->text, "%s", abs);
+        return 1;
+    }
+    if (!rel)
+        return 0;
+    char unit = 0, extra = 0;
+    long n = 0;
+    if (sscanf(rel, "%ld%c%c", &n, &unit, &extra) != 2 || n < 1 || !strchr("mhd", unit) ||
+        rel[0] == '0')
+        return -1;
+    e->after_ms = n * (unit == 'm' ? 60 : unit == 'h' ? 3600 : 86400) * 1000LL;
+    if (e->after_ms > 15LL * 86400 * 1000)
+        return -1; /* 取值范围：1m～15d */
+    snprintf(e->field, sizeof e->field, "timeout_express");
+    snprintf(e->text, sizeof e->text, "%s", rel);
+    return 1;
 }
 
 /* Amounts as Alipay writes them: the major unit, two decimals at most. */
@@ -169,7 +214,7 @@ static void notify(struct pt_sim *s, const struct sim_trade *t, const char *stat
     struct pt_form f;
     struct pt_buf b;
     amount_str(t, amount);
-    pt__sim_time_cn(pt__sim_now_ms(), now);
+    pt__sim_time_cn(pt__sim_now_ms(s), now);
     pt__sim_time_cn(t->created_at, created);
     pt__sim_time_cn(t->paid_at ? t->paid_at : t->updated_at, paid);
     pt__sim_random_alnum(s, nid, 32);
@@ -258,7 +303,7 @@ static int auth_code_valid(const char *c)
 static void new_trade_no(struct pt_sim *s, char *out, size_t outlen)
 {
     char date[20], digits[20];
-    pt__sim_time_cn(pt__sim_now_ms(), date);
+    pt__sim_time_cn(pt__sim_now_ms(s), date);
     pt__sim_random_digits(s, digits, 15);
     /* 28 digits like Alipay's: date, a channel code, a serial. */
     snprintf(out, outlen, "%.4s%.2s%.2s22001%s", date, date + 5, date + 8, digits);
@@ -309,7 +354,7 @@ static int existing(struct pt_sim *s, struct sim_resp *rs, const char *method,
         fail(s, rs, method, "40004", "ACQ.TRADE_HAS_SUCCESS", "交易已被支付");
         return 1;
     }
-    if (strcmp(t->status, "pending") != 0) {
+    if (strcmp(t->status, "pending") != 0 || pt__sim_expired(s, t)) {
         fail(s, rs, method, "40004", "ACQ.TRADE_HAS_CLOSE", "交易已经关闭");
         return 1;
     }
@@ -355,10 +400,16 @@ static void pay(struct sim_call *c, const char *method, const struct pt_form *f,
              "支付失败，获取顾客账户信息失败，请顾客刷新付款码后重新收款");
         return;
     }
+    struct expiry ex;
+    if (order_expiry(biz, &ex) < 0) {
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "timeout_express (1m～15d) 或 time_expire (yyyy-MM-dd HH:mm:ss) 格式错误");
+        return;
+    }
     /* Same business parameters = the same trade. */
-    char hash[65], basis[512];
-    snprintf(basis, sizeof basis, "%s|%lld|%s|%s|%s", method, (long long)minor, currency,
-             auth ? auth : "", subject);
+    char hash[65], basis[600];
+    snprintf(basis, sizeof basis, "%s|%lld|%s|%s|%s|%s", method, (long long)minor, currency,
+             auth ? auth : "", subject, ex.text);
     pt__sim_sha256_hex(basis, strlen(basis), hash);
     if (pt__sim_commit_gate(c) != 0) {
         rs->drop = 1;
@@ -397,7 +448,7 @@ static void pay(struct sim_call *c, const char *method, const struct pt_form *f,
     t->amount = minor;
     memcpy(t->currency, currency, 4);
     memcpy(t->params_hash, hash, sizeof hash);
-    t->created_at = t->updated_at = pt__sim_now_ms();
+    t->created_at = t->updated_at = pt__sim_now_ms(s);
     cJSON *x = cJSON_CreateObject();
     cJSON_AddStringToObject(x, "subject", subject);
     const char *nurl = pt_form_get(f, "notify_url");
@@ -412,6 +463,8 @@ static void pay(struct sim_call *c, const char *method, const struct pt_form *f,
     cJSON_Delete(x);
     snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
     free(xt);
+    if (ex.field[0])
+        pt__sim_set_expiry(t, ex.field, ex.text, ex.at_ms ? ex.at_ms : t->created_at + ex.after_ms);
     enum sim_rule rule = pt__sim_amount_rule(minor);
     if (qr) {
         snprintf(t->status, sizeof t->status, "pending");
@@ -515,7 +568,7 @@ static void cancel(struct sim_call *c, const char *method, const cJSON *biz, str
             int notify_close = strcmp(t->status, "declined") != 0;
             snprintf(t->status, sizeof t->status, "canceled");
             t->pay_at = 0;
-            t->updated_at = pt__sim_now_ms();
+            t->updated_at = pt__sim_now_ms(s);
             rc = pt__sim_trade_update(s, t);
             if (rc == PT_OK && notify_close)
                 notify(s, t, "TRADE_CLOSED", 0, 1);
@@ -537,6 +590,68 @@ static void cancel(struct sim_call *c, const char *method, const cJSON *biz, str
         cJSON_AddStringToObject(o, "trade_no", t->trade_no);
         respond(s, rs, method, o);
         pt__sim_note(rs, "%s canceled (%s)", t->order_id, action);
+    }
+    free(t);
+}
+
+/* What alipay.trade.close answers for t (lk held; t closed when it may be). */
+static const char *close_trade(struct pt_sim *s, struct sim_trade *t, int *closed)
+{
+    int unscanned = strcmp(t->method, "qr") == 0 && !pt__sim_extra_int(t, "scanned");
+    pt__sim_extra_set_int(t, "closes", pt__sim_extra_int(t, "closes") + 1);
+    *closed = 0;
+    if (strcmp(t->status, "pending") == 0) {
+        /* Dead from now on, expired or not: nobody can pay it. */
+        *closed = !pt__sim_expired(s, t) && !unscanned;
+        snprintf(t->status, sizeof t->status, "canceled");
+        t->pay_at = 0;
+        if (unscanned)
+            return "ACQ.TRADE_NOT_EXIST";
+        return *closed ? NULL : "ACQ.TRADE_STATUS_ERROR"; /* it closed itself at expiry */
+    }
+    return "ACQ.TRADE_STATUS_ERROR"; /* paid, or closed already */
+}
+
+static void close_order(struct sim_call *c, const char *method, const cJSON *biz,
+                        struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    if (!t) {
+        fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
+        return;
+    }
+    const char *refused = NULL;
+    int closed = 0;
+    pt__sim_lock(s);
+    int rc = find(s, biz, t);
+    if (rc == PT_OK) {
+        refused = close_trade(s, t, &closed);
+        t->updated_at = pt__sim_now_ms(s);
+        rc = pt__sim_trade_update(s, t);
+        if (rc == PT_OK && closed)
+            notify(s, t, "TRADE_CLOSED", 0, 1);
+    }
+    pt__sim_unlock(s);
+    if (rc == PT_EINVAL)
+        fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER",
+             "out_trade_no 与 trade_no 不能同时为空");
+    else if (rc == PT_ENOTFOUND || (refused && strcmp(refused, "ACQ.TRADE_NOT_EXIST") == 0))
+        fail(s, rs, method, "40004", "ACQ.TRADE_NOT_EXIST", "交易不存在");
+    else if (rc != PT_OK)
+        fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
+    else if (refused)
+        fail(s, rs, method, "40004", refused, "交易状态不合法");
+    else {
+        cJSON *o = result("10000", "Success", NULL, NULL);
+        cJSON_AddStringToObject(o, "out_trade_no", t->order_id);
+        cJSON_AddStringToObject(o, "trade_no", t->trade_no);
+        respond(s, rs, method, o);
+        pt__sim_note(rs, "%s closed", t->order_id);
     }
     free(t);
 }
@@ -719,6 +834,7 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
                                           "alipay.trade.precreate",
                                           "alipay.trade.query",
                                           "alipay.trade.cancel",
+                                          "alipay.trade.close",
                                           "alipay.trade.refund",
                                           "alipay.trade.fastpay.refund.query",
                                           NULL};
@@ -772,6 +888,8 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         query(c, method, biz, rs);
     else if (strcmp(method, "alipay.trade.cancel") == 0)
         cancel(c, method, biz, rs);
+    else if (strcmp(method, "alipay.trade.close") == 0)
+        close_order(c, method, biz, rs);
     else if (strcmp(method, "alipay.trade.refund") == 0)
         refund(c, method, biz, rs);
     else if (strcmp(method, "alipay.trade.fastpay.refund.query") == 0)
@@ -787,7 +905,7 @@ static void autopay(struct pt_sim *s, struct sim_trade *t)
 {
     enum sim_rule rule = pt__sim_amount_rule(t->amount);
     t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms();
+    t->updated_at = pt__sim_now_ms(s);
     if (rule == SIM_RULE_PAY) {
         snprintf(t->status, sizeof t->status, "captured");
         t->captures++;

@@ -182,7 +182,8 @@ struct pt_sim {
     int port;
     char gw_host[SIM_GW__COUNT][300]; /* host each gateway's endpoint names */
     int pay_delay_ms, idle_timeout_ms, notify_retry_ms, key_bits, quiet;
-    int pm_refund_pending; /* 2C2P refunds answer RP first, RF after the pay delay */
+    int pm_refund_pending;     /* 2C2P refunds answer RP first, RF after the pay delay */
+    int wechat_close_after_ms; /* see pt_sim_options */
     int64_t stripe_key_ttl_ms;
 
     int listen_fd;
@@ -206,6 +207,9 @@ struct pt_sim {
         struct sqlite3_stmt *st;
     } stmts[SIM_MAX_STMTS]; /* prepared statements, kept (sim_ledger.c) */
     int nstmts;
+
+    /* How far POST /_sim/clock moved the gateways' time forward (ms). */
+    _Atomic int64_t advance_ms;
 
     struct pt_drbg *drbg; /* TLS, key generation, identifiers (thread-safe) */
     mbedtls_ssl_config tls;
@@ -423,7 +427,9 @@ int pt__sim_notify(struct pt_sim *s, int gw, const char *order_id, const char *k
 void pt__sim_schedule_pay(struct pt_sim *s, struct sim_trade *t);
 
 /* ---- sim_util.c ---- */
-int64_t pt__sim_now_ms(void);
+/* The gateways' time: the real clock plus what POST /_sim/clock moved it
+ * by (so a test lets hours pass for an order without waiting). */
+int64_t pt__sim_now_ms(const struct pt_sim *s);
 const char *pt__sim_req_header(const struct sim_req *rq, const char *name);
 void pt__sim_resp_set(struct sim_resp *rs, int status, const char *ctype, const char *body,
                       size_t len);
@@ -465,6 +471,24 @@ int pt__sim_stripe_amount_in(const char *cur, int64_t wire, int64_t *minor, char
 int64_t pt__sim_stripe_amount_out(const char *cur, int64_t minor);
 int pt__sim_alipay_amount_in(const char *s, const char *cur, int64_t *minor);
 void pt__sim_alipay_amount_out(int64_t minor, const char *cur, char out[PT_MONEY_DECIMAL_MAX]);
+
+/*
+ * A trade's expiry (SPEC 18), kept in its extra JSON: the field the create
+ * named it with and the text sent ("timeout_express", "1m"), and the
+ * gateways' time it stops (expires_at, ms).  A trade whose create named
+ * none never expires.  Expired: still pending past expires_at - nobody can
+ * pay it any more.
+ */
+void pt__sim_set_expiry(struct sim_trade *t, const char *field, const char *sent,
+                        int64_t expires_at);
+int pt__sim_expired(const struct pt_sim *s, const struct sim_trade *t);
+/* A number member of t's extra (0 when absent), and setting one. */
+int64_t pt__sim_extra_int(const struct sim_trade *t, const char *name);
+void pt__sim_extra_set_int(struct sim_trade *t, const char *name, int64_t v);
+
+/* A zone-less "yyyy-MM-dd HH:mm:ss" read in the UTC offset zone ("+08:00")
+ * into Unix ms.  PT_OK or PT_EPARSE. */
+int pt__sim_local_time(const char *text, const char *zone, int64_t *ms);
 
 /* "2006-01-02 15:04:05" in China time (UTC+8), as Alipay writes times. */
 void pt__sim_time_cn(int64_t ms, char out[20]);

@@ -347,6 +347,32 @@ int pt__sim_trade_next_pay(struct pt_sim *s, struct sim_trade *t)
     return one_trade(s, st, t);
 }
 
+/*
+ * What the order's trade says of its expiry (SPEC 18): the field and text
+ * its create named it with and expires_at (absent when none), expired (still
+ * unpaid past it: nobody can pay it now), closes (close requests it got),
+ * scanned (a customer scanned the code).
+ */
+static void add_expiry(const struct pt_sim *s, cJSON *o, const char *status, const char *extra)
+{
+    cJSON *x = cJSON_Parse(extra ? extra : "{}");
+    int64_t at = 0, closes = 0, scanned = 0;
+    const char *field = pt__sim_json_str(x, "expiry_field"), *text = pt__sim_json_str(x, "expiry");
+    if (field && text && pt__sim_json_int(x, "expires_at", &at) == 0) {
+        cJSON_AddStringToObject(o, "expiry_field", field);
+        cJSON_AddStringToObject(o, "expiry", text);
+        cJSON_AddNumberToObject(o, "expires_at", (double)at);
+    }
+    cJSON_AddBoolToObject(o, "expired",
+                          at > 0 && status && strcmp(status, "pending") == 0 &&
+                              pt__sim_now_ms(s) >= at);
+    pt__sim_json_int(x, "closes", &closes);
+    pt__sim_json_int(x, "scanned", &scanned);
+    cJSON_AddNumberToObject(o, "closes", (double)closes);
+    cJSON_AddBoolToObject(o, "scanned", scanned != 0);
+    cJSON_Delete(x);
+}
+
 cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
 {
     /* One row per (gateway, order): Stripe may hold several PaymentIntents
@@ -368,7 +394,9 @@ cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
            " (SELECT COALESCE(SUM(CASE WHEN r.status='succeeded' THEN r.amount END), 0)"
            "   FROM refunds r WHERE r.gateway=t.gateway AND r.order_id=t.order_id),"
            " (SELECT COUNT(*) FROM refunds r WHERE r.gateway=t.gateway AND"
-           "   r.order_id=t.order_id)"
+           "   r.order_id=t.order_id),"
+           " (SELECT extra FROM trades t2 WHERE t2.gateway=t.gateway AND"
+           "   t2.order_id=t.order_id ORDER BY id DESC LIMIT 1)"
            " FROM trades t WHERE (?1 IS NULL OR gateway=?1) AND (?2 IS NULL OR order_id=?2)"
            " GROUP BY gateway, order_id ORDER BY MIN(id)");
     if (!st)
@@ -400,6 +428,8 @@ cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
         cJSON_AddStringToObject(o, "trade_no", (const char *)sqlite3_column_text(st, 9));
         cJSON_AddNumberToObject(o, "created_at", (double)sqlite3_column_int64(st, 7));
         cJSON_AddNumberToObject(o, "updated_at", (double)sqlite3_column_int64(st, 8));
+        add_expiry(s, o, (const char *)sqlite3_column_text(st, 4),
+                   (const char *)sqlite3_column_text(st, 12));
     }
     done(s, st);
     return root;
@@ -654,7 +684,7 @@ int pt__sim_note_add(struct pt_sim *s, struct sim_note *n)
     sqlite3_bind_blob(st, 6, n->body ? n->body : "", (int)n->body_len, SQLITE_STATIC);
     sqlite3_bind_int64(st, 7, n->due_at);
     sqlite3_bind_int(st, 8, n->duplicate);
-    sqlite3_bind_int64(st, 9, pt__sim_now_ms());
+    sqlite3_bind_int64(st, 9, pt__sim_now_ms(s));
     int rc = sqlite3_step(st);
     done(s, st);
     if (rc != SQLITE_DONE)

@@ -121,7 +121,7 @@ fail:
                     pt__sim_gw_name(n->gw), n->kind, n->order_id, n->attempts, n->last_error);
     } else {
         int64_t wait = (int64_t)s->notify_retry_ms << (n->attempts > 6 ? 6 : n->attempts - 1);
-        n->due_at = pt__sim_now_ms() + (wait > RETRY_CAP_MS ? RETRY_CAP_MS : wait);
+        n->due_at = pt__sim_now_ms(s) + (wait > RETRY_CAP_MS ? RETRY_CAP_MS : wait);
         pt_log_info("sim: notifying %s %s %s failed (attempt %d): %s; retrying",
                     pt__sim_gw_name(n->gw), n->kind, n->order_id, n->attempts, n->last_error);
     }
@@ -148,7 +148,7 @@ static void *scheduler_main(void *arg)
     }
     pthread_mutex_lock(&s->lk);
     while (!s->stopping) {
-        int64_t now = pt__sim_now_ms(), next = INT64_MAX;
+        int64_t now = pt__sim_now_ms(s), next = INT64_MAX;
         /* The simulated customers whose turn it is. */
         while (pt__sim_trade_next_pay(s, t) == PT_OK) {
             if (t->pay_at > now) {
@@ -157,7 +157,11 @@ static void *scheduler_main(void *arg)
             }
             int64_t was = t->pay_at;
             pt__sim_db_begin(s);
-            pt__sim_gateway(t->gw)->autopay(s, t);
+            if (pt__sim_expired(s, t)) /* too late: the gateway takes no payment */
+                pt_log_info("sim: %s %s: the customer came after the order expired",
+                            pt__sim_gw_name(t->gw), t->order_id);
+            else
+                pt__sim_gateway(t->gw)->autopay(s, t);
             if (t->pay_at == was) { /* never loop on a trade autopay left alone */
                 t->pay_at = 0;
                 pt__sim_trade_update(s, t);
@@ -181,7 +185,7 @@ static void *scheduler_main(void *arg)
                 /* Never loop on a refund: whatever the gateway did, it is over. */
                 snprintf(r->status, sizeof r->status, "succeeded");
                 r->settle_at = 0;
-                r->updated_at = r->succeeded_at = pt__sim_now_ms();
+                r->updated_at = r->succeeded_at = pt__sim_now_ms(s);
                 pt__sim_refund_update(s, r);
             }
             pt__sim_db_commit(s);
@@ -203,8 +207,9 @@ static void *scheduler_main(void *arg)
         if (next == INT64_MAX) {
             pthread_cond_wait(&s->cond, &s->lk);
         } else {
+            /* next is the gateways' time; the wait is on the real clock. */
             struct timespec ts;
-            deadline(next, &ts);
+            deadline(next - atomic_load(&s->advance_ms), &ts);
             pthread_cond_timedwait(&s->cond, &s->lk, &ts);
         }
     }
@@ -262,7 +267,7 @@ int pt__sim_notify(struct pt_sim *s, int gw, const char *order_id, const char *k
     snprintf(n.ctype, sizeof n.ctype, "%s", ctype);
     n.body = (char *)body;
     n.body_len = len;
-    int64_t now = pt__sim_now_ms();
+    int64_t now = pt__sim_now_ms(s);
     /* A random extra delay shuffles notifications of different orders. */
     n.due_at = now + delay_ms + jitter(s, 250);
     int rc = pt__sim_note_add(s, &n);
@@ -279,6 +284,6 @@ void pt__sim_schedule_pay(struct pt_sim *s, struct sim_trade *t)
 {
     t->pay_at = pt__sim_amount_rule(t->amount) == SIM_RULE_PENDING
                     ? 0 /* this customer never pays: the order stays pending */
-                    : pt__sim_now_ms() + s->pay_delay_ms;
+                    : pt__sim_now_ms(s) + s->pay_delay_ms;
     pthread_cond_signal(&s->cond);
 }

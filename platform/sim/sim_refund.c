@@ -59,7 +59,7 @@ enum sim_refund_rc pt__sim_refund_take(struct pt_sim *s, const struct sim_trade 
     snprintf(r->order_id, sizeof r->order_id, "%s", t->order_id);
     snprintf(r->trade_no, sizeof r->trade_no, "%s", t->trade_no);
     memcpy(r->currency, t->currency, sizeof r->currency);
-    r->created_at = r->updated_at = pt__sim_now_ms();
+    r->created_at = r->updated_at = pt__sim_now_ms(s);
     if (strcmp(r->status, "succeeded") == 0)
         r->succeeded_at = r->created_at;
     else

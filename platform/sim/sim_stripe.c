@@ -217,7 +217,7 @@ static void event(struct pt_sim *s, const struct sim_trade *t, const char *type,
     cJSON_AddStringToObject(e, "id", id);
     cJSON_AddStringToObject(e, "object", "event");
     cJSON_AddStringToObject(e, "api_version", API_VERSION);
-    cJSON_AddNumberToObject(e, "created", (double)(pt__sim_now_ms() / 1000));
+    cJSON_AddNumberToObject(e, "created", (double)(pt__sim_now_ms(s) / 1000));
     cJSON *data = cJSON_AddObjectToObject(e, "data");
     cJSON_AddItemToObject(data, "object", pi_json(t));
     cJSON_AddBoolToObject(e, "livemode", 0);
@@ -327,7 +327,7 @@ static void with_idempotency(struct sim_call *c, const struct sim_req *rq, const
         return;
     }
     int found = pt__sim_idem_get(s, key, &r) == PT_OK;
-    if (found && pt__sim_now_ms() - r.created_at > s->stripe_key_ttl_ms) {
+    if (found && pt__sim_now_ms(s) - r.created_at > s->stripe_key_ttl_ms) {
         /* Keys are pruned after 24 h: the same key is then a new request. */
         pt__sim_idem_delete(s, key);
         pt__sim_idem_free(&r);
@@ -376,7 +376,7 @@ static void with_idempotency(struct sim_call *c, const struct sim_req *rq, const
             saved = &r500;
         }
         struct sim_idem rec = {
-            .status = saved->status, .body = saved->body, .created_at = pt__sim_now_ms()};
+            .status = saved->status, .body = saved->body, .created_at = pt__sim_now_ms(s)};
         snprintf(rec.key, sizeof rec.key, "%s", key);
         memcpy(rec.hash, hash, sizeof rec.hash);
         pt__sim_idem_put(s, &rec);
@@ -504,7 +504,7 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
         cJSON_AddStringToObject(x, "customer", pt_form_get(f, "customer"));
     if (pt_form_get(f, "description"))
         cJSON_AddStringToObject(x, "description", pt_form_get(f, "description"));
-    t->created_at = t->updated_at = pt__sim_now_ms();
+    t->created_at = t->updated_at = pt__sim_now_ms(s);
     enum sim_rule rule = confirmed ? pt__sim_amount_rule(minor) : SIM_RULE_PENDING;
     if (!confirmed) {
         cJSON_AddStringToObject(x, "status", "requires_confirmation");
@@ -621,7 +621,7 @@ static void cancel(struct sim_call *c, const struct sim_req *rq, const struct pt
         free(xt);
         snprintf(t->status, sizeof t->status, "canceled");
         t->pay_at = 0;
-        t->updated_at = pt__sim_now_ms();
+        t->updated_at = pt__sim_now_ms(s);
         rc = pt__sim_trade_update(s, t);
         if (rc == PT_OK)
             event(s, t, "payment_intent.canceled", key, 0, 1);
@@ -1185,7 +1185,7 @@ static int note_headers(struct pt_sim *s, const struct sim_note *n, char hdr[][7
 {
     char sig[300];
     int rc = pt_stripe_sign_header(s->k.stripe_whsec, strlen(s->k.stripe_whsec),
-                                   pt__sim_now_ms() / 1000, n->body, n->body_len, sig, sizeof sig);
+                                   pt__sim_now_ms(s) / 1000, n->body, n->body_len, sig, sizeof sig);
     if (rc != PT_OK)
         return rc;
     snprintf(hdr[0], sizeof hdr[0], "Stripe-Signature: %s", sig);

@@ -7,6 +7,7 @@
 #include "crypto.h"
 #include "err.h"
 #include "gateways/alipay.h"
+#include "gateways/wechat.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -16,11 +17,11 @@
 #include <strings.h>
 #include <time.h>
 
-int64_t pt__sim_now_ms(void)
+int64_t pt__sim_now_ms(const struct pt_sim *s)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + atomic_load(&s->advance_ms);
 }
 
 const char *pt__sim_req_header(const struct sim_req *rq, const char *name)
@@ -168,6 +169,19 @@ enum sim_rule pt__sim_amount_rule(int64_t minor)
     }
 }
 
+int pt__sim_local_time(const char *text, const char *zone, int64_t *ms)
+{
+    char rfc[40];
+    int64_t sec = 0;
+    if (strlen(text) != 19 || text[10] != ' ')
+        return PT_EPARSE;
+    snprintf(rfc, sizeof rfc, "%.10sT%.8s%s", text, text + 11, zone);
+    if (pt_wechat_parse_time(rfc, &sec) != PT_OK)
+        return PT_EPARSE;
+    *ms = sec * 1000;
+    return PT_OK;
+}
+
 void pt__sim_time_cn(int64_t ms, char out[20])
 {
     pt_alipay_timestamp(ms, out); /* the adapter's own "yyyy-MM-dd HH:mm:ss" in UTC+8 */
@@ -199,4 +213,56 @@ int pt__sim_json_int(const cJSON *o, const char *name, int64_t *out)
         return -1;
     *out = (int64_t)d;
     return 0;
+}
+
+/* ---- a trade's extra JSON ------------------------------------------------------ */
+
+/* Stores x (deleted) as t's extra, when it fits. */
+static void extra_store(struct sim_trade *t, cJSON *x)
+{
+    char *text = cJSON_PrintUnformatted(x);
+    cJSON_Delete(x);
+    if (text && strlen(text) < sizeof t->extra)
+        memcpy(t->extra, text, strlen(text) + 1);
+    free(text);
+}
+
+static cJSON *extra_of(const struct sim_trade *t)
+{
+    cJSON *x = cJSON_Parse(t->extra[0] ? t->extra : "{}");
+    return cJSON_IsObject(x) ? x : (cJSON_Delete(x), cJSON_CreateObject());
+}
+
+int64_t pt__sim_extra_int(const struct sim_trade *t, const char *name)
+{
+    cJSON *x = extra_of(t);
+    int64_t v = 0;
+    if (pt__sim_json_int(x, name, &v) != 0)
+        v = 0;
+    cJSON_Delete(x);
+    return v;
+}
+
+void pt__sim_extra_set_int(struct sim_trade *t, const char *name, int64_t v)
+{
+    cJSON *x = extra_of(t);
+    cJSON_DeleteItemFromObjectCaseSensitive(x, name);
+    cJSON_AddNumberToObject(x, name, (double)v);
+    extra_store(t, x);
+}
+
+void pt__sim_set_expiry(struct sim_trade *t, const char *field, const char *sent,
+                        int64_t expires_at)
+{
+    cJSON *x = extra_of(t);
+    cJSON_AddStringToObject(x, "expiry_field", field);
+    cJSON_AddStringToObject(x, "expiry", sent);
+    cJSON_AddNumberToObject(x, "expires_at", (double)expires_at);
+    extra_store(t, x);
+}
+
+int pt__sim_expired(const struct pt_sim *s, const struct sim_trade *t)
+{
+    int64_t at = pt__sim_extra_int(t, "expires_at");
+    return at > 0 && strcmp(t->status, "pending") == 0 && pt__sim_now_ms(s) >= at;
 }

@@ -16,7 +16,14 @@
  *
  * One trade per out_trade_no: a repeat with the same parameters while unpaid
  * returns the same code_url, with other parameters 403 OUT_TRADE_NO_USED, on
- * a paid order 400 ORDERPAID.  The simulated customer scans and pays after
+ * a paid order 400 ORDERPAID.  time_expire (RFC 3339; "不能早于下单时间后1分
+ * 钟" - an earlier one is moved to a minute after the order) is one of those
+ * parameters ("不允许后续修改"): past it nobody can pay the order, which
+ * still reads NOTPAY ("并非订单关闭的时间") until it is closed.  With
+ * --wechat-close-after-ms 300000 a close in the order's first 5 minutes is
+ * refused, as WeChat documents ("订单生成后不能马上调用关单接口，最短调用时间
+ * 间隔为5分钟"): 400 INVALID_REQUEST (the code WeChat's close page gives a
+ * request its rules refuse).  The simulated customer scans and pays after
  * the pay delay (...51: PAYERROR, ...52: never), and a paid order is notified
  * (TRANSACTION.SUCCESS, resource encrypted with AES-256-GCM under the APIv3
  * key) to the notify_url of the order, at least twice.
@@ -70,7 +77,7 @@ static void sign_response_with(struct pt_sim *s, struct sim_resp *rs, int which)
     struct pt_pk *key = n > 0 ? s->k.wechat_certs[which].key : s->k.wechat_platform_key;
     const char *serial = n > 0 ? s->k.wechat_certs[which].serial : s->k.wechat_platform_serial;
     char ts[24], nonce[40], sig[PT_WECHAT_SIG_MAX], rid[40];
-    snprintf(ts, sizeof ts, "%lld", (long long)(pt__sim_now_ms() / 1000));
+    snprintf(ts, sizeof ts, "%lld", (long long)(pt__sim_now_ms(s) / 1000));
     pt__sim_random_alnum(s, nonce, 32);
     pt__sim_random_alnum(s, rid, 32);
     size_t len = 0;
@@ -215,7 +222,7 @@ static void notify(struct pt_sim *s, const struct sim_trade *t)
         goto out;
     snprintf(id, sizeof id, "EV-");
     pt__sim_random_digits(s, id + 3, 20);
-    pt__sim_time_rfc3339_cn(pt__sim_now_ms(), when);
+    pt__sim_time_rfc3339_cn(pt__sim_now_ms(s), when);
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "id", id);
     cJSON_AddStringToObject(e, "create_time", when);
@@ -262,7 +269,7 @@ static int authenticated(struct pt_sim *s, const struct sim_req *rq, struct sim_
         return 0;
     }
     char *end;
-    long long ts = strtoll(a.timestamp, &end, 10), now = pt__sim_now_ms() / 1000;
+    long long ts = strtoll(a.timestamp, &end, 10), now = pt__sim_now_ms(s) / 1000;
     if (*end || end == a.timestamp || ts < now - SKEW_S || ts > now + SKEW_S) {
         error(rs, 401, "SIGN_ERROR", "签名时间戳已过期或不合法 (timestamp)");
         return 0;
@@ -324,8 +331,16 @@ static void native(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         error(rs, 400, "PARAM_ERROR", "境内商户仅支持人民币 (amount.currency: CNY)");
         goto out;
     }
-    char hash[65], basis[512];
-    snprintf(basis, sizeof basis, "%lld|%s|%s", (long long)total, desc, url);
+    const char *te = pt__sim_json_str(j, "time_expire");
+    int64_t expire_s = 0;
+    if (cJSON_GetObjectItemCaseSensitive(j, "time_expire") &&
+        (!te || pt_wechat_parse_time(te, &expire_s) != PT_OK)) {
+        error(rs, 400, "PARAM_ERROR",
+              "time_expire 须为 rfc3339 格式 (yyyy-MM-DDTHH:mm:ss+TIMEZONE)");
+        goto out;
+    }
+    char hash[65], basis[600];
+    snprintf(basis, sizeof basis, "%lld|%s|%s|%s", (long long)total, desc, url, te ? te : "");
     pt__sim_sha256_hex(basis, strlen(basis), hash);
     if (pt__sim_commit_gate(c) != 0) {
         rs->drop = 1;
@@ -346,6 +361,8 @@ static void native(struct sim_call *c, const struct sim_req *rq, struct sim_resp
             error(rs, 400, "ORDERPAID", "该订单已支付");
         } else if (strcmp(t->status, "pending") != 0) {
             error(rs, 400, "ORDER_CLOSED", "订单已关闭");
+        } else if (pt__sim_expired(s, t)) {
+            error(rs, 400, "INVALID_REQUEST", "订单已超过支付结束时间，请使用新的商户订单号下单");
         } else {
             cJSON *x = cJSON_Parse(t->extra), *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "code_url", pt__sim_json_str(x, "code_url"));
@@ -365,7 +382,7 @@ static void native(struct sim_call *c, const struct sim_req *rq, struct sim_resp
     snprintf(t->currency, sizeof t->currency, "CNY");
     snprintf(t->status, sizeof t->status, "pending");
     memcpy(t->params_hash, hash, sizeof hash);
-    t->created_at = t->updated_at = pt__sim_now_ms();
+    t->created_at = t->updated_at = pt__sim_now_ms(s);
     char code_url[64] = "weixin://wxpay/bizpayurl?pr=";
     pt__sim_random_alnum(s, code_url + strlen(code_url), 7);
     cJSON *x = cJSON_CreateObject();
@@ -376,6 +393,10 @@ static void native(struct sim_call *c, const struct sim_req *rq, struct sim_resp
     cJSON_Delete(x);
     snprintf(t->extra, sizeof t->extra, "%s", xt ? xt : "{}");
     free(xt);
+    if (te) {
+        int64_t at = expire_s * 1000, earliest = t->created_at + 60000;
+        pt__sim_set_expiry(t, "time_expire", te, at < earliest ? earliest : at);
+    }
     pt__sim_schedule_pay(s, t);
     rc = pt__sim_trade_insert(s, t);
     pt__sim_unlock(s);
@@ -470,10 +491,14 @@ static void close_order(struct sim_call *c, const struct sim_req *rq, const char
     pt__sim_lock(s);
     int rc = pt__sim_trade_get(s, SIM_GW_WECHAT, otn, t);
     int paid = rc == PT_OK && strcmp(t->status, "captured") == 0;
-    if (rc == PT_OK && !paid && strcmp(t->status, "canceled") != 0) {
-        snprintf(t->status, sizeof t->status, "canceled");
-        t->pay_at = 0;
-        t->updated_at = pt__sim_now_ms();
+    int young = rc == PT_OK && pt__sim_now_ms(s) - t->created_at < s->wechat_close_after_ms;
+    if (rc == PT_OK) {
+        pt__sim_extra_set_int(t, "closes", pt__sim_extra_int(t, "closes") + 1);
+        if (!paid && !young && strcmp(t->status, "canceled") != 0) {
+            snprintf(t->status, sizeof t->status, "canceled");
+            t->pay_at = 0;
+        }
+        t->updated_at = pt__sim_now_ms(s);
         rc = pt__sim_trade_update(s, t);
     }
     pt__sim_unlock(s);
@@ -483,6 +508,9 @@ static void close_order(struct sim_call *c, const struct sim_req *rq, const char
         error(rs, 500, "SYSTEM_ERROR", "系统错误");
     else if (paid)
         error(rs, 400, "ORDERPAID", "订单已支付，不能关闭");
+    else if (young)
+        error(rs, 400, "INVALID_REQUEST",
+              "订单生成后不能马上调用关单接口，最短调用时间间隔为5分钟");
     else {
         pt__sim_resp_set(rs, 204, "", "", 0);
         pt__sim_note(rs, "%s closed", otn);
@@ -589,7 +617,7 @@ static void refund_notify(struct pt_sim *s, const struct sim_refund *r)
         goto out;
     snprintf(id, sizeof id, "EV-");
     pt__sim_random_digits(s, id + 3, 20);
-    pt__sim_time_rfc3339_cn(pt__sim_now_ms(), when);
+    pt__sim_time_rfc3339_cn(pt__sim_now_ms(s), when);
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "id", id);
     cJSON_AddStringToObject(e, "create_time", when);
@@ -620,7 +648,7 @@ static void refund_settle(struct pt_sim *s, struct sim_refund *r)
 {
     snprintf(r->status, sizeof r->status, "succeeded");
     r->settle_at = 0;
-    r->updated_at = r->succeeded_at = pt__sim_now_ms();
+    r->updated_at = r->succeeded_at = pt__sim_now_ms(s);
     if (pt__sim_refund_update(s, r) == PT_OK)
         refund_notify(s, r);
 }
@@ -716,7 +744,7 @@ static void refund_create(struct sim_call *c, const struct sim_req *rq, struct s
     pt__sim_random_digits(s, r->refund_no + 2, 27);
     r->amount = amount;
     snprintf(r->status, sizeof r->status, "processing");
-    r->settle_at = pt__sim_now_ms() + s->pay_delay_ms;
+    r->settle_at = pt__sim_now_ms(s) + s->pay_delay_ms;
     char basis[64];
     snprintf(basis, sizeof basis, "%lld|%lld", (long long)amount, (long long)total);
     pt__sim_sha256_hex(basis, strlen(basis), r->params_hash);
@@ -837,7 +865,7 @@ static void autopay(struct pt_sim *s, struct sim_trade *t)
     }
     enum sim_rule rule = pt__sim_amount_rule(t->amount);
     t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms();
+    t->updated_at = pt__sim_now_ms(s);
     if (rule == SIM_RULE_PAY) {
         snprintf(t->status, sizeof t->status, "captured");
         t->captures++;

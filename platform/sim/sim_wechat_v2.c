@@ -401,7 +401,7 @@ void pt__sim_wechat_v2_confirm(struct pt_sim *s, struct sim_trade *t)
     snprintf(t->status, sizeof t->status, "captured");
     t->captures++;
     t->pay_at = 0;
-    t->updated_at = t->paid_at = pt__sim_now_ms();
+    t->updated_at = t->paid_at = pt__sim_now_ms(s);
     pt__sim_trade_update(s, t);
 }
 
@@ -410,7 +410,7 @@ void pt__sim_wechat_v2_confirm(struct pt_sim *s, struct sim_trade *t)
 static void settle_if_due(struct pt_sim *s, struct sim_trade *t)
 {
     if (strcmp(t->method, "micropay") == 0 && strcmp(t->status, "pending") == 0 && t->pay_at > 0 &&
-        t->pay_at <= pt__sim_now_ms())
+        t->pay_at <= pt__sim_now_ms(s))
         pt__sim_wechat_v2_confirm(s, t);
 }
 
@@ -598,7 +598,7 @@ static void micropay(struct sim_call *c, const struct v2_msg *m, struct sim_resp
         t->amount = total;
         snprintf(t->currency, sizeof t->currency, "CNY");
         memcpy(t->params_hash, hash, sizeof hash);
-        t->created_at = t->updated_at = pt__sim_now_ms();
+        t->created_at = t->updated_at = pt__sim_now_ms(s);
         snprintf(t->extra, sizeof t->extra, "{}");
         switch (pt__sim_amount_rule(total)) {
         case SIM_RULE_DECLINE:
@@ -748,7 +748,7 @@ static void reverse(struct sim_call *c, const struct v2_msg *m, struct sim_resp 
     } else if (refunds > 0) {
         refusal = "TRADE_ERROR";
         des = "订单已发生退款，不能撤销";
-    } else if (pt__sim_now_ms() - t->created_at > V2_REVERSE_WINDOW_MS) {
+    } else if (pt__sim_now_ms(s) - t->created_at > V2_REVERSE_WINDOW_MS) {
         refusal = "REVERSE_EXPIRE";
         des = "订单已超过7天可撤销期限，请使用申请退款API";
     } else if (strcmp(t->status, "canceled") != 0) {
@@ -757,7 +757,7 @@ static void reverse(struct sim_call *c, const struct v2_msg *m, struct sim_resp 
         was = strcmp(t->status, "captured") == 0 ? " (paid: money returned)" : " (unpaid: closed)";
         snprintf(t->status, sizeof t->status, "canceled");
         t->pay_at = 0;
-        t->updated_at = pt__sim_now_ms();
+        t->updated_at = pt__sim_now_ms(s);
         rc = pt__sim_trade_update(s, t);
     }
     pt__sim_unlock(s);

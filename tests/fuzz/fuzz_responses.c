@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     if (size < 2)
         return 0;
-    enum pt_gw_op op = (enum pt_gw_op)(data[0] % 3);
+    enum pt_gw_op op = (enum pt_gw_op)(data[0] % 4); /* pay, query, cancel, close */
     static const int statuses[] = {200, 204, 400, 402, 404, 409, 429, 500};
     int status = statuses[data[1] % 8];
     const char *body = (const char *)data + 2;
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run(&pt_gateway_stripe, &st, op, &c, &r);
         /* 2C2P unsigned, then sealed */
         r.status = 200;
-        run(&pt_gateway_2c2p, &c2p, op == PT_GW_CANCEL ? PT_GW_QUERY : op, &c, &r);
+        run(&pt_gateway_2c2p, &c2p, op >= PT_GW_CANCEL ? PT_GW_QUERY : op, &c, &r);
     }
     pt_http_response_free(&r);
     r = (struct pt_http_response){.status = 200};

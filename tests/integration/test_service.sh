@@ -312,11 +312,12 @@ case_sighup_restart_keys()
     local other
     other=$(pt_pick_port)
     reload_with ".listen = \"127.0.0.1:$other\" | .data_dir = \"$PT_TMP/elsewhere\" |
-        del(.gateways[\"2c2p\"]) | .limits.max_amount = 99"
+        del(.gateways[\"2c2p\"]) | .limits.max_amount = 99 | .qr_timeout_s = 600"
     local log
     log=$(cat "$PT_LOG")
     expect_contains 'reload: listen changed; it needs a restart and keeps its running value' "$log" "the log"
     expect_contains 'reload: data_dir changed' "$log" "the log"
+    expect_contains 'reload: qr_timeout_s changed' "$log" "the log"
     expect_contains 'reload: gateways.2c2p (removed) changed' "$log" "the log"
     # Still on the old port and the old database; the live key did change.
     pt_get /v1/charges/warmup-none
@@ -459,7 +460,7 @@ pt_case "fatal start-up errors of serve and init carry journald priority 3, ever
 pt_case "log_level debug: one line per request, never a body or a key" case_debug_request_log
 pt_case "SIGHUP: log_level, limits, offline limits, sync timing change without a restart" case_sighup_live_keys
 pt_case "SIGHUP: a broken file, a bad key, a readable key file are refused whole" case_sighup_broken_file_refused
-pt_case "SIGHUP: listen, data_dir, the set of gateways need a restart: named and kept" case_sighup_restart_keys
+pt_case "SIGHUP: listen, data_dir, qr_timeout_s, the set of gateways need a restart: named and kept" case_sighup_restart_keys
 pt_case "SIGHUP: a request timeout the kept lock_timeout_s does not outlive by 5 s is refused" \
     case_sighup_lock_timeout_kept
 pt_case "SIGHUP while a sync step hangs: gives up after 4 s, the API answers, the next one works" case_sighup_gives_up_when_busy

@@ -53,6 +53,7 @@ static void test_defaults(void **state)
     assert_int_equal(pt_config_offline_max_age(&cfg, "alipay", "barcode"), 60);
     assert_null(pt_config_offline_limit(&cfg, "CNY")); /* offline is opt-in per currency */
     assert_false(pt_config_gateway_configured(&cfg, "alipay"));
+    assert_int_equal(cfg.qr_timeout_s, 300);
 }
 
 static void test_full_example(void **state)
@@ -67,7 +68,7 @@ static void test_full_example(void **state)
         "\"offline\":{\"limits\":{\"CNY\":{\"max_amount\":50000,\"max_total\":500000}},"
         "\"max_count\":10,\"max_age_s\":{\"alipay.barcode\":45}},"
         "\"sync\":{\"interval_s\":2,\"max_attempts\":5},"
-        "\"storage\":{\"synchronous\":\"NORMAL\",\"wal_vfs\":false},"
+        "\"storage\":{\"synchronous\":\"NORMAL\",\"wal_vfs\":false},\"qr_timeout_s\":120,"
         "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:8443\","
         "\"secret_key_file\":\"keys/sk\"}}}";
     assert_int_equal(load_text(text, &cfg, err, sizeof err), PT_OK);
@@ -86,6 +87,7 @@ static void test_full_example(void **state)
     assert_int_equal(cfg.sync_max_attempts, 5);
     assert_true(cfg.synchronous_normal);
     assert_true(cfg.wal_vfs_off);
+    assert_int_equal(cfg.qr_timeout_s, 120);
 }
 
 struct bad_case {
@@ -115,6 +117,23 @@ static void test_errors_name_the_key(void **state)
         {"{\"storage\":{\"synchronous\":\"OFF\"}}", "'storage.synchronous'"},
         {"{\"storage\":{\"wal_vfs\":\"no\"}}", "'storage.wal_vfs'"},
         {"{\"gateways\":{\"paypal\":{}}}", "'gateways.paypal'"},
+        /* QR codes expire (SPEC 18): a minute to a day. */
+        {"{\"qr_timeout_s\":59}", "'qr_timeout_s': must be between 60 and 86400 (got 59)"},
+        {"{\"qr_timeout_s\":86401}", "'qr_timeout_s': must be between 60 and 86400 (got 86401)"},
+        {"{\"qr_timeout_s\":\"5m\"}", "'qr_timeout_s': must be an integer between 60 and 86400"},
+        /* 2C2P's zone-less times (paymentExpiry, SPEC 18). */
+        {"{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\",\"secret_key_file\":\"s\","
+         "\"utc_offset\":\"+7\"}}}",
+         "'gateways.2c2p.utc_offset': must be a UTC offset"},
+        {"{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\",\"secret_key_file\":\"s\","
+         "\"utc_offset\":\"+14:30\"}}}",
+         "'gateways.2c2p.utc_offset'"},
+        {"{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\",\"secret_key_file\":\"s\","
+         "\"utc_offset\":420}}}",
+         "'gateways.2c2p.utc_offset'"},
+        {"{\"gateways\":{\"alipay\":{\"app_id\":\"a\",\"private_key_file\":\"k\","
+         "\"alipay_public_key_file\":\"p\",\"utc_offset\":\"+08:00\"}}}",
+         "'gateways.alipay.utc_offset': unknown key"},
         /* The store server (SPEC 16). */
         {"{\"store\":{\"backend\":\"mysql\"}}", "'store.backend'"},
         {"{\"store\":{\"backend\":\"postgresql\",\"lane_id\":\"l1\"}}", "'store.dsn'"},
@@ -178,6 +197,17 @@ static void test_errors_name_the_key(void **state)
     assert_string_equal(cfg.lane_id, "lane-3");
     assert_int_equal(load_text("\xef\xbb\xbf{\"log_level\":\"debug\"}", &cfg, err, sizeof err),
                      PT_OK);
+    /* The ends of qr_timeout_s's range. */
+    assert_int_equal(load_text("{\"qr_timeout_s\":60}", &cfg, err, sizeof err), PT_OK);
+    assert_int_equal(cfg.qr_timeout_s, 60);
+    assert_int_equal(load_text("{\"qr_timeout_s\":86400}", &cfg, err, sizeof err), PT_OK);
+    assert_int_equal(cfg.qr_timeout_s, 86400);
+    /* A zone west of UTC. */
+    assert_int_equal(load_text("{\"gateways\":{\"2c2p\":{\"merchant_id\":\"JT01\","
+                               "\"secret_key_file\":\"s\",\"utc_offset\":\"-03:30\"}}}",
+                               &cfg, err, sizeof err),
+                     PT_OK);
+    assert_int_equal(cfg.gw[pt_gateway_index("2c2p")].utc_offset_min, -210);
 }
 
 /*
@@ -258,6 +288,8 @@ static void test_merge_fragments(void **state)
     snprintf(want, sizeof want, "%s/ca.pem", frag_dir);
     assert_string_equal(cfg.ca_file, want); /* relative to the fragment's dir */
     assert_true(cfg.gw[pt_gateway_index("2c2p")].configured);
+    /* 2C2P's zone-less times are Bangkok time unless utc_offset says otherwise. */
+    assert_int_equal(cfg.gw[pt_gateway_index("2c2p")].utc_offset_min, 7 * 60);
 }
 
 static void test_secret_permissions(void **state)

@@ -58,6 +58,10 @@ static void test_requests(void **state)
         struct pt_http_request req;
         struct pt_gw_env env = {0};
         int pay = strcmp(pt_test_str(c, "op"), "pay") == 0;
+        if (pay) {
+            env.expire_at_ms = (int64_t)pt_test_int(c, "expire_at_ms"); /* 0: none */
+            f->cfg.utc_offset_min = (int)pt_test_int(c, "utc_offset_min");
+        }
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "2c2p", &ch);
         assert_int_equal(
             pt_gateway_2c2p.build(&f->cfg, pay ? PT_GW_PAY : PT_GW_QUERY, &ch, &env, &req), PT_OK);
@@ -85,6 +89,31 @@ static void test_requests(void **state)
         "2c2p", &ch);
     assert_int_equal(pt_gateway_2c2p.build(&f->cfg, PT_GW_CANCEL, &ch, NULL, &req),
                      PT_EUNSUPPORTED);
+    assert_int_equal(pt_gateway_2c2p.build(&f->cfg, PT_GW_CLOSE, &ch, NULL, &req), PT_EUNSUPPORTED);
+    assert_int_equal(pt_gateway_2c2p.default_utc_offset_min, 7 * 60);
+}
+
+/* paymentExpiry in the configured zone, west of UTC included. */
+static void test_payment_expiry_zone(void **state)
+{
+    struct fixture *f = *state;
+    struct pt_charge ch;
+    struct pt_http_request req;
+    struct pt_gw_env env = {.expire_at_ms = 1764478890000}; /* 05:01:30 UTC */
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "2c2p", &ch);
+    f->cfg.utc_offset_min = -(3 * 60 + 30);
+    assert_int_equal(pt_gateway_2c2p.build(&f->cfg, PT_GW_PAY, &ch, &env, &req), PT_OK);
+    char *payload = NULL;
+    size_t plen = 0;
+    assert_int_equal(
+        pt_2c2p_open(f->cfg.secret, f->cfg.secret_len, req.body, req.body_len, &payload, &plen),
+        PT_OK);
+    if (!strstr(payload, "\"paymentExpiry\":\"2025-11-30 01:31:30\""))
+        fail_msg("paymentExpiry at -03:30: payload %s", payload);
+    free(payload);
+    pt_http_request_free(&req);
 }
 
 static void test_verify(void **state)
@@ -154,6 +183,8 @@ static void test_responses(void **state)
         }
         if (cJSON_GetObjectItem(c, "action_url"))
             assert_string_equal(out.action_url, pt_test_str(c, "action_url"));
+        if (cJSON_GetObjectItem(c, "paying"))
+            assert_int_equal(out.paying, cJSON_IsTrue(cJSON_GetObjectItem(c, "paying")));
         pt_http_response_free(&resp);
         n++;
     }
@@ -206,7 +237,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),  cmocka_unit_test(test_verify),
         cmocka_unit_test(test_responses), cmocka_unit_test(test_notify),
-        cmocka_unit_test(test_minify),
+        cmocka_unit_test(test_minify),    cmocka_unit_test(test_payment_expiry_zone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

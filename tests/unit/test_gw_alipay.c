@@ -55,7 +55,8 @@ static void test_requests(void **state)
     {
         struct pt_charge ch;
         struct pt_http_request req;
-        struct pt_gw_env env = {.now_ms = (int64_t)pt_test_int(c, "now_ms")};
+        struct pt_gw_env env = {.now_ms = (int64_t)pt_test_int(c, "now_ms"),
+                                .expire_in_s = (int64_t)pt_test_int(c, "expire_in_s")};
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "alipay", &ch);
         snprintf(f->cfg.notify_url, sizeof f->cfg.notify_url, "%s", pt_test_str(c, "notify_url"));
         assert_int_equal(pt_gateway_alipay.build(&f->cfg,
@@ -88,7 +89,67 @@ static void test_requests(void **state)
         pt_http_request_free(&req);
         n++;
     }
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 5);
+}
+
+/* The biz_content of a request as built. */
+static char *built_biz(struct fixture *f, enum pt_gw_op op, const struct pt_charge *c,
+                       int64_t expire_in_s)
+{
+    struct pt_http_request req;
+    struct pt_gw_env env = {.now_ms = 1764478800000, .expire_in_s = expire_in_s};
+    assert_int_equal(pt_gateway_alipay.build(&f->cfg, op, c, &env, &req), PT_OK);
+    struct pt_form form;
+    pt_form_init(&form);
+    assert_int_equal(pt_form_parse(req.body, req.body_len, &form), PT_OK);
+    char *biz = strdup(pt_form_get(&form, "biz_content"));
+    pt_form_free(&form);
+    pt_http_request_free(&req);
+    return biz;
+}
+
+/* A QR code's expiry (SPEC 18): qr_timeout_s as timeout_express in whole
+ * minutes, rounded up (Alipay never closes it before payterm's deadline);
+ * none on a barcode payment, none when no expiry is asked for.  Closing an
+ * expired code is alipay.trade.close, by out_trade_no. */
+static void test_qr_expiry(void **state)
+{
+    struct fixture *f = *state;
+    static const struct {
+        int64_t s;
+        const char *te;
+    } rows[] = {{60, "1m"}, {61, "2m"}, {90, "2m"}, {300, "5m"}, {3599, "60m"}, {86400, "1440m"}};
+    struct pt_charge c;
+    memset(&c, 0, sizeof c);
+    strcpy(c.order_id, "QR-1");
+    strcpy(c.method, "qr");
+    strcpy(c.currency, "CNY");
+    strcpy(c.subject, "Cake");
+    c.amount = 1200;
+    size_t n = 0;
+    for (; n < sizeof rows / sizeof rows[0]; n++) {
+        char want[64];
+        snprintf(want, sizeof want, ",\"timeout_express\":\"%s\"}", rows[n].te);
+        char *biz = built_biz(f, PT_GW_PAY, &c, rows[n].s);
+        if (!strstr(biz, want))
+            fail_msg("qr_timeout_s %lld: biz_content %s, want it to end %s", (long long)rows[n].s,
+                     biz, want);
+        free(biz);
+    }
+    assert_int_equal(n, 6);
+    char *biz = built_biz(f, PT_GW_PAY, &c, 0);
+    assert_null(strstr(biz, "timeout_express"));
+    free(biz);
+    strcpy(c.method, "barcode");
+    strcpy(c.payment_code, "287634438256643941");
+    biz = built_biz(f, PT_GW_PAY, &c, 300);
+    assert_null(strstr(biz, "timeout_express"));
+    free(biz);
+    strcpy(c.method, "qr");
+    biz = built_biz(f, PT_GW_CLOSE, &c, 0);
+    assert_string_equal(biz, "{\"out_trade_no\":\"QR-1\"}");
+    free(biz);
+    assert_string_equal(pt_alipay_method_name(PT_GW_CLOSE, "qr"), "alipay.trade.close");
 }
 
 static void test_cli_params(void **state)
@@ -233,7 +294,7 @@ static void test_responses(void **state)
         pt_http_response_free(&resp);
         n++;
     }
-    assert_int_equal(n, 20);
+    assert_int_equal(n, 23);
 }
 
 /* Signing a response the way the simulator does, then verifying it. */
@@ -331,6 +392,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_qr_expiry),
         cmocka_unit_test(test_cli_params),
         cmocka_unit_test(test_build_errors),
         cmocka_unit_test(test_timestamp),

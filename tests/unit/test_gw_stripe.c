@@ -71,6 +71,10 @@ static void test_requests(void **state)
                         "application/x-www-form-urlencoded");
     pt_http_request_free(&req);
 
+    /* A card charge shows no code: there is nothing to close (never a cancel). */
+    assert_int_equal(pt_gateway_stripe.build(&f->cfg, PT_GW_CLOSE, &f->charge, &env, &req),
+                     PT_EUNSUPPORTED);
+    assert_null(req.url);
     assert_int_equal(pt_gateway_stripe.build(&f->cfg, PT_GW_QUERY, &f->charge, &env, &req), PT_OK);
     assert_string_equal(req.method, "GET");
     char url[512];

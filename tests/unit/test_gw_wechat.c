@@ -72,6 +72,7 @@ static void test_requests(void **state)
         struct pt_charge ch;
         struct pt_http_request req;
         const char *name = pt_test_str(c, "name");
+        env.expire_at_ms = (int64_t)pt_test_int(c, "expire_at_ms"); /* 0: none */
         pt_test_charge_from(cJSON_GetObjectItem(c, "charge"), "wechat", &ch);
         assert_int_equal(pt_gateway_wechat.build(&f->cfg,
                                                  (enum pt_gw_op)pt_test_op(pt_test_str(c, "op")),
@@ -104,7 +105,7 @@ static void test_requests(void **state)
         pt_http_request_free(&req);
         n++;
     }
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 4);
 
     /* no nonce, no request */
     struct pt_charge ch;
@@ -183,6 +184,8 @@ static void run_responses(struct fixture *f)
         }
         if (cJSON_GetObjectItem(c, "action_url"))
             assert_string_equal(out.action_url, pt_test_str(c, "action_url"));
+        if (cJSON_GetObjectItem(c, "paying"))
+            assert_int_equal(out.paying, cJSON_IsTrue(cJSON_GetObjectItem(c, "paying")));
         pt_http_response_free(&resp);
     }
 }
@@ -305,12 +308,49 @@ static void test_close_not_found(void **state)
     pt_pk_free(platform);
 }
 
+/* time_expire as the Native create page writes it: RFC 3339 in China time,
+ * whole seconds; a payment code (APIv2) has no close to expire with. */
+static void test_time_expire(void **state)
+{
+    struct fixture *f = *state;
+    static const struct {
+        int64_t ms;
+        const char *text;
+    } rows[] = {
+        {1764478890000, "2025-11-30T13:01:30+08:00"},
+        {1764478890999, "2025-11-30T13:01:30+08:00"}, /* the fraction is dropped */
+        {1767196799000, "2025-12-31T23:59:59+08:00"},
+        {1767196800000, "2026-01-01T00:00:00+08:00"}, /* new year in China first */
+    };
+    size_t n = 0;
+    for (; n < sizeof rows / sizeof rows[0]; n++) {
+        char out[PT_WECHAT_TIME_LEN];
+        pt_wechat_time(rows[n].ms, out);
+        assert_string_equal(out, rows[n].text);
+    }
+    assert_int_equal(n, 4);
+    struct pt_charge ch;
+    struct pt_http_request req;
+    struct pt_gw_env env = {.now_ms = 1764478800000, .nonce = "n", .expire_at_ms = 1};
+    pt_test_charge_from(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
+        "wechat", &ch);
+    strcpy(ch.method, "barcode");
+    assert_int_equal(pt_gateway_wechat.build(&f->cfg, PT_GW_CLOSE, &ch, &env, &req),
+                     PT_EUNSUPPORTED);
+    assert_int_equal(pt_gateway_wechat.close_min_age_s, 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_requests),        cmocka_unit_test(test_authorization_parse),
-        cmocka_unit_test(test_responses),       cmocka_unit_test(test_responses_with_certificate),
-        cmocka_unit_test(test_notify),          cmocka_unit_test(test_notify_roundtrip),
+        cmocka_unit_test(test_time_expire),
+        cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_authorization_parse),
+        cmocka_unit_test(test_responses),
+        cmocka_unit_test(test_responses_with_certificate),
+        cmocka_unit_test(test_notify),
+        cmocka_unit_test(test_notify_roundtrip),
         cmocka_unit_test(test_close_not_found),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -179,6 +179,8 @@ void pt_test_charge_from(const cJSON *j, const char *gateway, struct pt_charge *
 
 int pt_test_op(const char *s)
 {
+    if (strcmp(s, "close") == 0)
+        return PT_GW_CLOSE;
     return strcmp(s, "pay") == 0 ? PT_GW_PAY : strcmp(s, "query") == 0 ? PT_GW_QUERY : PT_GW_CANCEL;
 }
 

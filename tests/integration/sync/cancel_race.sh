@@ -21,7 +21,8 @@
 #   * a cancel answered 2xx is never dropped: the charge ends CANCELED, or
 #     its own request took the money first and the cancel's key is answered
 #     from then on by 409 charge_already_succeeded (and no reverse was sent).
-# ROUNDS (default 2: 24 races) of each kind; .ci/run runs 9 (216 races).
+# ROUNDS (default 2: 28 races) of each kind; make races (in .ci/run) runs
+# 15 (210 races).
 . "$(dirname "$0")/synclib.sh" "$@"
 
 ROUNDS=${2:-${PT_CANCEL_RACE_ROUNDS:-2}}

@@ -38,7 +38,7 @@ delay)
     echo '{"sync": {"backoff_base_ms": 1500, "backoff_max_ms": 3000, "max_attempts": 10}}' >"$T/extra.json"
     ;;
 pending)
-    SIM_ARGS=--pm-refund-pending
+    SIM_EXTRA_ARGS=--pm-refund-pending
     SIM_PAY_DELAY_MS=4000 # RP stays RP this long: long enough to see it
     echo '{"sync": {"max_attempts": 10}}' >"$T/extra.json"
     ;;

@@ -139,12 +139,12 @@ pick_port() {
 
 # sim_start: (re)starts the simulator on a port it picks, notifying $API (or
 # $SIM_NOTIFY_BASE: a test that must not rely on notifications sets it to a
-# port nobody listens on), with the options in $SIM_ARGS (if any).
+# port nobody listens on), with the options in $SIM_EXTRA_ARGS.
 sim_start() {
     : >"$T/sim.out"
-    # shellcheck disable=SC2086 # SIM_ARGS: extra options, word-split on purpose
+    # shellcheck disable=SC2086 # SIM_EXTRA_ARGS is a list of words
     "$PAYTERM" sim --listen 127.0.0.1:0 --dir "$T/sim" --notify-base "${SIM_NOTIFY_BASE:-$API}" \
-        --pay-delay-ms "${SIM_PAY_DELAY_MS:-500}" ${SIM_ARGS:-} >"$T/sim.out" 2>>"$T/sim.log" &
+        --pay-delay-ms "${SIM_PAY_DELAY_MS:-500}" ${SIM_EXTRA_ARGS:-} >"$T/sim.out" 2>>"$T/sim.log" &
     SIM_PID=$!
     wait_until 30 grep -q 'ready on port' "$T/sim.out" ||
         fail "the simulator did not start (see $T/sim.log)"

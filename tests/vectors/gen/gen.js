@@ -69,11 +69,17 @@ function alipayVectors() {
       notify_url: notifyUrl,
       biz: { out_trade_no: 'ORDER-20261130-0001', scene: 'bar_code', auth_code: '287634438256643941',
              subject: 'Large latte', total_amount: '88.88' } },
+    // A QR code's expiry (qr_timeout_s 90): timeout_express in whole
+    // minutes, rounded up (AlipayTradePrecreateModel: 1m~15d, no decimals).
     { name: 'precreate_utf8_and_reserved_chars', method: 'alipay.trade.precreate', op: 'pay',
       charge: { order_id: 'ORDER-2', amount: 100000, currency: 'CNY', method: 'qr',
                 subject: '大杯拿铁 & cake = 2+1 "quoted" 100%' },
-      notify_url: notifyUrl,
-      biz: { out_trade_no: 'ORDER-2', subject: '大杯拿铁 & cake = 2+1 "quoted" 100%', total_amount: '1000.00' } },
+      notify_url: notifyUrl, expire_in_s: 90,
+      biz: { out_trade_no: 'ORDER-2', subject: '大杯拿铁 & cake = 2+1 "quoted" 100%', total_amount: '1000.00',
+             timeout_express: '2m' } },
+    { name: 'close', method: 'alipay.trade.close', op: 'close',
+      charge: { order_id: 'ORDER-2', amount: 100000, currency: 'CNY', method: 'qr' },
+      biz: { out_trade_no: 'ORDER-2' } },
     { name: 'query', method: 'alipay.trade.query', op: 'query',
       charge: { order_id: 'ORDER-3', amount: 1, currency: 'CNY', method: 'barcode', payment_code: '1' },
       biz: { out_trade_no: 'ORDER-3' } },
@@ -90,8 +96,8 @@ function alipayVectors() {
       .verify(crypto.createPublicKey(merchantKey), signed.sign, 'base64');
     if (!ok) throw new Error('alipay request string_to_sign reconstruction differs from the SDK');
     return { name: c.name, op: c.op, charge: c.charge, app_id: config.appId,
-             notify_url: c.notify_url || '', now_ms: NOW_MS, params: signed,
-             string_to_sign: stringToSign, sign: signed.sign };
+             notify_url: c.notify_url || '', now_ms: NOW_MS, expire_in_s: c.expire_in_s || 0,
+             params: signed, string_to_sign: stringToSign, sign: signed.sign };
   });
 
   // `payterm sign --gateway alipay` input: a flat object of strings.  Values
@@ -218,6 +224,18 @@ function alipayVectors() {
     resp('cancel_retry', 'alipay.trade.cancel', bar,
       '{"code":"10000","msg":"Success","out_trade_no":"ORDER-20261130-0001","retry_flag":"Y"}',
       { op: 'cancel', outcome: 'AMBIGUOUS' }),
+    // alipay.trade.close of an expired QR code (SPEC 18).
+    resp('close_ok', 'alipay.trade.close', qr,
+      '{"code":"10000","msg":"Success","out_trade_no":"ORDER-2","trade_no":"2025113022001400001234567891"}',
+      { op: 'close', outcome: 'CANCELED', trade_no: '2025113022001400001234567891' }),
+    resp('close_never_scanned', 'alipay.trade.close', qr,
+      '{"code":"40004","msg":"Business Failed","sub_code":"ACQ.TRADE_NOT_EXIST","sub_msg":"交易不存在"}',
+      { op: 'close', outcome: 'NOT_FOUND', code: 'ACQ.TRADE_NOT_EXIST' },
+      { note: 'nobody scanned the code, so Alipay has no trade: nothing can be paid, counted as closed' }),
+    resp('close_paid_meanwhile', 'alipay.trade.close', qr,
+      '{"code":"40004","msg":"Business Failed","sub_code":"ACQ.TRADE_STATUS_ERROR","sub_msg":"交易状态不合法"}',
+      { op: 'close', outcome: 'AMBIGUOUS', code: 'ACQ.TRADE_STATUS_ERROR' },
+      { note: 'only a trade waiting for payment closes: paid, or closed already - a query tells which' }),
     resp('tampered_amount', 'alipay.trade.pay', bar,
       payOk.replace('"total_amount":"88.88"', '"total_amount":"0.01"'),
       { op: 'pay', outcome: 'AMBIGUOUS', code: 'invalid_signature' }, { signed: payOk }),
@@ -266,14 +284,20 @@ function wechatVectors() {
   };
   const charge = { order_id: 'ORDER-20261130-0002', amount: 8888, currency: 'CNY', method: 'qr',
                    subject: 'Large latte 大杯' };
+  // The code's expiry (qr_timeout_s 90 after NOW_MS), as the Native create
+  // page writes time_expire: RFC 3339 in China time.
+  const expireAt = NOW_MS + 90 * 1000;
+  const timeExpire = new Date(expireAt + 8 * 3600 * 1000).toISOString().slice(0, 19) + '+08:00';
   const requests = [
-    req('native', 'pay', charge, 'POST', '/v3/pay/transactions/native',
+    { ...req('native', 'pay', charge, 'POST', '/v3/pay/transactions/native',
       { appid, mchid, description: charge.subject, out_trade_no: charge.order_id,
-        notify_url: 'https://pos.example.com/notify/wechat',
-        amount: { total: 8888, currency: 'CNY' } }),
+        time_expire: timeExpire, notify_url: 'https://pos.example.com/notify/wechat',
+        amount: { total: 8888, currency: 'CNY' } }), expire_at_ms: expireAt },
     req('query', 'query', charge, 'GET',
       `/v3/pay/transactions/out-trade-no/${charge.order_id}?mchid=${mchid}`),
     req('close', 'cancel', charge, 'POST',
+      `/v3/pay/transactions/out-trade-no/${charge.order_id}/close`, { mchid }),
+    req('close_expired', 'close', charge, 'POST',
       `/v3/pay/transactions/out-trade-no/${charge.order_id}/close`, { mchid }),
   ];
 
@@ -304,13 +328,21 @@ function wechatVectors() {
     { name: 'query_success', op: 'query', status: 200, ...signed(txn('SUCCESS')),
       outcome: 'SUCCESS', amount: 8888, currency: 'CNY', trade_no: '4200001234202511301234567890' },
     { name: 'query_notpay', op: 'query', status: 200, ...signed(txn('NOTPAY')), outcome: 'PENDING' },
-    { name: 'query_userpaying', op: 'query', status: 200, ...signed(txn('USERPAYING')), outcome: 'PENDING' },
+    { name: 'query_userpaying', op: 'query', status: 200, ...signed(txn('USERPAYING')), outcome: 'PENDING',
+      paying: true },
     { name: 'query_closed', op: 'query', status: 200, ...signed(txn('CLOSED')), outcome: 'CANCELED' },
     { name: 'query_revoked', op: 'query', status: 200, ...signed(txn('REVOKED')), outcome: 'CANCELED' },
     { name: 'query_payerror', op: 'query', status: 200, ...signed(txn('PAYERROR')), outcome: 'DECLINED' },
     { name: 'query_not_exist', op: 'query', status: 404,
       ...signed('{"code":"ORDER_NOT_EXIST","message":"订单不存在"}'), outcome: 'NOT_FOUND', code: 'ORDER_NOT_EXIST' },
     { name: 'close_204', op: 'cancel', status: 204, ...signed(''), outcome: 'CANCELED' },
+    { name: 'close_expired_204', op: 'close', status: 204, ...signed(''), outcome: 'CANCELED' },
+    { name: 'close_orderpaid', op: 'close', status: 400,
+      ...signed('{"code":"ORDERPAID","message":"订单已支付"}'), outcome: 'AMBIGUOUS', code: 'ORDERPAID',
+      note: 'paid while it expired: the query that follows finds the payment' },
+    { name: 'close_too_early', op: 'close', status: 400,
+      ...signed('{"code":"INVALID_REQUEST","message":"订单生成后不能马上调用关单接口，最短调用时间间隔为5分钟"}'),
+      outcome: 'AMBIGUOUS', code: 'INVALID_REQUEST' },
     { name: 'serial_lower_case', op: 'query', status: 200,
       ...signed(txn('SUCCESS'), { serial: platformSerial.toLowerCase() }), outcome: 'SUCCESS',
       note: 'the serial is hex: compared case-insensitively (the SDK looks it up case-sensitively)' },
@@ -460,13 +492,22 @@ function c2pVectors() {
     { order_id: 'ORDER-6', amount: 1500, currency: 'JPY', method: 'redirect', subject: '' },
   ];
   const notifyUrl = 'https://pos.example.com/notify/2c2p';
-  const requests = charges.map((c) => {
+  // A payment page's expiry (qr_timeout_s 90 after NOW_MS): paymentExpiry,
+  // "yyyy-MM-dd HH:mm:ss" without a zone, written in gateways.2c2p.utc_offset
+  // (+07:00 by default; the SGD charge's merchant keeps +08:00).
+  const expireAt = NOW_MS + 90 * 1000;
+  const localTime = (ms, offsetMin) =>
+    new Date(ms + offsetMin * 60 * 1000).toISOString().replace('T', ' ').slice(0, 19);
+  const requests = charges.map((c, i) => {
     const major = { THB: 1000, SGD: 88.8, JPY: 1500 }[c.currency];
+    const offset = c.currency === 'SGD' ? 480 : 420;
     const payload = { merchantID, invoiceNo: c.order_id, description: c.subject || c.order_id,
-                      amount: major, currencyCode: c.currency, backendReturnUrl: notifyUrl };
+                      amount: major, currencyCode: c.currency };
+    if (i < 2) payload.paymentExpiry = localTime(expireAt, offset);
+    payload.backendReturnUrl = notifyUrl;
     const token = sign(payload);
-    return { op: 'pay', charge: c, payload_text: JSON.stringify(payload), token,
-             body: JSON.stringify({ payload: token }) };
+    return { op: 'pay', charge: c, expire_at_ms: i < 2 ? expireAt : 0, utc_offset_min: offset,
+             payload_text: JSON.stringify(payload), token, body: JSON.stringify({ payload: token }) };
   });
   const inquiry = { merchantID, invoiceNo: charges[0].order_id, locale: 'en' };
   requests.push({ op: 'query', charge: charges[0], payload_text: JSON.stringify(inquiry),
@@ -520,9 +561,9 @@ function c2pVectors() {
     { name: 'inquiry_success', op: 'query', status: 200, body: JSON.stringify({ payload: good }),
       outcome: 'SUCCESS', amount: 100000, currency: 'THB', trade_no: '2876543' },
     { name: 'inquiry_pending', op: 'query', status: 200, body: JSON.stringify({ payload: rawToken(result('0001')) }),
-      outcome: 'PENDING' },
+      outcome: 'PENDING', paying: false },
     { name: 'inquiry_in_progress', op: 'query', status: 200, body: JSON.stringify({ payload: rawToken(result('2001')) }),
-      outcome: 'PENDING' },
+      outcome: 'PENDING', paying: true },
     { name: 'inquiry_declined', op: 'query', status: 200, body: JSON.stringify({ payload: rawToken(result('4005')) }),
       outcome: 'DECLINED', code: '4005' },
     { name: 'inquiry_cancelled', op: 'query', status: 200, body: JSON.stringify({ payload: rawToken(result('0003')) }),
