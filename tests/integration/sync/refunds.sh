@@ -13,7 +13,9 @@
 #            must also go out one at a time); a refund queued while the
 #            network is cut and drained when it returns; 2C2P refunds made
 #            outside payterm (the merchant portal): one of the same amount is
-#            bound, one that does not add up stops for review, unsent
+#            bound, one that does not add up stops for review, unsent; a
+#            2C2P charge's 65th refund (more than its list holds) held for
+#            review, unsent, with the queue draining past it
 #   refuse_connect | fail_before_commit | drop_after_commit |
 #   http_500_after_commit | delay
 #            that fault armed for the refund call on each gateway (2C2P: on
@@ -218,6 +220,38 @@ case_2c2p_outside() {
     log "2c2p: a portal refund of the same amount is bound (no send); of another amount, review"
 }
 
+# More refunds on one 2C2P charge than the ordering rule reads at once (64,
+# the most a refund list holds): the 65th cannot be placed among them, so
+# it is held for review, unsent - and the queue behind it still drains (a
+# refund that could not be ordered used to stop every drain pass there).
+case_2c2p_too_many() {
+    paid 2c2p.redirect 1000
+    local o=$O i
+    for i in $(seq 1 64); do
+        refund "km-$i-$o" "$o" "\"refund_id\":\"M-$i-$o\",\"amount\":10"
+        [ "$ST" = 201 ] || fail "2c2p M-$i-$o: $ST $(field -c .)"
+    done
+    expect_refunded "$o" 640 64
+    refund "km-65-$o" "$o" "\"refund_id\":\"M-65-$o\",\"amount\":10"
+    expect "2c2p M-65-$o: answered" "202 INIT" "$ST $(field .state)"
+    wait_until 20 bash -c "[ \"\$(curl -s $API/v1/refunds/M-65-$o | jq .review)\" = true ]" ||
+        fail "M-65-$o: the refund did not go to review: $(api "/v1/refunds/M-65-$o" | jq -c .)"
+    expect_match "M-65-$o: the review says why" 'more refunds than payterm orders' \
+        "$(api "/v1/refunds/M-65-$o" | jq -r .review_reason)"
+    # A refund queued after it, on another charge, is drained past it.
+    paid 2c2p.redirect 1000
+    local q=$O
+    sim_fault '{"gateway":"2c2p","mode":"refuse_connect","count":-1}'
+    refund "km-$q" "$q" "\"refund_id\":\"MQ-$q\",\"amount\":300"
+    expect "2c2p MQ-$q: queued while 2C2P is cut off" "202 INIT" "$ST $(field .state)"
+    sim_clear
+    wait_refund "MQ-$q" SUCCESS 30
+    expect_refunded "$q" 300 1
+    expect "$o: still 64 refunds at the simulator" "640 64" "$(sim_refunded "$o") $(sim_refunds "$o")"
+    expect "M-65-$o: still unsent" INIT "$(refund_state "M-65-$o")"
+    log "2c2p $o: 64 refunds, the 65th held for review unsent; the queue drained past it"
+}
+
 # A fault on 2C2P's refund status query (RS), which comes before every 2C2P
 # send: the refund is not sent while the query fails, then exactly once.
 case_2c2p_status_fault() {
@@ -251,7 +285,7 @@ case_2c2p_pending() {
     wait_refund "RP-$o" SUCCESS 30
     expect_refunded "$o" 1500 1
     expect "RP-$o refund.succeeded events" 1 "$(refund_events "RP-$o" refund.succeeded)"
-    # A second one of the same amount while nothing is left: refused at once.
+    # The rest, once the first is final: pending, then resolved the same way.
     refund "kp2-$o" "$o" "\"refund_id\":\"RP2-$o\",\"amount\":500"
     wait_refund "RP2-$o" SUCCESS 30
     expect_refunded "$o" 2000 2
@@ -353,6 +387,7 @@ basic)
     case_concurrent 2c2p.redirect
     case_offline_queue
     case_2c2p_outside
+    case_2c2p_too_many
     ;;
 pending) case_2c2p_pending ;;
 sigkill) case_sigkill ;;
