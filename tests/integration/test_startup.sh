@@ -182,6 +182,11 @@ case_2c2p_pm_keys_checked()
         gateways.2c2p.pm_public_key_file "$PT_TMP/c2p_pm.key" "holds a private key"
     init_refused "$ok | .gateways[\"2c2p\"].pm_public_key_file = \"$PT_TMP/c2p_pm_merchant.pub\"" \
         gateways.2c2p.pm_public_key_file "public half of gateways.2c2p.pm_private_key_file"
+    # A private key that cannot sign PS256 or decrypt RSA-OAEP (EC).
+    cp "$PT_KEYS/ec_private.pem" "$PT_TMP/c2p_pm_ec.key"
+    chmod 600 "$PT_TMP/c2p_pm_ec.key"
+    init_refused "$ok | .gateways[\"2c2p\"].pm_private_key_file = \"$PT_TMP/c2p_pm_ec.key\"" \
+        gateways.2c2p.pm_private_key_file "$PT_TMP/c2p_pm_ec.key" "not an RSA key"
     chmod 644 "$PT_TMP/c2p_pm.key"
     init_refused "$ok" gateways.2c2p.pm_private_key_file "$PT_TMP/c2p_pm.key"
     chmod 600 "$PT_TMP/c2p_pm.key"
