@@ -2,12 +2,16 @@
  * platform.h - what core/ needs from the outside world, as small tables of
  * function pointers.
  *
- * core/ never opens a socket, reads a clock or calls libcurl by itself: it
- * asks through these interfaces.  platform/linux fills them in for a real
- * board or desktop (clock_gettime, getrandom, libcurl, syslog/stderr), tests
- * fill them in with controllable fakes (a clock that jumps, a network that
- * vanishes).  This is the same shape as SQLite's sqlite3_vfs: the core states
- * the contract, each platform provides one table.
+ * core/ never opens a socket or calls libcurl by itself, and every time it
+ * records or compares with a stored one comes from here: it asks through
+ * these interfaces.  (A thread's timed wait - a pthread_cond_timedwait or
+ * pthread_mutex_timedlock deadline in sync.c and store_pg.c, and
+ * store_pg.c's reconnect backoff - reads the kernel's clock itself.)
+ * platform/linux fills them in for a real board or desktop (clock_gettime,
+ * getrandom, libcurl, syslog/stderr), tests fill them in with controllable
+ * fakes (a clock that jumps, a network that vanishes).  This is the same
+ * shape as SQLite's sqlite3_vfs: the core states the contract, each
+ * platform provides one table.
  */
 #ifndef PT_PLATFORM_H
 #define PT_PLATFORM_H

@@ -33,7 +33,7 @@ struct pt_store;
 /* Longest database path (bytes, with the NUL). */
 #define PT_STORE_PATH_MAX 512
 
-/* Page size of a database payterm creates (see store.c for why). */
+/* Page size of a database payterm creates (see store_sqlite.c for why). */
 #define PT_STORE_PAGE_SIZE 1024
 
 enum pt_store_backend { PT_STORE_SQLITE = 0, PT_STORE_POSTGRESQL = 1 };

@@ -1,7 +1,9 @@
 /*
- * store.c - the SQLite implementation of store.h.
+ * store_sqlite.c - the SQLite implementation of store.h (store_impl.h);
+ * store.c picks it at open and forwards every call to it.
  *
- * All SQL of payterm is in this file and in sql/.  Statements are prepared
+ * The SQLite store's SQL is in this file and in sql/ (the PostgreSQL
+ * store's is in store_pg.c and sql/pg/).  Statements are prepared
  * once per connection and cached by their index in the table below; every
  * SQLite result code is translated to a pt_err right here.
  */

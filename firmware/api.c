@@ -3,7 +3,8 @@
  *
  * This file only speaks HTTP: it collects the request (bounded at 16 KiB),
  * checks the bearer token, routes, and turns pt_reply into a response.  The
- * guarded write operations live in core/intake.c, the SQL in core/store.c.
+ * guarded write operations live in core/intake.c, the SQL in the store's
+ * backends (core/store_sqlite.c, core/store_pg.c).
  *
  * How connections are served, and why (SPEC 5, "Input strictness and
  * connection handling"): a kiosk has a handful of clients, but notify_listen

@@ -1,5 +1,6 @@
 /*
- * config.c - loading and validating payterm's JSON configuration.
+ * config_load.c - loading and validating payterm's JSON configuration
+ * (see config_load.h; the defaults and lookups are core/config.c).
  *
  * The files are checked with pt_json_check (one meaning, integers only) and
  * parsed with cJSON, relative paths are resolved against each

@@ -115,7 +115,7 @@ static void test_alipay(void **state)
 
     const char *verify[] = {"verify", "--gateway", "alipay", "--pubkey", pub, NULL};
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->alipay, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->alipay, "alipay.json", "notify"))
     {
         int want = strcmp(pt_test_str(c, "rc"), "ESIG") == 0 ? 3 : 0;
         int rc = run(f, pt_test_str(c, "body"), &out, verify);
@@ -175,7 +175,7 @@ static void test_wechat(void **state)
     cJSON_Delete(out);
 
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->wechat, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->wechat, "wechat.json", "notify"))
     {
         const char *name = pt_test_str(c, "name");
         if (strcmp(name, "too_old") == 0)
@@ -233,7 +233,7 @@ static void test_stripe(void **state)
     cJSON *out;
     const char *secret = pt_test_str(f->stripe, "webhook_secret");
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->stripe, "webhooks"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->stripe, "stripe.json", "webhooks"))
     {
         char hdr[1024], now[32];
         snprintf(hdr, sizeof hdr, "Stripe-Signature: %s", pt_test_str(c, "header"));
@@ -282,7 +282,7 @@ static void test_2c2p(void **state)
     snprintf(line, sizeof line, "%s\n", secret);
     pt_test_write_file(secret_file, line, 0600);
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->c2p, "verify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->c2p, "2c2p.json", "verify"))
     {
         const char *verify[] = {"verify", "--gateway", "2c2p", "--secret-file", secret_file, NULL};
         int want = strcmp(pt_test_str(c, "rc"), "OK") == 0 ? 0 : 3;
@@ -308,10 +308,10 @@ static void test_wechat_v2(void **state)
     char key[512];
     snprintf(key, sizeof key, "%s/apiv2_key", f->dir);
     pt_test_write_file(key, pt_test_str(f->wechat_v2, "apiv2_key"), 0600);
-    const cJSON *cli = cJSON_GetObjectItem(f->wechat_v2, "cli"), *c;
+    const cJSON *c;
     cJSON *out;
     const char *sign[] = {"sign", "--gateway", "wechat-v2", "--key-file", key, NULL};
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cli, "sign"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->wechat_v2, "wechat_v2.json", "cli.sign"))
     {
         char *params = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "params"));
         int rc = run(f, params, &out, sign);
@@ -324,7 +324,7 @@ static void test_wechat_v2(void **state)
         free(params);
     }
     const char *verify[] = {"verify", "--gateway", "wechat-v2", "--key-file", key, NULL};
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cli, "verify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->wechat_v2, "wechat_v2.json", "cli.verify"))
     {
         int rc = run(f, pt_test_str(c, "body"), &out, verify);
         if (rc != pt_test_int(c, "exit"))

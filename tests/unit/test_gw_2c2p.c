@@ -52,7 +52,7 @@ static void test_requests(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "2c2p.json", "requests"))
     {
         struct pt_charge ch;
         struct pt_http_request req;
@@ -121,7 +121,7 @@ static void test_verify(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "verify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "2c2p.json", "verify"))
     {
         const char *tok = pt_test_str(c, "token");
         char *payload = NULL;
@@ -161,7 +161,7 @@ static void test_responses(void **state)
     pt_test_charge_from(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
         "2c2p", &ch);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "2c2p.json", "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;
@@ -196,7 +196,7 @@ static void test_notify(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "2c2p.json", "notify"))
     {
         struct pt_http_response msg;
         struct pt_notification out;

@@ -51,7 +51,7 @@ static void test_requests(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "alipay.json", "requests"))
     {
         struct pt_charge ch;
         struct pt_http_request req;
@@ -226,7 +226,7 @@ static void test_notify(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "alipay.json", "notify"))
     {
         struct pt_http_response msg;
         struct pt_notification out;
@@ -263,7 +263,7 @@ static void test_responses(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "alipay.json", "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;

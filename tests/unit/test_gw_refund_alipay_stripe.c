@@ -155,7 +155,7 @@ static void test_alipay_requests(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->alipay, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->alipay, "alipay_refund.json", "requests"))
     {
         const char *name = pt_test_str(c, "name");
         struct pt_charge ch;
@@ -249,7 +249,7 @@ static void test_alipay_responses(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->alipay, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->alipay, "alipay_refund.json", "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;
@@ -301,7 +301,7 @@ static void test_stripe_requests(void **state)
     /* The SDK keys every POST itself when not told a key: payterm always
      * tells it the refund_id, so a resend is the same refund. */
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(f->stripe, "sdk_keys_every_post")));
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->stripe, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->stripe, "stripe_refund.json", "requests"))
     {
         const char *name = pt_test_str(c, "name");
         struct pt_charge ch;
@@ -392,7 +392,7 @@ static void test_stripe_responses(void **state)
     pt_test_charge_from(cJSON_GetObjectItem(req0, "charge"), "stripe", &ch);
     refund_from(cJSON_GetObjectItem(req0, "refund"), &ch, &r);
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->stripe, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->stripe, "stripe_refund.json", "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;
@@ -465,7 +465,7 @@ static void test_stripe_webhooks(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->stripe, "webhooks"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->stripe, "stripe_refund.json", "webhooks"))
     {
         check_webhook(f, c, 1);
         n++;
@@ -479,7 +479,7 @@ static void test_stripe_payment_webhooks_unchanged(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->stripe_payments, "webhooks"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->stripe_payments, "stripe.json", "webhooks"))
     {
         check_webhook(f, c, 0);
         n++;

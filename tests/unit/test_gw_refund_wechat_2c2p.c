@@ -129,7 +129,7 @@ static void test_wechat_refund_requests(void **state)
     struct pt_gw_env env = {.now_ms = (int64_t)pt_test_int(f->v, "now_ms"),
                             .nonce = pt_test_str(f->v, "nonce")};
     assert_non_null(pt_gateway_wechat.build_refund);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_refund.json", "requests"))
     {
         struct pt_refund r;
         struct pt_http_request req;
@@ -229,7 +229,7 @@ static void run_responses(struct fixture *f)
     struct pt_refund r;
     assert_non_null(pt_gateway_wechat.parse_refund);
     first_refund(f, &r);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_refund.json", "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;
@@ -306,7 +306,7 @@ static void test_wechat_refund_notify(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_refund.json", "notify"))
     {
         struct pt_http_response msg;
         struct pt_notification out;
@@ -343,7 +343,7 @@ static void test_wechat_payment_notify_unchanged(void **state)
     cJSON *pay = pt_test_vectors("wechat.json");
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(pay, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(pay, "wechat.json", "notify"))
     {
         struct pt_http_response msg;
         struct pt_notification out;

@@ -215,7 +215,7 @@ static void test_webhooks(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "webhooks"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "stripe.json", "webhooks"))
     {
         const char *name = pt_test_str(c, "name");
         const char *payload = pt_test_str(c, "payload");

@@ -67,7 +67,7 @@ static void test_requests(void **state)
     int n = 0;
     struct pt_gw_env env = {.now_ms = (int64_t)pt_test_int(f->v, "now_ms"),
                             .nonce = pt_test_str(f->v, "nonce")};
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat.json", "requests"))
     {
         struct pt_charge ch;
         struct pt_http_request req;
@@ -161,7 +161,7 @@ static void run_responses(struct fixture *f)
     pt_test_charge_from(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f->v, "requests"), 0), "charge"),
         "wechat", &ch);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat.json", "responses"))
     {
         struct pt_http_response resp;
         struct pt_gw_result out;
@@ -210,7 +210,7 @@ static void test_notify(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "notify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat.json", "notify"))
     {
         struct pt_http_response msg;
         struct pt_notification out;

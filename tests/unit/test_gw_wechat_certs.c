@@ -92,7 +92,7 @@ static int teardown(void **state)
 static const cJSON *answer(const struct fixture *f, const char *name)
 {
     const cJSON *a;
-    cJSON_ArrayForEach(a, cJSON_GetObjectItem(f->v, "answers"))
+    cJSON_ArrayForEach(a, pt_test_cases(f->v, "wechat_certs.json", "answers"))
     {
         if (strcmp(pt_test_str(a, "name"), name) == 0)
             return a;
@@ -123,7 +123,7 @@ static void test_request(void **state)
 static void check_answers(struct fixture *f)
 {
     const cJSON *a;
-    cJSON_ArrayForEach(a, cJSON_GetObjectItem(f->v, "answers"))
+    cJSON_ArrayForEach(a, pt_test_cases(f->v, "wechat_certs.json", "answers"))
     {
         const char *name = pt_test_str(a, "name");
         struct pt_http_response resp;

@@ -76,7 +76,7 @@ static void test_requests(void **state)
     const cJSON *c;
     int n = 0;
     struct pt_gw_env env = env_of(f);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_v2.json", "requests"))
     {
         const char *name = pt_test_str(c, "name");
         struct pt_charge ch;
@@ -164,7 +164,7 @@ static void test_responses(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_v2.json", "responses"))
     {
         const char *name = pt_test_str(c, "name");
         struct pt_charge ch;
@@ -225,7 +225,7 @@ static char *resign(const char *xml, const char *key, const char *set_name, cons
 static const cJSON *response(const struct fixture *f, const char *name)
 {
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "responses"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_v2.json", "responses"))
     {
         if (strcmp(pt_test_str(c, "name"), name) == 0)
             return c;
@@ -431,7 +431,7 @@ static void test_signature(void **state)
 
     /* the SDK's HMAC-SHA256 and MD5, from the CLI vectors */
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(f->v, "cli"), "sign"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_v2.json", "cli.sign"))
     {
         struct pt_wxv2_field p[32];
         size_t n = 0;
@@ -554,9 +554,9 @@ static void test_cli(void **state)
     char key[512];
     snprintf(key, sizeof key, "%s/cli_key", f->dir);
     pt_test_write_file(key, "payterm-test-apiv2-key-32-chars!\n", 0600);
-    const cJSON *clij = cJSON_GetObjectItem(f->v, "cli"), *c;
+    const cJSON *c;
     cJSON *out;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(clij, "sign"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_v2.json", "cli.sign"))
     {
         char *params = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "params"));
         assert_int_equal(cli(f, "sign", key, params, &out), PT_GW_CLI_OK);
@@ -566,7 +566,7 @@ static void test_cli(void **state)
         cJSON_Delete(out);
         free(params);
     }
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(clij, "verify"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "wechat_v2.json", "cli.verify"))
     {
         int rc = cli(f, "verify", key, pt_test_str(c, "body"), &out);
         if (rc != pt_test_int(c, "exit"))

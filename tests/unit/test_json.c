@@ -16,10 +16,15 @@
 
 /* ---- data files ------------------------------------------------------------------ */
 
+/* Case lines of each table: deleting one fails the test, and a new one
+ * updates the count here. */
+#define CHECK_ROWS 146
+#define INT_ROWS 32
+
 /* The case lines of tests/unit/<name> (comments and blank lines dropped), in
  * a malloc'd copy of the file; fails the test when it is missing or holds
- * no case. */
-static char **case_lines(const char *name, size_t *n, char **text)
+ * another number of cases than want. */
+static char **case_lines(const char *name, size_t want, size_t *n, char **text)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", PT_TEST_UNIT_DIR, name);
@@ -37,8 +42,10 @@ static char **case_lines(const char *name, size_t *n, char **text)
         if (*p && *p != '#')
             lines[(*n)++] = p;
     }
-    if (*n == 0)
-        fail_msg("the case table %s holds no case", path);
+    if (*n != want)
+        fail_msg("the case table %s holds %zu cases, want %zu (a deleted case fails the test; "
+                 "a new one updates the count in test_json.c)",
+                 path, *n, want);
     return lines;
 }
 
@@ -108,14 +115,98 @@ static const struct {
     {"zero", "is not a valid JSON number: leading zero"},
     {"depth", "nests deeper than 16 levels"},
     {"syntax", "is not valid JSON"},
+    {"integer", "must be a plain JSON integer (no fraction or exponent)"},
 };
+
+/*
+ * Every report pt_json_check makes of malformed JSON, as core/json.c writes
+ * it, the byte offset left out.  The table must draw each one at least once
+ * - those about a string also about a member name ("has a member name that
+ * ...") - so a report whose last case is deleted fails the test, and so
+ * does a new report in json.c (test_every_report_listed reads the source).
+ * PT_ENOMEM's "out of memory" is no verdict on the text, and is not here.
+ */
+static const struct {
+    const char *fmt; /* %d matches digits, %c one character */
+    int of_string;   /* also made of a member name */
+} reports[] = {
+    {"contains U+0000", 1},
+    {"is not valid UTF-8", 1},
+    {"contains an unpaired surrogate escape", 1},
+    {"contains an unescaped control character", 1},
+    {"contains an invalid escape", 1},
+    {"is not terminated", 1},
+    {"given twice", 0},
+    {"is not a valid JSON number", 0},
+    {"is not a valid JSON number: leading zero", 0},
+    {"must be a plain JSON integer (no fraction or exponent)", 0},
+    {"nests deeper than %d levels", 0},
+    {"is not valid JSON", 0},
+    {"is not valid JSON: a member name expected", 0},
+    {"is not valid JSON: ':' expected", 0},
+    {"is not valid JSON: a value expected", 0},
+    {"is not valid JSON: more text after the value", 0},
+    {"is not valid JSON: ',' or '%c' expected", 0},
+};
+#define NREPORTS (sizeof reports / sizeof reports[0])
+#define NAME_PREFIX "has a member name that "
+
+/* 1 when s is exactly what fmt prints (only %d and %c occur). */
+static int fmt_match(const char *fmt, const char *s)
+{
+    while (*fmt) {
+        if (fmt[0] == '%' && fmt[1] == 'd') {
+            if (*s < '0' || *s > '9')
+                return 0;
+            while (*s >= '0' && *s <= '9')
+                s++;
+            fmt += 2;
+        } else if (fmt[0] == '%' && fmt[1] == 'c') {
+            if (!*s++)
+                return 0;
+            fmt += 2;
+        } else if (*fmt++ != *s++) {
+            return 0;
+        }
+    }
+    return *s == '\0';
+}
+
+/* The index in reports[] of problem (a member name's in *of_name), or -1. */
+static int report_of(const char *problem, int *of_name)
+{
+    char p[128]; /* chk.problem is shorter */
+    *of_name = strncmp(problem, NAME_PREFIX, strlen(NAME_PREFIX)) == 0;
+    snprintf(p, sizeof p, "%s", problem + (*of_name ? strlen(NAME_PREFIX) : 0));
+    char *at = strstr(p, " (byte ");
+    if (at)
+        *at = '\0';
+    for (size_t i = 0; i < NREPORTS; i++)
+        if (fmt_match(reports[i].fmt, p))
+            return (int)i;
+    return -1;
+}
+
+/* After the table: each report drawn by a case, else the reports left out. */
+static int reports_missed(int hits[][2])
+{
+    int missed = 0;
+    for (size_t i = 0; i < NREPORTS; i++)
+        for (int name = 0; name <= reports[i].of_string; name++)
+            if (!hits[i][name]) {
+                print_error("no case of test_json_check.data draws the report '%s%s'\n",
+                            name ? NAME_PREFIX : "", reports[i].fmt);
+                missed++;
+            }
+    return missed;
+}
 
 static void test_check_table(void **state)
 {
     (void)state;
     size_t n;
-    char *file, **lines = case_lines("test_json_check.data", &n, &file);
-    int failed = 0;
+    char *file, **lines = case_lines("test_json_check.data", CHECK_ROWS, &n, &file);
+    int failed = 0, hits[NREPORTS][2] = {{0}};
     for (size_t i = 0; i < n; i++) {
         char *col[3], shown[300];
         snprintf(shown, sizeof shown, "%s", lines[i]);
@@ -124,7 +215,7 @@ static void test_check_table(void **state)
         char *text = malloc(strlen(col[2]) + 1);
         assert_non_null(text);
         size_t len = unpercent(col[2], text);
-        struct pt_json_check chk = {0};
+        struct pt_json_check chk = {.integers_only = strcmp(col[0], "integer") == 0};
         int rc = pt_json_check(text, len, &chk);
         const char *want_field = strcmp(col[1], "-") == 0 ? "" : col[1];
         char why[600] = "";
@@ -164,6 +255,12 @@ static void test_check_table(void **state)
             else if (!pt_test_utf8_clean(chk.field, strlen(chk.field)) ||
                      !pt_test_utf8_clean(chk.problem, strlen(chk.problem)))
                 snprintf(why, sizeof why, "the report is not valid UTF-8");
+            int of_name, r = report_of(chk.problem, &of_name);
+            if (r < 0)
+                snprintf(why, sizeof why, "problem '%s' is not in the list of reports",
+                         chk.problem);
+            else if (!why[0])
+                hits[r][of_name]++;
         }
         if (why[0]) {
             print_error("case %s\n  %s\n", shown, why);
@@ -175,6 +272,81 @@ static void test_check_table(void **state)
     free(file);
     if (failed)
         fail_msg("%d of %zu cases failed", failed, n);
+    int missed = reports_missed(hits);
+    if (missed)
+        fail_msg("%d report(s) of pt_json_check have no case in test_json_check.data", missed);
+}
+
+/* The first string literal at or after p (its text into out); NULL if none. */
+static const char *literal(const char *p, char *out, size_t cap)
+{
+    const char *q = p ? strchr(p, '"') : NULL;
+    if (!q)
+        return NULL;
+    const char *e = strchr(q + 1, '"');
+    if (!e || (size_t)(e - q) > cap)
+        return NULL;
+    snprintf(out, cap, "%.*s", (int)(e - q - 1), q + 1);
+    return out;
+}
+
+/*
+ * reports[] is every report of core/json.c: each message it fails with
+ * (fail(s, ..., "..."), and a string's `why = "..."` / `return "..."`) is
+ * listed, and each listed one is still in json.c.  A new way to refuse
+ * JSON thus needs its line in reports[] and a case in the table.
+ */
+static void test_every_report_listed(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/../../core/json.c", PT_TEST_UNIT_DIR);
+    size_t len;
+    char *src = pt_test_read_file(path, &len);
+    if (!src)
+        fail_msg("cannot read %s", path);
+    int seen[NREPORTS] = {0}, found = 0, bad = 0;
+    for (char *line = src, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char msg[200];
+        const char *m = NULL;
+        int of_string = 0;
+        const char *at = strstr(line, "fail(s,");
+        if (at && !(m = literal(at, msg, sizeof msg)) && nl)
+            m = literal(nl + 1, msg, sizeof msg); /* the format on the next line */
+        if (!at && (strstr(line, "why = \"") || strstr(line, "return \""))) {
+            m = literal(line, msg, sizeof msg);
+            of_string = 1;
+        }
+        if (!m || strncmp(m, "%s%s", 4) == 0) /* the string reports' wrapper */
+            continue;
+        char *byte = strstr(msg, " (byte %zu)");
+        if (byte)
+            *byte = '\0';
+        found++;
+        size_t i = 0;
+        while (i < NREPORTS && strcmp(reports[i].fmt, msg) != 0)
+            i++;
+        if (i == NREPORTS || reports[i].of_string != of_string) {
+            print_error("core/json.c reports '%s'%s: not so in reports[] of test_json.c\n", msg,
+                        of_string ? " (of a string or member name)" : "");
+            bad++;
+        } else {
+            seen[i] = 1;
+        }
+    }
+    free(src);
+    for (size_t i = 0; i < NREPORTS; i++)
+        if (!seen[i]) {
+            print_error("reports[] lists '%s', which core/json.c no longer reports\n",
+                        reports[i].fmt);
+            bad++;
+        }
+    if (found == 0 || bad)
+        fail_msg("reports[] of test_json.c and core/json.c disagree (%d found, %d amiss)", found,
+                 bad);
 }
 
 /* The raw text of top-level members: amounts are read from it. */
@@ -272,7 +444,7 @@ static void test_plain_int_table(void **state)
 {
     (void)state;
     size_t n;
-    char *file, **lines = case_lines("test_json_int.data", &n, &file);
+    char *file, **lines = case_lines("test_json_int.data", INT_ROWS, &n, &file);
     int failed = 0;
     for (size_t i = 0; i < n; i++) {
         char *col[4], shown[200];
@@ -329,6 +501,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_table),
+        cmocka_unit_test(test_every_report_listed),
         cmocka_unit_test(test_members_give_the_raw_value),
         cmocka_unit_test(test_many_names),
         cmocka_unit_test(test_long_field_is_cut_on_a_character),

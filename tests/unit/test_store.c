@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 static char dir[256];
 
@@ -772,17 +773,59 @@ struct at_most {
     struct pt_store *st;
     int i, max;
     int rc;
+    atomic_int tid; /* the thread that runs it, once it does */
 };
 
 static void *queue_at_most(void *p)
 {
     struct at_most *m = p;
+    atomic_store(&m->tid, (int)syscall(SYS_gettid));
     struct pt_charge c;
     fill_charge(&c, m->i);
     char key[32];
     snprintf(key, sizeof key, "k-%d", m->i);
     m->rc = queue_guarded(m->st, &c, key, m->max, 5);
     return NULL;
+}
+
+/* 1 once the thread that runs m sleeps in the kernel on a futex - a mutex
+ * it waits for (10 s at most).  Linux: the first field of
+ * /proc/self/task/TID/syscall is the call a blocked thread is in. */
+static int waits_on_a_mutex(struct at_most *m)
+{
+    for (int t = 0; t < 10000; t += 5) {
+        int tid = atomic_load(&m->tid);
+        char path[64], line[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+        FILE *f = tid ? fopen(path, "r") : NULL;
+        if (f) {
+            if (!fgets(line, sizeof line, f))
+                line[0] = '\0';
+            fclose(f);
+        }
+        long nr = line[0] >= '0' && line[0] <= '9' ? strtol(line, NULL, 10) : -1;
+        if (nr == SYS_futex)
+            return 1;
+#ifdef SYS_futex_time64
+        if (nr == SYS_futex_time64)
+            return 1;
+#endif
+        usleep(5 * 1000);
+    }
+    return 0;
+}
+
+/* A server process of the test database waiting for a lock (a table's,
+ * an advisory one): its pid, once there is one (10 s at most). */
+static int lock_waiter(const char *path)
+{
+    static const char sql[] = "SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                              " current_database() AND wait_event_type = 'Lock'";
+    assert_true(pt_test_pg_wait_for(path, sql, 10000));
+    return (int)pt_test_sql_int(path,
+                                "SELECT min(pid) FROM pg_stat_activity WHERE datname ="
+                                " current_database() AND wait_event_type = 'Lock'",
+                                0);
 }
 
 /*
@@ -821,7 +864,9 @@ static void test_pg_offline_limits_per_lane_exact(void **state)
     struct at_most lb = {.st = b, .i = 3, .max = 1, .rc = -1};
     queue_at_most(&lb);
     assert_int_equal(lb.rc, PT_OK);
-    usleep(300 * 1000); /* connection 2's statement is at the server by now */
+    /* Connection 2 waits for the lane's figures, which a1 holds to its
+     * commit (store_pg.c: the lane's mutex, before its statement is sent). */
+    assert_true(waits_on_a_mutex(&lp));
     assert_int_equal(pt_store_commit(a1), PT_OK);
     pthread_join(t, NULL);
     assert_int_equal(lp.rc, PT_EAGAIN); /* the last place was taken */
@@ -904,7 +949,7 @@ static void test_pg_lane_figures_never_deadlock(void **state)
     struct held_order h = {.st = a2, .rc = -1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_the_held_order, &h), 0);
-    usleep(300 * 1000); /* its statement waits for the row by now */
+    lock_waiter(path); /* its statement waits at the server for the row */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t count = -1, total = -1;
@@ -935,19 +980,6 @@ static long long order_count(const char *path, int i)
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM charges WHERE order_id = 'FULL-%06d'", i);
     return pt_test_sql_int(path, sql, 0);
-}
-
-/* A server process of the test database waiting for a lock (a table's,
- * an advisory one): its pid, once there is one (10 s at most). */
-static int lock_waiter(const char *path)
-{
-    static const char sql[] = "SELECT count(*) FROM pg_stat_activity WHERE datname ="
-                              " current_database() AND wait_event_type = 'Lock'";
-    assert_true(pt_test_pg_wait_for(path, sql, 10000));
-    return (int)pt_test_sql_int(path,
-                                "SELECT min(pid) FROM pg_stat_activity WHERE datname ="
-                                " current_database() AND wait_event_type = 'Lock'",
-                                0);
 }
 
 /* Waits (10 s at most) for server process pid to be gone: 1 when it is. */

@@ -97,6 +97,72 @@ struct cJSON *pt_test_vectors(const char *name)
     return j;
 }
 
+/*
+ * How many cases each array of a vector file holds.  The counts live here,
+ * apart from the generated files, so that a vector deleted from a file (or
+ * a file regenerated with fewer cases) fails every test that loops over it
+ * instead of quietly running fewer cases; a generator that adds cases has
+ * its new count written here in the same commit.
+ */
+static const struct {
+    const char *file, *kind;
+    int n;
+} vector_counts[] = {
+    {"2c2p.json", "requests", 4},
+    {"2c2p.json", "verify", 5},
+    {"2c2p.json", "notify", 8},
+    {"2c2p.json", "responses", 13},
+    {"alipay.json", "requests", 5},
+    {"alipay.json", "notify", 8},
+    {"alipay.json", "responses", 23},
+    {"alipay_refund.json", "requests", 4},
+    {"alipay_refund.json", "responses", 43},
+    {"stripe.json", "webhooks", 13},
+    {"stripe_refund.json", "requests", 3},
+    {"stripe_refund.json", "responses", 31},
+    {"stripe_refund.json", "webhooks", 16},
+    {"wechat.json", "requests", 4},
+    {"wechat.json", "responses", 18},
+    {"wechat.json", "notify", 10},
+    {"wechat_certs.json", "answers", 17},
+    {"wechat_refund.json", "requests", 4},
+    {"wechat_refund.json", "responses", 39},
+    {"wechat_refund.json", "notify", 19},
+    {"wechat_v2.json", "requests", 7},
+    {"wechat_v2.json", "responses", 65},
+    {"wechat_v2.json", "cli.sign", 4},
+    {"wechat_v2.json", "cli.verify", 5},
+};
+
+const struct cJSON *pt_test_cases(const struct cJSON *v, const char *file, const char *kind)
+{
+    int want = -1;
+    for (size_t i = 0; i < sizeof vector_counts / sizeof vector_counts[0]; i++)
+        if (strcmp(vector_counts[i].file, file) == 0 && strcmp(vector_counts[i].kind, kind) == 0)
+            want = vector_counts[i].n;
+    if (want < 0)
+        fail_msg("tests/vectors/%s: no count declared for its \"%s\" cases (testutil.c)", file,
+                 kind);
+    /* "cli.sign": the member sign of the object cli. */
+    const cJSON *a = v;
+    char path[64];
+    snprintf(path, sizeof path, "%s", kind);
+    for (char *part = path, *dot; part; part = dot ? dot + 1 : NULL) {
+        dot = strchr(part, '.');
+        if (dot)
+            *dot = '\0';
+        a = cJSON_GetObjectItem(a, part);
+    }
+    if (!cJSON_IsArray(a))
+        fail_msg("tests/vectors/%s: no \"%s\" array, want %d cases", file, kind, want);
+    int n = cJSON_GetArraySize(a);
+    if (n != want)
+        fail_msg("tests/vectors/%s: %d \"%s\" cases, want %d (a deleted vector fails the test; "
+                 "a new one updates the count in testutil.c)",
+                 file, n, kind, want);
+    return a;
+}
+
 struct pt_pk *pt_test_key(const char *name)
 {
     char path[1024], err[PT_PK_ERR_MAX];

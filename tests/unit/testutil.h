@@ -33,6 +33,12 @@ struct pt_pk;
  * Free with cJSON_Delete. */
 struct cJSON *pt_test_vectors(const char *name);
 
+/* The array kind ("responses", or "cli.sign" for a member of an object) of
+ * the vector file v, parsed from tests/vectors/<file>; fails the test,
+ * naming the file, unless it holds exactly the number of cases testutil.c
+ * declares for it, so that deleting vectors fails the loops over them. */
+const struct cJSON *pt_test_cases(const struct cJSON *v, const char *file, const char *kind);
+
 /* Full path of tests/vectors/<rel> into out. */
 void pt_test_data_path(const char *rel, char *out, size_t outlen);
 
