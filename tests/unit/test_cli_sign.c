@@ -379,7 +379,7 @@ static void test_2c2p_pm(void **state)
     free(token);
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->c2p_pm, "jose_made"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->c2p_pm, "2c2p_pm.json", "jose_made"))
     {
         if (strcmp(pt_test_str(c, "kind"), "nested") != 0 ||
             strcmp(pt_test_str(c, "side"), "answer") != 0)

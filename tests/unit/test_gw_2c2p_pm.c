@@ -80,7 +80,7 @@ static void test_requests(void **state)
     struct fixture *f = *state;
     const cJSON *c;
     int n = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "requests"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "2c2p_pm.json", "requests"))
     {
         const char *pt = pt_test_str(c, "process_type");
         char *xml = NULL;
@@ -196,7 +196,7 @@ static void test_answers(void **state)
     const cJSON *c;
     int n = 0;
     struct pt_gw_refund_list *list = malloc(sizeof *list);
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f->v, "answers"))
+    cJSON_ArrayForEach(c, pt_test_cases(f->v, "2c2p_pm.json", "answers"))
     {
         struct pt_http_response resp;
         struct pt_gw_result res;

@@ -193,8 +193,8 @@ static void test_jose_made(void **state)
     (void)state;
     cJSON *v = pt_test_vectors("2c2p_pm.json");
     const cJSON *c;
-    int ran = 0, opened = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "jose_made"))
+    int opened = 0;
+    cJSON_ArrayForEach(c, pt_test_cases(v, "2c2p_pm.json", "jose_made"))
     {
         char *text = NULL;
         size_t n = 0;
@@ -208,11 +208,8 @@ static void test_jose_made(void **state)
             opened++;
         }
         free(text);
-        ran++;
     }
-    /* Deleting (or adding) rows must fail the test until this is updated. */
-    assert_int_equal(ran, 27);
-    assert_int_equal(opened, 10);
+    assert_int_equal(opened, 10); /* of the 27 (pt_test_cases counts them) */
     cJSON_Delete(v);
 }
 
@@ -242,8 +239,7 @@ static void test_payterm_made(void **state)
     (void)state;
     cJSON *v = pt_test_vectors("2c2p_pm.json");
     const cJSON *c;
-    int ran = 0;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "payterm_made"))
+    cJSON_ArrayForEach(c, pt_test_cases(v, "2c2p_pm.json", "payterm_made"))
     {
         /* jose read exactly what was sealed... */
         assert_string_equal(pt_test_str(c, "jose_text"), pt_test_str(c, "text"));
@@ -253,9 +249,7 @@ static void test_payterm_made(void **state)
             fail_msg("%s: payterm's token is no longer the one jose opened",
                      pt_test_str(c, "name"));
         free(tok);
-        ran++;
     }
-    assert_int_equal(ran, 5);
     cJSON_Delete(v);
 }
 
