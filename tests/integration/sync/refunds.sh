@@ -215,7 +215,9 @@ case_2c2p_outside() {
         fail "$b: the refund did not go to review: $(api "/v1/refunds/OUT-$b" | jq -c .)"
     expect "$b: still unsent" INIT "$(refund_state "OUT-$b")"
     expect_match "$b: the review says why" 'refund_list_unexplained' "$(api "/v1/refunds/OUT-$b" | jq -r .review_reason)"
-    sleep 2
+    # The review ends the conversation that read the list: had it sent, the
+    # send would be in the trail and at the simulator by now.
+    expect "$b: never sent" 0 "$(api "/v1/charges/$b/events" | jq '[.data[] | select(.refund_id == "OUT-'"$b"'" and (.cause == "send" or .cause == "resend"))] | length')"
     expect "$b: only the portal's refund at the simulator" "1 1200" "$(sim_refunds "$b") $(sim_refunded "$b")"
     log "2c2p: a portal refund of the same amount is bound (no send); of another amount, review"
 }
@@ -267,8 +269,9 @@ case_2c2p_status_fault() {
     202:INIT | 201:SUCCESS) ;;
     *) fail "2c2p $r: a status query fault answered $ST $(field -c .)" ;;
     esac
+    # SUCCESS comes from R's answer, or from the list that shows R: either
+    # way the one R has landed, and no other is out (one in flight).
     wait_refund "$r" SUCCESS 40
-    sleep 1
     expect_refunded "$o" 400 1
     expect "2c2p $r: never resent" 0 "$(api "/v1/charges/$o/events" | jq '[.data[] | select(.refund_id == "'"$r"'" and .cause == "resend")] | length')"
     log "2c2p $r: $MODE on the status query -> not sent until it answered, then once"
