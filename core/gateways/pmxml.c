@@ -5,43 +5,14 @@
 #include "gateways/pmxml.h"
 #include "buf.h"
 #include "err.h"
+#include "gateways/xmlread.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define DEPTH_MAX 8
 
-/* ---- text checks ---------------------------------------------------------------- */
-
-/* Valid UTF-8 without NUL or control characters other than tab, LF, CR. */
-static int text_ok(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    while (p < end) {
-        unsigned c = *p;
-        if (c < 0x80) {
-            if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
-                return 0;
-            p++;
-            continue;
-        }
-        int n = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
-        if (n < 0 || c > 0xf4 || end - p <= n)
-            return 0;
-        unsigned cp = c & (0x3f >> n);
-        for (int i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return 0;
-            cp = cp << 6 | (p[i] & 0x3f);
-        }
-        /* Overlong forms, surrogates, beyond U+10FFFF. */
-        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        p += n + 1;
-    }
-    return 1;
-}
+/* ---- names -------------------------------------------------------------------------- */
 
 static int name_start(unsigned char c)
 {
@@ -55,30 +26,8 @@ static int name_char(unsigned char c)
 
 /* ---- the reader ------------------------------------------------------------------ */
 
-struct rd {
-    const char *p, *end;
-    char *w; /* next free byte of the store */
-};
-
-static int at(const struct rd *r, const char *s)
-{
-    size_t n = strlen(s);
-    return (size_t)(r->end - r->p) >= n && memcmp(r->p, s, n) == 0;
-}
-
-static int blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-static void skip_ws(struct rd *r)
-{
-    while (r->p < r->end && blank(*r->p))
-        r->p++;
-}
-
 /* A name at r->p, copied to the store: returns it, NULL when none. */
-static const char *take_name(struct rd *r, size_t *n)
+static const char *take_name(struct pt_xml_rd *r, size_t *n)
 {
     const char *s = r->p;
     if (s >= r->end || !name_start((unsigned char)*s))
@@ -95,24 +44,8 @@ static const char *take_name(struct rd *r, size_t *n)
     return out;
 }
 
-/* One of the five predefined entities at r->p, written to the store. */
-static int take_entity(struct rd *r)
-{
-    static const struct {
-        const char *ref;
-        char c;
-    } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    for (size_t i = 0; i < sizeof ents / sizeof ents[0]; i++)
-        if (at(r, ents[i].ref)) {
-            r->p += strlen(ents[i].ref);
-            *r->w++ = ents[i].c;
-            return PT_OK;
-        }
-    return PT_EPARSE; /* other entities, character references, a lone '&' */
-}
-
 /* A quoted attribute value into the store. */
-static const char *take_attr_value(struct rd *r)
+static const char *take_attr_value(struct pt_xml_rd *r)
 {
     if (r->p >= r->end || (*r->p != '"' && *r->p != '\''))
         return NULL;
@@ -122,7 +55,7 @@ static const char *take_attr_value(struct rd *r)
         if (*r->p == '<')
             return NULL;
         if (*r->p == '&') {
-            if (take_entity(r) != PT_OK)
+            if (pt__xml_entity(r) != PT_OK)
                 return NULL;
             continue;
         }
@@ -137,14 +70,14 @@ static const char *take_attr_value(struct rd *r)
 
 /* The attributes of a start tag, up to its '>' or '/>': *empty tells
  * which.  Those of a <refund> go into *rf (NULL: read and dropped). */
-static int take_attrs(struct rd *r, struct pt_pmxml_refund *rf, int *empty)
+static int take_attrs(struct pt_xml_rd *r, struct pt_pmxml_refund *rf, int *empty)
 {
     const char *names[16];
     int n = 0;
     for (;;) {
-        int ws = r->p < r->end && blank(*r->p);
-        skip_ws(r);
-        if (at(r, "/>") || at(r, ">")) {
+        int ws = r->p < r->end && pt__xml_blank(*r->p);
+        pt__xml_skip_ws(r);
+        if (pt__xml_at(r, "/>") || pt__xml_at(r, ">")) {
             *empty = *r->p == '/';
             r->p += *empty ? 2 : 1;
             return PT_OK;
@@ -154,11 +87,11 @@ static int take_attrs(struct rd *r, struct pt_pmxml_refund *rf, int *empty)
         const char *name = ws ? take_name(r, &nl) : NULL;
         if (!name)
             return PT_EPARSE;
-        skip_ws(r);
+        pt__xml_skip_ws(r);
         if (r->p >= r->end || *r->p != '=')
             return PT_EPARSE;
         r->p++;
-        skip_ws(r);
+        pt__xml_skip_ws(r);
         const char *value = take_attr_value(r);
         if (!value || n == (int)(sizeof names / sizeof names[0]))
             return PT_EPARSE;
@@ -182,21 +115,21 @@ static int take_attrs(struct rd *r, struct pt_pmxml_refund *rf, int *empty)
 }
 
 /* At r->p just past "</": the end tag of name. */
-static int take_end(struct rd *r, const char *name, size_t nl)
+static int take_end(struct pt_xml_rd *r, const char *name, size_t nl)
 {
     if ((size_t)(r->end - r->p) < nl || memcmp(r->p, name, nl) != 0)
         return PT_EPARSE;
     r->p += nl;
     if (r->p < r->end && name_char((unsigned char)*r->p))
         return PT_EPARSE; /* </fieldx> for <field> */
-    skip_ws(r);
+    pt__xml_skip_ws(r);
     if (r->p >= r->end || *r->p != '>')
         return PT_EPARSE;
     r->p++;
     return PT_OK;
 }
 
-static int take_element(struct rd *r, int depth, struct pt_pmxml *m, const char **value);
+static int take_element(struct pt_xml_rd *r, int depth, struct pt_pmxml *m, const char **value);
 
 /*
  * The content of element name up to and including its end tag.  Its text
@@ -205,13 +138,13 @@ static int take_element(struct rd *r, int depth, struct pt_pmxml *m, const char 
  * skipped.  In a list (the content of <refundList>) only <refund> elements
  * and blanks may appear, and the refunds are recorded into m.
  */
-static int take_content(struct rd *r, const char *name, size_t nl, int depth, struct pt_pmxml *m,
-                        int list, const char **value)
+static int take_content(struct pt_xml_rd *r, const char *name, size_t nl, int depth,
+                        struct pt_pmxml *m, int list, const char **value)
 {
     char *text = r->w;
     int nested = 0;
     while (r->p < r->end) {
-        if (at(r, "</")) {
+        if (pt__xml_at(r, "</")) {
             r->p += 2;
             if (take_end(r, name, nl) != PT_OK)
                 return PT_EPARSE;
@@ -219,7 +152,7 @@ static int take_content(struct rd *r, const char *name, size_t nl, int depth, st
             *value = nested ? NULL : text;
             return PT_OK;
         }
-        if (*r->p == '<' && !at(r, "<![CDATA[")) {
+        if (*r->p == '<' && !pt__xml_at(r, "<![CDATA[")) {
             /* A child element (comments, PIs and DOCTYPE fail in there). */
             char *mark = r->w;
             const char *ignored;
@@ -231,22 +164,16 @@ static int take_content(struct rd *r, const char *name, size_t nl, int depth, st
             nested = 1;
             continue;
         }
-        if (list && !blank(*r->p))
+        if (list && !pt__xml_blank(*r->p))
             return PT_EPARSE; /* text in a list */
-        if (at(r, "<![CDATA[")) {
+        if (pt__xml_at(r, "<![CDATA[")) {
             r->p += 9;
-            const char *e = r->p;
-            while (r->end - e >= 3 && memcmp(e, "]]>", 3) != 0)
-                e++;
-            if (r->end - e < 3)
+            if (pt__xml_cdata(r) != PT_OK)
                 return PT_EPARSE;
-            memcpy(r->w, r->p, (size_t)(e - r->p));
-            r->w += e - r->p;
-            r->p = e + 3;
         } else if (*r->p == '&') {
-            if (take_entity(r) != PT_OK)
+            if (pt__xml_entity(r) != PT_OK)
                 return PT_EPARSE;
-        } else if (at(r, "]]>")) {
+        } else if (pt__xml_at(r, "]]>")) {
             return PT_EPARSE; /* not allowed in text (XML 1.0 section 2.4) */
         } else {
             *r->w++ = *r->p++;
@@ -260,7 +187,7 @@ static int take_content(struct rd *r, const char *name, size_t nl, int depth, st
  * <refund> is recorded into m, anything else skipped); depth 1: a child of
  * the root (a field, or the list); deeper: skipped.
  */
-static int take_element(struct rd *r, int depth, struct pt_pmxml *m, const char **value)
+static int take_element(struct pt_xml_rd *r, int depth, struct pt_pmxml *m, const char **value)
 {
     if (depth > DEPTH_MAX)
         return PT_EPARSE;
@@ -291,23 +218,6 @@ static int take_element(struct rd *r, int depth, struct pt_pmxml *m, const char 
     return rc;
 }
 
-/* An XML declaration at the very start: skipped, nothing else starting "<?". */
-static int skip_declaration(struct rd *r)
-{
-    if (!at(r, "<?xml") || r->end - r->p < 6 ||
-        !(r->p[5] == ' ' || r->p[5] == '\t' || r->p[5] == '\n' || r->p[5] == '\r'))
-        return PT_OK;
-    for (const char *q = r->p + 5; r->end - q >= 2; q++) {
-        if (*q == '<' || *q == '>')
-            return PT_EPARSE;
-        if (q[0] == '?' && q[1] == '>') {
-            r->p = q + 2;
-            return PT_OK;
-        }
-    }
-    return PT_EPARSE;
-}
-
 static int add_field(struct pt_pmxml *m, const char *name, const char *value)
 {
     if (strcmp(name, "refundList") == 0)
@@ -322,11 +232,11 @@ static int add_field(struct pt_pmxml *m, const char *name, const char *value)
     return PT_OK;
 }
 
-static int parse_doc(struct rd *r, const char *root, struct pt_pmxml *m)
+static int parse_doc(struct pt_xml_rd *r, const char *root, struct pt_pmxml *m)
 {
-    if (skip_declaration(r) != PT_OK)
+    if (pt__xml_skip_declaration(r) != PT_OK)
         return PT_EPARSE;
-    skip_ws(r);
+    pt__xml_skip_ws(r);
     if (r->p >= r->end || *r->p != '<')
         return PT_EPARSE;
     r->p++;
@@ -336,12 +246,12 @@ static int parse_doc(struct rd *r, const char *root, struct pt_pmxml *m)
     if (!name || strcmp(name, root) != 0 || take_attrs(r, NULL, &empty) != PT_OK || empty)
         return PT_EPARSE;
     for (;;) {
-        skip_ws(r);
-        if (at(r, "</")) {
+        pt__xml_skip_ws(r);
+        if (pt__xml_at(r, "</")) {
             r->p += 2;
             if (take_end(r, name, nl) != PT_OK)
                 return PT_EPARSE;
-            skip_ws(r);
+            pt__xml_skip_ws(r);
             return r->p == r->end ? PT_OK : PT_EPARSE;
         }
         if (r->p >= r->end || *r->p != '<')
@@ -363,14 +273,14 @@ int pt_pmxml_parse(const char *xml, size_t len, const char *root, struct pt_pmxm
         return PT_EPARSE;
     if (len > PT_PMXML_MAX)
         return PT_ETOOBIG;
-    if (!text_ok(xml, len))
+    if (!pt__xml_text_ok(xml, len, 1))
         return PT_EPARSE;
     /* Every name and value is at most as long as the markup it came from
      * (with its NUL), so the store cannot overflow. */
     out->store = malloc(len + 1);
     if (!out->store)
         return PT_ENOMEM;
-    struct rd r = {.p = xml, .end = xml + len, .w = out->store};
+    struct pt_xml_rd r = {.p = xml, .end = xml + len, .w = out->store};
     int rc = parse_doc(&r, root, out);
     if (rc != PT_OK)
         pt_pmxml_free(out);
@@ -407,7 +317,7 @@ static int plain_name(const char *s)
 
 static int put_escaped(struct pt_buf *b, const char *v)
 {
-    if (!text_ok(v, strlen(v)) || strpbrk(v, "\t\n\r"))
+    if (!pt__xml_text_ok(v, strlen(v), 1) || strpbrk(v, "\t\n\r"))
         return PT_EINVAL; /* an XML reader would turn CR into LF */
     for (; *v; v++) {
         switch (*v) {
