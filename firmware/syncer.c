@@ -236,6 +236,14 @@ static void *run(void *p)
             /* A gateway is down: look again (probe) every interval, not
              * every second. */
             next = next_probe > now ? next_probe : now + interval;
+            /* ...or sooner when a queued charge expires before that: the
+             * pass reads none of the queue otherwise (sync.c,
+             * expire_skipped), so a lane waiting out an outage sleeps. */
+            if (rc == PT_OK && ds.next_expiry && ds.next_expiry - clock_skew < next) {
+                next = ds.next_expiry - clock_skew;
+                if (next < now + 1000)
+                    next = now + 1000;
+            }
         } else if (ds.next_due) {
             next = ds.next_due - clock_skew;
             if (next < now + 1000)
