@@ -35,6 +35,8 @@ struct pt_store;
 
 /* Page size of a database payterm creates (see store_sqlite.c for why). */
 #define PT_STORE_PAGE_SIZE 1024
+/* Page cache of one SQLite connection, KiB (see store_sqlite.c for why). */
+#define PT_STORE_CACHE_KIB 256
 
 enum pt_store_backend { PT_STORE_SQLITE = 0, PT_STORE_POSTGRESQL = 1 };
 

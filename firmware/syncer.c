@@ -11,6 +11,9 @@
 #include "log.h"
 #include "pt_config.h"
 
+#if PT_HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -217,6 +220,13 @@ static void *run(void *p)
         else if (ds.examined)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
+#if PT_HAVE_MALLOC_TRIM
+        /* A pass that moved many charges freed what it read them with; glibc
+         * keeps freed memory for the next malloc, and a drained queue of
+         * 50 000 left 29 MiB private (issue 38): give it back. */
+        if (rc == PT_OK && ds.examined + ds.expired >= 256)
+            malloc_trim(0);
+#endif
         int down = pt_sync_any_down(y->sync);
         next_wipe = wipe(y, pt_host_mono_ms(), next_wipe, &wipe_at_start);
         pt_gate_leave(y->gate);
