@@ -607,6 +607,63 @@ static int expire_now(struct pt_sync *s, struct pt_store *st, struct pt_charge *
 }
 
 /*
+ * The queue of each gateway that gets no requests this pass (down, or the
+ * clock not trusted yet): only its expired charges are read, found by age
+ * (the store's index of the queue), never the rest of it - a lane waiting
+ * out an outage with 50 000 queued must not read them every pass (issue
+ * 38).  Each is failed, audited and announced as expire_now() always did.
+ * *next_expiry: the lane time the next queued charge of those gateways
+ * expires, 0 when none will.
+ */
+static int expire_skipped(struct pt_sync *s, struct pt_store *st, const int *skip,
+                          struct pt_charge *batch, struct pt_drain_stats *stats,
+                          int64_t *next_expiry)
+{
+    const struct pt_config *cfg = s->opt.cfg;
+    int rc = PT_OK;
+    *next_expiry = 0;
+    for (int k = 0; k < cfg->n_offline_ages && rc == PT_OK; k++) {
+        const char *gateway = cfg->offline_ages[k].gateway, *method = cfg->offline_ages[k].method;
+        /* As offline_expired() reads it (the first entry for the pair). */
+        int64_t max_age = pt_config_offline_max_age(cfg, gateway, method);
+        int g = gw_index(gateway);
+        if (g < 0 || !skip[g] || max_age <= 0)
+            continue;
+        int64_t cursor = 0;
+        for (;;) {
+            drain_step(s);
+            int n = 0;
+            int64_t now = now_ms(s);
+            /* Expired: now - created_at > max_age, i.e. created before
+             * now - max_age. */
+            if ((rc = pt_store_charges_queued_before(st, gateway, method, now - max_age * 1000,
+                                                     cursor, DRAIN_BATCH, batch, &n)) ||
+                n == 0)
+                break;
+            for (int i = 0; i < n && rc == PT_OK; i++) {
+                cursor = batch[i].id;
+                if (offline_expired(s, &batch[i], now_ms(s))) {
+                    rc = expire_now(s, st, &batch[i]);
+                    stats->expired++;
+                }
+            }
+            if (rc)
+                break;
+        }
+        int64_t oldest = 0;
+        if (rc == PT_OK &&
+            (rc = pt_store_charges_oldest_queued(st, gateway, method, &oldest)) == PT_ENOTFOUND)
+            rc = PT_OK;
+        if (rc == PT_OK && oldest > 0) {
+            int64_t at = oldest + max_age * 1000 + 1; /* the first ms it is older than max_age */
+            if (!*next_expiry || at < *next_expiry)
+                *next_expiry = at;
+        }
+    }
+    return rc;
+}
+
+/*
  * Sends the queued charges cs[0..n) (INIT, in id order) in runs of up to
  * RUN_MAX: one commit marks a run PROCESSING (or FAILED, expired), its
  * requests go out one after another, and the next commit holds their
@@ -1232,13 +1289,21 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
                         pt_metric_gateway_name(i));
     }
     int trusted = clock_trusted(s); /* else nothing is sent, queued charges still expire */
-    for (int i = 0; i < pt_gateway_count(); i++)
+    int all_skipped = 1;
+    for (int i = 0; i < pt_gateway_count(); i++) {
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN || !trusted;
+        all_skipped &= skip[i];
+    }
     int rc = PT_OK;
     int64_t cursor = 0; /* one walk through the due charges, by id */
     struct pt_sync *bound = tl_drain;
     tl_drain = s;
-    for (;;) {
+    /* The skipped gateways' expired charges first, read by age.  When every
+     * gateway is skipped the walk below would do nothing else (a skipped
+     * gateway's charges only expire), so it is not made: the pass reads no
+     * queued charge that has not expired. */
+    rc = expire_skipped(s, st, skip, batch, stats, &stats->next_expiry);
+    for (; rc == PT_OK && !all_skipped;) {
         drain_step(s);
         int64_t now = now_ms(s);
         int n = 0;
@@ -1298,7 +1363,9 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     if (rc == PT_OK)
         rc = drain_refunds(s, st, skip, stats);
     int64_t refunds_due = 0;
-    if (rc == PT_OK)
+    if (rc == PT_OK && all_skipped)
+        stats->next_due = stats->next_expiry; /* nothing else of theirs is due to us */
+    else if (rc == PT_OK)
         rc = pt_store_charges_next_due(st, &stats->next_due);
     if (rc == PT_OK)
         rc = pt_store_refunds_next_due(st, &refunds_due);

@@ -139,6 +139,9 @@ struct pt_drain_stats {
     int not_sent;
     int expired;
     int64_t next_due; /* earliest next_attempt_at left, 0 = nothing pending */
+    /* when the next charge queued for a gateway skipped in this pass
+     * (unreachable, or the clock not trusted) expires, 0 = none will */
+    int64_t next_expiry;
 };
 
 /*

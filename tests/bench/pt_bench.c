@@ -8,7 +8,7 @@
  * noisy neighbour hits both alike.
  *
  * usage: pt_bench [--dir DIR] [--json FILE] [--quick] [--only PART]
- *   PART: storage, http, concurrent, drain, footprint, online or pg (default: all;
+ *   PART: storage, http, concurrent, drain, queue, footprint, online or pg (default: all;
  *   pg only in a build with the PostgreSQL store)
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
@@ -46,7 +46,7 @@ struct result {
     char note[768];
 };
 
-static struct result results[32];
+static struct result results[40];
 static int nresults;
 static int quick;
 
@@ -1499,6 +1499,158 @@ static void bench_drain(const char *dir, double floor_rate)
     stop(sim);
 }
 
+struct queue_arg {
+    int port, from, to;
+};
+
+static void *queue_main(void *p)
+{
+    struct queue_arg *a = p;
+    queue_for_drain(a->port, a->from, a->to);
+    return NULL;
+}
+
+/* queue_for_drain() over 0 .. n - 1 by 4 clients at once (a lane's
+ * several tills): 50 000 one after another take minutes. */
+static void queue_parallel(int port, int n)
+{
+    enum { CLIENTS = 4 };
+    pthread_t th[CLIENTS];
+    struct queue_arg a[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        a[i] =
+            (struct queue_arg){port, n / CLIENTS * i, i + 1 < CLIENTS ? n / CLIENTS * (i + 1) : n};
+        if (pthread_create(&th[i], NULL, queue_main, &a[i]) != 0)
+            exit(1);
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* RssAnon of pid in KiB (private memory: heap, stacks, caches), 0 if unknown. */
+static long rss_anon_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *p = fopen(path, "r");
+    while (p && fgets(line, sizeof line, p))
+        if (strncmp(line, "RssAnon:", 8) == 0)
+            kb = atol(line + 8);
+    if (p)
+        fclose(p);
+    return kb;
+}
+
+/* Nanoseconds on a CPU of all of pid's threads (schedstat), and their
+ * context switches in *switches. */
+static double cpu_ns(pid_t pid, long *switches)
+{
+    char cmd[160];
+    double ns = 0;
+    snprintf(cmd, sizeof cmd, "cat /proc/%d/task/*/schedstat | awk '{s += $1} END {print s}'",
+             (int)pid);
+    FILE *c = popen(cmd, "r");
+    if (c && fscanf(c, "%lf", &ns) != 1)
+        ns = 0;
+    if (c)
+        pclose(c);
+    snprintf(cmd, sizeof cmd,
+             "cat /proc/%d/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'",
+             (int)pid);
+    c = popen(cmd, "r");
+    if (c && fscanf(c, "%ld", switches) != 1)
+        *switches = 0;
+    if (c)
+        pclose(c);
+    return ns;
+}
+
+/*
+ * A lane waiting out an outage with a big queue (SPEC 13, issue 38): 50 000
+ * charges queued while every gateway refuses connections, then the CPU the
+ * idle daemon spends (budget <= 0.5 % of one core: only the probe timer
+ * wakes it), and its private memory idle, with the queue, and after the
+ * queue drained (budget <= 8 MiB each).
+ */
+static void bench_queue(const char *dir)
+{
+    int n = quick ? 5000 : 50000;
+    char simdir[PATH_MAX + 64], data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64];
+    char gwjson[PATH_MAX + 64], ca[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128];
+    snprintf(simdir, sizeof simdir, "%s/queue-sim", dir);
+    snprintf(data, sizeof data, "%s/queue-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/queue.json", dir);
+    snprintf(gwjson, sizeof gwjson, "%s/gateways.json", simdir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", simdir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", simdir, data);
+    if (system(cmd) != 0)
+        exit(1);
+    int sport = free_port(), aport = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
+    snprintf(log, sizeof log, "%s/queue-sim.log", dir);
+    char *sargv[] = {"payterm", "sim",           "--listen", listen,    "--dir",
+                     simdir,    "--notify-base", notify,     "--quiet", NULL};
+    pid_t sim = spawn(log, sargv, NULL);
+    char simurl[128], url[128];
+    snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    for (int i = 0; i < 1000 && http(url, NULL, ca, NULL) != 200; i++)
+        usleep(20000);
+    /* The board's defaults: sync.interval_s 5, the probe with it. */
+    FILE *f = fopen(cfg, "w");
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000}}\n",
+            data, aport);
+    fclose(f);
+    sim_fault(simurl, ca, SIM_REFUSE_ALL);
+    snprintf(log, sizeof log, "%s/queue-payterm.log", dir);
+    char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
+    pid_t d = start_serve(log, dargv, NULL, aport, "queue");
+    sleep(1);
+    long idle_kb = rss_anon_kb(d);
+    double tq = now_us();
+    queue_parallel(aport, n);
+    fprintf(stderr, "pt_bench: %d queued in %.1f s\n", n, (now_us() - tq) / 1e6);
+    /* Two passes find the gateway down; then only the probe timer. */
+    sleep(12);
+    long queued_kb = rss_anon_kb(d);
+    long sw0 = 0, sw1 = 0;
+    int quiet_s = quick ? 10 : 30;
+    double t0 = now_us(), c0 = cpu_ns(d, &sw0);
+    sleep((unsigned)quiet_s);
+    double c1 = cpu_ns(d, &sw1), secs = (now_us() - t0) / 1e6;
+    double pct_core = (c1 - c0) / 1e9 / secs * 100;
+    char note[320];
+    snprintf(note, sizeof note,
+             "%d charges queued for an unreachable gateway, sync.interval_s 5: %% of one core "
+             "over %.0f s idle (%.1f ms CPU/s, %.2f context switches/s); budget <= 0.5 %%",
+             n, secs, (c1 - c0) / 1e6 / secs, (sw1 - sw0) / secs);
+    add_result("idle_queue_cpu", "% core", pct_core, pct_core, 0, 0.5, pct_core / 0.5, note);
+    /* The network is back: drain, settle, measure again. */
+    sim_fault(simurl, ca, SIM_FAULTS_NONE);
+    double t1 = 0;
+    int64_t left = drain_wait(aport, now_us(), &t1, NULL);
+    sleep(quick ? 3 : 10);
+    long drained_kb = rss_anon_kb(d);
+    long worst = idle_kb > queued_kb ? idle_kb : queued_kb;
+    if (drained_kb > worst)
+        worst = drained_kb;
+    snprintf(note, sizeof note,
+             "RssAnon (KiB) idle %ld, with %d queued %ld, after draining them %ld%s; the worst "
+             "of the three; budget <= 8 MiB",
+             idle_kb, n, queued_kb, drained_kb, left ? " (drain incomplete)" : "");
+    add_result("rss_private_50k", "KiB", (double)worst, (double)worst, 0, 8192, worst / 8192.0,
+               note);
+    if (left)
+        fprintf(stderr, "pt_bench: queue drain incomplete: %lld left\n", (long long)left);
+    stop(d);
+    stop(sim);
+}
+
 /* Start-to-ready (READY=1 on NOTIFY_SOCKET), idle RSS, idle wake-ups. */
 static void bench_footprint(const char *dir)
 {
@@ -2132,8 +2284,8 @@ static void bench_pg(const char *dir)
 
 static int is_part(const char *name)
 {
-    static const char *const parts[] = {"storage",   "http",   "concurrent", "drain",
-                                        "footprint", "online", "pg"};
+    static const char *const parts[] = {"storage", "http",      "concurrent", "drain",
+                                        "queue",   "footprint", "online",     "pg"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strcmp(name, parts[i]) == 0)
             return 1;
@@ -2154,7 +2306,7 @@ int main(int argc, char **argv)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick] "
-                            "[--only storage|http|concurrent|drain|footprint|online|pg]\n");
+                            "[--only storage|http|concurrent|drain|queue|footprint|online|pg]\n");
             return 2;
         }
     }
@@ -2180,6 +2332,8 @@ int main(int argc, char **argv)
         bench_concurrent(dir);
     if (PART("drain"))
         bench_drain(dir, results[0].rate);
+    if (PART("queue"))
+        bench_queue(dir);
     if (PART("online")) {
         if (!PART("storage") && !PART("drain"))
             bench_storage(dir);
