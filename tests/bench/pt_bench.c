@@ -1895,6 +1895,81 @@ static void bench_online(const char *dir, double floor_p50)
     add_result("online_charge", "us", p50, p99, 1e6 / p50, floor, p50 / floor, note);
 }
 
+/* ---- flash wear: bytes written per queued charge (SPEC 13) ---------------------- */
+
+/* write_bytes of /proc/pid/io: what the process made the kernel write to
+ * the device (page-cache pages it dirtied), checkpoints included; -1 when
+ * it cannot be read. */
+static long long io_write_bytes(pid_t pid)
+{
+    char path[64], line[128];
+    long long v = -1;
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "write_bytes:", 12) == 0)
+            v = atoll(line + 12);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/*
+ * n charges queued offline (the gateway unreachable, as on a lane whose
+ * network is down), one client, one durable commit each: the bytes the
+ * daemon wrote to the device from the first charge to its exit, per charge.
+ * The exit is counted too (the last checkpoint): the daemon is read as a
+ * zombie, before it is reaped.
+ */
+static void bench_device_bytes(const char *dir)
+{
+    int n = quick ? 2000 : 10000;
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64], sk[PATH_MAX + 64];
+    char cmd[PATH_MAX + 128];
+    snprintf(data, sizeof data, "%s/flash-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/flash.json", dir);
+    snprintf(log, sizeof log, "%s/flash.log", dir);
+    snprintf(sk, sizeof sk, "%s/flash_sk", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", data);
+    if (system(cmd) != 0)
+        exit(1);
+    FILE *f = fopen(cfg, "w"), *k = fopen(sk, "w");
+    if (!f || !k) {
+        perror("pt_bench: config");
+        exit(1);
+    }
+    fputs("sk_test_bench\n", k);
+    fclose(k);
+    chmod(sk, 0600);
+    int port = free_port();
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:1\","
+            "\"secret_key_file\":\"%s\"}}}\n",
+            data, port, sk);
+    fclose(f);
+    char *argv[] = {"payterm", "serve", "-c", cfg, NULL};
+    pid_t d = start_serve(log, argv, NULL, port, "flash");
+    sync(); /* what start-up wrote is not the charges' */
+    long long b0 = io_write_bytes(d);
+    queue_for_drain(port, 0, n);
+    kill(d, SIGTERM);
+    siginfo_t si;
+    waitid(P_PID, (id_t)d, &si, WEXITED | WNOWAIT);
+    long long b1 = io_write_bytes(d);
+    int status;
+    waitpid(d, &status, 0);
+    double per = b0 >= 0 && b1 >= b0 ? (double)(b1 - b0) / n : -1;
+    char note[256];
+    snprintf(note, sizeof note,
+             "/proc/<pid>/io write_bytes from the first of %d queued charges (1 client, gateway "
+             "unreachable) to the daemon's exit, checkpoints included; budget <= 8 KiB",
+             n);
+    add_result("device_bytes_per_charge", "bytes", per, per, 0, 8192, per / 8192, note);
+}
+
 /* ---- the store server on PostgreSQL (SPEC 13, 16) ------------------------------ */
 
 #ifdef PT_WITH_PG
@@ -2189,7 +2264,7 @@ static void bench_pg(const char *dir)
 static int is_part(const char *name)
 {
     static const char *const parts[] = {"storage",   "http",   "concurrent", "drain",
-                                        "footprint", "online", "pg"};
+                                        "footprint", "online", "flash",      "pg"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strcmp(name, parts[i]) == 0)
             return 1;
@@ -2210,7 +2285,7 @@ int main(int argc, char **argv)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick] "
-                            "[--only storage|http|concurrent|drain|footprint|online|pg]\n");
+                            "[--only storage|http|concurrent|drain|footprint|online|flash|pg]\n");
             return 2;
         }
     }
@@ -2243,6 +2318,8 @@ int main(int argc, char **argv)
     }
     if (PART("footprint"))
         bench_footprint(dir);
+    if (PART("flash"))
+        bench_device_bytes(dir);
 #ifdef PT_WITH_PG
     if (PART("pg"))
         bench_pg(dir);
