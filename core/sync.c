@@ -1608,6 +1608,31 @@ static int refuse_foreign(struct pt_sync *s, struct pt_store *st, const struct p
     return rc;
 }
 
+/*
+ * True when bound notification n says what charge c already holds: the
+ * final state it notifies, for c's amount and currency, of c's known trade.
+ * Applying it would change nothing, so it is not written at all (SPEC 13:
+ * an online charge whose gateway also notifies costs 2 durable commits):
+ * c's state, read from what is committed, is the record that proves it a
+ * duplicate - after a restart too - and no dedup row is needed beside it.
+ * A notification that would raise a review, or that needs a query to bind,
+ * is not this case.
+ */
+static int holds_outcome(const struct pt_charge *c, const struct pt_notification *n)
+{
+    enum pt_state to = n->status == PT_OUTCOME_SUCCESS    ? PT_STATE_SUCCESS
+                       : n->status == PT_OUTCOME_DECLINED ? PT_STATE_FAILED
+                       : n->status == PT_OUTCOME_CANCELED ? PT_STATE_CANCELED
+                                                          : PT_STATE_INIT;
+    if (to == PT_STATE_INIT || c->state != to)
+        return 0;
+    if (n->amount != c->amount && (to == PT_STATE_SUCCESS || n->amount != 0))
+        return 0; /* a success names the amount; a mismatch goes to review */
+    if (n->currency[0] && strcmp(n->currency, c->currency) != 0)
+        return 0;
+    return c->gateway_trade_no[0] && strcmp(c->gateway_trade_no, n->trade_no) == 0;
+}
+
 /* Applies a bound notification to c (inside the transaction). */
 static int apply_bound(struct pt_store *st, struct pt_charge *c, const struct pt_notification *n,
                        const char *actor, int64_t now, const char **outcome)
@@ -1809,6 +1834,16 @@ static int take_notification_locked(struct pt_sync *s, struct pt_store *st, cons
         count_notify(route, PT_MN_FOREIGN);
         *outcome = "unconfirmed";
         return retry_later(s, st, &c);
+    }
+
+    if (!why && !confirm && holds_outcome(&c, n)) {
+        /* Read outside any transaction, so from what is committed: the
+         * outcome is durable already, and a final state never changes.
+         * Acknowledged and counted as the duplicate it is; nothing is
+         * written. */
+        count_notify(route, PT_MN_DUPLICATE);
+        *outcome = "duplicate";
+        return PT_OK;
     }
 
     int64_t now = now_ms(s);
