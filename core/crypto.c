@@ -424,6 +424,37 @@ static int parse_into(struct pt_pk *pk, const char *label, const unsigned char *
     return PT_EPARSE;
 }
 
+/* A binary file whose first byte opens a DER SEQUENCE and that has no PEM
+ * block: a certificate as a .cer file holds it (the only DER payterm
+ * takes; keys come as PEM). */
+static int looks_der(const unsigned char *buf, size_t len)
+{
+    static const char begin[] = "-----BEGIN";
+    if (len < 2 || buf[0] != 0x30)
+        return 0;
+    for (size_t i = 0; i + sizeof begin - 1 <= len; i++)
+        if (memcmp(buf + i, begin, sizeof begin - 1) == 0)
+            return 0;
+    return 1;
+}
+
+static int parse_der_cert(struct pt_pk *pk, const char *label, const unsigned char *der, size_t len,
+                          char *err, size_t errlen)
+{
+    int mrc = mbedtls_x509_crt_parse_der(&pk->crt, der, len);
+    if (mrc != 0) {
+        seterr(err, errlen,
+               "%s: not a PEM file, and not a DER X.509 certificate either (mbedTLS error "
+               "-0x%04x)",
+               label, (unsigned)-mrc);
+        return PT_EPARSE;
+    }
+    pk->kind = PT_PK_CERT;
+    pk->ctx = &pk->crt.pk;
+    set_serial(pk);
+    return PT_OK;
+}
+
 static int check_rsa(struct pt_pk *pk, const char *label, char *err, size_t errlen)
 {
     if (mbedtls_pk_get_type(pk->ctx) != MBEDTLS_PK_RSA) {
@@ -479,12 +510,15 @@ int pt_pk_load_mem(const char *label, const void *pem, size_t len, pt_random_fn 
         goto out;
     memcpy(buf, pem, len);
     buf[len] = '\0';
-    if (strlen((char *)buf) != len) {
+    if (looks_der(buf, len)) {
+        rc = parse_der_cert(pk, label, buf, len, err, errlen);
+    } else if (strlen((char *)buf) != len) {
         seterr(err, errlen, "%s: contains a NUL byte; not a PEM file", label);
         rc = PT_EPARSE;
         goto out;
+    } else {
+        rc = parse_into(pk, label, buf, len + 1, err, errlen);
     }
-    rc = parse_into(pk, label, buf, len + 1, err, errlen);
     if (rc == PT_OK)
         rc = check_rsa(pk, label, err, errlen);
     if (rc == PT_OK) {
@@ -698,6 +732,168 @@ int pt_pk_probe(struct pt_pk *signer, const struct pt_pk *verifier)
     if (rc == PT_OK)
         rc = pt_pk_verify(verifier, probe, sizeof probe - 1, sig, siglen);
     return rc;
+}
+
+/* ---- RSA for JOSE ------------------------------------------------------- */
+
+int pt_pk_random(struct pt_pk *pk, void *buf, size_t len)
+{
+    return pt_drbg_random(pk->drbg, buf, len);
+}
+
+/* A pt_random_fn in the shape mbedTLS's f_rng wants. */
+struct rng_shim {
+    pt_random_fn fn;
+    void *ctx;
+};
+
+static int shim_rng(void *p, unsigned char *buf, size_t len)
+{
+    const struct rng_shim *r = p;
+    return r->fn(r->ctx, buf, len) == PT_OK ? 0 : MBEDTLS_ERR_CTR_DRBG_ENTROPY_SOURCE_FAILED;
+}
+
+static int drbg_fn(void *ctx, void *buf, size_t len)
+{
+    return pt_drbg_random(ctx, buf, len);
+}
+
+/* The randomness of a call: the caller's, or the key's own DRBG. */
+static struct rng_shim rng_of(struct pt_pk *pk, pt_random_fn rnd, void *ctx)
+{
+    return rnd ? (struct rng_shim){rnd, ctx} : (struct rng_shim){drbg_fn, pk->drbg};
+}
+
+/* Switches the RSA context of pk (its mutex held) to PKCS#1 v2.1 with md
+ * for the encoding and MGF1, or back to v1.5 (md NONE).  mbedTLS reads the
+ * OAEP and PSS hash from the context, not from the call. */
+static void set_v21(struct pt_pk *pk, mbedtls_md_type_t md)
+{
+    mbedtls_rsa_context *rsa = mbedtls_pk_rsa(*pk->ctx);
+#if PT__MBEDTLS3
+    mbedtls_rsa_set_padding(
+        rsa, md == MBEDTLS_MD_NONE ? MBEDTLS_RSA_PKCS_V15 : MBEDTLS_RSA_PKCS_V21, md);
+#else
+    mbedtls_rsa_set_padding(
+        rsa, md == MBEDTLS_MD_NONE ? MBEDTLS_RSA_PKCS_V15 : MBEDTLS_RSA_PKCS_V21, (int)md);
+#endif
+}
+
+int pt_pk_oaep_encrypt(struct pt_pk *pk, pt_random_fn rnd, void *rnd_ctx, const void *in,
+                       size_t len, unsigned char *out, size_t outsize, size_t *outlen)
+{
+    size_t k = pt_pk_size(pk);
+    /* OAEP with SHA-1 carries at most k - 2*20 - 2 bytes. */
+    if (outsize < k || k < 42 || len > k - 42)
+        return PT_ETOOBIG;
+    struct rng_shim r = rng_of(pk, rnd, rnd_ctx);
+    pthread_mutex_lock(&pk->mu);
+    set_v21(pk, MBEDTLS_MD_SHA1);
+#if PT__MBEDTLS3
+    int mrc = mbedtls_rsa_rsaes_oaep_encrypt(mbedtls_pk_rsa(*pk->ctx), shim_rng, &r, NULL, 0, len,
+                                             in, out);
+#else
+    int mrc = mbedtls_rsa_rsaes_oaep_encrypt(mbedtls_pk_rsa(*pk->ctx), shim_rng, &r,
+                                             MBEDTLS_RSA_PUBLIC, NULL, 0, len, in, out);
+#endif
+    set_v21(pk, MBEDTLS_MD_NONE);
+    pthread_mutex_unlock(&pk->mu);
+    if (mrc != 0)
+        return PT_ECRYPTO;
+    *outlen = k;
+    return PT_OK;
+}
+
+int pt_pk_oaep_decrypt(struct pt_pk *pk, const unsigned char *in, size_t len, unsigned char *out,
+                       size_t outsize, size_t *outlen)
+{
+    if (pk->kind != PT_PK_PRIVATE)
+        return PT_EINVAL;
+    if (len != pt_pk_size(pk))
+        return PT_ESIG; /* mbedTLS reads exactly the modulus size */
+    size_t n = 0;
+    pthread_mutex_lock(&pk->mu);
+    set_v21(pk, MBEDTLS_MD_SHA1);
+#if PT__MBEDTLS3
+    int mrc = mbedtls_rsa_rsaes_oaep_decrypt(mbedtls_pk_rsa(*pk->ctx), pt_drbg_mbedtls_rng,
+                                             pk->drbg, NULL, 0, &n, in, out, outsize);
+#else
+    int mrc =
+        mbedtls_rsa_rsaes_oaep_decrypt(mbedtls_pk_rsa(*pk->ctx), pt_drbg_mbedtls_rng, pk->drbg,
+                                       MBEDTLS_RSA_PRIVATE, NULL, 0, &n, in, out, outsize);
+#endif
+    set_v21(pk, MBEDTLS_MD_NONE);
+    pthread_mutex_unlock(&pk->mu);
+    if (mrc == MBEDTLS_ERR_RSA_OUTPUT_TOO_LARGE)
+        return PT_ETOOBIG;
+    if (mrc != 0)
+        return PT_ESIG;
+    *outlen = n;
+    return PT_OK;
+}
+
+int pt_pk_pss_sign(struct pt_pk *pk, pt_random_fn rnd, void *rnd_ctx, const void *msg, size_t len,
+                   unsigned char *sig, size_t sigsize, size_t *siglen)
+{
+    unsigned char hash[32];
+    if (pk->kind != PT_PK_PRIVATE)
+        return PT_EINVAL;
+    if (sigsize < pt_pk_size(pk))
+        return PT_ETOOBIG;
+    int rc = pt_sha256(msg, len, hash);
+    if (rc != PT_OK)
+        return rc;
+    struct rng_shim r = rng_of(pk, rnd, rnd_ctx);
+    pthread_mutex_lock(&pk->mu);
+    set_v21(pk, MBEDTLS_MD_SHA256);
+    int mrc = mbedtls_rsa_rsassa_pss_sign_ext(mbedtls_pk_rsa(*pk->ctx), shim_rng, &r,
+                                              MBEDTLS_MD_SHA256, 32, hash, 32, sig);
+    set_v21(pk, MBEDTLS_MD_NONE);
+    pthread_mutex_unlock(&pk->mu);
+    pt_zeroize(hash, sizeof hash);
+    if (mrc != 0)
+        return PT_ECRYPTO;
+    *siglen = pt_pk_size(pk);
+    return PT_OK;
+}
+
+int pt_pk_pss_verify(const struct pt_pk *pk, const void *msg, size_t len, const unsigned char *sig,
+                     size_t siglen)
+{
+    unsigned char hash[32];
+    if (siglen != pt_pk_size(pk) || pt_sha256(msg, len, hash) != PT_OK)
+        return PT_ESIG;
+    struct pt_pk *m = (struct pt_pk *)pk; /* the public operation caches R^2 mod N */
+    pthread_mutex_lock(&m->mu);
+#if PT__MBEDTLS3
+    int mrc = mbedtls_rsa_rsassa_pss_verify_ext(mbedtls_pk_rsa(*m->ctx), MBEDTLS_MD_SHA256, 32,
+                                                hash, MBEDTLS_MD_SHA256, 32, sig);
+#else
+    int mrc =
+        mbedtls_rsa_rsassa_pss_verify_ext(mbedtls_pk_rsa(*m->ctx), NULL, NULL, MBEDTLS_RSA_PUBLIC,
+                                          MBEDTLS_MD_SHA256, 32, hash, MBEDTLS_MD_SHA256, 32, sig);
+#endif
+    pthread_mutex_unlock(&m->mu);
+    return mrc == 0 ? PT_OK : PT_ESIG;
+}
+
+int pt_pk_probe_jose(struct pt_pk *key)
+{
+    static const char probe[] = "payterm key probe: PS256 and RSA-OAEP";
+    unsigned char buf[1024], back[1024]; /* up to RSA-8192 */
+    size_t n = 0, m = 0;
+    if (key->kind != PT_PK_PRIVATE)
+        return PT_EINVAL;
+    int rc = pt_pk_pss_sign(key, NULL, NULL, probe, sizeof probe - 1, buf, sizeof buf, &n);
+    if (rc == PT_OK)
+        rc = pt_pk_pss_verify(key, probe, sizeof probe - 1, buf, n);
+    if (rc == PT_OK)
+        rc = pt_pk_oaep_encrypt(key, NULL, NULL, probe, sizeof probe - 1, buf, sizeof buf, &n);
+    if (rc == PT_OK)
+        rc = pt_pk_oaep_decrypt(key, buf, n, back, sizeof back, &m);
+    if (rc == PT_OK && (m != sizeof probe - 1 || memcmp(back, probe, m) != 0))
+        rc = PT_ESIG;
+    return rc == PT_ETOOBIG ? PT_ECRYPTO : rc;
 }
 
 /* ---- AES-256-GCM -------------------------------------------------------- */

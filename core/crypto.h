@@ -123,6 +123,8 @@ void pt_drbg_destroy(struct pt_drbg *d);
  * PKCS#8 "PRIVATE KEY"), a public key (SPKI "PUBLIC KEY" or PKCS#1 "RSA
  * PUBLIC KEY"), or the public key of an X.509 certificate, whose serial
  * number is then kept (WeChat names platform keys by certificate serial).
+ * A certificate may also be DER (2C2P hands out its public key as a binary
+ * .cer file): a file without a PEM block that parses as one.
  *
  * Signing is safe from several threads on the same key: mbedTLS's RSA
  * blinding mutates the context, so a mutex inside serialises it.  Each key
@@ -199,6 +201,67 @@ int pt_pk_verify_base64(const struct pt_pk *pk, const void *msg, size_t len, con
  * fails; PT_ESIG when the signature does not verify.
  */
 int pt_pk_probe(struct pt_pk *signer, const struct pt_pk *verifier);
+
+/* ---- RSA for JOSE (JWE RSA-OAEP, JWS PS256) ------------------------------ */
+
+/*
+ * 2C2P's Payment Maintenance API wraps its messages in JOSE (jose.h): the
+ * content key of a JWE is encrypted with RSAES-OAEP as RFC 7518 section
+ * 4.3 defines "RSA-OAEP" (SHA-1, MGF1 with SHA-1, empty label), and the JWS
+ * is RSASSA-PSS as section 3.5 defines "PS256" (SHA-256, MGF1 with SHA-256,
+ * a 32-byte salt).  The padding is chosen per call under the key's mutex
+ * and put back to PKCS#1 v1.5 afterwards, so one key may serve both kinds
+ * of signature.
+ *
+ * Randomness (the OAEP seed, the PSS salt, RSA blinding) comes from
+ * rnd(rnd_ctx); rnd NULL means the key's own DRBG.  A fixed rnd makes the
+ * output reproducible, which is how the test vectors pin it.
+ */
+
+/* Draws len bytes from the key's own DRBG.  PT_OK or PT_ECRYPTO. */
+int pt_pk_random(struct pt_pk *pk, void *buf, size_t len);
+
+/*
+ * RSA-OAEP encryption of len bytes at in to pk's public half (any kind of
+ * key).  out gets pt_pk_size(pk) bytes (outsize at least that); *outlen
+ * the count.  PT_OK, PT_ETOOBIG (out too small, or in too long for the
+ * key: 2048 bits take at most 214 bytes), PT_ECRYPTO.  Thread-safe.
+ */
+int pt_pk_oaep_encrypt(struct pt_pk *pk, pt_random_fn rnd, void *rnd_ctx, const void *in,
+                       size_t len, unsigned char *out, size_t outsize, size_t *outlen);
+
+/*
+ * RSA-OAEP decryption with a private key.  in must be exactly
+ * pt_pk_size(pk) bytes.  PT_OK with *outlen bytes in out; PT_EINVAL (not a
+ * private key); PT_ESIG (does not decrypt: another key's, or tampered);
+ * PT_ETOOBIG (the plaintext does not fit in outsize).  Thread-safe.
+ */
+int pt_pk_oaep_decrypt(struct pt_pk *pk, const unsigned char *in, size_t len, unsigned char *out,
+                       size_t outsize, size_t *outlen);
+
+/*
+ * RSASSA-PSS with SHA-256 and a 32-byte salt ("PS256") over len bytes at
+ * msg.  sig gets pt_pk_size(pk) bytes.  PT_OK, PT_EINVAL (not a private
+ * key), PT_ETOOBIG, PT_ECRYPTO.  Thread-safe.
+ */
+int pt_pk_pss_sign(struct pt_pk *pk, pt_random_fn rnd, void *rnd_ctx, const void *msg, size_t len,
+                   unsigned char *sig, size_t sigsize, size_t *siglen);
+
+/*
+ * Verifies a PS256 signature: SHA-256, MGF1 with SHA-256 and exactly a
+ * 32-byte salt, as RFC 7518 requires.  PT_OK only when it verifies;
+ * PT_ESIG otherwise.  Works with any kind of key.
+ */
+int pt_pk_pss_verify(const struct pt_pk *pk, const void *msg, size_t len, const unsigned char *sig,
+                     size_t siglen);
+
+/*
+ * What a key that must sign PS256 and decrypt RSA-OAEP has to do: a probe
+ * message signed with it verifies with it, and a probe encrypted to its
+ * public half decrypts with it.  PT_OK; PT_EINVAL (not a private key);
+ * PT_ESIG (it signs or decrypts wrongly: a damaged key); PT_ECRYPTO.
+ */
+int pt_pk_probe_jose(struct pt_pk *key);
 
 /* ---- AES-256-GCM -------------------------------------------------------- */
 

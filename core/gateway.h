@@ -53,6 +53,16 @@
  * pt_gw_result gained paying; struct pt_gateway gained close_min_age_s and
  * default_utc_offset_min; pt_gw_settings and pt_gw_config gained
  * utc_offset_min (key kind PT_GWK_UTC_OFFSET).
+ *
+ * Issue 33 (2C2P refunds, SPEC 5a): a gateway whose refund request carries
+ * no refund key.  struct pt_gateway gained refund_keyless (exactly once is
+ * kept by the order of operations: one refund of a charge in flight, the
+ * gateway's list of the charge's refunds read before every send),
+ * parse_refund_list (that list, struct pt_gw_refund_list) and
+ * refund_unavailable (the configuration lacks what refunds need: the 409
+ * names it).  pt_gw_config and pt_gw_settings gained refund_endpoint (the
+ * refunds' own API), pt_gw_env gained random (JWE keys and IVs, OAEP seeds,
+ * PSS salts: a test fixes them).
  */
 #ifndef PT_GATEWAY_H
 #define PT_GATEWAY_H
@@ -104,12 +114,16 @@ struct pt_gw_config {
     char serial_no[128];       /* WeChat merchant certificate serial */
     char platform_serial[128]; /* WeChat platform key serial (hex) */
     char notify_url[256];
-    struct pt_pk *private_key; /* merchant RSA key (Alipay, WeChat); NULL otherwise */
+    /* Where refund calls go when the gateway has a separate API for them
+     * (2C2P Payment Maintenance); "" = refunds through endpoint. */
+    char refund_endpoint[256];
+    struct pt_pk *private_key; /* merchant RSA key (Alipay, WeChat, 2C2P Payment Maintenance);
+                                  NULL otherwise */
     /* The configuration key and file private_key came from, for the error
      * when it does not sign (pt_gw_build_error); "" when none. */
     char signing_key[64];
     char signing_file[512];
-    struct pt_pk *peer_key;    /* Alipay public key / WeChat platform key */
+    struct pt_pk *peer_key;    /* Alipay public key / WeChat platform key / 2C2P's public key */
     unsigned char secret[256]; /* Stripe secret key, 2C2P secret, WeChat APIv3 key */
     size_t secret_len;
     unsigned char webhook_secret[256]; /* Stripe whsec_... (the whole string) */
@@ -241,6 +255,7 @@ struct pt_gw_settings {
     char serial_no[128];
     char platform_serial[128];
     char notify_url[256];
+    char refund_endpoint[256];
     int64_t barcode_timeout_s;
     char currencies[PT_GW_MAX_CURRENCIES][4];
     int ncurrencies;
@@ -294,6 +309,10 @@ struct pt_gw_env {
     int64_t now_ms;      /* wall clock: Alipay timestamp, WeChat timestamp, Stripe tolerance */
     const char *nonce;   /* WeChat nonce_str (32 chars); NULL for other gateways */
     int64_t tolerance_s; /* notification age accepted; 0 = 300 s; < 0 = do not check */
+    /* Randomness an adapter draws (2C2P: JWE content keys and IVs, OAEP
+     * seeds, PSS salts); NULL = the signing key's own DRBG. */
+    pt_gw_random_fn random;
+    void *random_ctx;
     /* The create of a code or page the customer pays on (an interactive
      * method's PT_GW_PAY, SPEC 18) carries the gateway's expiry: how long it
      * stays payable (qr_timeout_s) and the wall-clock time it stops, the
@@ -355,6 +374,29 @@ struct pt_notification {
  * is reversed); PT_GW_CLOSE closes an order only while nobody has paid it,
  * and is refused for a paid one - how an expired code ends (SPEC 18). */
 enum pt_gw_op { PT_GW_PAY = 0, PT_GW_QUERY, PT_GW_CANCEL, PT_GW_CLOSE };
+
+/*
+ * A gateway's list of the refunds it executed on one charge (2C2P's refund
+ * status inquiry), for a gateway whose refund request carries no refund
+ * key (refund_keyless): the sync engine tells its refunds apart by the
+ * gateway's refund number and, for the one in flight, by amount
+ * (core/refund_bind.h).
+ */
+#define PT_GW_REFUND_LIST_MAX 64
+struct pt_gw_refund_entry {
+    int64_t amount;               /* minor units of the charge's currency */
+    enum pt_outcome status;       /* SUCCESS, PENDING, DECLINED, or AMBIGUOUS (a status the
+                                     adapter does not know) */
+    char refund_no[PT_SHORT_MAX]; /* the gateway's reference of the refund, never empty */
+    char code[PT_SHORT_MAX];      /* its status as the gateway wrote it */
+};
+struct pt_gw_refund_list {
+    /* SUCCESS when the list was read (n entries; 0 = no refunds);
+     * otherwise why not (AMBIGUOUS with code and message, as parse). */
+    struct pt_gw_result res;
+    int n;
+    struct pt_gw_refund_entry e[PT_GW_REFUND_LIST_MAX];
+};
 
 /* Refund calls (SPEC 5a, 8 "Refunds"): send the refund with its refund_id as
  * the gateway's refund key, or ask the gateway what became of it. */
@@ -458,6 +500,27 @@ struct pt_gateway {
     int (*parse_refund)(const struct pt_gw_config *cfg, enum pt_gw_refund_op op,
                         const struct pt_charge *c, const struct pt_refund *r,
                         const struct pt_http_response *resp, struct pt_gw_result *out);
+
+    /*
+     * A refund request without a refund key (2C2P Payment Maintenance: the
+     * invoice and an amount, nothing that names the refund).  Then the
+     * engine never lets two refunds of one charge be in flight, and before
+     * every send - first or retry - it reads the gateway's list of the
+     * charge's refunds (build_refund PT_GW_REFUND_QUERY, parse_refund_list)
+     * and binds an entry it cannot otherwise explain instead of sending
+     * (core/refund_bind.h, docs/2c2p-refunds.md).  parse_refund then only
+     * sees PT_GW_REFUND answers, whose out->trade_no must be the gateway's
+     * refund number for a SUCCESS or PENDING (else AMBIGUOUS: the list
+     * decides).  parse_refund_list fills *out (always; PT_OK).
+     */
+    int refund_keyless;
+    int (*parse_refund_list)(const struct pt_gw_config *cfg, const struct pt_charge *c,
+                             const struct pt_http_response *resp, struct pt_gw_refund_list *out);
+
+    /* NULL, or why the configured gateway cannot send refunds (2C2P without
+     * its Payment Maintenance keys): a sentence naming the missing keys,
+     * NULL when it can.  The intake answers 409 charge_not_refundable. */
+    const char *(*refund_unavailable)(const struct pt_gw_settings *in);
 
     /*
      * The unit the gateway writes amounts of currency in, from its own

@@ -1860,56 +1860,86 @@ static int existing_refund(struct pt_refund *have, struct pt_refund *want, struc
     return PT_OK;
 }
 
-/* The online refund, as the online charge: INIT and PROCESSING committed
- * with the key linked to the refund before any byte leaves, then the
- * outcome.  Returns with the second transaction open (g->in_txn). */
-static int refund_online(const struct pt_intake *in, struct pt_store *st, struct guard *g,
-                         struct pt_charge *c, struct pt_refund *r, const char *actor, int64_t now,
-                         struct pt_reply *out, enum step *next)
+/* A refund provably never sent that may not wait (offline: require_online):
+ * withdrawn before anything left the device (audited; the row goes), so the
+ * background sync never surprises anyone, and the same refund_id and key
+ * work once the gateway is back.  Inside g's transaction. */
+static int refund_withdraw(struct pt_store *st, struct guard *g, const struct pt_charge *c,
+                           struct pt_refund *r, int64_t now, struct pt_reply *out)
 {
-    *next = STEP_RELEASE;
-    int rc;
-    r->next_attempt_at = now;
-    if ((rc = pt_refund_create(st, r, actor, now)) ||
-        (rc = in->online.refund_claim(in->online.ctx, st, r, now)) ||
-        (rc = pt_store_key_set_order(st, g->scope, g->key, &g->lock, r->refund_id)) ||
-        (rc = pt_store_commit(st)))
+    int rc = pt_store_refund_audit(st, r, "INIT", NULL, "not_sent_withdrawn", "api", 0,
+                                   "gateway unreachable and the refund may not be queued", now);
+    if (rc == PT_OK)
+        rc = pt_store_refund_withdraw(st, r->id);
+    if (rc)
         return rc;
-    g->in_txn = 0;
-    *next = STEP_DONE;
+    if ((rc = pt_idem_release(st, &g->lock, g->scope, g->key)) == PT_OK &&
+        (rc = pt_store_commit(st)) == PT_OK) {
+        g->in_txn = 0;
+        pt_reply_error(out, 503, "offline_not_allowed",
+                       "the %s gateway could not be reached and refund %s may not wait in "
+                       "the offline queue (offline: require_online); nothing was sent and "
+                       "nothing was kept: retry with the same Idempotency-Key",
+                       c->gateway, r->refund_id);
+        out->retry_after_s = RETRY_OFFLINE_S;
+    } else if (rc == PT_ESTATE && (rc = pt_store_commit(st)) == PT_OK) {
+        g->in_txn = 0;
+        rc = answer_as_the_key(st, g, out);
+    }
+    return rc;
+}
+
+/* The refund's request and its outcome, the transaction committed:
+ * claimed PROCESSING by the caller, sent, settled in the next transaction;
+ * or, for a gateway without refund keys, the sync engine's whole
+ * conversation (its turn, the gateway's refund list, then bound or sent).
+ * *not_sent: provably nothing left.  Returns with a transaction open. */
+static int refund_exchange(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                           const struct pt_charge *c, struct pt_refund *r, int keyless,
+                           int *not_sent)
+{
+    int rc, verdict = PT_OK;
+    if (keyless) {
+        rc = in->online.refund_now(in->online.ctx, st, c, r, &verdict);
+        *not_sent = verdict == PT_ENOTSENT || verdict == PT_ECLOCK;
+        if (rc == PT_OK && (rc = pt_store_begin(st)) == PT_OK)
+            g->in_txn = 1;
+        return rc;
+    }
     struct pt_online_send sent;
     in->online.refund_send(in->online.ctx, c, r, &sent);
     if ((rc = pt_store_begin(st)))
         return rc;
     g->in_txn = 1;
-    if ((rc = in->online.refund_settle(in->online.ctx, st, c, r, &sent)))
+    rc = in->online.refund_settle(in->online.ctx, st, c, r, &sent);
+    *not_sent = r->state == PT_STATE_INIT;
+    return rc;
+}
+
+/* The online refund, as the online charge: INIT (and PROCESSING, unless
+ * the gateway has no refund keys: then the engine moves it in turn)
+ * committed with the key linked to the refund before any byte leaves, then
+ * the outcome.  Returns with the second transaction open (g->in_txn). */
+static int refund_online(const struct pt_intake *in, struct pt_store *st, struct guard *g,
+                         struct pt_charge *c, struct pt_refund *r, const char *actor, int64_t now,
+                         struct pt_reply *out, enum step *next)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    int keyless = gw && gw->refund_keyless && in->online.refund_now, not_sent = 0;
+    *next = STEP_RELEASE;
+    int rc;
+    r->next_attempt_at = now;
+    if ((rc = pt_refund_create(st, r, actor, now)) ||
+        (!keyless && (rc = in->online.refund_claim(in->online.ctx, st, r, now))) ||
+        (rc = pt_store_key_set_order(st, g->scope, g->key, &g->lock, r->refund_id)) ||
+        (rc = pt_store_commit(st)))
         return rc;
-    if (r->state == PT_STATE_INIT && r->offline == PT_OFFLINE_REQUIRE_ONLINE) {
-        /* Provably never sent and it may not wait: withdrawn before anything
-         * left the device (audited; the row goes), so the background sync
-         * never surprises anyone, and the same refund_id and key work once
-         * the gateway is back. */
-        rc = pt_store_refund_audit(st, r, "INIT", NULL, "not_sent_withdrawn", "api", 0,
-                                   "gateway unreachable and the refund may not be queued", now);
-        if (rc == PT_OK)
-            rc = pt_store_refund_withdraw(st, r->id);
-        if (rc)
-            return rc;
-        if ((rc = pt_idem_release(st, &g->lock, g->scope, g->key)) == PT_OK &&
-            (rc = pt_store_commit(st)) == PT_OK) {
-            g->in_txn = 0;
-            pt_reply_error(out, 503, "offline_not_allowed",
-                           "the %s gateway could not be reached and refund %s may not wait in "
-                           "the offline queue (offline: require_online); nothing was sent and "
-                           "nothing was kept: retry with the same Idempotency-Key",
-                           c->gateway, r->refund_id);
-            out->retry_after_s = RETRY_OFFLINE_S;
-        } else if (rc == PT_ESTATE && (rc = pt_store_commit(st)) == PT_OK) {
-            g->in_txn = 0;
-            rc = answer_as_the_key(st, g, out);
-        }
+    g->in_txn = 0;
+    *next = STEP_DONE;
+    if ((rc = refund_exchange(in, st, g, c, r, keyless, &not_sent)))
         return rc;
-    }
+    if (r->state == PT_STATE_INIT && not_sent && r->offline == PT_OFFLINE_REQUIRE_ONLINE)
+        return refund_withdraw(st, g, c, r, now, out);
     pt_reply_refund(out, pt_intake_refund_status_for(r), r);
     *next = STEP_COMPLETE;
     return PT_OK;
@@ -1917,8 +1947,9 @@ static int refund_online(const struct pt_intake *in, struct pt_store *st, struct
 
 /* Everything the refund's charge decides: 404, 409s, the default amount.
  * Returns 1 when *out is the answer. */
-static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct pt_refund *r,
-                          struct pt_reply *out, int *rc, int *release)
+static int refund_refused(const struct pt_intake *in, struct pt_store *st,
+                          const struct pt_charge *c, struct pt_refund *r, struct pt_reply *out,
+                          int *rc, int *release)
 {
     const struct pt_gateway *gw = pt_gateway_find(c->gateway);
     *rc = PT_OK;
@@ -1953,6 +1984,16 @@ static int refund_refused(struct pt_store *st, const struct pt_charge *c, struct
                        "charge %s was paid through %s, for which payterm does not send refunds "
                        "yet (see the README); refund it in the gateway's merchant portal",
                        c->order_id, c->gateway);
+        return 1;
+    }
+    /* The gateway refunds through keys the configuration lacks (2C2P's
+     * Payment Maintenance): the message names them. */
+    const char *missing = gw->refund_unavailable
+                              ? gw->refund_unavailable(&in->cfg->gw[pt_gateway_index(gw->name)])
+                              : NULL;
+    if (missing) {
+        pt_reply_error(out, 409, "charge_not_refundable", "charge %s cannot be refunded: %s",
+                       c->order_id, missing);
         return 1;
     }
     int64_t left = 0;
@@ -2039,7 +2080,7 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
     if (rc != PT_ENOTFOUND)
         goto storage;
     int release = 0;
-    if (refund_refused(st, &c, &r, out, &rc, &release)) {
+    if (refund_refused(in, st, &c, &r, out, &rc, &release)) {
         if (rc)
             goto storage;
         if (release) {
@@ -2048,7 +2089,12 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
         }
         goto complete;
     }
-    int online = r.offline != PT_OFFLINE_FORCE && in->online.refund_claim &&
+    /* A gateway without refund keys goes online only through the engine's
+     * ordering rule (refund_now); without it, the queue keeps the rule. */
+    const struct pt_gateway *rgw = pt_gateway_find(c.gateway);
+    int can_send = rgw && rgw->refund_keyless ? in->online.refund_now != NULL
+                                              : in->online.refund_claim && in->online.refund_send;
+    int online = r.offline != PT_OFFLINE_FORCE && can_send &&
                  (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
     if (online && r.offline == PT_OFFLINE_REQUIRE_ONLINE && in->online.probe &&
         !in->online.probe(in->online.ctx, c.gateway))

@@ -105,6 +105,18 @@ struct pt_online_ops {
                         struct pt_online_send *out);
     int (*refund_settle)(void *ctx, struct pt_store *st, const struct pt_charge *c,
                          struct pt_refund *r, const struct pt_online_send *sent);
+    /*
+     * The online refund of a gateway without refund keys (struct
+     * pt_gateway refund_keyless, SPEC 5a: 2C2P), whose INIT the caller has
+     * committed: the whole conversation - its turn (one refund of a charge
+     * in flight), the gateway's list of the charge's refunds, then bound
+     * to an entry or sent - each step committed by the sync engine.  *r is
+     * re-read; *verdict is PT_OK, PT_EAGAIN (another refund of the charge
+     * goes first: it waits in INIT) or PT_ENOTSENT / PT_ECLOCK (nothing
+     * could be asked).  Storage errors are returned.
+     */
+    int (*refund_now)(void *ctx, struct pt_store *st, const struct pt_charge *c,
+                      struct pt_refund *r, int *verdict);
     /* A charge now waits for the background sync (queued, UNKNOWN, PENDING):
      * look at the work list again. */
     void (*wake)(void *ctx);

@@ -339,6 +339,20 @@ int pt_store_charges_next_due(struct pt_store *st, int64_t *when)
     return ops(st)->charges_next_due(st, when);
 }
 
+int pt_store_charges_queued_before(struct pt_store *st, const char *gateway, const char *method,
+                                   int64_t created_before, int64_t after_id, int max,
+                                   struct pt_charge *rows, int *n)
+{
+    return ops(st)->charges_queued_before(st, gateway, method, created_before, after_id, max, rows,
+                                          n);
+}
+
+int pt_store_charges_oldest_queued(struct pt_store *st, const char *gateway, const char *method,
+                                   int64_t *created_at)
+{
+    return ops(st)->charges_oldest_queued(st, gateway, method, created_at);
+}
+
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n)
 {
     return ops(st)->sends_interrupted(st, now, n);

@@ -35,6 +35,8 @@ struct pt_store;
 
 /* Page size of a database payterm creates (see store_sqlite.c for why). */
 #define PT_STORE_PAGE_SIZE 1024
+/* Page cache of one SQLite connection, KiB (see store_sqlite.c for why). */
+#define PT_STORE_CACHE_KIB 256
 
 enum pt_store_backend { PT_STORE_SQLITE = 0, PT_STORE_POSTGRESQL = 1 };
 
@@ -511,6 +513,19 @@ int pt_store_refunds_claim(struct pt_store *st, const int64_t *ids, int n, unsig
 
 /* The earliest next_attempt_at among non-final charges; 0 when none. */
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when);
+/*
+ * The queue by age (SPEC 18, offline.max_age_s), read without walking it:
+ * charges waiting in the queue (INIT) for gateway and method, created before
+ * created_before (lane time), id > after_id, in id order - the ones that
+ * have expired.  Fills up to max rows; *n = rows filled.
+ */
+int pt_store_charges_queued_before(struct pt_store *st, const char *gateway, const char *method,
+                                   int64_t created_before, int64_t after_id, int max,
+                                   struct pt_charge *rows, int *n);
+/* The created_at of the oldest charge waiting in the queue for gateway and
+ * method (what expires first); 0 when none waits. */
+int pt_store_charges_oldest_queued(struct pt_store *st, const char *gateway, const char *method,
+                                   int64_t *created_at);
 /* At a daemon's start, when nothing can be on its way (the data directory's
  * lock is held): every PROCESSING charge and refund is due now - its send
  * was interrupted, and the window that kept it from being picked up while

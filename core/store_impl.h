@@ -85,6 +85,11 @@ struct pt_store_ops {
     int (*charges_due)(struct pt_store *st, int64_t now, int64_t after_id, int max,
                        struct pt_charge *rows, int *n);
     int (*charges_next_due)(struct pt_store *st, int64_t *when);
+    int (*charges_queued_before)(struct pt_store *st, const char *gateway, const char *method,
+                                 int64_t created_before, int64_t after_id, int max,
+                                 struct pt_charge *rows, int *n);
+    int (*charges_oldest_queued)(struct pt_store *st, const char *gateway, const char *method,
+                                 int64_t *created_at);
     int (*sends_interrupted)(struct pt_store *st, int64_t now, int *n);
     int (*gateway_back)(struct pt_store *st, const char *gateway, int64_t now, int *n);
     int (*queue_figures)(struct pt_store *st, const char *currency, int64_t *count,

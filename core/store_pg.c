@@ -43,6 +43,8 @@
 /* What the offline limits count (SPEC 18, sql/pg/007): accepted offline,
  * not final - the index charges_lane_queue. */
 #define ACCEPTED "offline_accepted = 1 AND " ACTIVE
+/* The charges waiting in the queue: the index charges_queued (sql/pg/008). */
+#define QUEUED "state = 'INIT' AND offline_accepted = 1"
 
 #define CHARGE_COLS                                                                                \
     "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
@@ -174,6 +176,12 @@
                                        " FOR UPDATE SKIP LOCKED")                                  \
     X(CHARGES_NEXT_DUE,                                                                            \
       "SELECT coalesce(min(" DUE_AT("", 1, 2) "), 0) FROM charges WHERE " ACTIVE)                  \
+    X(CHARGES_QUEUED_BEFORE, "SELECT " CHARGE_COLS " FROM charges WHERE " QUEUED                   \
+                             " AND gateway = $1::text AND method = $2::text"                       \
+                             " AND created_at < $3::bigint AND id > $4::bigint"                    \
+                             " ORDER BY id LIMIT $5::integer")                                     \
+    X(CHARGES_OLDEST_QUEUED, "SELECT coalesce(min(created_at), 0) FROM charges WHERE " QUEUED      \
+                             " AND gateway = $1::text AND method = $2::text")                      \
     X(QUEUE_FIGURES,                                                                               \
       "SELECT count(*), coalesce(sum(amount) FILTER (WHERE currency = $1::text), 0)"               \
       " FROM charges WHERE lane = current_setting('payterm.lane') AND " ACCEPTED)                  \
@@ -1904,6 +1912,28 @@ static int pg_charges_next_due(struct pt_store *s, int64_t *when)
     return scalar(PG(s), S_CHARGES_NEXT_DUE, &a, when);
 }
 
+static int pg_charges_queued_before(struct pt_store *s, const char *gateway, const char *method,
+                                    int64_t created_before, int64_t after_id, int max,
+                                    struct pt_charge *rows, int *n)
+{
+    struct args a = {0};
+    a_text(&a, gateway);
+    a_text(&a, method);
+    a_int(&a, created_before);
+    a_int(&a, after_id);
+    a_int(&a, max);
+    return read_charges(PG(s), S_CHARGES_QUEUED_BEFORE, &a, max, rows, n, NULL);
+}
+
+static int pg_charges_oldest_queued(struct pt_store *s, const char *gateway, const char *method,
+                                    int64_t *created_at)
+{
+    struct args a = {0};
+    a_text(&a, gateway);
+    a_text(&a, method);
+    return scalar(PG(s), S_CHARGES_OLDEST_QUEUED, &a, created_at);
+}
+
 /* Only this lane's own interrupted sends: another lane's may be on their
  * way right now (they become due to anyone after their window). */
 static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
@@ -2630,6 +2660,8 @@ static const struct pt_store_ops pg_ops = {
     .charges_list_review = pg_charges_list_review,
     .charges_due = pg_charges_due,
     .charges_next_due = pg_charges_next_due,
+    .charges_queued_before = pg_charges_queued_before,
+    .charges_oldest_queued = pg_charges_oldest_queued,
     .sends_interrupted = pg_sends_interrupted,
     .gateway_back = pg_gateway_back,
     .queue_figures = pg_queue_figures,

@@ -10,6 +10,7 @@
 #include "sync.h"
 #include "charges.h"
 #include "clock.h"
+#include "refund_bind.h"
 #include "refunds.h"
 #include "crypto.h"
 #include "err.h"
@@ -606,6 +607,63 @@ static int expire_now(struct pt_sync *s, struct pt_store *st, struct pt_charge *
 }
 
 /*
+ * The queue of each gateway that gets no requests this pass (down, or the
+ * clock not trusted yet): only its expired charges are read, found by age
+ * (the store's index of the queue), never the rest of it - a lane waiting
+ * out an outage with 50 000 queued must not read them every pass (issue
+ * 38).  Each is failed, audited and announced as expire_now() always did.
+ * *next_expiry: the lane time the next queued charge of those gateways
+ * expires, 0 when none will.
+ */
+static int expire_skipped(struct pt_sync *s, struct pt_store *st, const int *skip,
+                          struct pt_charge *batch, struct pt_drain_stats *stats,
+                          int64_t *next_expiry)
+{
+    const struct pt_config *cfg = s->opt.cfg;
+    int rc = PT_OK;
+    *next_expiry = 0;
+    for (int k = 0; k < cfg->n_offline_ages && rc == PT_OK; k++) {
+        const char *gateway = cfg->offline_ages[k].gateway, *method = cfg->offline_ages[k].method;
+        /* As offline_expired() reads it (the first entry for the pair). */
+        int64_t max_age = pt_config_offline_max_age(cfg, gateway, method);
+        int g = gw_index(gateway);
+        if (g < 0 || !skip[g] || max_age <= 0)
+            continue;
+        int64_t cursor = 0;
+        for (;;) {
+            drain_step(s);
+            int n = 0;
+            int64_t now = now_ms(s);
+            /* Expired: now - created_at > max_age, i.e. created before
+             * now - max_age. */
+            if ((rc = pt_store_charges_queued_before(st, gateway, method, now - max_age * 1000,
+                                                     cursor, DRAIN_BATCH, batch, &n)) ||
+                n == 0)
+                break;
+            for (int i = 0; i < n && rc == PT_OK; i++) {
+                cursor = batch[i].id;
+                if (offline_expired(s, &batch[i], now_ms(s))) {
+                    rc = expire_now(s, st, &batch[i]);
+                    stats->expired++;
+                }
+            }
+            if (rc)
+                break;
+        }
+        int64_t oldest = 0;
+        if (rc == PT_OK &&
+            (rc = pt_store_charges_oldest_queued(st, gateway, method, &oldest)) == PT_ENOTFOUND)
+            rc = PT_OK;
+        if (rc == PT_OK && oldest > 0) {
+            int64_t at = oldest + max_age * 1000 + 1; /* the first ms it is older than max_age */
+            if (!*next_expiry || at < *next_expiry)
+                *next_expiry = at;
+        }
+    }
+    return rc;
+}
+
+/*
  * Sends the queued charges cs[0..n) (INIT, in id order) in runs of up to
  * RUN_MAX: one commit marks a run PROCESSING (or FAILED, expired), its
  * requests go out one after another, and the next commit holds their
@@ -1027,6 +1085,8 @@ static int recover_processing(struct pt_sync *s, struct pt_store *st, struct pt_
 
 static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
                          struct pt_drain_stats *stats);
+static int64_t after_send(const struct pt_sync *s, const struct pt_refund *r, int64_t now,
+                          int64_t next);
 static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
                        const struct pt_refund *r, struct pt_gw_result *res);
 static int refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
@@ -1087,6 +1147,7 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
                                   .refund_claim = pt_sync_refund_claim,
                                   .refund_send = pt_sync_refund_send,
                                   .refund_settle = pt_sync_refund_settle,
+                                  .refund_now = pt_sync_refund_now,
                                   .wake = pt_sync_wake,
                                   .ctx = s};
 }
@@ -1228,13 +1289,21 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
                         pt_metric_gateway_name(i));
     }
     int trusted = clock_trusted(s); /* else nothing is sent, queued charges still expire */
-    for (int i = 0; i < pt_gateway_count(); i++)
+    int all_skipped = 1;
+    for (int i = 0; i < pt_gateway_count(); i++) {
         skip[i] = !s->opt.gw[i] || atomic_load(&s->reach[i]) == REACH_DOWN || !trusted;
+        all_skipped &= skip[i];
+    }
     int rc = PT_OK;
     int64_t cursor = 0; /* one walk through the due charges, by id */
     struct pt_sync *bound = tl_drain;
     tl_drain = s;
-    for (;;) {
+    /* The skipped gateways' expired charges first, read by age.  When every
+     * gateway is skipped the walk below would do nothing else (a skipped
+     * gateway's charges only expire), so it is not made: the pass reads no
+     * queued charge that has not expired. */
+    rc = expire_skipped(s, st, skip, batch, stats, &stats->next_expiry);
+    for (; rc == PT_OK && !all_skipped;) {
         drain_step(s);
         int64_t now = now_ms(s);
         int n = 0;
@@ -1294,7 +1363,9 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
     if (rc == PT_OK)
         rc = drain_refunds(s, st, skip, stats);
     int64_t refunds_due = 0;
-    if (rc == PT_OK)
+    if (rc == PT_OK && all_skipped)
+        stats->next_due = stats->next_expiry; /* nothing else of theirs is due to us */
+    else if (rc == PT_OK)
         rc = pt_store_charges_next_due(st, &stats->next_due);
     if (rc == PT_OK)
         rc = pt_store_refunds_next_due(st, &refunds_due);
@@ -1537,6 +1608,31 @@ static int refuse_foreign(struct pt_sync *s, struct pt_store *st, const struct p
     return rc;
 }
 
+/*
+ * True when bound notification n says what charge c already holds: the
+ * final state it notifies, for c's amount and currency, of c's known trade.
+ * Applying it would change nothing, so it is not written at all (SPEC 13:
+ * an online charge whose gateway also notifies costs 2 durable commits):
+ * c's state, read from what is committed, is the record that proves it a
+ * duplicate - after a restart too - and no dedup row is needed beside it.
+ * A notification that would raise a review, or that needs a query to bind,
+ * is not this case.
+ */
+static int holds_outcome(const struct pt_charge *c, const struct pt_notification *n)
+{
+    enum pt_state to = n->status == PT_OUTCOME_SUCCESS    ? PT_STATE_SUCCESS
+                       : n->status == PT_OUTCOME_DECLINED ? PT_STATE_FAILED
+                       : n->status == PT_OUTCOME_CANCELED ? PT_STATE_CANCELED
+                                                          : PT_STATE_INIT;
+    if (to == PT_STATE_INIT || c->state != to)
+        return 0;
+    if (n->amount != c->amount && (to == PT_STATE_SUCCESS || n->amount != 0))
+        return 0; /* a success names the amount; a mismatch goes to review */
+    if (n->currency[0] && strcmp(n->currency, c->currency) != 0)
+        return 0;
+    return c->gateway_trade_no[0] && strcmp(c->gateway_trade_no, n->trade_no) == 0;
+}
+
 /* Applies a bound notification to c (inside the transaction). */
 static int apply_bound(struct pt_store *st, struct pt_charge *c, const struct pt_notification *n,
                        const char *actor, int64_t now, const char **outcome)
@@ -1740,6 +1836,16 @@ static int take_notification_locked(struct pt_sync *s, struct pt_store *st, cons
         return retry_later(s, st, &c);
     }
 
+    if (!why && !confirm && holds_outcome(&c, n)) {
+        /* Read outside any transaction, so from what is committed: the
+         * outcome is durable already, and a final state never changes.
+         * Acknowledged and counted as the duplicate it is; nothing is
+         * written. */
+        count_notify(route, PT_MN_DUPLICATE);
+        *outcome = "duplicate";
+        return PT_OK;
+    }
+
     int64_t now = now_ms(s);
     if ((rc = pt_store_begin(st)))
         return rc;
@@ -1861,21 +1967,34 @@ static const char *refund_op_name(enum pt_gw_refund_op op)
     return op == PT_GW_REFUND ? "refund" : "refund query";
 }
 
-/* As call(), for refund r of charge c. */
-static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
-                       const struct pt_refund *r, struct pt_gw_result *res)
+/*
+ * As call(), for refund r of charge c: the answer into *res, or - for a
+ * gateway's list of the charge's refunds (list not NULL, op
+ * PT_GW_REFUND_QUERY of a keyless gateway) - into *list.
+ */
+static int refund_exchange(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                           const struct pt_refund *r, struct pt_gw_result *res,
+                           struct pt_gw_refund_list *list)
 {
     const struct pt_gateway *gw = pt_gateway_find(c->gateway);
     const struct pt_gw_config *cfg = gw_cfg(s, c->gateway);
     const struct pt_transport *t = s->opt.platform->transport;
+    struct pt_gw_result ignored;
+    if (!res)
+        res = &ignored;
     memset(res, 0, sizeof *res);
+    if (list) {
+        memset(list, 0, sizeof *list);
+        list->res.outcome = PT_OUTCOME_AMBIGUOUS; /* until a list is read */
+    }
     if (!gw || !cfg || !t)
         return PT_ECONFIG;
-    if (!gw->build_refund || !gw->parse_refund)
+    if (!gw->build_refund || !gw->parse_refund || (list && !gw->parse_refund_list))
         return PT_EUNSUPPORTED;
     char n[33];
     nonce(s, n);
-    struct pt_gw_env env = {.nonce = n};
+    struct pt_gw_env env = {
+        .nonce = n, .random = s->opt.platform->random, .random_ctx = s->opt.platform->ctx};
     if (wall_ms(s, &env.now_ms) != PT_OK)
         return PT_ECLOCK; /* not sent: the request would carry a wrong time */
     struct pt_http_request req = {0};
@@ -1890,14 +2009,25 @@ static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct 
     if (rc == PT_OK) {
         set_reach(s, c->gateway, 1);
         learn_peer_key(s, gw, cfg, &resp);
-        gw->parse_refund(cfg, op, c, r, &resp, res);
-        pt_log_debug("%s %s refund=%s: HTTP %d -> %s %s", c->gateway, refund_op_name(op),
-                     r->refund_id, resp.status, pt_outcome_name(res->outcome), res->code);
+        if (list)
+            gw->parse_refund_list(cfg, c, &resp, list);
+        else
+            gw->parse_refund(cfg, op, c, r, &resp, res);
+        const struct pt_gw_result *what = list ? &list->res : res;
+        pt_log_debug("%s %s refund=%s: HTTP %d -> %s %s", c->gateway,
+                     list ? "refund list" : refund_op_name(op), r->refund_id, resp.status,
+                     pt_outcome_name(what->outcome), what->code);
     } else if (rc == PT_ENOTSENT) {
         set_reach(s, c->gateway, 0);
     }
     pt_http_response_free(&resp);
     return rc;
+}
+
+static int refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                       const struct pt_refund *r, struct pt_gw_result *res)
+{
+    return refund_exchange(s, op, c, r, res, NULL);
 }
 
 static int refund_raise_review(struct pt_store *st, struct pt_refund *r, const char *reason,
@@ -1967,6 +2097,8 @@ static int refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund
         if (op == PT_GW_REFUND)
             p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
         p.next_attempt_at = now + backoff_ms(s, r->attempts + p.attempts_add);
+        if (op == PT_GW_REFUND)
+            p.next_attempt_at = after_send(s, r, now, p.next_attempt_at);
         if (r->state == PT_STATE_PROCESSING)
             rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
                                       detail, now);
@@ -1996,7 +2128,7 @@ static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refun
     } else if (sent == PT_ENOANSWER) {
         count_sync(r->gateway, PT_MS_AMBIGUOUS);
         q.attempts_add = 1;
-        q.next_attempt_at = now + backoff_ms(s, r->attempts + 1);
+        q.next_attempt_at = after_send(s, r, now, now + backoff_ms(s, r->attempts + 1));
         rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
                                   "sent, no answer (timeout or connection lost)", now);
     } else if (sent == PT_OK) {
@@ -2112,7 +2244,7 @@ static int recover_refund(struct pt_sync *s, struct pt_store *st, struct pt_refu
     if (rc)
         return rc;
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.next_attempt_at = now;
+    p.next_attempt_at = after_send(s, r, now, now);
     p.attempts_add = 1;
     rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "interrupted_send", "sync",
                               "the send was interrupted (restart or timeout)", now);
@@ -2196,6 +2328,386 @@ static int send_queued_refunds(struct pt_sync *s, struct pt_store *st, struct pt
     return rc;
 }
 
+/* ---- refunds without a refund key (SPEC 5a: 2C2P) ------------------------------------------
+ *
+ * A gateway whose refund request names no refund (refund_keyless) cannot
+ * say whether one request of ours was executed - only which refunds it
+ * executed on a charge.  Exactly once is kept by the order of operations
+ * (docs/2c2p-refunds.md gives the argument and its assumptions):
+ *
+ *   1. At most one refund of a charge is PROCESSING or UNKNOWN; the others
+ *      wait in INIT, oldest first.  The whole conversation about a refund
+ *      holds its charge's lock, and the move to PROCESSING re-checks the
+ *      rule in its own transaction.
+ *   2. Before every send, first or retry, the gateway's list of the
+ *      charge's refunds is read and bound (refund_bind.h): a refund it
+ *      shows is never sent again, it is bound to its entry, whose status
+ *      decides; nothing that is this refund -> it is sent; anything that
+ *      does not add up -> review, not sent.
+ *   3. A refund whose request may have left is not looked at again before
+ *      that request can no longer arrive (three request timeouts: every
+ *      path that leaves one UNKNOWN schedules it so, after_send), so the
+ *      list read before a resend shows an executed refund.
+ */
+
+/* Most refunds of one charge the rule reads at once (a charge refunded in
+ * more parts than this is an operator's). */
+#define CHARGE_REFUNDS_MAX PT_GW_REFUND_LIST_MAX
+
+static int keyless(const char *gateway)
+{
+    const struct pt_gateway *gw = pt_gateway_find(gateway);
+    return gw && gw->refund_keyless;
+}
+
+/* When refund r, whose request may just have left, is looked at next: for
+ * a keyless gateway never before that request can no longer arrive. */
+static int64_t after_send(const struct pt_sync *s, const struct pt_refund *r, int64_t now,
+                          int64_t next)
+{
+    int64_t grace = now + 3 * s->opt.cfg->sync_request_timeout_ms;
+    return keyless(r->gateway) && next < grace ? grace : next;
+}
+
+/* Every refund of charge_id into *out (malloc'd, caller frees). */
+static int refunds_of(struct pt_store *st, int64_t charge_id, struct pt_refund **out, int *n)
+{
+    struct pt_refund *rows = malloc(sizeof *rows * CHARGE_REFUNDS_MAX);
+    int more = 0;
+    *out = NULL;
+    *n = 0;
+    if (!rows)
+        return PT_ENOMEM;
+    int rc = pt_store_refunds_list(st, charge_id, -1, 0, CHARGE_REFUNDS_MAX, rows, n, &more);
+    if (rc == PT_OK && more)
+        rc = PT_ETOOBIG;
+    if (rc != PT_OK) {
+        free(rows);
+        *n = 0;
+        return rc;
+    }
+    *out = rows;
+    return PT_OK;
+}
+
+/* Rule 1: no other refund of the charge in flight, none queued before r. */
+static int my_turn(const struct pt_refund *r, const struct pt_refund *all, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const struct pt_refund *l = &all[i];
+        if (l->id == r->id)
+            continue;
+        if (l->state == PT_STATE_PROCESSING || l->state == PT_STATE_UNKNOWN)
+            return 0;
+        if (l->state == PT_STATE_INIT && l->id < r->id)
+            return 0;
+    }
+    return 1;
+}
+
+static int refund_patch_now(struct pt_store *st, struct pt_refund *r,
+                            const struct pt_charge_patch *p, int64_t now)
+{
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK)
+        rc = finish(st, pt_store_refund_patch(st, r->id, p, now));
+    return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
+}
+
+/* What one conversation did, for the drain's counts and the intake. */
+struct keyless_out {
+    int verdict; /* PT_OK; PT_EAGAIN (not its turn); NOT_SENT (nothing could be asked) */
+    int queried; /* the list was asked for */
+    int sent;    /* a refund request may have left */
+};
+
+static int keyless_review(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          const char *why);
+
+/* An INIT refund whose turn it is not: it waits (rule 1). */
+static int keyless_wait(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int *turn)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    int rc = refunds_of(st, r->charge_id, &all, &n);
+    *turn = rc == PT_OK && my_turn(r, all, n);
+    free(all);
+    if (rc == PT_ETOOBIG)
+        return keyless_review(s, st, r, "the charge has more refunds than payterm orders at once");
+    if (rc != PT_OK || *turn)
+        return rc;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now_ms(s) + s->opt.cfg->sync_interval_s * 1000;
+    return refund_patch_now(st, r, &p, now_ms(s));
+}
+
+/* The list could not be read: nothing is sent; asked again later.  A
+ * queued refund counts from its first try, so resolve_timeout_s ends a
+ * list that never answers in review. */
+static int keyless_unanswered(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int sent,
+                              const struct pt_gw_result *res, struct keyless_out *ko)
+{
+    int64_t now = now_ms(s);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    ko->verdict = NOT_SENT(sent) ? sent : PT_OK;
+    count_sync(r->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+    p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
+                                       : now + backoff_ms(s, r->attempts + 1);
+    if (r->state == PT_STATE_INIT)
+        p.first_sent_at = now;
+    if (sent == PT_OK)
+        pt_log_warn("refund %s: %s's refund list not read (%s %s); nothing sent", r->refund_id,
+                    r->gateway, res->code, res->message);
+    int rc = refund_patch_now(st, r, &p, now);
+    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+}
+
+/* Rule 2, unexplained: review, nothing sent. */
+static int keyless_review(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          const char *why)
+{
+    int64_t now = now_ms(s);
+    char reason[PT_MESSAGE_MAX];
+    snprintf(reason, sizeof reason, "refund_list_unexplained: %s", why);
+    pt_log_warn("refund %s: %s; not sent, held for review", r->refund_id, why);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK && (rc = pt_store_refund_patch(st, r->id, &p, now)) == PT_OK)
+        rc = refund_raise_review(st, r, reason, now);
+    rc = finish(st, rc);
+    return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
+}
+
+/* Rule 2, bound: the listed refund e is r; its status decides, nothing is
+ * sent.  A queued r passes through PROCESSING in the same transaction,
+ * audited as bound (the refund state machine has no INIT -> SUCCESS). */
+static int keyless_bound(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                         const struct pt_gw_refund_entry *e)
+{
+    int64_t now = now_ms(s);
+    struct pt_gw_result res;
+    memset(&res, 0, sizeof res);
+    res.outcome = e->status;
+    res.amount = e->amount;
+    snprintf(res.trade_no, sizeof res.trade_no, "%s", e->refund_no);
+    snprintf(res.code, sizeof res.code, "%s", e->code);
+    snprintf(res.message, sizeof res.message, "listed by the gateway as refund %s", e->refund_no);
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK && r->state == PT_STATE_INIT)
+        rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, NULL, "bound", "sync", res.message,
+                                  now);
+    if (rc == PT_OK && e->status == PT_OUTCOME_AMBIGUOUS) {
+        /* Ours, in a status we do not know: keep its number, ask again. */
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.gateway_trade_no = e->refund_no;
+        p.next_attempt_at = now + backoff_ms(s, r->attempts + 1);
+        rc = r->state == PT_STATE_PROCESSING
+                 ? pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
+                                        e->code, now)
+                 : pt_store_refund_patch(st, r->id, &p, now);
+    } else if (rc == PT_OK) {
+        rc = refund_apply(s, st, r, PT_GW_REFUND_QUERY, &res, now);
+    }
+    rc = finish(st, rc);
+    return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
+}
+
+/* True when refund id still is as *seen was read (before the list was
+ * asked for): a resend decided on that list is still right.  (With one
+ * daemon the charge's lock already ensures it; lanes sharing a PostgreSQL
+ * store could otherwise resend on a list older than another lane's send.) */
+static int unchanged_since(struct pt_store *st, const struct pt_refund *seen)
+{
+    struct pt_refund *cur = malloc(sizeof *cur);
+    int same = cur && pt_store_refund_get_by_id(st, seen->id, cur) == PT_OK &&
+               cur->state == seen->state && cur->attempts == seen->attempts &&
+               cur->updated_at == seen->updated_at;
+    free(cur);
+    return same;
+}
+
+/* Marks r PROCESSING for its send (rule 1 checked again in the same
+ * transaction, and for a resend that r is as the list found it);
+ * PT_ESTATE when it may not go now. */
+static int keyless_claim(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int resend,
+                         int64_t now)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    if (!resend && (rc = refunds_of(st, r->charge_id, &all, &n)) == PT_OK && !my_turn(r, all, n))
+        rc = PT_ESTATE;
+    if (rc == PT_ETOOBIG)
+        rc = PT_ESTATE; /* cannot tell whose turn it is: not now (the list step reviews it) */
+    if (resend && !unchanged_since(st, r))
+        rc = PT_ESTATE;
+    free(all);
+    struct pt_charge_patch p = processing_patch(s, now, 1);
+    if (rc == PT_OK)
+        rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, resend ? "resend" : "send",
+                                  "sync", "the gateway's refund list does not show it", now);
+    if (rc != PT_OK) {
+        pt_store_rollback(st);
+        return rc == PT_EEXIST ? PT_ESTATE : rc;
+    }
+    return pt_store_commit(st);
+}
+
+/* Rule 2, nothing listed: r was never executed - sent (a resend only once
+ * its last request cannot arrive any more, rule 3, and within max_attempts). */
+static int keyless_send(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                        struct pt_refund *r, struct keyless_out *ko)
+{
+    int64_t now = now_ms(s);
+    if (r->state == PT_STATE_PENDING)
+        return keyless_review(s, st, r, "a pending refund the gateway does not list");
+    int resend = r->state == PT_STATE_UNKNOWN;
+    if (resend && r->attempts >= s->opt.cfg->sync_max_attempts) {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+        int rc = refund_patch_now(st, r, &p, now);
+        return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+    }
+    int rc = keyless_claim(s, st, r, resend, now);
+    if (rc == PT_ESTATE)
+        return pt_store_refund_get_by_id(st, r->id, r); /* not its turn after all */
+    if (rc)
+        return rc;
+    if (resend)
+        pt_log_info("refund %s: the gateway does not list it; resending", r->refund_id);
+    struct pt_gw_result res;
+    int sent = refund_call(s, PT_GW_REFUND, c, r, &res);
+    ko->sent = !NOT_SENT(sent);
+    ko->verdict = NOT_SENT(sent) ? sent : PT_OK;
+    now = now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = finish(st, refund_settle(s, st, r, resend, sent, &res, now));
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+}
+
+/* The list read: bind it and act (rule 2). */
+static int keyless_decide(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, const struct pt_gw_refund_list *list,
+                          struct keyless_out *ko)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    int rc = refunds_of(st, c->id, &all, &n);
+    if (rc == PT_ETOOBIG)
+        return keyless_review(s, st, r, "the charge has more refunds than payterm binds at once");
+    if (rc)
+        return rc;
+    struct pt_bind_result b;
+    pt_refund_bind(r, all, n, list, &b);
+    free(all);
+    switch (b.verdict) {
+    case PT_BIND_FOUND:
+        return keyless_bound(s, st, r, &list->e[b.entry]);
+    case PT_BIND_UNEXPLAINED:
+        return keyless_review(s, st, r, b.why);
+    case PT_BIND_NONE:
+        break;
+    }
+    return keyless_send(s, st, c, r, ko);
+}
+
+/* The next refund of the charge waiting for its turn goes at once. */
+static void keyless_next_turn(struct pt_sync *s, struct pt_store *st, const struct pt_refund *r)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    if (refunds_of(st, r->charge_id, &all, &n) != PT_OK)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (all[i].state != PT_STATE_INIT || all[i].id == r->id)
+            continue;
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now_ms(s);
+        if (refund_patch_now(st, &all[i], &p, now_ms(s)) == PT_OK)
+            pt_sync_wake(s);
+        break;
+    }
+    free(all);
+}
+
+static int keyless_locked(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, struct keyless_out *ko)
+{
+    int rc = pt_store_refund_get_by_id(st, r->id, r); /* as committed now */
+    if (rc || pt_state_is_final(r->state) || r->state == PT_STATE_PROCESSING)
+        return rc; /* PROCESSING: an interrupted send, recover_refund's */
+    if (r->state == PT_STATE_INIT) {
+        int turn = 0;
+        if ((rc = keyless_wait(s, st, r, &turn)) || !turn) {
+            ko->verdict = rc ? ko->verdict : PT_EAGAIN;
+            return rc;
+        }
+    }
+    struct pt_gw_refund_list *list = malloc(sizeof *list);
+    if (!list)
+        return PT_ENOMEM;
+    int sent = refund_exchange(s, PT_GW_REFUND_QUERY, c, r, NULL, list);
+    ko->queried = 1;
+    if (sent != PT_OK || list->res.outcome != PT_OUTCOME_SUCCESS)
+        rc = keyless_unanswered(s, st, r, sent, &list->res, ko);
+    else
+        rc = keyless_decide(s, st, c, r, list, ko);
+    free(list);
+    return rc;
+}
+
+/*
+ * One conversation about keyless refund r (INIT, UNKNOWN or PENDING) of
+ * charge c with the gateway, under the charge's lock: its turn (rule 1),
+ * the list (rule 2), then bound, reviewed or sent.  *r is re-read.
+ */
+static int keyless_step(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                        struct pt_refund *r, struct keyless_out *ko)
+{
+    memset(ko, 0, sizeof *ko);
+    pthread_mutex_t *mu = charge_lock(s, c->order_id);
+    pthread_mutex_lock(mu);
+    int rc = keyless_locked(s, st, c, r, ko);
+    int done = rc == PT_OK && (pt_state_is_final(r->state) || r->state == PT_STATE_PENDING);
+    if (done && ko->queried)
+        keyless_next_turn(s, st, r);
+    pthread_mutex_unlock(mu);
+    return rc;
+}
+
+int pt_sync_refund_now(void *p, struct pt_store *st, const struct pt_charge *c, struct pt_refund *r,
+                       int *verdict)
+{
+    struct keyless_out ko;
+    int rc = keyless_step(p, st, c, r, &ko);
+    if (verdict)
+        *verdict = ko.verdict;
+    return rc;
+}
+
+/* A keyless refund of the drain (INIT, UNKNOWN or PENDING). */
+static int drain_keyless(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                         struct pt_drain_stats *stats)
+{
+    struct pt_charge c;
+    struct keyless_out ko;
+    int rc = pt_store_charge_get_by_id(st, r->charge_id, &c);
+    if (rc == PT_OK)
+        rc = keyless_step(s, st, &c, r, &ko);
+    if (rc == PT_OK) {
+        stats->queries += ko.queried;
+        stats->sent += ko.sent;
+        stats->not_sent += NOT_SENT(ko.verdict);
+    }
+    return rc;
+}
+
 /* One pass over the due refunds, after the charges. */
 static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
                          struct pt_drain_stats *stats)
@@ -2218,12 +2730,21 @@ static int drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip
             if (g < 0 || down[g])
                 continue;
             stats->examined++;
+            if (keyless(r->gateway) && r->state != PT_STATE_PROCESSING) {
+                /* Never part of a run: one at a time per charge, its
+                 * gateway's list first (the rules above). */
+                rc = drain_keyless(s, st, r, stats);
+                if (!pt_sync_reachable(s, r->gateway))
+                    down[g] = 1;
+                continue;
+            }
             if (r->state == PT_STATE_INIT) {
                 /* This refund and the queued ones right after it (gateways
                  * still reachable) go out as one run. */
                 int k = 1;
                 while (i + k < n && batch[i + k].state == PT_STATE_INIT &&
-                       gw_index(batch[i + k].gateway) >= 0 && !down[gw_index(batch[i + k].gateway)])
+                       gw_index(batch[i + k].gateway) >= 0 &&
+                       !down[gw_index(batch[i + k].gateway)] && !keyless(batch[i + k].gateway))
                     k++;
                 stats->examined += k - 1;
                 rc = send_queued_refunds(s, st, r, k, down, stats);

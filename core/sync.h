@@ -128,6 +128,9 @@ void pt_sync_refund_send(void *s, const struct pt_charge *c, const struct pt_ref
                          struct pt_online_send *out);
 int pt_sync_refund_settle(void *s, struct pt_store *st, const struct pt_charge *c,
                           struct pt_refund *r, const struct pt_online_send *sent);
+/* A refund of a gateway without refund keys, now (pt_online_ops.refund_now). */
+int pt_sync_refund_now(void *s, struct pt_store *st, const struct pt_charge *c, struct pt_refund *r,
+                       int *verdict);
 
 struct pt_drain_stats {
     int examined;
@@ -136,6 +139,9 @@ struct pt_drain_stats {
     int not_sent;
     int expired;
     int64_t next_due; /* earliest next_attempt_at left, 0 = nothing pending */
+    /* when the next charge queued for a gateway skipped in this pass
+     * (unreachable, or the clock not trusted) expires, 0 = none will */
+    int64_t next_expiry;
 };
 
 /*

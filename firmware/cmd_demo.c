@@ -7,8 +7,9 @@
  * offline, retries with the same keys, the network back and the queue
  * drained, a gateway that took the money but lost the answer, customers
  * paying QR codes with the gateways notifying (deliberate duplicates
- * included), and refunds: in parts, one too many, one queued while the
- * network is cut, one whose answer is lost.  It then compares the daemon's
+ * included), and refunds on all four gateways: in parts, one too many, one
+ * queued while the network is cut, answers lost (Stripe, and 2C2P, whose
+ * refund request has no refund key).  It then compares the daemon's
  * charges, refunds and fulfilment feed with the simulator's ledger and
  * exits 0 only if every order was captured exactly once, every refund
  * executed exactly once and every fulfilment event was delivered once.
@@ -48,7 +49,7 @@ static const char help[] =
     "Plays a kiosk session against the built-in gateway simulator: online charges on\n"
     "Alipay, WeChat Pay, Stripe and 2C2P, the network cut, charges queued offline,\n"
     "client retries, the network back, the queue drained, duplicate notifications,\n"
-    "refunds (partial, one too many, queued offline, an answer lost).\n"
+    "refunds on all four (partial, one too many, queued offline, answers lost).\n"
     "Prints a summary; exits 0 only if every order was captured exactly once at the\n"
     "simulator, every refund executed there exactly once and every fulfilment event\n"
     "was delivered once.\n\n"
@@ -308,13 +309,34 @@ static int all_final(const cJSON *s)
     "\"amount\":%d,\"currency\":\"USD\",\"gateway\":\"stripe\",\"method\":\"card_on_file\","       \
     "\"payment_method\":\"pm_card_visa\",\"customer\":\"cus_demo\""
 
-/* Act 8.  Stripe and Alipay refund synchronously, so each refund's end is
- * seen within the act (WeChat answers PROCESSING and notifies later; 2C2P
- * refunds are refused by design, SPEC 5a). */
+/* Act 8, on the four gateways.  Stripe, Alipay and 2C2P (cards) refund
+ * synchronously; WeChat answers PROCESSING and notifies later, so the act
+ * waits for its end too. */
+/* 2C2P's refund request has no refund key (SPEC 5a): payterm reads 2C2P's
+ * list of the charge's refunds before every send. */
+static void refunds_2c2p(struct demo *d)
+{
+    char state[32];
+    note("2C2P refunds through its Payment Maintenance API, whose request names no refund:");
+    refund(d, "k-r7", "DEMO-T1", "R-T1-1", 50000);
+    expect_refund("DEMO-T1", 50000);
+    note("(first 2C2P's refund status: nothing listed, so it is sent)");
+    post_quiet(d, d->sim, "/_sim/faults",
+               "{\"gateway\":\"2c2p\",\"mode\":\"drop_after_commit\",\"count\":1,"
+               "\"process_type\":\"R\"}");
+    refund(d, "k-r8", "DEMO-T1", "R-T1-2", 30000);
+    expect_refund("DEMO-T1", 30000);
+    note("(2C2P refunded, the answer was lost: UNKNOWN.  Once the lost request can no longer");
+    note(" arrive, payterm reads 2C2P's refund list, finds an entry of this amount no other");
+    note(" refund explains and binds it - never a second refund)");
+    wait_refund(d, "R-T1-2", 40, state, sizeof state);
+    note("R-T1-2 is now %s", state);
+}
+
 static void refunds(struct demo *d)
 {
     char state[32];
-    say("8. Refunds: in parts, one too many, offline, an answer lost");
+    say("8. Refunds on all four gateways: in parts, one too many, offline, answers lost");
     printf("   %-10s %3s  %-22s %s\n", "refund", "HTTP", "state", "detail");
     refund(d, "k-r1", "DEMO-S1", "R-S1-1", 500);
     expect_refund("DEMO-S1", 500);
@@ -351,6 +373,13 @@ static void refunds(struct demo *d)
     refund(d, "k-r5", "DEMO-O1", "R-O1-1", 1500);
     wait_refund(d, "R-O1-1", 30, state, sizeof state);
     note("R-O1-1 is now %s", state);
+
+    note("WeChat Pay accepts a refund and finishes it later (PROCESSING, then a notification):");
+    refund(d, "k-r6", "DEMO-W1", "R-W1-1", 600);
+    expect_refund("DEMO-W1", 600);
+    wait_refund(d, "R-W1-1", 30, state, sizeof state);
+    note("R-W1-1 is now %s", state);
+    refunds_2c2p(d);
 }
 
 static void session(struct demo *d)

@@ -88,6 +88,7 @@ static int take_option(struct pt_gw_cli *a, int argc, char **argv, int *i)
         {"--key", &a->key},
         {"--key-file", &a->key_file},
         {"--pubkey", &a->pubkey},
+        {"--peer-key", &a->peer_key},
         {"--mchid", &a->mchid},
         {"--serial", &a->serial},
         {"--method", &a->method},

@@ -23,7 +23,8 @@
 
 static const char help[] =
     "usage: payterm sim --dir DIR [--listen HOST:PORT] [--notify-base URL]\n"
-    "                   [--pay-delay-ms N] [--idle-timeout-ms N] [--quiet]\n\n"
+    "                   [--pay-delay-ms N] [--idle-timeout-ms N] [--pm-refund-pending]\n"
+    "                   [--quiet]\n\n"
     "Runs the gateway simulator: Alipay, WeChat Pay, Stripe and 2C2P over HTTPS on one\n"
     "port, until SIGTERM or SIGINT.\n\n"
     "  --dir DIR           keys, certificates, gateways.json and the ledger (sim.db);\n"
@@ -36,6 +37,8 @@ static const char help[] =
     "  --idle-timeout-ms N close kept-alive connections idle for N ms (default 30000)\n"
     "  --wechat-close-after-ms N  WeChat Pay refuses to close an order younger than\n"
     "                      N ms (it documents 5 minutes: 300000; default: at once)\n"
+    "  --pm-refund-pending 2C2P refunds are answered RP (pending) and become RF after\n"
+    "                      the pay delay, as 2C2P refunds alternative payment methods\n"
     "  --quiet             no line per request\n"
     "  -c/--config FILE    accepted and ignored: the simulator needs no configuration\n\n"
     "Use it with:  payterm serve -c payterm.json -c DIR/gateways.json\n"
@@ -72,6 +75,10 @@ int pt_cmd_sim(int argc, char **argv)
             continue; /* accepted everywhere; the simulator needs no config file */
         if (strcmp(a, "--quiet") == 0) {
             o.quiet = 1;
+            continue;
+        }
+        if (strcmp(a, "--pm-refund-pending") == 0) {
+            o.pm_refund_pending = 1;
             continue;
         }
         if (i + 1 >= argc) {

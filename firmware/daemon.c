@@ -27,6 +27,9 @@
 #include <mbedtls/x509_crt.h>
 
 #include <errno.h>
+#if PT_HAVE_M_ARENA_MAX
+#include <malloc.h>
+#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -428,6 +431,13 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     }
     d->cfg = *cfg;
     d->lock_fd = d->listen_fd = d->notify_fd = -1;
+#if PT_HAVE_M_ARENA_MAX
+    /* glibc gives each thread that allocates an arena of its own (up to 8
+     * per core), and what a thread frees stays in its arena: a dozen
+     * threads kept several MiB each had used once (issue 38).  Two are
+     * enough for a lane's concurrency. */
+    mallopt(M_ARENA_MAX, 2);
+#endif
     pthread_mutex_init(&d->mu, NULL);
     if ((rc = pt_gate_new(&d->gate)) != PT_OK) {
         snprintf(err, errlen, "out of memory");

@@ -33,6 +33,7 @@ int pt_gw_config_load(const struct pt_config *cfg, const char *gateway, pt_rando
     copy(out->serial_no, sizeof out->serial_no, in->serial_no);
     copy(out->platform_serial, sizeof out->platform_serial, in->platform_serial);
     copy(out->notify_url, sizeof out->notify_url, in->notify_url);
+    copy(out->refund_endpoint, sizeof out->refund_endpoint, in->refund_endpoint);
     out->barcode_timeout_s = (int)in->barcode_timeout_s;
     out->utc_offset_min = in->utc_offset_min;
     out->ncurrencies = in->ncurrencies;

@@ -11,6 +11,9 @@
 #include "log.h"
 #include "pt_config.h"
 
+#if PT_HAVE_MALLOC_TRIM
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -217,6 +220,13 @@ static void *run(void *p)
         else if (ds.examined)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
+#if PT_HAVE_MALLOC_TRIM
+        /* A pass that moved many charges freed what it read them with; glibc
+         * keeps freed memory for the next malloc, and a drained queue of
+         * 50 000 left 29 MiB private (issue 38): give it back. */
+        if (rc == PT_OK && ds.examined + ds.expired >= 256)
+            malloc_trim(0);
+#endif
         int down = pt_sync_any_down(y->sync);
         next_wipe = wipe(y, pt_host_mono_ms(), next_wipe, &wipe_at_start);
         pt_gate_leave(y->gate);
@@ -236,6 +246,14 @@ static void *run(void *p)
             /* A gateway is down: look again (probe) every interval, not
              * every second. */
             next = next_probe > now ? next_probe : now + interval;
+            /* ...or sooner when a queued charge expires before that: the
+             * pass reads none of the queue otherwise (sync.c,
+             * expire_skipped), so a lane waiting out an outage sleeps. */
+            if (rc == PT_OK && ds.next_expiry && ds.next_expiry - clock_skew < next) {
+                next = ds.next_expiry - clock_skew;
+                if (next < now + 1000)
+                    next = now + 1000;
+            }
         } else if (ds.next_due) {
             next = ds.next_due - clock_skew;
             if (next < now + 1000)

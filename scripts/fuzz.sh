@@ -13,7 +13,7 @@ seconds=${PT_FUZZ_SECONDS:-20}
 build=build/fuzz
 targets=${*:-"fuzz_form fuzz_json fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
 fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses fuzz_wechat_v2_xml
-fuzz_wechat_certs"}
+fuzz_wechat_certs fuzz_jose fuzz_pm_xml"}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_BUILD_BENCH=OFF -DPT_WERROR=ON \
@@ -67,6 +67,23 @@ cat $v/keys/wechat_platform_cert.pem | seed fuzz_wechat_certs cert '\001'
 cat $v/keys/alipay_gateway_public.pem | seed fuzz_pem spki
 cat $v/keys/wechat_platform_cert.pem | seed fuzz_pem cert
 cat $v/keys/merchant_alipay_pkcs1.pem | seed fuzz_pem pkcs1
+# 2C2P Payment Maintenance: the tokens jose made (a leading mode byte: 0 the
+# whole token, 1 a JWE, 2 a JWS - fuzz_jose.c), the JWE inside one for mode
+# 3, the XML of the answers for the classifiers (0 R, 1 RS, 2 I, 3 reader).
+jq -r '.jose_made[] | "\(.kind)\t\(.token)"' $v/2c2p_pm.json | while IFS="$(printf '\t')" read -r kind tok; do
+    i=$((i + 1))
+    case $kind in nested) p='\000' ;; jwe) p='\001' ;; *) p='\002' ;; esac
+    printf %s "$tok" | seed fuzz_jose "j$i" "$p"
+done
+jq -r '.jose_made[] | select(.kind == "jwe") | .token' $v/2c2p_pm.json | seed fuzz_jose jwe '\003'
+jq -r '.requests[0].xml' $v/2c2p_pm.json | seed fuzz_jose text '\004'
+jq -r '.answers[] | select(.xml != "") | "\(.op)\t\(.xml | @base64)"' $v/2c2p_pm.json |
+    while IFS="$(printf '\t')" read -r op b64; do
+        i=$((i + 1))
+        case $op in R) p='\000' ;; RS) p='\001' ;; *) p='\002' ;; esac
+        printf %s "$b64" | base64 -d | seed fuzz_pm_xml "x$i" "$p"
+        printf %s "$b64" | base64 -d | seed fuzz_pm_xml "w$i" '\003'
+    done
 jq -r '.responses[3].body' $v/wechat.json | seed fuzz_responses query '\011\000'
 printf '%s' '{"id":"pi_1","amount":1200,"currency":"usd","status":"succeeded"}' | seed fuzz_responses pi '\000\000'
 printf '%s' '{"code":"10000","msg":"Success","qr_code":"x","trade_status":"TRADE_SUCCESS","total_amount":"88.88"}' | seed fuzz_responses ali '\001\000'

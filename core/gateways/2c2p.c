@@ -8,8 +8,12 @@
  * redirect (the token expires), so CANCEL and CLOSE are PT_EUNSUPPORTED: a
  * payment page ends by the paymentExpiry its token was issued with (SPEC
  * 18), confirmed by paymentInquiry once it has passed.
+ *
+ * Refunds are not part of PGW: 2C2P documents them in its Payment
+ * Maintenance API, with keys of their own (2c2p_pm.c).
  */
 #include "gateways/2c2p.h"
+#include "gateways/2c2p_pm.h"
 #include "buf.h"
 #include "err.h"
 #include "gateway.h"
@@ -371,12 +375,16 @@ static int c2p_parse_notify(const struct pt_gw_config *cfg, const struct pt_http
     return rc;
 }
 
-/* gateways.2c2p (SPEC section 10). */
+/* gateways.2c2p (SPEC section 10).  The pm_ keys are the Payment
+ * Maintenance API's (refunds, SPEC 5a): all three or none. */
 static const struct pt_gw_key c2p_keys[] = {
     PT_GW_KEY("endpoint", PT_GWK_HTTPS, endpoint, 0),
     PT_GW_KEY("merchant_id", PT_GWK_TEXT, merchant_id, 1),
-    PT_GW_KEY("secret_key_file", PT_GWK_SECRET, files[0], 1),
+    PT_GW_KEY("secret_key_file", PT_GWK_SECRET, files[C2P_SECRET], 1),
     PT_GW_KEY("notify_url", PT_GWK_URL, notify_url, 0),
+    PT_GW_KEY("pm_endpoint", PT_GWK_HTTPS, refund_endpoint, 0),
+    PT_GW_KEY("pm_private_key_file", PT_GWK_SECRET, files[C2P_PM_PRIVATE_KEY], 0),
+    PT_GW_KEY("pm_public_key_file", PT_GWK_FILE, files[C2P_PM_PUBLIC_KEY], 0),
     /* The zone of 2C2P's zone-less times (paymentExpiry). */
     {.name = "utc_offset",
      .kind = PT_GWK_UTC_OFFSET,
@@ -387,10 +395,9 @@ static const struct pt_gw_key c2p_keys[] = {
 static int c2p_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
                     struct pt_gw_config *o, char *err, size_t errlen)
 {
-    (void)rnd;
-    (void)ctx;
-    return pt__gw_load_secret("2c2p", "secret_key_file", in->files[0], o->secret, sizeof o->secret,
-                              &o->secret_len, err, errlen);
+    int rc = pt__gw_load_secret("2c2p", "secret_key_file", in->files[C2P_SECRET], o->secret,
+                                sizeof o->secret, &o->secret_len, err, errlen);
+    return rc == PT_OK ? pt__c2p_load_pm(in, rnd, ctx, o, err, errlen) : rc;
 }
 
 static const struct pt_gw_method c2p_methods[] = {
@@ -419,16 +426,16 @@ const struct pt_gateway pt_gateway_2c2p = {
     .build = c2p_build,
     .parse = c2p_parse,
     .parse_notify = c2p_parse_notify,
-    /* No refund calls (build_refund, parse_refund NULL): 2C2P's documented
-     * refund for PGW 4.x is the Payment Maintenance API (POST
-     * .../PaymentAction/2.0/action, an XML PaymentProcessRequest with
-     * processType R, status by RS), a JWE (RSA-OAEP + A256GCM, 2C2P's public
-     * key) inside a JWS (PS256, the merchant's RSA key).  payterm holds only
-     * the HS256 merchant secret for 2C2P (and crypto.h has neither OAEP nor
-     * PSS), and the documented sample request carries no merchant refund
-     * reference that could serve as the refund's idempotency key: a resend
-     * after a timeout could refund twice.  docs/2c2p-refunds.md says what was
-     * read and what could not be confirmed. */
+    /* Refunds through Payment Maintenance (2c2p_pm.c): R and RS.  Its
+     * request names the invoice and an amount, nothing that names the
+     * refund, so exactly once is the engine's order of operations
+     * (refund_keyless; docs/2c2p-refunds.md).  2C2P's asynchronous refund
+     * notification is not used: RS resolves a pending refund. */
+    .build_refund = pt__c2p_build_refund,
+    .parse_refund = pt__c2p_parse_refund,
+    .refund_keyless = 1,
+    .parse_refund_list = pt__c2p_parse_refund_list,
+    .refund_unavailable = pt__c2p_refund_unavailable,
     /* PGW v4.3 voids an authorised card transaction (payment maintenance),
      * but has no call that withdraws an issued payment token: the page
      * stays payable until the token expires. */

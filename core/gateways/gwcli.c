@@ -148,6 +148,20 @@ static const struct pt_gw_cli_scheme extra_schemes[] = {
         .verify_usage = "--gateway wechat-v2 --key-file apiv2_key < answer.xml\n"
                         "    (an APIv2 answer; HMAC-SHA256 signs only)",
     },
+    {
+        .name = "2c2p-pm",
+        .sign = pt__cli_sign_c2p_pm,
+        .verify = pt__cli_verify_c2p_pm,
+        .sign_usage = "--gateway 2c2p-pm --key MERCHANT.pem --peer-key 2C2P_PUBLIC.pem < "
+                      "request.xml",
+        .sign_prints = "{\"token\":...}   a JWS (PS256, --key) of a JWE (RSA-OAEP + "
+                       "A256GCM, to --peer-key)\n"
+                       "          of the XML as given: 2C2P's Payment Maintenance body",
+        .verify_usage = "--gateway 2c2p-pm --key MERCHANT.pem --peer-key 2C2P_PUBLIC.pem < token\n"
+                        "    (2C2P's answer: the JWS checked with --peer-key, the JWE opened with "
+                        "--key;\n"
+                        "    --peer-key may be 2C2P's certificate, PEM or DER)",
+    },
 };
 
 #define NEXTRA ((int)(sizeof extra_schemes / sizeof extra_schemes[0]))

@@ -32,7 +32,8 @@ struct pt_gw_cli {
     const char *cmd; /* "sign" or "verify" */
     const char *gateway, *key, *pubkey, *mchid, *serial, *method, *url, *timestamp, *nonce;
     const char *secret, *secret_file, *apiv3, *apiv3_file, *now, *tolerance;
-    const char *key_file;                       /* --key-file (wechat-v2: the APIv2 key) */
+    const char *key_file; /* --key-file (wechat-v2: the APIv2 key) */
+    const char *peer_key; /* --peer-key (2c2p-pm: the other side's public key) */
     const char *headers[PT_GW_CLI_MAX_HEADERS]; /* "Name: value" */
     int nheaders;
     int64_t now_s; /* the wall clock, for a signature timestamp or a tolerance */
@@ -50,12 +51,16 @@ int pt__cli_sign_c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out);
 int pt__cli_verify_c2p(struct pt_gw_cli *a, char *in, size_t len, cJSON **out);
 int pt__cli_sign_wechat_v2(struct pt_gw_cli *a, char *in, size_t len, cJSON **out);
 int pt__cli_verify_wechat_v2(struct pt_gw_cli *a, char *in, size_t len, cJSON **out);
+int pt__cli_sign_c2p_pm(struct pt_gw_cli *a, char *in, size_t len, cJSON **out);
+int pt__cli_verify_c2p_pm(struct pt_gw_cli *a, char *in, size_t len, cJSON **out);
 
 /*
  * The signature schemes `payterm sign/verify --gateway NAME` knows: each
  * registry gateway's own (its table's cli_* entries), then the schemes that
  * are not a gateway of their own - "wechat-v2", the APIv2 HMAC of the
- * WeChat payment-code calls, which belong to the wechat gateway.  The
+ * WeChat payment-code calls, which belong to the wechat gateway, and
+ * "2c2p-pm", the JWE-in-JWS of 2C2P's Payment Maintenance API (refunds),
+ * which belongs to the 2c2p gateway.  The
  * commands loop over these instead of the registry, so no name is spelled
  * outside core/gateways.
  */
@@ -72,7 +77,7 @@ int pt_gw_cli_scheme_count(void);
 int pt_gw_cli_scheme_at(int i, struct pt_gw_cli_scheme *out);
 /* The scheme called name into *out; PT_OK or PT_ENOTFOUND. */
 int pt_gw_cli_scheme_find(const char *name, struct pt_gw_cli_scheme *out);
-/* "alipay, wechat, stripe, 2c2p or wechat-v2" (for a usage error). */
+/* "alipay, wechat, stripe, 2c2p, wechat-v2 or 2c2p-pm" (for a usage error). */
 const char *pt_gw_cli_scheme_names(void);
 
 /* Sets a->err; returns PT_GW_CLI_USAGE. */

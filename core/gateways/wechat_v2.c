@@ -23,6 +23,7 @@
 #include "gateway.h"
 #include "gateways/gwcli.h"
 #include "gateways/gwcommon.h"
+#include "gateways/xmlread.h"
 #include "money.h"
 #include "pt_config.h"
 
@@ -56,48 +57,6 @@ static int name_ok(const char *s)
     return s[n] == '\0' && n <= PT_WXV2_NAME_MAX;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629), 0 when there is none. */
-static size_t utf8_seq(const unsigned char *p, size_t left)
-{
-    unsigned char c = p[0];
-    size_t n;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else
-        return 0;
-    if (left < n || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF)
-            return 0;
-    return n;
-}
-
-/* 1 when s (len bytes) is UTF-8 without NUL or control characters other
- * than tab and LF (and CR when cr_ok). */
-static int text_ok(const char *s, size_t len, int cr_ok)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        if (p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && !(cr_ok && p[i] == '\r'))
-            return 0;
-        if (p[i] == 0x7F)
-            return 0;
-        size_t n = utf8_seq(p + i, len - i);
-        if (!n)
-            return 0;
-        i += n;
-    }
-    return 1;
-}
-
 /* ---- the writer -------------------------------------------------------------- */
 
 /* The SDK's rule (Transformer's tagValueProcessor): CDATA only when needed. */
@@ -129,7 +88,8 @@ int pt_wxv2_xml(const struct pt_wxv2_field *f, size_t n, char **out, size_t *len
     if (n > PT_WXV2_FIELDS_MAX)
         return PT_ETOOBIG;
     for (size_t i = 0; i < n; i++)
-        if (!name_ok(f[i].name) || !f[i].value || !text_ok(f[i].value, strlen(f[i].value), 0))
+        if (!name_ok(f[i].name) || !f[i].value ||
+            !pt__xml_text_ok(f[i].value, strlen(f[i].value), 0))
             return PT_EINVAL;
     pt_buf_init(&b, PT_WXV2_XML_MAX);
     pt_buf_puts(&b, "<xml>");
@@ -156,34 +116,8 @@ int pt_wxv2_xml(const struct pt_wxv2_field *f, size_t n, char **out, size_t *len
 
 /* ---- the reader -------------------------------------------------------------- */
 
-struct rd {
-    const char *p, *end;
-    char *w; /* next free byte of the store */
-};
-
-static int at(const struct rd *r, const char *lit)
-{
-    size_t n = strlen(lit);
-    return (size_t)(r->end - r->p) >= n && memcmp(r->p, lit, n) == 0;
-}
-
-static void skip_ws(struct rd *r)
-{
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
-        r->p++;
-}
-
-/* The first "]]>" at or after p, or NULL. */
-static const char *find_cdata_end(const char *p, const char *end)
-{
-    for (; end - p >= 3; p++)
-        if (p[0] == ']' && p[1] == ']' && p[2] == '>')
-            return p;
-    return NULL;
-}
-
 /* A name at r->p: its length (r->p moved past it), 0 when there is none. */
-static size_t take_name(struct rd *r)
+static size_t take_name(struct pt_xml_rd *r)
 {
     const char *s = r->p;
     if (s >= r->end || !name_start((unsigned char)*s))
@@ -194,45 +128,25 @@ static size_t take_name(struct rd *r)
     return n <= PT_WXV2_NAME_MAX ? n : 0;
 }
 
-/* One of the five predefined entities at r->p, written to the store. */
-static int take_entity(struct rd *r)
-{
-    static const struct {
-        const char *ref;
-        char c;
-    } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    for (size_t i = 0; i < sizeof ents / sizeof ents[0]; i++)
-        if (at(r, ents[i].ref)) {
-            r->p += strlen(ents[i].ref);
-            *r->w++ = ents[i].c;
-            return PT_OK;
-        }
-    return PT_EPARSE; /* other entities, character references, a lone '&' */
-}
-
 /* The content of element name (nlen bytes) up to and including its end tag. */
-static int take_value(struct rd *r, const char *name, size_t nlen)
+static int take_value(struct pt_xml_rd *r, const char *name, size_t nlen)
 {
     while (r->p < r->end) {
         char c = *r->p;
         if (c == '<') {
-            if (at(r, "<![CDATA[")) {
+            if (pt__xml_at(r, "<![CDATA[")) {
                 r->p += 9;
-                const char *e = find_cdata_end(r->p, r->end);
-                if (!e)
+                if (pt__xml_cdata(r) != PT_OK)
                     return PT_EPARSE;
-                memcpy(r->w, r->p, (size_t)(e - r->p));
-                r->w += e - r->p;
-                r->p = e + 3;
                 continue;
             }
-            if (!at(r, "</"))
+            if (!pt__xml_at(r, "</"))
                 return PT_EPARSE; /* a nested element, comment, PI or DOCTYPE */
             r->p += 2;
             if ((size_t)(r->end - r->p) < nlen || memcmp(r->p, name, nlen) != 0)
                 return PT_EPARSE;
             r->p += nlen;
-            skip_ws(r);
+            pt__xml_skip_ws(r);
             if (r->p >= r->end || *r->p != '>')
                 return PT_EPARSE;
             r->p++;
@@ -240,11 +154,11 @@ static int take_value(struct rd *r, const char *name, size_t nlen)
             return PT_OK;
         }
         if (c == '&') {
-            if (take_entity(r) != PT_OK)
+            if (pt__xml_entity(r) != PT_OK)
                 return PT_EPARSE;
             continue;
         }
-        if (at(r, "]]>"))
+        if (pt__xml_at(r, "]]>"))
             return PT_EPARSE; /* not allowed in text (XML 1.0 section 2.4) */
         *r->w++ = c;
         r->p++;
@@ -253,7 +167,7 @@ static int take_value(struct rd *r, const char *name, size_t nlen)
 }
 
 /* One <name>value</name> or <name/> at r->p into field *f. */
-static int take_field(struct rd *r, struct pt_wxv2_field *f)
+static int take_field(struct pt_xml_rd *r, struct pt_wxv2_field *f)
 {
     r->p++; /* '<' */
     const char *raw = r->p;
@@ -264,10 +178,10 @@ static int take_field(struct rd *r, struct pt_wxv2_field *f)
     memcpy(name, raw, nlen);
     name[nlen] = '\0';
     r->w += nlen + 1;
-    skip_ws(r);
+    pt__xml_skip_ws(r);
     f->name = name;
     f->value = r->w;
-    if (at(r, "/>")) {
+    if (pt__xml_at(r, "/>")) {
         r->p += 2;
         *r->w++ = '\0';
         return PT_OK;
@@ -278,23 +192,6 @@ static int take_field(struct rd *r, struct pt_wxv2_field *f)
     return take_value(r, raw, nlen);
 }
 
-/* An XML declaration at the very start: skipped, nothing else starting "<?". */
-static int skip_declaration(struct rd *r)
-{
-    if (!at(r, "<?xml") || r->end - r->p < 6 ||
-        !(r->p[5] == ' ' || r->p[5] == '\t' || r->p[5] == '\n' || r->p[5] == '\r'))
-        return PT_OK;
-    for (const char *q = r->p + 5; r->end - q >= 2; q++) {
-        if (*q == '<' || *q == '>')
-            return PT_EPARSE;
-        if (q[0] == '?' && q[1] == '>') {
-            r->p = q + 2;
-            return PT_OK;
-        }
-    }
-    return PT_EPARSE;
-}
-
 static int duplicate(const struct pt_wxv2_msg *m, const char *name)
 {
     for (int i = 0; i < m->n; i++)
@@ -303,27 +200,27 @@ static int duplicate(const struct pt_wxv2_msg *m, const char *name)
     return 0;
 }
 
-static int parse_doc(struct rd *r, struct pt_wxv2_msg *m)
+static int parse_doc(struct pt_xml_rd *r, struct pt_wxv2_msg *m)
 {
-    if (skip_declaration(r) != PT_OK)
+    if (pt__xml_skip_declaration(r) != PT_OK)
         return PT_EPARSE;
-    skip_ws(r);
-    if (!at(r, "<xml"))
+    pt__xml_skip_ws(r);
+    if (!pt__xml_at(r, "<xml"))
         return PT_EPARSE;
     r->p += 4;
-    skip_ws(r);
+    pt__xml_skip_ws(r);
     if (r->p >= r->end || *r->p != '>')
         return PT_EPARSE; /* <xmlfoo>, attributes, <xml/> */
     r->p++;
     for (;;) {
-        skip_ws(r);
-        if (at(r, "</xml")) {
+        pt__xml_skip_ws(r);
+        if (pt__xml_at(r, "</xml")) {
             r->p += 5;
-            skip_ws(r);
+            pt__xml_skip_ws(r);
             if (r->p >= r->end || *r->p != '>')
                 return PT_EPARSE;
             r->p++;
-            skip_ws(r);
+            pt__xml_skip_ws(r);
             return r->p == r->end ? PT_OK : PT_EPARSE;
         }
         if (r->p >= r->end || *r->p != '<')
@@ -358,7 +255,7 @@ int pt_wxv2_parse(const char *xml, size_t len, struct pt_wxv2_msg *out)
         return PT_ETOOBIG;
     /* The whole document at once: UTF-8, no NUL, no control characters
      * (CDATA cannot carry them either). */
-    if (!text_ok(xml, len, 1))
+    if (!pt__xml_text_ok(xml, len, 1))
         return PT_EPARSE;
     /* Names and values are never longer than the text they came from, so
      * the store cannot overflow: each field takes at most as many bytes
@@ -369,7 +266,7 @@ int pt_wxv2_parse(const char *xml, size_t len, struct pt_wxv2_msg *out)
         pt_wxv2_msg_free(out);
         return PT_ENOMEM;
     }
-    struct rd r = {.p = xml, .end = xml + len, .w = out->store};
+    struct pt_xml_rd r = {.p = xml, .end = xml + len, .w = out->store};
     int rc = parse_doc(&r, out);
     if (rc != PT_OK)
         pt_wxv2_msg_free(out);

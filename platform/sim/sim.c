@@ -11,7 +11,8 @@
  * eventfd: nothing spins.
  *
  * Gateways are told apart by path (/gateway.do Alipay, /v3/, /pay/ and
- * /secapi/ WeChat, /v1/ Stripe, /payment/4.3/ 2C2P).  The TLS server name (SNI) is used for one
+ * /secapi/ WeChat, /v1/ Stripe, /payment/4.3/ and the Payment Maintenance
+ * /PaymentAction/2.0/action 2C2P).  The TLS server name (SNI) is used for one
  * thing only: refuse_connect for a single gateway, which has to act before
  * the client has written a byte, i.e. during the handshake, when no path is
  * known yet.  gateways.json therefore names each gateway by its own host
@@ -34,7 +35,10 @@
  *   delay                 the answer (and the commit) waits delay_ms.
  * "method" and "path" (a prefix) narrow a fault to some requests: with
  * "path":"/v3/certificates" WeChat's certificate download fails while its
- * payments go through.
+ * payments go through.  "process_type" (R, RS, I) narrows one to 2C2P
+ * Payment Maintenance requests of that processType, so a fault can hit a
+ * refund and not its status query; the request has to be read for that,
+ * so it does not combine with refuse_connect.
  *
  * POST /_sim/rotate {"gateway":"wechat"} replaces WeChat's platform key
  * (sim_files.c issues it, sim_wechat.c signs with it).
@@ -156,7 +160,8 @@ int pt_sim_port(const struct pt_sim *s)
 
 /* Takes one matching fault (lk held); SIM_FAULT_NONE when none matches. */
 static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, const char *method,
-                                      const char *path, int refuse, int *delay_ms)
+                                      const char *path, const char *ptype, int refuse,
+                                      int *delay_ms)
 {
     for (int i = 0; i < s->nfaults; i++) {
         struct sim_fault *f = &s->faults[i];
@@ -168,6 +173,8 @@ static enum sim_fault_mode fault_take(struct pt_sim *s, int gw, const char *meth
             continue;
         if (f->path[0] && (!path || strncmp(path, f->path, strlen(f->path)) != 0))
             continue;
+        if (strcmp(f->process_type, ptype ? ptype : "") != 0)
+            continue; /* serve() matches unnarrowed faults, a handler narrowed ones */
         enum sim_fault_mode m = f->mode;
         if (delay_ms)
             *delay_ms = f->delay_ms;
@@ -196,6 +203,15 @@ static void sleep_interruptible(struct pt_sim *s, int ms)
     while (!s->stopping && pthread_cond_timedwait(&s->conns_cond, &s->lk, &until) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&s->lk);
+}
+
+void pt__sim_fault_for(struct sim_call *c, const char *process_type)
+{
+    if (c->mode != SIM_FAULT_NONE || !process_type || !*process_type)
+        return;
+    pthread_mutex_lock(&c->s->lk);
+    c->mode = fault_take(c->s, c->gw, "POST", c->path, process_type, 0, &c->delay_ms);
+    pthread_mutex_unlock(&c->s->lk);
 }
 
 int pt__sim_commit_gate(struct sim_call *c)
@@ -256,6 +272,8 @@ static cJSON *faults_json(struct pt_sim *s)
             cJSON_AddStringToObject(o, "method", s->faults[i].method);
         if (s->faults[i].path[0])
             cJSON_AddStringToObject(o, "path", s->faults[i].path);
+        if (s->faults[i].process_type[0])
+            cJSON_AddStringToObject(o, "process_type", s->faults[i].process_type);
         cJSON_AddItemToArray(arr, o);
     }
     return root;
@@ -271,7 +289,7 @@ static void bad_request(struct sim_resp *rs, const char *msg)
 }
 
 /* POST /_sim/faults {"gateway":"*"|name,"mode":...,"count":N,"delay_ms":N,"method":M,
- * "path":P} */
+ * "path":P,"process_type":T} */
 static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct sim_req *rq,
                         struct sim_resp *rs)
 {
@@ -326,6 +344,16 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
         bad_request(rs, "path: a path prefix starting with /, at most 63 characters");
         goto out;
     }
+    /* "process_type": only 2C2P Payment Maintenance requests of it. */
+    const char *ptype = pt__sim_json_str(j, "process_type");
+    if (ptype && strcmp(ptype, "R") != 0 && strcmp(ptype, "RS") != 0 && strcmp(ptype, "I") != 0) {
+        bad_request(rs, "process_type: R, RS or I (2C2P Payment Maintenance)");
+        goto out;
+    }
+    if (ptype && m == SIM_FAULT_REFUSE_CONNECT) {
+        bad_request(rs, "process_type: refuse_connect acts before a request is read");
+        goto out;
+    }
     if (m == SIM_FAULT_DELAY && delay == 0) {
         bad_request(rs, "delay_ms: required (> 0) for mode delay");
         goto out;
@@ -348,6 +376,8 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
             snprintf(f.method, sizeof f.method, "%s", method);
         if (path)
             snprintf(f.path, sizeof f.path, "%s", path);
+        if (ptype)
+            snprintf(f.process_type, sizeof f.process_type, "%s", ptype);
         s->faults[s->nfaults++] = f;
     }
     cJSON *list = faults_json(s);
@@ -657,7 +687,7 @@ static int sni_cb(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, 
     if (c->gw == SIM_GW_ANY)
         return 0;
     pthread_mutex_lock(&s->lk);
-    enum sim_fault_mode m = fault_take(s, c->gw, NULL, NULL, 1, NULL);
+    enum sim_fault_mode m = fault_take(s, c->gw, NULL, NULL, NULL, 1, NULL);
     pthread_mutex_unlock(&s->lk);
     if (m == SIM_FAULT_REFUSE_CONNECT) {
         /* A failing SNI callback aborts the handshake with a fatal alert:
@@ -779,7 +809,8 @@ static int gw_from_path(const char *path)
         return SIM_GW_WECHAT;
     if (strncmp(path, "/v1/", 4) == 0)
         return SIM_GW_STRIPE;
-    if (strncmp(path, "/payment/4.3/", 13) == 0)
+    if (strncmp(path, "/payment/4.3/", 13) == 0 || strcmp(path, "/PaymentAction/2.0/action") == 0 ||
+        strcmp(path, "/2C2PFrontend/PaymentAction/2.0/action") == 0)
         return SIM_GW_2C2P;
     return SIM_GW_ANY;
 }
@@ -938,7 +969,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
 {
     struct pt_sim *s = c->s;
     struct sim_resp rs = {0};
-    struct sim_call call = {.s = s};
+    struct sim_call call = {.s = s, .gw = rq->gw, .path = rq->path};
     int rc = 0;
     rq->client_cert = c->client_cert;
     if (c->gw == SIM_GW_ANY && rq->gw != SIM_GW_ANY) {
@@ -955,7 +986,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             pt__sim_resp_set(&rs, 404, "application/json", no_gateway, sizeof no_gateway - 1);
     } else {
         pthread_mutex_lock(&s->lk);
-        call.mode = fault_take(s, rq->gw, rq->method, rq->path, 0, &call.delay_ms);
+        call.mode = fault_take(s, rq->gw, rq->method, rq->path, NULL, 0, &call.delay_ms);
         pthread_mutex_unlock(&s->lk);
         pt__sim_gateway(rq->gw)->handle(&call, rq, &rs);
         /* A handler that never reached its commit point (a query, a refused
@@ -1298,6 +1329,7 @@ int pt_sim_start(const struct pt_sim_options *opt, struct pt_sim **out, char *er
     s->stripe_key_ttl_ms = (opt->stripe_key_ttl_s > 0 ? opt->stripe_key_ttl_s : 86400) * 1000;
     s->key_bits = opt->key_bits > 0 ? opt->key_bits : 2048;
     s->quiet = opt->quiet;
+    s->pm_refund_pending = opt->pm_refund_pending;
     for (int g = 0; g < SIM_GW__COUNT; g++) {
         /* Per-gateway host names only where they resolve to this server. */
         if (is_loopback(s->listen_host))

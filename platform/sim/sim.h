@@ -48,6 +48,10 @@ struct pt_sim_options {
     int key_bits;
     /* 1: no per-request log lines (errors are still logged). */
     int quiet;
+    /* 1: a 2C2P Payment Maintenance refund is answered RP (pending) and
+     * becomes RF after pay_delay_ms, as 2C2P's alternative payment methods
+     * refund; 0: RF at once, as cards. */
+    int pm_refund_pending;
     /* WeChat Pay refuses to close an order younger than this (it documents
      * 5 minutes: 300000); 0 = closes at once, which client cancels of a
      * fresh code rely on in the tests. */

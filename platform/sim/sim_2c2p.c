@@ -19,6 +19,19 @@
  * paymentExpiry ("yyyy-MM-dd HH:mm:ss", read in Bangkok time like 2C2P's
  * own times) is recorded, and past it nobody can pay the page (the inquiry
  * still answers 0001, pending).
+ *
+ *   POST /PaymentAction/2.0/action   Payment Maintenance (refunds)
+ *
+ * (also under /2C2PFrontend/, as 2C2P's sandbox writes it): a JWS (PS256,
+ * the merchant's key) of a JWE (RSA-OAEP + A256GCM, to 2C2P's key) of a
+ * <PaymentProcessRequest>, answered with the mirror image - keys of its own,
+ * written into DIR (sim_files.c).  processType R refunds a paid trade: each
+ * request is a new refund (2C2P's request carries no refund key, so a
+ * resent refund is a second refund here, as it would be there), never more
+ * than what is left; RF at once, or RP first and RF after the pay delay
+ * with --pm-refund-pending.  RS lists the trade's refunds (refundList,
+ * from the ledger); I tells the trade's status.  Faults narrowed by
+ * "process_type" apply once the request is read (pt__sim_fault_for).
  */
 #include "sim_int.h"
 
@@ -26,6 +39,9 @@
 #include "crypto.h"
 #include "err.h"
 #include "gateways/2c2p.h"
+#include "gateways/2c2p_pm.h"
+#include "gateways/jose.h"
+#include "gateways/pmxml.h"
 #include "gateways/jscan.h"
 #include "money.h"
 
@@ -326,10 +342,379 @@ out:
     cJSON_Delete(j);
 }
 
+/* ---- Payment Maintenance (refunds) ------------------------------------------- */
+
+#define PM_REFUNDS_MAX PT_PMXML_REFUNDS_MAX
+
+/* 2C2P's times, in Bangkok (UTC+7): yyyyMMddHHmmss (transactionDateTime,
+ * dateTime), or ddMMyyHHmmss (timeStamp) when stamp is set. */
+static void bangkok(int64_t ms, int stamp, char *out, size_t cap)
+{
+    time_t tt = (time_t)(ms / 1000) + 7 * 3600;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    char full[16];
+    strftime(full, sizeof full, "%Y%m%d%H%M%S", &tm);
+    if (stamp) /* ddMMyy: 2C2P's own two-digit year */
+        snprintf(out, cap, "%.2s%.2s%.2s%.6s", full + 6, full + 4, full + 2, full + 8);
+    else
+        snprintf(out, cap, "%s", full);
+}
+
+/* What one answer says, beyond its fields. */
+struct pm_answer {
+    struct pt_pmxml_field f[24];
+    int n;
+    struct pt_pmxml_refund r[PM_REFUNDS_MAX];
+    char rbuf[PM_REFUNDS_MAX][4][72]; /* the refunds' attribute texts */
+    int nr;
+    int list_at; /* -1: no refundList */
+    char stamp[16];
+};
+
+/* A field of the answer; a NULL value (what the request did not say) is
+ * left out. */
+static void add(struct pm_answer *a, const char *name, const char *value)
+{
+    if (value && a->n < (int)(sizeof a->f / sizeof a->f[0]))
+        a->f[a->n++] = (struct pt_pmxml_field){name, value};
+}
+
+static void answer_start(const struct pt_sim *s, struct pm_answer *a, const char *code,
+                         const char *desc, const char *pt, const char *inv)
+{
+    memset(a, 0, sizeof *a);
+    a->list_at = -1;
+    bangkok(pt__sim_now_ms(s), 1, a->stamp, sizeof a->stamp);
+    add(a, "version", PT_2C2P_PM_VERSION);
+    add(a, "timeStamp", a->stamp);
+    add(a, "respCode", code);
+    add(a, "respDesc", desc);
+    add(a, "processType", pt);
+    add(a, "invoiceNo", inv);
+}
+
+/* Seals the answer to the merchant, signed with 2C2P's key. */
+static void pm_send(struct pt_sim *s, struct sim_resp *rs, const struct pm_answer *a)
+{
+    char *xml = NULL, *tok = NULL;
+    size_t len = 0, tlen = 0;
+    if (pt_pmxml_write("PaymentProcessResponse", a->f, a->n, a->r, a->nr, a->list_at, &xml, &len) !=
+            PT_OK ||
+        pt_jose_seal(s->k.c2p_pm_key, s->k.c2p_pm_merchant_pub, NULL, NULL, xml, len, &tok,
+                     &tlen) != PT_OK)
+        pt__sim_resp_set(rs, 500, "text/plain", "cannot seal the answer", 22);
+    else
+        pt__sim_resp_set(rs, 200, "text/plain", tok, tlen);
+    free(xml);
+    free(tok);
+}
+
+static void pm_fail(struct pt_sim *s, struct sim_resp *rs, const char *code, const char *desc,
+                    const char *pt, const char *inv)
+{
+    struct pm_answer *a = calloc(1, sizeof *a);
+    if (!a) {
+        pt__sim_resp_set(rs, 500, "text/plain", "out of memory", 13);
+        return;
+    }
+    answer_start(s, a, code, desc, pt, inv);
+    pm_send(s, rs, a);
+    pt__sim_note(rs, "%s %s respCode %s", pt ? pt : "?", inv ? inv : "?", code);
+    free(a);
+}
+
+/* The trade's own fields of an answer, in the order of 2C2P's examples;
+ * a refund's number (refundReferenceNo) after the payment's. */
+static void trade_fields(struct pm_answer *a, const struct sim_trade *t, const char *refund_no,
+                         const char *when)
+{
+    add(a, "approvalCode", "720931");
+    add(a, "referenceNo", t->trade_no + 2);
+    if (refund_no)
+        add(a, "refundReferenceNo", refund_no);
+    add(a, "transactionDateTime", when);
+    add(a, "maskedPan", "411111XXXXXX1111");
+    add(a, "eci", "05");
+}
+
+static void card_fields(struct pm_answer *a)
+{
+    add(a, "paymentScheme", "VI");
+    add(a, "processBy", "VI");
+}
+
+/* A refund number no refund of the ledger has (the refund's key here). */
+static int new_refund_no(struct pt_sim *s, char out[8])
+{
+    struct sim_refund *old = malloc(sizeof *old);
+    int rc = PT_ENOMEM;
+    for (int i = 0; old && i < 50; i++) {
+        pt__sim_random_digits(s, out, 7);
+        if (out[0] == '0')
+            out[0] = '3';
+        rc = pt__sim_refund_get(s, SIM_GW_2C2P, "", out, old);
+        if (rc == PT_ENOTFOUND) {
+            rc = PT_OK;
+            break;
+        }
+    }
+    free(old);
+    return rc;
+}
+
+/* Records the refund of minor (lk held): each request a new refund. */
+static enum sim_refund_rc pm_refund_take(struct pt_sim *s, const struct sim_trade *t, int64_t minor,
+                                         struct sim_refund *r)
+{
+    memset(r, 0, sizeof *r);
+    r->gw = SIM_GW_2C2P;
+    if (new_refund_no(s, r->refund_no) != PT_OK)
+        return SIM_REFUND_ERROR;
+    snprintf(r->refund_key, sizeof r->refund_key, "%s", r->refund_no);
+    r->amount = minor;
+    snprintf(r->status, sizeof r->status, s->pm_refund_pending ? "processing" : "succeeded");
+    r->settle_at = s->pm_refund_pending ? pt__sim_now_ms(s) + s->pay_delay_ms : 0;
+    char basis[32];
+    snprintf(basis, sizeof basis, "%lld", (long long)minor);
+    pt__sim_sha256_hex(basis, strlen(basis), r->params_hash);
+    snprintf(r->extra, sizeof r->extra, "{}");
+    return pt__sim_refund_take(s, t, r, NULL);
+}
+
+static void pm_refund(struct sim_call *c, const char *inv, const char *amount, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    if (pt__sim_commit_gate(c) != 0) {
+        rs->drop = 1;
+        return;
+    }
+    struct sim_trade *t = calloc(1, sizeof *t);
+    struct sim_refund *r = calloc(1, sizeof *r);
+    struct pm_answer *a = calloc(1, sizeof *a);
+    if (!t || !r || !a) {
+        pm_fail(s, rs, "99", "System error", "R", inv);
+        goto out;
+    }
+    int64_t minor = 0;
+    enum sim_refund_rc rrc = SIM_REFUND_ERROR;
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, SIM_GW_2C2P, inv, t);
+    int bad =
+        rc == PT_OK &&
+        (!amount || pt_money_from_decimal(amount, strlen(amount), t->currency, &minor) != PT_OK ||
+         minor <= 0);
+    if (rc == PT_OK && !bad)
+        rrc = pm_refund_take(s, t, minor, r);
+    pt__sim_unlock(s);
+    if (rc != PT_OK)
+        pm_fail(s, rs, "16", "Transaction not found", "R", inv);
+    else if (bad)
+        pm_fail(s, rs, "99", "Invalid actionAmount", "R", inv);
+    else if (rrc == SIM_REFUND_NOT_PAID)
+        pm_fail(s, rs, "30", "Transaction is not settled and cannot be refunded", "R", inv);
+    else if (rrc == SIM_REFUND_EXCEEDS)
+        pm_fail(s, rs, "40", "Refund amount exceeds the refundable amount", "R", inv);
+    else if (rrc != SIM_REFUND_NEW)
+        pm_fail(s, rs, "99", "System error", "R", inv);
+    else {
+        char amt[PT_MONEY_DECIMAL_MAX], when[20];
+        pt_money_to_decimal(minor, t->currency, PT_MONEY_FIXED, amt, sizeof amt);
+        bangkok(t->paid_at ? t->paid_at : t->created_at, 0, when, sizeof when);
+        answer_start(s, a, "00", "Success", "R", inv);
+        add(a, "amount", amt);
+        add(a, "status", s->pm_refund_pending ? "RP" : "RF");
+        trade_fields(a, t, r->refund_no, when);
+        card_fields(a);
+        pm_send(s, rs, a);
+        pt__sim_note(rs, "%s refund %s %s (%s)", inv, r->refund_no, amt,
+                     s->pm_refund_pending ? "RP" : "RF");
+    }
+out:
+    free(a);
+    free(r);
+    free(t);
+}
+
+struct refund_rows {
+    struct sim_refund *rows;
+    int n, overflow;
+};
+
+static int collect(void *ctx, const struct sim_refund *r)
+{
+    struct refund_rows *rr = ctx;
+    if (rr->n == PM_REFUNDS_MAX) {
+        rr->overflow = 1;
+        return 1;
+    }
+    rr->rows[rr->n++] = *r;
+    return 0;
+}
+
+/* The refundList of a trade, oldest first, from the ledger rows. */
+static void list_refunds(struct pm_answer *a, const struct refund_rows *rr, const char *cur)
+{
+    for (int i = rr->n - 1; i >= 0; i--) {
+        const struct sim_refund *r = &rr->rows[i];
+        char(*b)[72] = a->rbuf[a->nr];
+        if (pt_money_to_decimal(r->amount, cur, PT_MONEY_FIXED, b[0], sizeof b[0]) != PT_OK)
+            continue;
+        snprintf(b[1], sizeof b[1], "%s", strcmp(r->status, "succeeded") == 0 ? "RF" : "RP");
+        snprintf(b[2], sizeof b[2], "%s", r->refund_no);
+        bangkok(r->created_at, 0, b[3], sizeof b[3]);
+        a->r[a->nr++] = (struct pt_pmxml_refund){b[0], b[1], b[2], b[3]};
+    }
+}
+
+static void pm_refund_status(struct sim_call *c, const char *inv, const char *amount,
+                             struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    struct sim_trade *t = calloc(1, sizeof *t);
+    struct refund_rows rr = {.rows = calloc(PM_REFUNDS_MAX, sizeof *rr.rows)};
+    struct pm_answer *a = calloc(1, sizeof *a);
+    int64_t minor = 0;
+    if (!t || !rr.rows || !a) {
+        pm_fail(s, rs, "99", "System error", "RS", inv);
+        goto out;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, SIM_GW_2C2P, inv, t);
+    if (rc == PT_OK)
+        rc = pt__sim_refund_each(s, t->id, collect, &rr);
+    pt__sim_unlock(s);
+    if (rc == PT_ENOTFOUND) {
+        pm_fail(s, rs, "16", "Transaction not found", "RS", inv);
+        goto out;
+    }
+    /* RS names the original transaction's amount. */
+    if (rc != PT_OK || rr.overflow || !amount ||
+        pt_money_from_decimal(amount, strlen(amount), t->currency, &minor) != PT_OK ||
+        minor != t->amount) {
+        pm_fail(s, rs, "99", rc || rr.overflow ? "System error" : "Invalid actionAmount", "RS",
+                inv);
+        goto out;
+    }
+    char amt[PT_MONEY_DECIMAL_MAX], when[20];
+    pt_money_to_decimal(t->amount, t->currency, PT_MONEY_FIXED, amt, sizeof amt);
+    bangkok(t->paid_at ? t->paid_at : t->created_at, 0, when, sizeof when);
+    answer_start(s, a, "00", "Success", "RS", inv);
+    add(a, "amount", amt);
+    add(a, "status", strcmp(t->status, "captured") == 0 ? "S" : "A");
+    trade_fields(a, t, NULL, when);
+    a->list_at = a->n;
+    list_refunds(a, &rr, t->currency);
+    card_fields(a);
+    pm_send(s, rs, a);
+    pt__sim_note(rs, "%s refund status: %d refund(s)", inv, a->nr);
+out:
+    free(a);
+    free(rr.rows);
+    free(t);
+}
+
+/* A transaction's status as 2C2P's inquiry writes it. */
+static const char *transaction_status(struct pt_sim *s, const struct sim_trade *t)
+{
+    int64_t refunded = 0;
+    if (strcmp(t->status, "captured") == 0) {
+        pt__sim_refund_totals(s, t->id, NULL, &refunded, NULL);
+        return refunded >= t->amount ? "RF" : "S";
+    }
+    return strcmp(t->status, "canceled") == 0   ? "V"
+           : strcmp(t->status, "declined") == 0 ? "F"
+                                                : "P";
+}
+
+static void pm_inquiry(struct sim_call *c, const char *inv, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    struct sim_trade *t = calloc(1, sizeof *t);
+    struct pm_answer *a = calloc(1, sizeof *a);
+    if (!t || !a) {
+        pm_fail(s, rs, "99", "System error", "I", inv);
+        goto out;
+    }
+    pt__sim_lock(s);
+    int rc = pt__sim_trade_get(s, SIM_GW_2C2P, inv, t);
+    const char *status = rc == PT_OK ? transaction_status(s, t) : NULL;
+    pt__sim_unlock(s);
+    if (rc != PT_OK) {
+        pm_fail(s, rs, "16", "Transaction not found", "I", inv);
+        goto out;
+    }
+    char amt[PT_MONEY_DECIMAL_MAX], when[20];
+    pt_money_to_decimal(t->amount, t->currency, PT_MONEY_FIXED, amt, sizeof amt);
+    bangkok(t->paid_at ? t->paid_at : t->created_at, 0, when, sizeof when);
+    answer_start(s, a, "00", "Success", "I", inv);
+    add(a, "amount", amt);
+    add(a, "status", status);
+    trade_fields(a, t, NULL, when);
+    card_fields(a);
+    pm_send(s, rs, a);
+    pt__sim_note(rs, "%s inquiry: %s", inv, status);
+out:
+    free(a);
+    free(t);
+}
+
+/* POST /PaymentAction/2.0/action */
+static void payment_action(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct pt_sim *s = c->s;
+    char *xml = NULL;
+    size_t len = 0;
+    struct pt_pmxml *m = calloc(1, sizeof *m);
+    if (!m) {
+        pt__sim_resp_set(rs, 500, "text/plain", "out of memory", 13);
+        return;
+    }
+    int rc =
+        pt_jose_open(s->k.c2p_pm_merchant_pub, s->k.c2p_pm_key, rq->body, rq->body_len, &xml, &len);
+    if (rc != PT_OK) {
+        pm_fail(s, rs, "99", pt_jose_why(rc), NULL, NULL);
+        goto out;
+    }
+    if (pt_pmxml_parse(xml, len, "PaymentProcessRequest", m) != PT_OK) {
+        pm_fail(s, rs, "99", "Invalid request: not a PaymentProcessRequest", NULL, NULL);
+        goto out;
+    }
+    const char *pt = pt_pmxml_get(m, "processType"), *inv = pt_pmxml_get(m, "invoiceNo");
+    const char *mid = pt_pmxml_get(m, "merchantID"), *amount = pt_pmxml_get(m, "actionAmount");
+    pt__sim_fault_for(c, pt);
+    if (!mid || strcmp(mid, s->k.c2p_merchant_id) != 0)
+        pm_fail(s, rs, "99", "Invalid merchant (merchantID)", pt, inv);
+    else if (!inv || !*inv || strlen(inv) > 50)
+        pm_fail(s, rs, "99", "Invalid invoiceNo", pt, inv);
+    else if (pt && strcmp(pt, "R") == 0)
+        pm_refund(c, inv, amount, rs);
+    else if (pt && strcmp(pt, "RS") == 0)
+        pm_refund_status(c, inv, amount, rs);
+    else if (pt && strcmp(pt, "I") == 0)
+        pm_inquiry(c, inv, rs);
+    else
+        pm_fail(s, rs, "99", "processType not supported by the simulator (R, RS, I)", pt, inv);
+out:
+    if (xml)
+        pt_zeroize(xml, len);
+    free(xml);
+    pt_pmxml_free(m);
+    free(m);
+}
+
+static int pm_path(const char *path)
+{
+    return strcmp(path, "/PaymentAction/2.0/action") == 0 ||
+           strcmp(path, "/2C2PFrontend/PaymentAction/2.0/action") == 0;
+}
+
 static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
 {
     if (strcmp(rq->method, "POST") != 0)
         pt__sim_resp_set(rs, 405, "text/plain", "method not allowed", 18);
+    else if (pm_path(rq->path))
+        payment_action(c, rq, rs);
     else if (strcmp(rq->path, "/payment/4.3/paymentToken") == 0)
         payment_token(c, rq, rs);
     else if (strcmp(rq->path, "/payment/4.3/paymentInquiry") == 0)

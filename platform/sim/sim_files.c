@@ -9,7 +9,10 @@
  * merchant's API key with its certificate (the one payterm presents for
  * mutual TLS on WeChat's /secapi/ calls; its serial names the key in APIv3
  * signatures), the APIv3 and APIv2 keys, a Stripe
- * secret key and webhook secret, and a 2C2P merchant secret.  Later starts
+ * secret key and webhook secret, a 2C2P merchant secret, and for 2C2P's
+ * Payment Maintenance API (refunds) 2C2P's key pair with its certificate -
+ * handed to the merchant as a binary .cer, as 2C2P's portal does - and the
+ * merchant's key pair.  Later starts
  * reuse every key and secret (so payterm's config keeps working), re-issue
  * only the TLS server certificate (the listen host may have changed) and
  * rewrite gateways.json (the port and the notify base may have changed).
@@ -54,6 +57,8 @@
 #define F_STRIPE_SK "stripe_secret_key"
 #define F_STRIPE_WHSEC "stripe_webhook_secret"
 #define F_2C2P_SECRET "2c2p_secret_key"
+#define F_2C2P_PM_MERCHANT_KEY "2c2p_pm_merchant_private_key.pem"
+#define F_2C2P_PM_CER "2c2p_pm_public.cer"
 #define F_GATEWAYS "gateways.json"
 /* ... and what only the simulated gateways hold. */
 #define F_CA_KEY "ca.key"
@@ -63,6 +68,9 @@
 #define F_ALIPAY_APP_PUB "alipay_app_public_key.pem"
 #define F_WX_PLAT_KEY "wechat_platform_key.pem"
 #define F_WX_PLAT_CERT "wechat_platform_cert.pem"
+#define F_2C2P_PM_KEY "2c2p_pm_private_key.pem"
+#define F_2C2P_PM_CERT "2c2p_pm_cert.pem"
+#define F_2C2P_PM_MERCHANT_PUB "2c2p_pm_merchant_public.pem"
 /* Platform keys issued by POST /_sim/rotate, N = 2, 3, ... (the first is
  * the pair above, which gateways.json keeps naming). */
 #define F_WX_PLAT_KEY_N "wechat_platform_key.%d.pem"
@@ -432,6 +440,52 @@ static int named_cert(struct pt_sim *s, const char *name, const char *subject,
     return rc;
 }
 
+/* The DER form of certificate file pem_name into der_name (a .cer). */
+static int der_copy(struct pt_sim *s, const char *pem_name, const char *der_name, char *err,
+                    size_t errlen)
+{
+    char p[SIM_PATH_MAX + 64];
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crt_init(&crt);
+    path_of(s, pem_name, p, sizeof p);
+    int rc = PT_EPARSE;
+    if (mbedtls_x509_crt_parse_file(&crt, p) != 0)
+        snprintf(err, errlen, "sim: %s: not a readable PEM certificate", p);
+    else
+        rc = write_file(s, der_name, crt.raw.p, crt.raw.len, 0644, err, errlen);
+    mbedtls_x509_crt_free(&crt);
+    return rc;
+}
+
+/* 2C2P Payment Maintenance: 2C2P's pair and certificate (given to the
+ * merchant as DER), the merchant's pair (its public half is what the
+ * merchant uploads to 2C2P's portal). */
+static int c2p_pm_keys(struct pt_sim *s, mbedtls_pk_context *ca, char *err, size_t errlen)
+{
+    mbedtls_pk_context pk;
+    char p[SIM_PATH_MAX + 64], serial[64];
+    int created = 0;
+    mbedtls_pk_init(&pk);
+    int rc = key_pair(s, F_2C2P_PM_KEY, NULL, &pk, &created, err, errlen);
+    if (rc == PT_OK && created) {
+        path_of(s, F_2C2P_PM_CERT, p, sizeof p);
+        unlink(p);
+    }
+    int had_cert = exists(s, F_2C2P_PM_CERT);
+    if (rc == PT_OK)
+        rc = named_cert(s, F_2C2P_PM_CERT, "CN=2C2P Payment Maintenance (simulated),O=2C2P", &pk,
+                        ca, serial, sizeof serial, err, errlen);
+    if (rc == PT_OK && (!had_cert || !exists(s, F_2C2P_PM_CER)))
+        rc = der_copy(s, F_2C2P_PM_CERT, F_2C2P_PM_CER, err, errlen);
+    mbedtls_pk_free(&pk);
+    mbedtls_pk_init(&pk);
+    if (rc == PT_OK)
+        rc =
+            key_pair(s, F_2C2P_PM_MERCHANT_KEY, F_2C2P_PM_MERCHANT_PUB, &pk, &created, err, errlen);
+    mbedtls_pk_free(&pk);
+    return rc;
+}
+
 /* ---- secrets ------------------------------------------------------------- */
 
 static int secret(struct pt_sim *s, const char *name, const char *prefix, size_t nrand,
@@ -523,6 +577,14 @@ static int write_gateways_json(struct pt_sim *s, char *err, size_t errlen)
     cJSON_AddStringToObject(t, "secret_key_file", F_2C2P_SECRET);
     snprintf(url, sizeof url, "%s/notify/2c2p", s->notify_base);
     cJSON_AddStringToObject(t, "notify_url", url);
+    /* Payment Maintenance (refunds), when this build's adapter reads it. */
+    if (adapter_reads("2c2p", "pm_endpoint")) {
+        snprintf(url, sizeof url, "https://%s:%d/PaymentAction/2.0/action", s->gw_host[SIM_GW_2C2P],
+                 s->port);
+        cJSON_AddStringToObject(t, "pm_endpoint", url);
+        cJSON_AddStringToObject(t, "pm_private_key_file", F_2C2P_PM_MERCHANT_KEY);
+        cJSON_AddStringToObject(t, "pm_public_key_file", F_2C2P_PM_CER);
+    }
 
     char *text = cJSON_Print(root);
     if (!text)
@@ -687,6 +749,8 @@ static int load_gateway_keys(struct pt_sim *s, char *err, size_t errlen)
         {F_ALIPAY_APP_PUB, offsetof(struct sim_keys, alipay_app_pub)},
         {F_WX_PLAT_KEY, offsetof(struct sim_keys, wechat_platform_key)},
         {F_WX_MCH_CERT, offsetof(struct sim_keys, wechat_merchant_cert)},
+        {F_2C2P_PM_KEY, offsetof(struct sim_keys, c2p_pm_key)},
+        {F_2C2P_PM_MERCHANT_PUB, offsetof(struct sim_keys, c2p_pm_merchant_pub)},
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         char p[SIM_PATH_MAX + 64];
@@ -783,6 +847,9 @@ int pt__sim_files_prepare(struct pt_sim *s, char *err, size_t errlen)
                          errlen)) != PT_OK)
         goto out;
 
+    if ((rc = c2p_pm_keys(s, &ca, err, errlen)) != PT_OK)
+        goto out;
+
     /* Secrets, shaped like the real ones: the APIv3 key is 32 characters whose
      * bytes are the AES-256 key; 2C2P hands out 64 upper-case hex digits. */
     char apiv3[64];
@@ -858,6 +925,8 @@ void pt__sim_files_free(struct pt_sim *s)
         free(s->k.wechat_certs[i].pem);
     }
     pt_pk_free(s->k.wechat_merchant_cert);
+    pt_pk_free(s->k.c2p_pm_key);
+    pt_pk_free(s->k.c2p_pm_merchant_pub);
     mbedtls_x509_crt_free(&s->k.srv_cert);
     mbedtls_pk_free(&s->k.srv_key);
     mbedtls_x509_crt_free(&s->k.client_ca);

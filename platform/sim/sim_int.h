@@ -82,6 +82,10 @@ struct sim_fault {
     int delay_ms;
     char method[8]; /* only requests with this HTTP method; "" = any */
     char path[64];  /* only requests whose path starts so; "" = any */
+    /* Only 2C2P Payment Maintenance requests of this processType (R, RS,
+     * I); "" = any.  Known only once the request is decrypted, so such a
+     * fault is taken by the handler (pt__sim_fault_for), not by serve(). */
+    char process_type[4];
 };
 
 /* The client certificate a connection presented in its TLS handshake. */
@@ -123,6 +127,8 @@ struct sim_resp {
  * the point where it writes to the ledger. */
 struct sim_call {
     struct pt_sim *s;
+    int gw;
+    const char *path;
     enum sim_fault_mode mode;
     int delay_ms;
     int gated;
@@ -156,6 +162,11 @@ struct sim_keys {
     char stripe_secret[128];
     char stripe_whsec[128];
     char c2p_secret[128];
+    /* 2C2P Payment Maintenance (refunds): 2C2P's own key (signs answers,
+     * decrypts requests) and the merchant's public key (verifies requests,
+     * answers are encrypted to it). */
+    struct pt_pk *c2p_pm_key;
+    struct pt_pk *c2p_pm_merchant_pub;
     char alipay_app_id[32];
     char wechat_mchid[32];
     char wechat_appid[32];
@@ -171,6 +182,7 @@ struct pt_sim {
     int port;
     char gw_host[SIM_GW__COUNT][300]; /* host each gateway's endpoint names */
     int pay_delay_ms, idle_timeout_ms, notify_retry_ms, key_bits, quiet;
+    int pm_refund_pending;     /* 2C2P refunds answer RP first, RF after the pay delay */
     int wechat_close_after_ms; /* see pt_sim_options */
     int64_t stripe_key_ttl_ms;
 
@@ -227,7 +239,8 @@ struct sim_trade {
  * so scope is the trade's order id; WeChat out_refund_no, unique per
  * merchant, scope ""), or for Stripe the refund's own re_ id, because Stripe
  * deduplicates by Idempotency-Key only (two keys make two refunds, which the
- * ledger must show).
+ * ledger must show), and for 2C2P its own refundReferenceNo, because a 2C2P
+ * refund request has no key at all (each request is a refund).
  */
 struct sim_refund {
     int64_t id;
@@ -328,6 +341,9 @@ void pt__sim_unlock(struct pt_sim *s);
  * returns -1 when a fail_before_commit fault says to drop the request before
  * anything is recorded (the handler then sets rs->drop and returns). */
 int pt__sim_commit_gate(struct sim_call *c);
+/* A fault narrowed to a Payment Maintenance processType, taken once the
+ * handler has read the request (unless serve() already took one). */
+void pt__sim_fault_for(struct sim_call *c, const char *process_type);
 int pt__sim_random(struct pt_sim *s, void *buf, size_t len);
 
 /* ---- sim_files.c ---- */

@@ -2,10 +2,10 @@
  * sim_refund.c - the refund rules every simulated gateway shares.
  *
  * Each gateway file reads its own wire format (Alipay alipay.trade.refund,
- * WeChat POST /v3/refund/domestic/refunds, Stripe POST /v1/refunds) and
- * answers in it; what a refund may do is decided here, once, so that adding
- * a gateway's refund route (2C2P's, once its documented API is confirmed) is
- * a parser and an answer, not a new set of rules:
+ * WeChat POST /v3/refund/domestic/refunds, Stripe POST /v1/refunds, 2C2P
+ * Payment Maintenance processType R) and answers in it; what a refund may
+ * do is decided here, once, so that a gateway's refund route is a parser
+ * and an answer, not a new set of rules:
  *
  *   - a refund key is executed at most once: asked again with the same
  *     parameters, the gateway answers with the refund it already made; with

@@ -8,7 +8,7 @@
  * noisy neighbour hits both alike.
  *
  * usage: pt_bench [--dir DIR] [--json FILE] [--quick] [--only PART]
- *   PART: storage, http, concurrent, drain, footprint, online or pg (default: all;
+ *   PART: storage, http, concurrent, drain, queue, footprint, online or pg (default: all;
  *   pg only in a build with the PostgreSQL store)
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
@@ -46,7 +46,7 @@ struct result {
     char note[768];
 };
 
-static struct result results[32];
+static struct result results[40];
 static int nresults;
 static int quick;
 
@@ -1499,6 +1499,158 @@ static void bench_drain(const char *dir, double floor_rate)
     stop(sim);
 }
 
+struct queue_arg {
+    int port, from, to;
+};
+
+static void *queue_main(void *p)
+{
+    struct queue_arg *a = p;
+    queue_for_drain(a->port, a->from, a->to);
+    return NULL;
+}
+
+/* queue_for_drain() over 0 .. n - 1 by 4 clients at once (a lane's
+ * several tills): 50 000 one after another take minutes. */
+static void queue_parallel(int port, int n)
+{
+    enum { CLIENTS = 4 };
+    pthread_t th[CLIENTS];
+    struct queue_arg a[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        a[i] =
+            (struct queue_arg){port, n / CLIENTS * i, i + 1 < CLIENTS ? n / CLIENTS * (i + 1) : n};
+        if (pthread_create(&th[i], NULL, queue_main, &a[i]) != 0)
+            exit(1);
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* RssAnon of pid in KiB (private memory: heap, stacks, caches), 0 if unknown. */
+static long rss_anon_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *p = fopen(path, "r");
+    while (p && fgets(line, sizeof line, p))
+        if (strncmp(line, "RssAnon:", 8) == 0)
+            kb = atol(line + 8);
+    if (p)
+        fclose(p);
+    return kb;
+}
+
+/* Nanoseconds on a CPU of all of pid's threads (schedstat), and their
+ * context switches in *switches. */
+static double cpu_ns(pid_t pid, long *switches)
+{
+    char cmd[160];
+    double ns = 0;
+    snprintf(cmd, sizeof cmd, "cat /proc/%d/task/*/schedstat | awk '{s += $1} END {print s}'",
+             (int)pid);
+    FILE *c = popen(cmd, "r");
+    if (c && fscanf(c, "%lf", &ns) != 1)
+        ns = 0;
+    if (c)
+        pclose(c);
+    snprintf(cmd, sizeof cmd,
+             "cat /proc/%d/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'",
+             (int)pid);
+    c = popen(cmd, "r");
+    if (c && fscanf(c, "%ld", switches) != 1)
+        *switches = 0;
+    if (c)
+        pclose(c);
+    return ns;
+}
+
+/*
+ * A lane waiting out an outage with a big queue (SPEC 13, issue 38): 50 000
+ * charges queued while every gateway refuses connections, then the CPU the
+ * idle daemon spends (budget <= 0.5 % of one core: only the probe timer
+ * wakes it), and its private memory idle, with the queue, and after the
+ * queue drained (budget <= 8 MiB each).
+ */
+static void bench_queue(const char *dir)
+{
+    int n = quick ? 5000 : 50000;
+    char simdir[PATH_MAX + 64], data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64];
+    char gwjson[PATH_MAX + 64], ca[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128];
+    snprintf(simdir, sizeof simdir, "%s/queue-sim", dir);
+    snprintf(data, sizeof data, "%s/queue-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/queue.json", dir);
+    snprintf(gwjson, sizeof gwjson, "%s/gateways.json", simdir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", simdir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", simdir, data);
+    if (system(cmd) != 0)
+        exit(1);
+    int sport = free_port(), aport = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
+    snprintf(log, sizeof log, "%s/queue-sim.log", dir);
+    char *sargv[] = {"payterm", "sim",           "--listen", listen,    "--dir",
+                     simdir,    "--notify-base", notify,     "--quiet", NULL};
+    pid_t sim = spawn(log, sargv, NULL);
+    char simurl[128], url[128];
+    snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
+    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
+    for (int i = 0; i < 1000 && http(url, NULL, ca, NULL) != 200; i++)
+        usleep(20000);
+    /* The board's defaults: sync.interval_s 5, the probe with it. */
+    FILE *f = fopen(cfg, "w");
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000}}\n",
+            data, aport);
+    fclose(f);
+    sim_fault(simurl, ca, SIM_REFUSE_ALL);
+    snprintf(log, sizeof log, "%s/queue-payterm.log", dir);
+    char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
+    pid_t d = start_serve(log, dargv, NULL, aport, "queue");
+    sleep(1);
+    long idle_kb = rss_anon_kb(d);
+    double tq = now_us();
+    queue_parallel(aport, n);
+    fprintf(stderr, "pt_bench: %d queued in %.1f s\n", n, (now_us() - tq) / 1e6);
+    /* Two passes find the gateway down; then only the probe timer. */
+    sleep(12);
+    long queued_kb = rss_anon_kb(d);
+    long sw0 = 0, sw1 = 0;
+    int quiet_s = quick ? 10 : 30;
+    double t0 = now_us(), c0 = cpu_ns(d, &sw0);
+    sleep((unsigned)quiet_s);
+    double c1 = cpu_ns(d, &sw1), secs = (now_us() - t0) / 1e6;
+    double pct_core = (c1 - c0) / 1e9 / secs * 100;
+    char note[320];
+    snprintf(note, sizeof note,
+             "%d charges queued for an unreachable gateway, sync.interval_s 5: %% of one core "
+             "over %.0f s idle (%.1f ms CPU/s, %.2f context switches/s); budget <= 0.5 %%",
+             n, secs, (c1 - c0) / 1e6 / secs, (sw1 - sw0) / secs);
+    add_result("idle_queue_cpu", "% core", pct_core, pct_core, 0, 0.5, pct_core / 0.5, note);
+    /* The network is back: drain, settle, measure again. */
+    sim_fault(simurl, ca, SIM_FAULTS_NONE);
+    double t1 = 0;
+    int64_t left = drain_wait(aport, now_us(), &t1, NULL);
+    sleep(quick ? 3 : 10);
+    long drained_kb = rss_anon_kb(d);
+    long worst = idle_kb > queued_kb ? idle_kb : queued_kb;
+    if (drained_kb > worst)
+        worst = drained_kb;
+    snprintf(note, sizeof note,
+             "RssAnon (KiB) idle %ld, with %d queued %ld, after draining them %ld%s; the worst "
+             "of the three; budget <= 8 MiB",
+             idle_kb, n, queued_kb, drained_kb, left ? " (drain incomplete)" : "");
+    add_result("rss_private_50k", "KiB", (double)worst, (double)worst, 0, 8192, worst / 8192.0,
+               note);
+    if (left)
+        fprintf(stderr, "pt_bench: queue drain incomplete: %lld left\n", (long long)left);
+    stop(d);
+    stop(sim);
+}
+
 /* Start-to-ready (READY=1 on NOTIFY_SOCKET), idle RSS, idle wake-ups. */
 static void bench_footprint(const char *dir)
 {
@@ -1683,10 +1835,12 @@ struct online_env {
     pid_t sim;
 };
 
-static void online_sim(const char *dir, struct online_env *e)
+/* The simulator for the online rows.  Its notifications go to the daemon
+ * that will listen on notify_port, or nowhere when it is 0. */
+static void online_sim(const char *dir, struct online_env *e, int notify_port)
 {
-    char log[PATH_MAX + 64], listen[64], cmd[PATH_MAX + 128], url[128];
-    snprintf(e->simdir, sizeof e->simdir, "%s/online-sim", dir);
+    char log[PATH_MAX + 64], listen[64], cmd[PATH_MAX + 128], url[128], notify[64];
+    snprintf(e->simdir, sizeof e->simdir, "%s/online-sim%s", dir, notify_port ? "-notified" : "");
     snprintf(e->ca, sizeof e->ca, "%s/ca.pem", e->simdir);
     snprintf(e->gwjson, sizeof e->gwjson, "%s/gateways.json", e->simdir);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->simdir);
@@ -1694,10 +1848,12 @@ static void online_sim(const char *dir, struct online_env *e)
         exit(1);
     e->sport = free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", e->sport);
-    snprintf(log, sizeof log, "%s/online-sim.log", dir);
-    /* Notifications go nowhere: the online answer is what is measured. */
-    char *sargv[] = {"payterm", "sim",           "--listen",           listen,    "--dir",
-                     e->simdir, "--notify-base", "http://127.0.0.1:1", "--quiet", NULL};
+    snprintf(log, sizeof log, "%s/online-sim%s.log", dir, notify_port ? "-notified" : "");
+    /* Without notify_port notifications go nowhere: the online answer is
+     * what is measured. */
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", notify_port ? notify_port : 1);
+    char *sargv[] = {"payterm", "sim",           "--listen", listen,    "--dir",
+                     e->simdir, "--notify-base", notify,     "--quiet", NULL};
     e->sim = spawn(log, sargv, NULL);
     snprintf(e->simurl, sizeof e->simurl, "https://127.0.0.1:%d", e->sport);
     snprintf(url, sizeof url, "%s/_sim/ledger", e->simurl);
@@ -1752,10 +1908,42 @@ static double sim_answer_us(const struct online_env *e, int n)
     return p50;
 }
 
+/* Waits (at most 60 s) until the simulator has no notification left to
+ * deliver; returns how many it delivered. */
+static int notes_settled(const struct online_env *e)
+{
+    char url[128];
+    snprintf(url, sizeof url, "%s/_sim/notifications", e->simurl);
+    int delivered = -1;
+    for (int i = 0; i < 600; i++) {
+        char *body = NULL;
+        http(url, NULL, e->ca, &body);
+        cJSON *o = body ? cJSON_Parse(body) : NULL;
+        free(body);
+        int left = 0, done = 0;
+        cJSON *n;
+        cJSON_ArrayForEach(n, cJSON_GetObjectItem(o, "data"))
+        {
+            int d = cJSON_IsTrue(cJSON_GetObjectItem(n, "delivered"));
+            int gave_up = cJSON_IsTrue(cJSON_GetObjectItem(n, "gave_up"));
+            done += d;
+            left += !d && !gave_up;
+        }
+        cJSON_Delete(o);
+        delivered = done;
+        if (o && !left)
+            break;
+        usleep(100000);
+    }
+    return delivered;
+}
+
 /* One daemon on a fresh data dir (traced when trace != NULL), n online
- * Stripe charges through HTTP; latencies in t (may be NULL). */
+ * Stripe charges through HTTP; latencies in t (may be NULL).  The daemon
+ * listens on aport (0: any free port); with notified it is stopped only
+ * once the simulator has delivered every notification. */
 static void online_round(const char *dir, const struct online_env *e, const char *tag, int n,
-                         const char *trace, double *t)
+                         const char *trace, double *t, int aport, int notified)
 {
     char data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64], cmd[PATH_MAX + 128];
     snprintf(data, sizeof data, "%s/online-data-%s", dir, tag);
@@ -1763,7 +1951,8 @@ static void online_round(const char *dir, const struct online_env *e, const char
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", data);
     if (system(cmd) != 0)
         exit(1);
-    int aport = free_port();
+    if (!aport)
+        aport = free_port();
     FILE *f = fopen(cfg, "w");
     /* USD may wait offline, as on a kiosk: a charge that could not would be
      * probed first (a GET to the gateway), which is not the online charge. */
@@ -1796,6 +1985,8 @@ static void online_round(const char *dir, const struct online_env *e, const char
         }
     }
     curl_easy_cleanup(c.h);
+    if (notified && notes_settled(e) < n)
+        fprintf(stderr, "pt_bench: fewer notifications delivered than charges (see %s)\n", log);
     if (trace)
         stop_traced(d);
     else
@@ -1812,17 +2003,17 @@ static void bench_online(const char *dir, double floor_p50)
 {
     int n = quick ? 200 : 1000;
     struct online_env e;
-    online_sim(dir, &e);
+    online_sim(dir, &e, 0);
     double sim_p50 = sim_answer_us(&e, quick ? 100 : 300);
     double *t = calloc((size_t)n, sizeof *t);
-    online_round(dir, &e, "lat", n, NULL, t);
+    online_round(dir, &e, "lat", n, NULL, t, 0, 0);
     double p50 = pct(t, n, 0.5), p99 = pct(t, n, 0.99);
     free(t);
     char tr0[PATH_MAX + 64], tr1[PATH_MAX + 64], note[256];
     snprintf(tr0, sizeof tr0, "%s/online-strace-idle.txt", dir);
     snprintf(tr1, sizeof tr1, "%s/online-strace-charges.txt", dir);
-    online_round(dir, &e, "idle", 0, tr0, NULL);
-    online_round(dir, &e, "fsync", n, tr1, NULL);
+    online_round(dir, &e, "idle", 0, tr0, NULL, 0, 0);
+    online_round(dir, &e, "fsync", n, tr1, NULL, 0, 0);
     long idle = count_lines(tr0), busy = count_lines(tr1);
     double per = busy >= 0 && idle >= 0 ? (double)(busy - idle) / n : -1;
     stop(e.sim);
@@ -1831,12 +2022,104 @@ static void bench_online(const char *dir, double floor_p50)
              "stop (%ld); budget 2 (auto-checkpoints add a few hundredths)",
              n, idle);
     add_result("fsyncs_per_online_charge", "fsyncs", per, per, 0, 2, per / 2, note);
+
+    /* The same with the gateway notifying (SPEC 13): its success arrives
+     * after the answer (and again, as a deliberate duplicate) and changes
+     * nothing, so it commits nothing. */
+    struct online_env en;
+    int nport = free_port();
+    online_sim(dir, &en, nport);
+    char tr2[PATH_MAX + 64];
+    snprintf(tr2, sizeof tr2, "%s/online-strace-notified.txt", dir);
+    online_round(dir, &en, "notified", n, tr2, NULL, nport, 1);
+    long notified = count_lines(tr2);
+    per = notified >= 0 && idle >= 0 ? (double)(notified - idle) / n : -1;
+    stop(en.sim);
+    snprintf(note, sizeof note,
+             "as fsyncs_per_online_charge, the simulator notifying each charge (and "
+             "duplicates); budget 2");
+    add_result("fsyncs_per_online_charge_notified", "fsyncs", per, per, 0, 2, per / 2, note);
     double floor = 2 * floor_p50 + sim_p50;
     snprintf(note, sizeof note,
              "%d online Stripe charges, HTTP keep-alive (libcurl), to the simulator over TLS; "
              "floor = 2 x bare commit (%.0f us) + the simulator's answer (%.0f us)",
              n, floor_p50, sim_p50);
     add_result("online_charge", "us", p50, p99, 1e6 / p50, floor, p50 / floor, note);
+}
+
+/* ---- flash wear: bytes written per queued charge (SPEC 13) ---------------------- */
+
+/* write_bytes of /proc/pid/io: what the process made the kernel write to
+ * the device (page-cache pages it dirtied), checkpoints included; -1 when
+ * it cannot be read. */
+static long long io_write_bytes(pid_t pid)
+{
+    char path[64], line[128];
+    long long v = -1;
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "write_bytes:", 12) == 0)
+            v = atoll(line + 12);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/*
+ * n charges queued offline (the gateway unreachable, as on a lane whose
+ * network is down), one client, one durable commit each: the bytes the
+ * daemon wrote to the device from the first charge to its exit, per charge.
+ * The exit is counted too (the last checkpoint): the daemon is read as a
+ * zombie, before it is reaped.
+ */
+static void bench_device_bytes(const char *dir)
+{
+    int n = quick ? 2000 : 10000;
+    char cfg[PATH_MAX + 64], data[PATH_MAX + 64], log[PATH_MAX + 64], sk[PATH_MAX + 64];
+    char cmd[PATH_MAX + 128];
+    snprintf(data, sizeof data, "%s/flash-data", dir);
+    snprintf(cfg, sizeof cfg, "%s/flash.json", dir);
+    snprintf(log, sizeof log, "%s/flash.log", dir);
+    snprintf(sk, sizeof sk, "%s/flash_sk", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", data);
+    if (system(cmd) != 0)
+        exit(1);
+    FILE *f = fopen(cfg, "w"), *k = fopen(sk, "w");
+    if (!f || !k) {
+        perror("pt_bench: config");
+        exit(1);
+    }
+    fputs("sk_test_bench\n", k);
+    fclose(k);
+    chmod(sk, 0600);
+    int port = free_port();
+    fprintf(f,
+            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
+            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
+            "\"max_total\":1000000000000}},\"max_count\":1000000},"
+            "\"gateways\":{\"stripe\":{\"endpoint\":\"https://127.0.0.1:1\","
+            "\"secret_key_file\":\"%s\"}}}\n",
+            data, port, sk);
+    fclose(f);
+    char *argv[] = {"payterm", "serve", "-c", cfg, NULL};
+    pid_t d = start_serve(log, argv, NULL, port, "flash");
+    sync(); /* what start-up wrote is not the charges' */
+    long long b0 = io_write_bytes(d);
+    queue_for_drain(port, 0, n);
+    kill(d, SIGTERM);
+    siginfo_t si;
+    waitid(P_PID, (id_t)d, &si, WEXITED | WNOWAIT);
+    long long b1 = io_write_bytes(d);
+    int status;
+    waitpid(d, &status, 0);
+    double per = b0 >= 0 && b1 >= b0 ? (double)(b1 - b0) / n : -1;
+    char note[256];
+    snprintf(note, sizeof note,
+             "/proc/<pid>/io write_bytes from the first of %d queued charges (1 client, gateway "
+             "unreachable) to the daemon's exit, checkpoints included; budget <= 8 KiB",
+             n);
+    add_result("device_bytes_per_charge", "bytes", per, per, 0, 8192, per / 8192, note);
 }
 
 /* ---- the store server on PostgreSQL (SPEC 13, 16) ------------------------------ */
@@ -2132,8 +2415,8 @@ static void bench_pg(const char *dir)
 
 static int is_part(const char *name)
 {
-    static const char *const parts[] = {"storage",   "http",   "concurrent", "drain",
-                                        "footprint", "online", "pg"};
+    static const char *const parts[] = {"storage",   "http",   "concurrent", "drain", "queue",
+                                        "footprint", "online", "flash",      "pg"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strcmp(name, parts[i]) == 0)
             return 1;
@@ -2154,7 +2437,8 @@ int main(int argc, char **argv)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick] "
-                            "[--only storage|http|concurrent|drain|footprint|online|pg]\n");
+                            "[--only storage|http|concurrent|drain|queue|footprint|online|flash|"
+                            "pg]\n");
             return 2;
         }
     }
@@ -2180,6 +2464,8 @@ int main(int argc, char **argv)
         bench_concurrent(dir);
     if (PART("drain"))
         bench_drain(dir, results[0].rate);
+    if (PART("queue"))
+        bench_queue(dir);
     if (PART("online")) {
         if (!PART("storage") && !PART("drain"))
             bench_storage(dir);
@@ -2187,6 +2473,8 @@ int main(int argc, char **argv)
     }
     if (PART("footprint"))
         bench_footprint(dir);
+    if (PART("flash"))
+        bench_device_bytes(dir);
 #ifdef PT_WITH_PG
     if (PART("pg"))
         bench_pg(dir);

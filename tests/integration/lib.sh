@@ -321,7 +321,10 @@ pt_init()
     cp "$PT_KEYS/merchant_alipay_pkcs1.pem" "$PT_TMP/alipay.key" &&
         cp "$PT_KEYS/alipay_gateway_public.pem" "$PT_TMP/alipay.pub" &&
         cp "$PT_KEYS/merchant_wechat_pkcs8.pem" "$PT_TMP/wechat.key" &&
-        cp "$PT_KEYS/wechat_platform_public.pem" "$PT_TMP/wechat.pub" || {
+        cp "$PT_KEYS/wechat_platform_public.pem" "$PT_TMP/wechat.pub" &&
+        cp "$PT_KEYS/c2p_merchant_private.pem" "$PT_TMP/c2p_pm.key" &&
+        cp "$PT_KEYS/c2p_merchant_public.pem" "$PT_TMP/c2p_pm_merchant.pub" &&
+        cp "$PT_KEYS/c2p_gateway_cert.cer" "$PT_TMP/c2p_pm.cer" || {
         pt_log "$PT_SCRIPT: cannot copy the test keys from $PT_KEYS"
         exit 2
     }
@@ -329,7 +332,7 @@ pt_init()
     printf 'sk_test_payterm_integration' >"$PT_TMP/stripe.sk"
     printf '0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF' >"$PT_TMP/c2p.sk"
     chmod 600 "$PT_TMP"/*.key "$PT_TMP"/*.pub "$PT_TMP/wechat.v3" "$PT_TMP/stripe.sk" \
-        "$PT_TMP/c2p.sk"
+        "$PT_TMP/c2p.sk" "$PT_TMP/c2p_pm.cer"
     pt_config
 }
 

@@ -162,6 +162,39 @@ case_keys_hold_what_their_names_say()
     [ ! -e "$PT_TMP/keyt" ] || fail "a refused configuration created $PT_TMP/keyt"
 }
 
+# 2C2P's Payment Maintenance keys (refunds, issue 33): checked like every
+# other key - the three together or none, a key that cannot sign PS256 and
+# decrypt RSA-OAEP named, 2C2P's certificate (DER .cer) taken.
+case_2c2p_pm_keys_checked()
+{
+    local pm="\"pm_endpoint\": \"https://127.0.0.1:1/PaymentAction/2.0/action\""
+    local ok=".data_dir = \"$PT_TMP/pmt\" | .gateways[\"2c2p\"] += {$pm,
+        pm_private_key_file: \"$PT_TMP/c2p_pm.key\", pm_public_key_file: \"$PT_TMP/c2p_pm.cer\"}"
+    pt_config "$ok"
+    run_cmd init -c "$PT_CFG_BASE"
+    expect_eq 0 "$RC" "payterm init with the three pm_ keys: $OUT"
+    rm -rf "$PT_TMP/pmt"
+    init_refused ".data_dir = \"$PT_TMP/pmt\" | .gateways[\"2c2p\"] += {$pm}" \
+        gateways.2c2p.pm_private_key_file gateways.2c2p.pm_public_key_file "go together"
+    init_refused "$ok | .gateways[\"2c2p\"].pm_private_key_file = \"$PT_TMP/c2p_pm_merchant.pub\"" \
+        gateways.2c2p.pm_private_key_file "$PT_TMP/c2p_pm_merchant.pub" "holds a public key"
+    serve_refused "$ok | .gateways[\"2c2p\"].pm_public_key_file = \"$PT_TMP/c2p_pm.key\"" \
+        gateways.2c2p.pm_public_key_file "$PT_TMP/c2p_pm.key" "holds a private key"
+    init_refused "$ok | .gateways[\"2c2p\"].pm_public_key_file = \"$PT_TMP/c2p_pm_merchant.pub\"" \
+        gateways.2c2p.pm_public_key_file "public half of gateways.2c2p.pm_private_key_file"
+    # A private key that cannot sign PS256 or decrypt RSA-OAEP (EC).
+    cp "$PT_KEYS/ec_private.pem" "$PT_TMP/c2p_pm_ec.key"
+    chmod 600 "$PT_TMP/c2p_pm_ec.key"
+    init_refused "$ok | .gateways[\"2c2p\"].pm_private_key_file = \"$PT_TMP/c2p_pm_ec.key\"" \
+        gateways.2c2p.pm_private_key_file "$PT_TMP/c2p_pm_ec.key" "not an RSA key"
+    chmod 644 "$PT_TMP/c2p_pm.key"
+    init_refused "$ok" gateways.2c2p.pm_private_key_file "$PT_TMP/c2p_pm.key"
+    chmod 600 "$PT_TMP/c2p_pm.key"
+    init_refused "$ok | .gateways[\"2c2p\"].pm_endpoint = \"http://127.0.0.1:1/x\"" \
+        gateways.2c2p.pm_endpoint
+    [ ! -e "$PT_TMP/pmt" ] || fail "a refused configuration created $PT_TMP/pmt"
+}
+
 # serve_unbindable NAME JQ_FILTER PART... - serve with data_dir $PT_TMP/NAME
 # must exit 1 at once, printing every PART, and leave no database behind:
 # an address that cannot be bound is found before the database is created
@@ -353,6 +386,8 @@ pt_case "an empty or garbage tls.ca_file is refused by serve and init, naming th
 pt_case "init (and serve) list every problem at once" case_init_lists_every_problem
 pt_case "a key file that does not hold what its key says: refused by init and serve, named" \
     case_keys_hold_what_their_names_say
+pt_case "2C2P's Payment Maintenance keys: all three or none, each checked and named" \
+    case_2c2p_pm_keys_checked
 pt_case "listen addresses that cannot be bound: which and why, before any database is created" \
     case_listen_not_bindable
 pt_case "idempotency.lock_timeout_s not above sync.request_timeout_ms + 5 s: refused, both named" \

@@ -16,7 +16,7 @@
 
 struct fixture {
     char dir[256];
-    cJSON *alipay, *wechat, *stripe, *c2p, *wechat_v2;
+    cJSON *alipay, *wechat, *stripe, *c2p, *wechat_v2, *c2p_pm;
 };
 
 static int setup(void **state)
@@ -35,6 +35,7 @@ static int setup(void **state)
     f->stripe = pt_test_vectors("stripe.json");
     f->c2p = pt_test_vectors("2c2p.json");
     f->wechat_v2 = pt_test_vectors("wechat_v2.json");
+    f->c2p_pm = pt_test_vectors("2c2p_pm.json");
     *state = f;
     return 0;
 }
@@ -50,6 +51,7 @@ static int teardown(void **state)
     cJSON_Delete(f->stripe);
     cJSON_Delete(f->c2p);
     cJSON_Delete(f->wechat_v2);
+    cJSON_Delete(f->c2p_pm);
     free(f);
     return 0;
 }
@@ -340,6 +342,76 @@ static void test_wechat_v2(void **state)
     cJSON_Delete(out);
 }
 
+/* 2C2P's Payment Maintenance envelope (SPEC 5a): sign, then verify as 2C2P
+ * would; verify every answer the npm `jose` library sealed
+ * (tests/vectors/2c2p_pm.json) - exit 0 with the XML, or 3 with why. */
+static void test_2c2p_pm(void **state)
+{
+    struct fixture *f = *state;
+    if (!f)
+        skip();
+    char mkey[512], mpub[512], gkey[512], gcer[512], gpem[512];
+    key_path("c2p_merchant_private.pem", mkey, sizeof mkey);
+    key_path("c2p_merchant_public.pem", mpub, sizeof mpub);
+    key_path("c2p_gateway_private.pem", gkey, sizeof gkey);
+    key_path("c2p_gateway_cert.cer", gcer, sizeof gcer);
+    key_path("c2p_gateway_cert.pem", gpem, sizeof gpem);
+    cJSON *out;
+    const char *xml =
+        pt_test_str(cJSON_GetArrayItem(cJSON_GetObjectItem(f->c2p_pm, "requests"), 0), "xml");
+    const char *sign[] = {"sign", "--gateway", "2c2p-pm", "--key", mkey, "--peer-key", gcer, NULL};
+    assert_int_equal(run(f, xml, &out, sign), 0);
+    char *token = strdup(pt_test_str(out, "token"));
+    cJSON_Delete(out);
+    /* 2C2P's side opens it (its key decrypts, the merchant's public key verifies). */
+    const char *as_2c2p[] = {"verify", "--gateway",  "2c2p-pm", "--key",
+                             gkey,     "--peer-key", mpub,      NULL};
+    assert_int_equal(run(f, token, &out, as_2c2p), 0);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(out, "valid")));
+    assert_string_equal(pt_test_str(out, "xml"), xml);
+    cJSON_Delete(out);
+    /* The merchant cannot read what it sent to 2C2P. */
+    const char *as_merchant[] = {"verify", "--gateway",  "2c2p-pm", "--key",
+                                 mkey,     "--peer-key", gpem,      NULL};
+    assert_int_equal(run(f, token, &out, as_merchant), 3);
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItem(out, "valid")));
+    cJSON_Delete(out);
+    free(token);
+    const cJSON *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, pt_test_cases(f->c2p_pm, "2c2p_pm.json", "jose_made"))
+    {
+        if (strcmp(pt_test_str(c, "kind"), "nested") != 0 ||
+            strcmp(pt_test_str(c, "side"), "answer") != 0)
+            continue;
+        int want = strcmp(pt_test_str(c, "rc"), "ok") == 0 ? 0 : 3;
+        int rc = run(f, pt_test_str(c, "token"), &out, as_merchant);
+        if (rc != want)
+            fail_msg("verify 2c2p-pm %s: exit %d, want %d", pt_test_str(c, "name"), rc, want);
+        if (want == 0)
+            assert_string_equal(pt_test_str(out, "xml"), pt_test_str(c, "text"));
+        else
+            assert_true(strlen(pt_test_str(out, "error")) > 10);
+        cJSON_Delete(out);
+        n++;
+    }
+    assert_int_equal(n, 19); /* every nested answer of the file */
+    /* Usage: the keys are required, each of the right kind. */
+    const char *no_peer[] = {"verify", "--gateway", "2c2p-pm", "--key", mkey, NULL};
+    assert_int_equal(run(f, "x", &out, no_peer), 2);
+    cJSON_Delete(out);
+    const char *public_key[] = {"sign", "--gateway",  "2c2p-pm", "--key",
+                                mpub,   "--peer-key", gcer,      NULL};
+    assert_int_equal(run(f, xml, &out, public_key), 2);
+    cJSON_Delete(out);
+    const char *private_peer[] = {"sign", "--gateway",  "2c2p-pm", "--key",
+                                  mkey,   "--peer-key", gkey,      NULL};
+    assert_int_equal(run(f, xml, &out, private_peer), 2);
+    cJSON_Delete(out);
+    assert_int_equal(run(f, "", &out, sign), 2);
+    cJSON_Delete(out);
+}
+
 static void test_usage(void **state)
 {
     struct fixture *f = *state;
@@ -380,7 +452,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alipay),    cmocka_unit_test(test_wechat),
         cmocka_unit_test(test_stripe),    cmocka_unit_test(test_2c2p),
-        cmocka_unit_test(test_wechat_v2), cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_wechat_v2), cmocka_unit_test(test_2c2p_pm),
+        cmocka_unit_test(test_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

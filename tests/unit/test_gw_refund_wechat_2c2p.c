@@ -9,7 +9,8 @@
  * / CLOSED, each documented error class, forged and unsigned answers, answers
  * about another refund or amount); REFUND.SUCCESS / ABNORMAL / CLOSED
  * notifications decrypted and bound by mchid, tampered ones refused; payment
- * notifications as before.  2C2P: no refund calls (docs/2c2p-refunds.md).
+ * notifications as before.  2C2P: its refund calls are the Payment
+ * Maintenance API's, without a refund key (vectors in test_gw_2c2p_pm.c).
  */
 #include "testutil.h"
 
@@ -368,14 +369,19 @@ static void test_wechat_payment_notify_unchanged(void **state)
     cJSON_Delete(pay);
 }
 
-/* 2C2P's documented refund API needs keys payterm does not hold
- * (docs/2c2p-refunds.md): the adapter offers no refund calls, so payterm
- * refuses a 2C2P refund instead of sending something that guesses. */
-static void test_2c2p_has_no_refunds(void **state)
+/* 2C2P refunds go through its Payment Maintenance API, whose request has
+ * no refund key (test_gw_2c2p_pm.c has its vectors): the table says so,
+ * and the sync engine keeps the ordering rule for it.  WeChat's
+ * out_refund_no is a refund key: no ordering rule there. */
+static void test_2c2p_refunds_are_keyless(void **state)
 {
     (void)state;
-    assert_null(pt_gateway_2c2p.build_refund);
-    assert_null(pt_gateway_2c2p.parse_refund);
+    assert_non_null(pt_gateway_2c2p.build_refund);
+    assert_non_null(pt_gateway_2c2p.parse_refund);
+    assert_true(pt_gateway_2c2p.refund_keyless);
+    assert_non_null(pt_gateway_2c2p.parse_refund_list);
+    assert_false(pt_gateway_wechat.refund_keyless);
+    assert_null(pt_gateway_wechat.parse_refund_list);
 }
 
 int main(void)
@@ -388,7 +394,7 @@ int main(void)
         cmocka_unit_test(test_wechat_refund_responses_with_certificate),
         cmocka_unit_test(test_wechat_refund_notify),
         cmocka_unit_test(test_wechat_payment_notify_unchanged),
-        cmocka_unit_test(test_2c2p_has_no_refunds),
+        cmocka_unit_test(test_2c2p_refunds_are_keyless),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

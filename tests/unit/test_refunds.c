@@ -601,6 +601,37 @@ static void test_events_once_per_refund(void **state)
     assert_true(refund_rows >= 2);
 }
 
+/* A 2C2P refund (SPEC 5a): without the Payment Maintenance keys a clear
+ * 409 naming them (before: "use the merchant portal" whatever the
+ * configuration); with them, accepted.  A gateway without refund keys is
+ * never sent by the keyed online path: without the engine's refund_now it
+ * is queued, and the drain keeps the ordering rule. */
+static void test_2c2p_needs_its_keys(void **state)
+{
+    (void)state;
+    struct pt_gw_settings *g = &cfg.gw[pt_gateway_index("2c2p")];
+    g->configured = 1;
+    paid_charge_in("O-2C2P", "2c2p", "THB", 5000);
+    enable_online();
+    struct pt_reply r;
+    refund(st, "O-2C2P", "k1", "{\"refund_id\":\"C-1\",\"amount\":500}", &r);
+    assert_int_equal(r.status, 409);
+    assert_string_equal(field(&r, "error", "code"), "charge_not_refundable");
+    const char *m = field(&r, "error", "message");
+    assert_non_null(strstr(m, "gateways.2c2p.pm_endpoint"));
+    assert_non_null(strstr(m, "gateways.2c2p.pm_private_key_file"));
+    assert_non_null(strstr(m, "gateways.2c2p.pm_public_key_file"));
+    pt_reply_free(&r);
+    snprintf(g->refund_endpoint, sizeof g->refund_endpoint, "https://pm.example/action");
+    snprintf(g->files[1], sizeof g->files[1], "/k/merchant.pem");
+    snprintf(g->files[2], sizeof g->files[2], "/k/2c2p.cer");
+    refund(st, "O-2C2P", "k2", "{\"refund_id\":\"C-1\",\"amount\":500}", &r);
+    assert_int_equal(r.status, 202);
+    assert_string_equal(field(&r, NULL, "state"), "INIT");
+    pt_reply_free(&r);
+    assert_int_equal(sends, 0); /* not through the keyed path */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -613,6 +644,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sixteen_concurrent_refunds_never_exceed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_events_once_per_refund, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_2c2p_needs_its_keys, setup, teardown),
     };
     return cmocka_run_group_tests_name("refunds", tests, NULL, NULL);
 }

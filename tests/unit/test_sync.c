@@ -718,6 +718,41 @@ static void test_notifications(void **state)
     assert_int_equal(events_of(b.order_id, "charge.succeeded"), 0);
 }
 
+/* The gateway's success for a charge that already succeeded (its answer
+ * was stored first) changes nothing, so nothing is written for it - not
+ * even a dedup row - and it is counted as the duplicate it is (SPEC 13:
+ * an online charge whose gateway also notifies costs 2 durable commits). */
+static void test_notification_that_changes_nothing_writes_nothing(void **state)
+{
+    (void)state;
+    struct pt_charge a;
+    queue_charge(&a, 1900);
+    fault = F_NONE;
+    drain();
+    struct pt_charge got;
+    assert_int_equal(state_of(a.order_id, &got), PT_STATE_SUCCESS);
+    int64_t seen0 = 0, seen1 = 0, dup0 = notified(PT_MN_DUPLICATE);
+    int64_t applied0 = notified(PT_MN_APPLIED);
+    assert_int_equal(pt_store_count(st, "notifications", &seen0), PT_OK);
+    struct pt_reply r;
+    for (int i = 0; i < 2; i++) { /* delivered, then delivered again */
+        webhook(a.order_id, 1900, "evt_n1", 0, &r);
+        assert_int_equal(r.status, 200);
+        pt_reply_free(&r);
+    }
+    assert_int_equal(pt_store_count(st, "notifications", &seen1), PT_OK);
+    assert_int_equal(seen1, seen0);
+    assert_int_equal(notified(PT_MN_DUPLICATE), dup0 + 2);
+    assert_int_equal(notified(PT_MN_APPLIED), applied0);
+    assert_int_equal(events_of(a.order_id, "charge.succeeded"), 1);
+    /* Another amount is not "nothing": it still goes to review. */
+    webhook(a.order_id, 1901, "evt_n2", 0, &r);
+    assert_int_equal(r.status, 200);
+    pt_reply_free(&r);
+    assert_int_equal(state_of(a.order_id, &got), PT_STATE_SUCCESS);
+    assert_true(got.review);
+}
+
 /* A signed webhook binds only to a charge of its own gateway, of the same
  * trade: SPEC section 5's binding rules. */
 static void test_notification_binding(void **state)
@@ -959,6 +994,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_query_amount_mismatch_holds_fulfilment, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_notifications, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notification_that_changes_nothing_writes_nothing,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_notification_binding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notification_contradicted_by_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unconfirmed_notification_comes_again, setup, teardown),

@@ -7,15 +7,29 @@
 #
 # MODE:
 #   basic    two partial refunds and one too many on Alipay, WeChat (PROCESSING,
-#            then SUCCESS by notification or query) and Stripe; a replay; the
-#            refund_id rules; 2C2P refused; 16 parallel refunds under
-#            different keys on one charge; a refund queued while the network
-#            is cut and drained when it returns
+#            then SUCCESS by notification or query), Stripe and 2C2P; a
+#            replay; the refund_id rules; 16 parallel refunds under
+#            different keys on one charge (Stripe, and 2C2P, whose refunds
+#            must also go out one at a time); a refund queued while the
+#            network is cut and drained when it returns; 2C2P refunds made
+#            outside payterm (the merchant portal): one of the same amount is
+#            bound, one that does not add up stops for review, unsent; a
+#            2C2P charge's 65th refund (more than its list holds) held for
+#            review, unsent, with the queue draining past it
 #   refuse_connect | fail_before_commit | drop_after_commit |
 #   http_500_after_commit | delay
-#            that fault armed for the refund call on each gateway
+#            that fault armed for the refund call on each gateway (2C2P: on
+#            its refund request, processType R), then on 2C2P's refund
+#            status query (RS) that comes before every 2C2P send
+#   pending  2C2P refunds answered RP (the simulator's --pm-refund-pending),
+#            resolved by the status query
 #   sigkill  refunds queued offline, the daemon SIGKILLed mid-drain with
 #            refunds in flight, restarted
+#
+# 2C2P's refund request has no refund key: what keeps it to one refund per
+# refund_id is payterm's order of operations (docs/2c2p-refunds.md), so
+# every 2C2P case also checks that no refund was resent after the gateway
+# executed it and, where refunds race, that at most one was in flight.
 . "$(dirname "$0")/synclib.sh" "$@"
 MODE=${2:?usage: $0 PAYTERM MODE}
 
@@ -24,6 +38,11 @@ delay)
     SYNC_REQUEST_TIMEOUT_MS=1000
     DELAY_MS=1400
     echo '{"sync": {"backoff_base_ms": 1500, "backoff_max_ms": 3000, "max_attempts": 10}}' >"$T/extra.json"
+    ;;
+pending)
+    SIM_EXTRA_ARGS=--pm-refund-pending
+    SIM_PAY_DELAY_MS=4000 # RP stays RP this long: long enough to see it
+    echo '{"sync": {"max_attempts": 10}}' >"$T/extra.json"
     ;;
 sigkill)
     SIM_NOTIFY_BASE=http://127.0.0.1:1
@@ -73,7 +92,7 @@ expect_refunded() {
     expect "$1: amount_refunded" "$2" "$(charge_json "$1" | jq .amount_refunded)"
 }
 
-GATEWAYS="alipay.barcode wechat.qr stripe.card_on_file"
+GATEWAYS="alipay.barcode wechat.qr stripe.card_on_file 2c2p.redirect"
 
 case_basic() { # case_basic GATEWAY.METHOD
     local gm=$1 gw=${1%%.*} o r1 r2 want
@@ -114,8 +133,8 @@ case_basic() { # case_basic GATEWAY.METHOD
 
 expect_match() { [[ $3 =~ $2 ]] || fail "$1: '$3' does not match /$2/"; }
 
-case_concurrent() {
-    paid stripe.card_on_file 1000
+case_concurrent() { # case_concurrent GATEWAY.METHOD
+    paid "$1" 1000
     local o=$O i pids=()
     for i in $(seq 1 16); do
         (REFUND_OUT=$T/par.$i refund "kp-$i-$o" "$o" "\"refund_id\":\"P-$i-$o\",\"amount\":300" && echo "$ST" >"$T/par.$i.st") &
@@ -124,12 +143,30 @@ case_concurrent() {
     wait "${pids[@]}" # (not a bare wait: the daemon and the simulator are children too)
     local ok=0 no=0
     for i in $(seq 1 16); do
-        case $(cat "$T/par.$i.st") in 201) ok=$((ok + 1)) ;; 409) no=$((no + 1)) ;; *) fail "parallel refund $i: $(cat "$T/par.$i.st") $(cat "$T/par.$i.json")" ;; esac
+        # 2C2P: 202 for the refunds that wait for their turn (one at a time).
+        case $(cat "$T/par.$i.st") in 201 | 202) ok=$((ok + 1)) ;; 409) no=$((no + 1)) ;; *) fail "parallel refund $i: $(cat "$T/par.$i.st") $(cat "$T/par.$i.json")" ;; esac
     done
-    expect "16 parallel refunds of 300 on 1000: accepted" 3 "$ok"
-    expect "16 parallel refunds of 300 on 1000: refused" 13 "$no"
+    expect "$1: 16 parallel refunds of 300 on 1000: accepted" 3 "$ok"
+    expect "$1: 16 parallel refunds of 300 on 1000: refused" 13 "$no"
+    for i in $(seq 1 16); do
+        [ "$(cat "$T/par.$i.st")" = 409 ] || wait_refund "P-$i-$o" SUCCESS 40
+    done
     expect_refunded "$o" 900 3
-    log "stripe $o: 16 parallel refunds, 3 accepted (900), 13 refused, the simulator agrees"
+    [ "${1%%.*}" != 2c2p ] || expect_one_in_flight "$o"
+    log "$1 $o: 16 parallel refunds, 3 accepted (900), 13 refused, the simulator agrees"
+}
+
+# expect_one_in_flight ORDER: in the charge's audit trail, never two of its
+# refunds PROCESSING or UNKNOWN at once (2C2P's ordering rule), and none sent
+# again after the gateway had executed it.
+expect_one_in_flight() {
+    local most
+    most=$(api "/v1/charges/$1/events" | jq '[.data[] | select(.refund_id != null and .refused == false)]
+        | reduce .[] as $e ({f: {}, m: 0};
+            (if ($e.to == "PROCESSING" or $e.to == "UNKNOWN") then .f[$e.refund_id] = 1
+             elif ($e.to != null and $e.to != "") then .f |= del(.[$e.refund_id]) else . end)
+            | .m = ([.m, (.f | length)] | max)) | .m')
+    expect "$1: refunds in flight at once, at most" 1 "$most"
 }
 
 case_offline_queue() {
@@ -147,12 +184,115 @@ case_offline_queue() {
     log "stripe $o: refund queued offline, drained once the link returned"
 }
 
-case_2c2p() {
+# A 2C2P refund made outside payterm (the merchant portal): the Payment
+# Maintenance request signed with the merchant's key, straight to the
+# simulator.  outside_refund ORDER AMOUNT_DECIMAL
+outside_refund() {
+    local xml tok
+    xml="<PaymentProcessRequest><version>4.3</version><merchantID>JT01</merchantID><invoiceNo>$1</invoiceNo><actionAmount>$2</actionAmount><processType>R</processType></PaymentProcessRequest>"
+    tok=$(printf '%s' "$xml" | "$PAYTERM" sign --gateway 2c2p-pm --key "$T/sim/2c2p_pm_merchant_private_key.pem" \
+        --peer-key "$T/sim/2c2p_pm_public.cer" | jq -r .token)
+    sim /PaymentAction/2.0/action -H 'Content-Type: text/plain' --data-binary "$tok" >/dev/null
+}
+
+case_2c2p_outside() {
+    # The same amount: that refund is this one - bound, never sent.
     paid 2c2p.redirect 5000
-    refund "k2-$O" "$O" "\"refund_id\":\"R-$O\""
-    expect "2c2p refund" 409 "$ST"
-    expect "2c2p refund code" charge_not_refundable "$(field .error.code)"
-    expect "2c2p: nothing recorded" not_found "$(refund_state "R-$O")"
+    local a=$O b
+    outside_refund "$a" 12.00
+    expect "$a: the portal's refund at the simulator" 1 "$(sim_refunds "$a")"
+    refund "ko-$a" "$a" "\"refund_id\":\"OUT-$a\",\"amount\":1200"
+    wait_refund "OUT-$a" SUCCESS 30
+    expect_refunded "$a" 1200 1
+    expect "$a: the bound refund was never sent" 0 "$(api "/v1/charges/$a/events" | jq '[.data[] | select(.refund_id == "OUT-'"$a"'" and .cause == "send")] | length')"
+    # Another amount: nothing adds up - unsent, for an operator.
+    paid 2c2p.redirect 5000
+    b=$O
+    outside_refund "$b" 12.00
+    refund "ko-$b" "$b" "\"refund_id\":\"OUT-$b\",\"amount\":700"
+    expect "$b: answered" 202 "$ST"
+    wait_until 20 bash -c "[ \"\$(curl -s $API/v1/refunds/OUT-$b | jq .review)\" = true ]" ||
+        fail "$b: the refund did not go to review: $(api "/v1/refunds/OUT-$b" | jq -c .)"
+    expect "$b: still unsent" INIT "$(refund_state "OUT-$b")"
+    expect_match "$b: the review says why" 'refund_list_unexplained' "$(api "/v1/refunds/OUT-$b" | jq -r .review_reason)"
+    # The review ends the conversation that read the list: had it sent, the
+    # send would be in the trail and at the simulator by now.
+    expect "$b: never sent" 0 "$(api "/v1/charges/$b/events" | jq '[.data[] | select(.refund_id == "OUT-'"$b"'" and (.cause == "send" or .cause == "resend"))] | length')"
+    expect "$b: only the portal's refund at the simulator" "1 1200" "$(sim_refunds "$b") $(sim_refunded "$b")"
+    log "2c2p: a portal refund of the same amount is bound (no send); of another amount, review"
+}
+
+# More refunds on one 2C2P charge than the ordering rule reads at once (64,
+# the most a refund list holds): the 65th cannot be placed among them, so
+# it is held for review, unsent - and the queue behind it still drains (a
+# refund that could not be ordered used to stop every drain pass there).
+case_2c2p_too_many() {
+    paid 2c2p.redirect 1000
+    local o=$O i
+    for i in $(seq 1 64); do
+        refund "km-$i-$o" "$o" "\"refund_id\":\"M-$i-$o\",\"amount\":10"
+        [ "$ST" = 201 ] || fail "2c2p M-$i-$o: $ST $(field -c .)"
+    done
+    expect_refunded "$o" 640 64
+    refund "km-65-$o" "$o" "\"refund_id\":\"M-65-$o\",\"amount\":10"
+    expect "2c2p M-65-$o: answered" "202 INIT" "$ST $(field .state)"
+    wait_until 20 bash -c "[ \"\$(curl -s $API/v1/refunds/M-65-$o | jq .review)\" = true ]" ||
+        fail "M-65-$o: the refund did not go to review: $(api "/v1/refunds/M-65-$o" | jq -c .)"
+    expect_match "M-65-$o: the review says why" 'more refunds than payterm orders' \
+        "$(api "/v1/refunds/M-65-$o" | jq -r .review_reason)"
+    # A refund queued after it, on another charge, is drained past it.
+    paid 2c2p.redirect 1000
+    local q=$O
+    sim_fault '{"gateway":"2c2p","mode":"refuse_connect","count":-1}'
+    refund "km-$q" "$q" "\"refund_id\":\"MQ-$q\",\"amount\":300"
+    expect "2c2p MQ-$q: queued while 2C2P is cut off" "202 INIT" "$ST $(field .state)"
+    sim_clear
+    wait_refund "MQ-$q" SUCCESS 30
+    expect_refunded "$q" 300 1
+    expect "$o: still 64 refunds at the simulator" "640 64" "$(sim_refunded "$o") $(sim_refunds "$o")"
+    expect "M-65-$o: still unsent" INIT "$(refund_state "M-65-$o")"
+    log "2c2p $o: 64 refunds, the 65th held for review unsent; the queue drained past it"
+}
+
+# A fault on 2C2P's refund status query (RS), which comes before every 2C2P
+# send: the refund is not sent while the query fails, then exactly once.
+case_2c2p_status_fault() {
+    paid 2c2p.redirect 1000
+    local o=$O r=FS-$O
+    case $MODE in
+    refuse_connect) return 0 ;; # before any request is read: case_fault has it
+    delay) sim_fault "{\"gateway\":\"2c2p\",\"mode\":\"delay\",\"count\":1,\"delay_ms\":$DELAY_MS,\"process_type\":\"RS\"}" ;;
+    *) sim_fault "{\"gateway\":\"2c2p\",\"mode\":\"$MODE\",\"count\":1,\"process_type\":\"RS\"}" ;;
+    esac
+    refund "kfs-$o" "$o" "\"refund_id\":\"$r\",\"amount\":400"
+    case $ST:$(field .state) in
+    202:INIT | 201:SUCCESS) ;;
+    *) fail "2c2p $r: a status query fault answered $ST $(field -c .)" ;;
+    esac
+    # SUCCESS comes from R's answer, or from the list that shows R: either
+    # way the one R has landed, and no other is out (one in flight).
+    wait_refund "$r" SUCCESS 40
+    expect_refunded "$o" 400 1
+    expect "2c2p $r: never resent" 0 "$(api "/v1/charges/$o/events" | jq '[.data[] | select(.refund_id == "'"$r"'" and .cause == "resend")] | length')"
+    log "2c2p $r: $MODE on the status query -> not sent until it answered, then once"
+}
+
+# RP: accepted, pending at 2C2P, resolved by the status query.
+case_2c2p_pending() {
+    paid 2c2p.redirect 2000
+    local o=$O
+    refund "kp-$o" "$o" "\"refund_id\":\"RP-$o\",\"amount\":1500"
+    expect "2c2p RP-$o: answered" "202 PENDING" "$ST $(field .state)"
+    expect "2c2p RP-$o: 2C2P's refund number bound" 7 "$(field .gateway_refund_no | tr -d '\n' | wc -c)"
+    expect "2c2p RP-$o: nothing returned yet" "0 1" "$(sim_refunded "$o") $(sim_refunds "$o")"
+    wait_refund "RP-$o" SUCCESS 30
+    expect_refunded "$o" 1500 1
+    expect "RP-$o refund.succeeded events" 1 "$(refund_events "RP-$o" refund.succeeded)"
+    # The rest, once the first is final: pending, then resolved the same way.
+    refund "kp2-$o" "$o" "\"refund_id\":\"RP2-$o\",\"amount\":500"
+    wait_refund "RP2-$o" SUCCESS 30
+    expect_refunded "$o" 2000 2
+    log "2c2p $o: RP answered 202 PENDING, resolved to SUCCESS by the status query, twice"
 }
 
 case_fault() { # case_fault GATEWAY.METHOD
@@ -160,10 +300,13 @@ case_fault() { # case_fault GATEWAY.METHOD
     paid "$gm" 1000
     o=$O
     r=F-$o
+    # 2C2P asks its refund status (RS) before it sends: aim at the refund (R).
+    local only=""
+    [ "$gw" != 2c2p ] || only=',"process_type":"R"'
     case $MODE in
     refuse_connect) sim_fault "{\"gateway\":\"$gw\",\"mode\":\"refuse_connect\",\"count\":-1}" ;;
-    delay) sim_fault "{\"gateway\":\"$gw\",\"mode\":\"delay\",\"count\":1,\"delay_ms\":$DELAY_MS}" ;;
-    *) sim_fault "{\"gateway\":\"$gw\",\"mode\":\"$MODE\",\"count\":1}" ;;
+    delay) sim_fault "{\"gateway\":\"$gw\",\"mode\":\"delay\",\"count\":1,\"delay_ms\":$DELAY_MS$only}" ;;
+    *) sim_fault "{\"gateway\":\"$gw\",\"mode\":\"$MODE\",\"count\":1$only}" ;;
     esac
     refund "kf-$o" "$o" "\"refund_id\":\"$r\",\"amount\":400"
     first_st=$ST
@@ -204,7 +347,11 @@ case_fault() { # case_fault GATEWAY.METHOD
 case_sigkill() {
     local N=12 i o orders=()
     for i in $(seq 1 $N); do
-        if [ $((i % 2)) = 1 ]; then paid alipay.barcode $((1000 + i)); else paid stripe.card_on_file $((1000 + i)); fi
+        case $((i % 3)) in
+        0) paid alipay.barcode $((1000 + i)) ;;
+        1) paid stripe.card_on_file $((1000 + i)) ;;
+        2) paid 2c2p.redirect $((1000 + i)) ;;
+        esac
         orders+=("$O")
     done
     sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
@@ -215,6 +362,7 @@ case_sigkill() {
     sim_clear
     sim_fault '{"gateway":"alipay","mode":"delay","count":-1,"delay_ms":500}'
     sim_fault '{"gateway":"stripe","mode":"delay","count":-1,"delay_ms":500}'
+    sim_fault '{"gateway":"2c2p","mode":"delay","count":-1,"delay_ms":500}'
     local kills=0
     while [ $kills -lt 3 ]; do
         wait_until 20 bash -c "[ \"\$(curl -s $API/v1/status | jq .refunds.processing)\" -gt 0 ]" || break
@@ -238,12 +386,18 @@ case_sigkill() {
 case $MODE in
 basic)
     for gm in $GATEWAYS; do case_basic "$gm"; done
-    case_2c2p
-    case_concurrent
+    case_concurrent stripe.card_on_file
+    case_concurrent 2c2p.redirect
     case_offline_queue
+    case_2c2p_outside
+    case_2c2p_too_many
     ;;
+pending) case_2c2p_pending ;;
 sigkill) case_sigkill ;;
-*) for gm in $GATEWAYS; do case_fault "$gm"; done ;;
+*)
+    for gm in $GATEWAYS; do case_fault "$gm"; done
+    case_2c2p_status_fault
+    ;;
 esac
 expect "refunds executed more than once" 0 "$(sim /_sim/ledger | jq '[.data[] | select(.refunded > .amount)] | length')"
 pass

@@ -19,9 +19,8 @@
 // are JSON.stringify of the fields in the order payterm writes them, and the
 // 80-byte cut of a long reason is payterm's rule, written again below.
 //
-// 2C2P: no vectors.  payterm does not implement 2C2P refunds (the documented
-// PGW 4.x refund is JWE/JWS with RSA keys payterm's configuration does not
-// hold; see docs/2c2p-refunds.md), so there is nothing to test bytes against.
+// 2C2P: its refunds (Payment Maintenance, JWE inside JWS) have vectors of
+// their own, made with the npm `jose` library: gen_2c2p_pm.mjs.
 //
 // Each case records what the SDK decided (`sdk_valid`) beside what payterm
 // must decide (`outcome` / `rc`); where they differ on purpose, `note` says
