@@ -11,13 +11,18 @@
 #                on and off (docs/crash.md); CRASH_ONLY=ID replays one point,
 #                CRASH_WALVFS=on|off one setting, CRASH_KEEP=1 keeps its files
 #   make cross   aarch64 and armhf cross builds (unit tests under qemu)
+#   make cross-musl  the board build on musl: static, its libraries built with
+#                musl-gcc from Debian's source packages (cached); unit tests and
+#                a few HTTP suites run on it
 #   make deb     build/payterm_VERSION_ARCH.deb (SPEC 14; lintian-checked)
+#   make dist    build/payterm-VERSION.tar.gz of HEAD, the same bytes every time
+#                (DIST_REF=vX.Y.Z for a release; its sha256 for Buildroot's .hash)
 #   make asan    the test suite under AddressSanitizer + UBSan
 #   make fuzz    short libFuzzer runs of every parser
 #   make format-check  every C file as .clang-format lays it out (CI)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build test races crash asan bench cross cross-aarch64 cross-armhf deb demo run fuzz format format-check clean screenshot
+.PHONY: all deps build test races crash asan bench cross cross-aarch64 cross-armhf cross-musl deb dist demo run fuzz format format-check clean screenshot
 
 all: build
 
@@ -70,6 +75,26 @@ cross-armhf:
 	@cmake --build --preset armhf -j $(JOBS)
 	ctest --preset armhf
 
+# SPEC 14: the board build is a musl build.  scripts/musl.sh builds SQLite,
+# mbed TLS, libcurl, cJSON, libmicrohttpd and cmocka with musl-gcc from
+# Debian's source packages into a prefix it caches outside the tree (it
+# prints the prefix; a new one, after a Debian update, reconfigures from
+# scratch); payterm is linked statically against it, and the unit tests and
+# the HTTP suites labelled musl (the daemon at 128 KiB thread stacks) run on it.
+cross-musl:
+	@scripts/deps.sh musl
+	@prefix=$$(JOBS=$(JOBS) scripts/musl.sh) && \
+	    fresh=; [ "$$(cat build/musl/.prefix 2>/dev/null)" = "$$prefix" ] || fresh=--fresh; \
+	    cmake --preset musl $$fresh -DPT_MUSL_PREFIX="$$prefix" >/dev/null && \
+	    echo "$$prefix" >build/musl/.prefix
+	@cmake --build --preset musl -j $(JOBS)
+	ctest --preset musl
+	@f=build/musl/firmware/payterm; \
+	    if readelf -l $$f | grep -q 'program interpreter'; then \
+	        echo "make cross-musl: $$f is not static" >&2; exit 1; fi; \
+	    strip -o $$f.stripped $$f && \
+	    echo "make cross-musl: $$f ($$($$f version)), static, $$(stat -c %s $$f.stripped) bytes stripped"
+
 # The .deb (SPEC 14): the board build (no simulator), packaged with CPack.
 deb: deps
 	@scripts/deps.sh deb
@@ -80,6 +105,11 @@ deb: deps
 	@cp build/deb/payterm_*.deb build/
 	@f=$$(ls build/payterm_*.deb) && lintian --fail-on error "$$f" && \
 	    echo "make deb: $$f ($$(du -k "$$f" | cut -f1) KiB; lintian: no errors)"
+
+# The release tarball (SPEC 14): git archive of a commit, gzip -n; prints the
+# line for firmware/board/buildroot/package/payterm/payterm.hash.
+dist:
+	@scripts/dist.sh --hash $(or $(DIST_REF),HEAD) build
 
 demo: build
 	build/dev/firmware/payterm demo --dir build/demo

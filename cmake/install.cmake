@@ -13,7 +13,7 @@
 #   PREFIX/lib/sysusers.d/payterm.conf   the payterm user and group
 #   PREFIX/lib/tmpfiles.d/payterm.conf   /var/lib/payterm 0700 payterm,
 #                                        /etc/payterm/keys 0750 root:payterm
-#   /etc/logrotate.d/payterm             /var/log/payterm.log (BusyBox setup)
+#   /etc/logrotate.d/payterm             /var/log/payterm/payterm.log (BusyBox setup)
 #   /etc/payterm/payterm.json            the default configuration, 0640
 #   /etc/payterm/keys/                   0750, empty (the .deb: its postinst)
 #

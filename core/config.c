@@ -14,6 +14,7 @@ void pt_config_defaults(struct pt_config *cfg)
     snprintf(cfg->data_dir, sizeof cfg->data_dir, "/var/lib/payterm");
     snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:8080");
     cfg->log_level = PT_LOG_INFO;
+    cfg->log_max_bytes = PT_CONFIG_LOG_MAX_BYTES;
     cfg->idem_ttl_s = 86400;
     cfg->idem_lock_timeout_s = 60;
     cfg->max_amount = 10000000;

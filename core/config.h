@@ -33,6 +33,12 @@ struct pt_cfg_offline_age {
     int64_t max_age_s;
 };
 
+/* log.max_bytes: what a --log-file and its FILE.1 hold at most unless the
+ * configuration says otherwise (a board's /var/log is often RAM), and the
+ * least a limit may be (a few hundred lines a file). */
+#define PT_CONFIG_LOG_MAX_BYTES (1024 * 1024)
+#define PT_CONFIG_LOG_MIN_BYTES (16 * 1024)
+
 #define PT_CFG_LANE_MAX 33 /* lane_id: 1..32 of [A-Za-z0-9_.-] */
 
 struct pt_config {
@@ -41,6 +47,7 @@ struct pt_config {
     char notify_listen[128]; /* "" = no second listener */
     char api_token_file[PT_CFG_PATH_MAX];
     enum pt_log_level log_level;
+    int64_t log_max_bytes;  /* log.max_bytes: a --log-file and FILE.1 together; 0 = no limit */
     int synchronous_normal; /* storage.synchronous = "NORMAL" */
     int wal_vfs_off;        /* storage.wal_vfs = false: SQLite's own VFS (pt_store_set_wal_vfs) */
 

@@ -1628,7 +1628,7 @@ void pt_api_route_at(int i, const char **method, const char **path)
 }
 
 /* The path's parameter of one route, NUL-terminated (the longest: an id). */
-#define ARG_MAX 80
+#define ROUTE_ARG_MAX 80
 
 /*
  * Does url match path?  "{name}" matches one segment, copied to arg - an
@@ -1637,7 +1637,7 @@ void pt_api_route_at(int i, const char **method, const char **path)
  * "{gateway}" that ends the path takes the rest of the url (a gateway's
  * route is looked up whole).
  */
-static int path_match(const char *path, const char *url, char arg[ARG_MAX])
+static int path_match(const char *path, const char *url, char arg[ROUTE_ARG_MAX])
 {
     arg[0] = '\0';
     while (*path) {
@@ -1647,8 +1647,9 @@ static int path_match(const char *path, const char *url, char arg[ARG_MAX])
                 return 0;
             int rest = !p_end[1] && strncmp(path, "{gateway}", 9) == 0;
             size_t n = rest ? strlen(url) : strcspn(url, "/");
-            snprintf(arg, ARG_MAX, "%.*s", n < ARG_MAX ? (int)n : ARG_MAX - 1, url);
-            if (n == 0 || n >= ARG_MAX)
+            snprintf(arg, ROUTE_ARG_MAX, "%.*s", n < ROUTE_ARG_MAX ? (int)n : ROUTE_ARG_MAX - 1,
+                     url);
+            if (n == 0 || n >= ROUTE_ARG_MAX)
                 arg[0] = '\x01'; /* empty or too long: no id */
             path = p_end + 1;
             url += n;
@@ -1662,7 +1663,7 @@ static int path_match(const char *path, const char *url, char arg[ARG_MAX])
 
 static int path_methods(const char *url, char allow[ALLOW_MAX])
 {
-    char arg[ARG_MAX];
+    char arg[ROUTE_ARG_MAX];
     int get = 0, post = 0;
     for (size_t i = 0; i < N_ROUTES; i++)
         if (path_match(routes[i].path, url, arg)) {
@@ -1675,7 +1676,7 @@ static int path_methods(const char *url, char allow[ALLOW_MAX])
 }
 
 /* The route of (method, url), NULL when none; *arg its parameter. */
-static const struct route *route_of(const char *method, const char *url, char arg[ARG_MAX])
+static const struct route *route_of(const char *method, const char *url, char arg[ROUTE_ARG_MAX])
 {
     for (size_t i = 0; i < N_ROUTES; i++)
         if (strcmp(routes[i].method, method) == 0 && path_match(routes[i].path, url, arg))
@@ -1703,7 +1704,7 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
     MHD_RESULT answered;
     if (cross_origin(api, conn, rq, url, method, &answered))
         return answered;
-    char arg[ARG_MAX], allow[ALLOW_MAX];
+    char arg[ROUTE_ARG_MAX], allow[ALLOW_MAX];
     const struct route *r = route_of(method, url, arg);
     int known = path_methods(url, allow);
     /* Without the token only the public routes answer anything (a path
@@ -1711,7 +1712,7 @@ static MHD_RESULT route(struct pt_api *api, struct MHD_Connection *conn, struct 
     int is_public = r ? (r->flags & R_PUBLIC) != 0 : 0;
     if (!r && known) {
         /* Another method of this path: public when that route is. */
-        char any[ARG_MAX];
+        char any[ROUTE_ARG_MAX];
         const struct route *other = route_of(strcmp(allow, "POST") == 0 ? "POST" : "GET", url, any);
         is_public = other && (other->flags & R_PUBLIC);
     }
@@ -1781,7 +1782,7 @@ static void serve(struct pt_job *job)
  */
 static int quick_route(const char *url, const char *method)
 {
-    char arg[ARG_MAX];
+    char arg[ROUTE_ARG_MAX];
     const struct route *r = route_of(method, url, arg);
     if (r)
         return (r->flags & R_QUICK) != 0;

@@ -49,8 +49,9 @@ static const char help[] =
     "usage: payterm serve [-c FILE]... [--log-file FILE] [--syslog]\n\n"
     "Runs the daemon in the foreground: the local HTTP API (listen, notify_listen),\n"
     "the sync engine, the hourly sweep of expired idempotency records.\n"
-    "Logs go to stderr, to FILE (reopened on SIGHUP) or to syslog; each line starts\n"
-    "with an RFC 3339 UTC time and the level (<N> priorities under journald).\n"
+    "Logs go to stderr, to FILE (reopened on SIGHUP; FILE and FILE.1 together kept\n"
+    "under log.max_bytes) or to syslog with priorities; each line starts with an\n"
+    "RFC 3339 UTC time and the level (<N> priorities under journald).\n"
     "SIGTERM/SIGINT stop it gracefully. SIGHUP reopens the log and reloads the\n"
     "configuration: log_level, limits, offline limits, sync timing and gateway keys\n"
     "and endpoints change at once; a key that needs a restart is named and kept; a\n"
@@ -123,6 +124,8 @@ static void reload(struct pt_daemon *d, const struct pt_cli_common *c)
     if (pt_cli_read_config(c, cfg, err, sizeof err) != 0 ||
         pt_daemon_reload(d, cfg, err, sizeof err) != PT_OK)
         pt_log_error("reload: the new configuration is refused, the running one stays: %s", err);
+    else
+        pt_linux_log_set_max_bytes(cfg->log_max_bytes); /* a live key */
     free(cfg);
 }
 
@@ -130,18 +133,14 @@ static void reload(struct pt_daemon *d, const struct pt_cli_common *c)
 
 static const char *log_path;
 
-static int reopen_log(void)
+/* The --log-file, opened onto stderr (platform/linux keeps it under
+ * log.max_bytes); nothing to do without one. */
+static int open_log(void)
 {
-    if (!log_path)
+    if (!log_path || pt_linux_log_open_file(log_path) == PT_OK)
         return 0;
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd < 0) {
-        pt_log_error("cannot open log file %s: %s", log_path, strerror(errno));
-        return -1;
-    }
-    dup2(fd, STDERR_FILENO);
-    close(fd);
-    return 0;
+    pt_log_error("cannot open log file %s: %s", log_path, strerror(errno));
+    return -1;
 }
 
 /*
@@ -195,7 +194,7 @@ int pt_cmd_serve(int argc, char **argv)
             return PT_EXIT_USAGE;
         }
     }
-    if (reopen_log())
+    if (open_log())
         return PT_EXIT_FAIL;
     pt_linux_log_use_syslog(use_syslog);
 #if PT_WITH_SIM
@@ -216,6 +215,7 @@ int pt_cmd_serve(int argc, char **argv)
         return PT_EXIT_FAIL;
     }
     pt_log_set_level(cfg.log_level);
+    pt_linux_log_set_max_bytes(cfg.log_max_bytes);
 
     /* Block the signals before any thread starts, so every thread inherits
      * the mask and only sigtimedwait() below ever sees them. */
@@ -290,7 +290,8 @@ int pt_cmd_serve(int argc, char **argv)
             pt_log_info("SIGHUP: reopening logs, reloading the configuration");
             if (use_syslog)
                 pt_linux_log_use_syslog(1);
-            reopen_log();
+            if (log_path && pt_linux_log_reopen() != PT_OK)
+                pt_log_error("cannot reopen log file %s: %s", log_path, strerror(errno));
             pt_linux_log_detect();
             sd_notify_send("RELOADING=1");
             reload(d, &c);

@@ -576,10 +576,9 @@ static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
     static const char *const known[] = {
-        "data_dir",     "listen",  "notify_listen", "api_token_file",
-        "log_level",    "storage", "idempotency",   "limits",
-        "offline",      "sync",    "tls",           "gateways",
-        "cors_origins", "store",   "qr_timeout_s",  NULL};
+        "data_dir",     "listen", "notify_listen", "api_token_file", "log_level", "storage",
+        "idempotency",  "limits", "offline",       "sync",           "tls",       "gateways",
+        "cors_origins", "store",  "log",           "qr_timeout_s",   NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -637,6 +636,15 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "sync")) && (rc = load_sync(c, v, cfg)))
         return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "log"))) {
+        static const char *const k[] = {"max_bytes", NULL};
+        if ((rc = want_object(c, v, "log")) || (rc = check_known(c, v, "log", k)) ||
+            (rc = get_int(c, v, "log", "max_bytes", &cfg->log_max_bytes, 0, 1LL << 40)))
+            return rc;
+        if (cfg->log_max_bytes && cfg->log_max_bytes < PT_CONFIG_LOG_MIN_BYTES)
+            return fail(c, "log.max_bytes", "must be 0 (no limit) or at least %d (got %lld)",
+                        PT_CONFIG_LOG_MIN_BYTES, (long long)cfg->log_max_bytes);
+    }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tls"))) {
         static const char *const k[] = {"ca_file", NULL};
         if ((rc = want_object(c, v, "tls")) || (rc = check_known(c, v, "tls", k)) ||

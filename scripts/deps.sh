@@ -1,7 +1,7 @@
 #!/bin/sh
 # deps.sh - make sure the Debian packages payterm needs are installed.
 #
-# usage: scripts/deps.sh [base|cross|armhf|deb|fuzz|bench|lint]...
+# usage: scripts/deps.sh [base|cross|armhf|musl|deb|fuzz|bench|lint]...
 #   base  (default) compiler, CMake and the -dev libraries, test tools (BusyBox
 #         for the init script's test, systemd for systemd-analyze on the unit,
 #         strace for the unit's sandbox audit, python3-jsonschema to hold every
@@ -11,6 +11,9 @@
 #   cross aarch64 cross compiler, qemu and the build tools; the arm64 libraries
 #         come from scripts/sysroot.sh (a private sysroot, no dpkg architecture)
 #   armhf the same for armhf
+#   musl  musl-gcc (musl-tools) and what scripts/musl.sh needs to build the
+#         libraries from Debian's source packages: dpkg-source, tclsh (SQLite's
+#         amalgamation), python3 (mbed TLS's config.py)
 #   deb   what `make deb` needs: dpkg-dev (shlibdeps), fakeroot, file, lintian
 #   fuzz  clang with libFuzzer
 #   bench binutils (strip, for the binary size figure), strace (fsyncs per online charge)
@@ -26,6 +29,7 @@ cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make p
 ca-certificates"
 armhf="gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static cmake make pkg-config
 ca-certificates"
+musl="musl-tools gcc make cmake pkg-config dpkg-dev tcl python3 ca-certificates"
 fuzz="clang libclang-rt-14-dev"
 bench="binutils strace"
 lint="clang-format"
@@ -38,11 +42,12 @@ for set in "$@"; do
     base) want="$want $base" ;;
     cross) want="$want $cross" ;;
     armhf) want="$want $armhf" ;;
+    musl) want="$want $musl" ;;
     fuzz) want="$want $fuzz" ;;
     bench) want="$want $bench" ;;
     lint) want="$want $lint" ;;
     deb) want="$want $deb" ;;
-    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, deb, fuzz, bench, lint)" >&2; exit 2 ;;
+    *) echo "deps.sh: unknown package set '$set' (base, cross, armhf, musl, deb, fuzz, bench, lint)" >&2; exit 2 ;;
     esac
 done
 

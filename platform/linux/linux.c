@@ -6,6 +6,8 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +188,121 @@ void pt_linux_say(int priority, const char *text)
     }
 }
 
+/* ---- the log file (serve --log-file), kept under log.max_bytes ------------
+ *
+ * The file is the daemon's stderr (dup2), so that whatever else writes to
+ * stderr lands there too.  With a limit, the file and FILE.1 together hold
+ * at most log.max_bytes: before a line would take the file past half of it,
+ * the file becomes FILE.1 (replacing the one before) and a new FILE is
+ * opened.  A board's /var/log is often RAM, and nothing else may rotate it.
+ * The service user needs the directory to rename in; where it cannot, the
+ * file is emptied instead (the bound still holds), and the first line of
+ * the emptied file says why.  file_mu orders rotations with the lines of
+ * every thread: a line goes whole into one file or the other. */
+static pthread_mutex_t file_mu = PTHREAD_MUTEX_INITIALIZER;
+static char file_path[4096]; /* "" = stderr is not a log file of ours */
+static int64_t file_max;     /* log.max_bytes; 0 = no limit */
+static int64_t file_size;    /* bytes in the current file */
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* nowhere to tell */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Opens file_path for appending onto stderr; file_mu held.  PT_OK or
+ * PT_ESYS (errno set). */
+static int open_file_locked(void)
+{
+    int fd = open(file_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return PT_ESYS;
+    struct stat sb;
+    file_size = fstat(fd, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    if (fd != STDERR_FILENO) {
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
+    return PT_OK;
+}
+
+int pt_linux_log_open_file(const char *path)
+{
+    if (!path || !*path || strlen(path) + 3 > sizeof file_path) {
+        errno = ENAMETOOLONG;
+        return PT_ESYS;
+    }
+    pthread_mutex_lock(&file_mu);
+    snprintf(file_path, sizeof file_path, "%s", path);
+    int rc = open_file_locked();
+    pthread_mutex_unlock(&file_mu);
+    return rc;
+}
+
+int pt_linux_log_reopen(void)
+{
+    int rc = PT_OK;
+    pthread_mutex_lock(&file_mu);
+    if (file_path[0])
+        rc = open_file_locked();
+    pthread_mutex_unlock(&file_mu);
+    return rc;
+}
+
+void pt_linux_log_set_max_bytes(int64_t max_bytes)
+{
+    pthread_mutex_lock(&file_mu);
+    file_max = max_bytes > 0 ? max_bytes : 0;
+    pthread_mutex_unlock(&file_mu);
+}
+
+/* FILE -> FILE.1 and a new FILE; or, where the directory is not ours to
+ * rename in, FILE emptied with a line saying so (stamp: the line's time and
+ * level prefix).  file_mu held. */
+static void rotate_locked(const char *stamp)
+{
+    char old[sizeof file_path + 2];
+    snprintf(old, sizeof old, "%s.1", file_path);
+    if (rename(file_path, old) == 0 && open_file_locked() == PT_OK)
+        return;
+    int e = errno;
+    if (ftruncate(STDERR_FILENO, 0) != 0)
+        return; /* not a file: nothing to keep small */
+    file_size = 0;
+    char note[600];
+    int n = snprintf(note, sizeof note,
+                     "%slog.max_bytes: cannot rotate %s to %s (%s): emptied it instead; give the "
+                     "user a directory of its own for the log\n",
+                     stamp, file_path, old, strerror(e));
+    if (n > 0 && (size_t)n < sizeof note) {
+        write_all(STDERR_FILENO, note, (size_t)n);
+        file_size = n;
+    }
+}
+
+/* Writes one or more whole lines to stderr, rotating the log file first
+ * when they would take it past half of log.max_bytes. */
+static void write_log(const char *buf, size_t n, const char *stamp)
+{
+    if (!file_path[0]) {
+        write_all(STDERR_FILENO, buf, n);
+        return;
+    }
+    pthread_mutex_lock(&file_mu);
+    if (file_max && file_size + (int64_t)n > file_max / 2)
+        rotate_locked(stamp);
+    write_all(STDERR_FILENO, buf, n);
+    file_size += (int64_t)n;
+    pthread_mutex_unlock(&file_mu);
+}
+
 /*
  * One write() per line, so that lines from several threads never mix:
  * "2026-12-01T19:45:12.345Z warn: text" (RFC 3339, UTC) in a file or on a
@@ -196,18 +313,21 @@ static void stderr_sink(void *ctx, enum pt_log_level level, const char *text)
 {
     static const int prio[] = {3, 4, 6, 7}; /* LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
     (void)ctx;
-    char stamp[64];
+    /* stamp starts each line; warn_stamp a rotation's own note, if any. */
+    char stamp[128], warn_stamp[128];
     if (atomic_load(&to_journal)) {
         snprintf(stamp, sizeof stamp, "<%d>", prio[level]);
+        snprintf(warn_stamp, sizeof warn_stamp, "<4>");
     } else {
         struct timespec ts;
         struct tm tm;
+        char when[80];
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
-        snprintf(stamp, sizeof stamp,
-                 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: ", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-                 level_names[level]);
+        snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+        snprintf(stamp, sizeof stamp, "%s %s: ", when, level_names[level]);
+        snprintf(warn_stamp, sizeof warn_stamp, "%s warn: ", when);
     }
     /* A message of several lines ("3 problems, all to be fixed:\n  ...")
      * becomes as many lines, each with the time and level (or priority). */
@@ -226,15 +346,7 @@ static void stderr_sink(void *ctx, enum pt_log_level level, const char *text)
             break;
         p += len + 1;
     }
-    for (const char *p = buf; n > 0;) {
-        ssize_t w = write(STDERR_FILENO, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* nowhere to tell */
-        p += w;
-        n -= (size_t)w;
-    }
+    write_log(buf, n, warn_stamp);
 }
 
 static void syslog_sink(void *ctx, enum pt_log_level level, const char *line)

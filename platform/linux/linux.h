@@ -27,6 +27,19 @@ int pt_linux_wall_synced(void);
 /* Fills buf with len random bytes from getrandom(2). PT_OK or PT_ESYS. */
 int pt_linux_random(void *buf, size_t len);
 
+/*
+ * The daemon's log file (serve --log-file): opened for appending onto
+ * stderr (mode 0640 when created), remembered for pt_linux_log_reopen()
+ * (SIGHUP: a file moved away by logrotate is followed by a new one).  With
+ * pt_linux_log_set_max_bytes(N), N > 0, the file and PATH.1 together never
+ * hold more than N bytes: the file is renamed to PATH.1 before a line would
+ * take it past N/2, or emptied where it cannot be renamed (a line in it
+ * says so).  0 = no limit.  PT_OK or PT_ESYS (errno set).
+ */
+int pt_linux_log_open_file(const char *path);
+int pt_linux_log_reopen(void);
+void pt_linux_log_set_max_bytes(int64_t max_bytes);
+
 /* Routes core's log lines to syslog (1) or stderr (0). */
 void pt_linux_log_use_syslog(int on);
 /* Looks again whether stderr is systemd's journal stream (JOURNAL_STREAM):

@@ -230,7 +230,11 @@ pt_done()
     fi
     # Every answer the daemons of the cases gave, whoever asked
     # (PAYTERM_TEST_ANSWER_LOG), held to the OpenAPI description (SPEC 15).
-    if [ -e "$PT_TMP/served" ] && [ ! -s "$PT_TMP/answers/journal" ]; then
+    if [ "${PT_ANSWER_LOG:-1}" = 0 ]; then
+        # A build without the simulator (the musl build) has no answer log,
+        # and ctest says so: the answers are checked in the desktop build.
+        pt_log "(no OpenAPI check of the answers: this build has no PT_WITH_SIM answer log)"
+    elif [ -e "$PT_TMP/served" ] && [ ! -s "$PT_TMP/answers/journal" ]; then
         # A daemon answered (its /healthz at least) and nothing was kept:
         # the check would pass having checked nothing (a build without
         # PT_WITH_SIM has no answer log).

@@ -11,6 +11,13 @@
 # of this configuration every ~10 ms: never two, the new daemon never finds
 # the old one's lock on data_dir (SPEC 3), and the charge is answered once.
 #
+# Then supervision (SPEC 14): BusyBox init itself, as PID 1 of a PID and
+# mount namespace of its own, with an /etc/inittab (an overlay on /etc) of
+# rcS's start, the script's respawn line and rcK's stop.  kill -9 of the
+# daemon -> one new daemon within 5 s, never two (sampled every ~10 ms);
+# stop keeps it down, start brings it back, restart never has two, and
+# init's shutdown stops it gracefully.
+#
 # PT_INIT_SCRIPT overrides the script under test (to show that an old one
 # fails).  Needs root: start-stop-daemon -c changes the user.
 source "$(dirname "$0")/lib.sh"
@@ -22,12 +29,15 @@ PT_DEFAULT_CONFIG=$(cd "$(dirname "$0")/../../firmware/board" && pwd)/payterm.js
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# A command prefix that runs init() inside BusyBox init's namespaces.
+NS_ENTER=()
+
 # init ACTION [DEFAULTS] - runs the init script as BusyBox init would: busybox
 # sh, BusyBox applets only, a bare environment.  Sets INIT_RC and INIT_OUT.
 init()
 {
     local defaults=${2:-$DEFAULTS}
-    INIT_OUT=$(env -i PATH="$BB" PAYTERM_DEFAULTS="$defaults" \
+    INIT_OUT=$("${NS_ENTER[@]}" env -i PATH="$BB" PAYTERM_DEFAULTS="$defaults" \
         PAYTERM_THREAD_STACK_KIB="$PAYTERM_THREAD_STACK_KIB" \
         ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \
         ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
@@ -118,7 +128,7 @@ setup()
     BB=$PT_TMP/bb
     mkdir -p "$BB"
     for applet in sh start-stop-daemon readlink tr head sleep rm mkdir touch chown chmod \
-        id dirname cat; do
+        id dirname cat grep logger init; do
         ln -s "$(command -v busybox)" "$BB/$applet"
     done
     # Only Stripe is configured, on the simulator.
@@ -353,6 +363,189 @@ case_stop_timeout()
     board_sim /_sim/faults '{"mode":"none"}' >/dev/null
 }
 
+
+# ---- supervised by BusyBox init ------------------------------------------------
+
+# start_sampler / stop_sampler - count the live daemons every ~10 ms in the
+# background; stop_sampler sets SAMPLES and MAX.
+start_sampler()
+{
+    rm -f "$PT_TMP/samples" "$PT_TMP/sampler.stop"
+    (
+        while [ ! -e "$PT_TMP/sampler.stop" ]; do
+            serve_pids | wc -l >>"$PT_TMP/samples"
+            sleep 0.01
+        done
+    ) &
+    SAMPLER=$!
+}
+stop_sampler()
+{
+    touch "$PT_TMP/sampler.stop"
+    wait "$SAMPLER"
+    SAMPLES=$(wc -l <"$PT_TMP/samples")
+    MAX=$(sort -n "$PT_TMP/samples" | tail -n 1)
+}
+
+# wait_new_daemon OLD MS - until one daemon other than OLD answers /healthz;
+# fails after MS milliseconds.  Sets NEW.
+wait_new_daemon()
+{
+    local old=$1 deadline=$(($(now_ms) + $2)) pids
+    while :; do
+        pids=$(serve_pids)
+        if [ -n "$pids" ] && [ "$pids" != "$old" ] && [ "$(echo "$pids" | wc -l)" = 1 ] &&
+            curl -s -o /dev/null --max-time 1 "$URL/healthz"; then
+            NEW=$pids
+            return 0
+        fi
+        [ "$(now_ms)" -lt "$deadline" ] || fail "no new daemon within $2 ms (live: '$pids')"
+        sleep 0.01
+    done
+}
+
+# BusyBox init as PID 1 of new PID and mount namespaces; its /etc/inittab
+# (an overlay on /etc, this namespace's only) has the lines a Buildroot
+# board's has around the package's respawn line.
+case_supervised_boot()
+{
+    local upper=$PT_TMP/ovl/upper work=$PT_TMP/ovl/work deadline
+    command -v unshare >/dev/null && command -v nsenter >/dev/null ||
+        pt_skip "needs unshare and nsenter (util-linux)"
+    INITTAB=$PT_TMP/inittab
+    {
+        echo "::sysinit:$BB/sh $PT_INIT_SCRIPT start"
+        echo "::respawn:$BB/sh $PT_INIT_SCRIPT run"
+        echo "::shutdown:$BB/sh $PT_INIT_SCRIPT stop"
+    } >"$INITTAB"
+    # BusyBox init gives its children PATH=/sbin:/usr/sbin:/bin:/usr/bin:
+    # the defaults file puts BusyBox's applets back in front of all else.
+    { cat "$DEFAULTS"; echo "INITTAB=$INITTAB"; echo "PATH=$BB"; } >"$DEFAULTS.sup"
+    mkdir -p "$upper" "$work"
+    cp "$INITTAB" "$upper/inittab"
+    unshare --pid --fork --mount --mount-proc "$BB/sh" -c '
+        mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc || exit 99
+        shift 2
+        exec env -i "$@"' sh "$upper" "$work" PATH="$BB" PAYTERM_DEFAULTS="$DEFAULTS.sup" \
+        PAYTERM_THREAD_STACK_KIB="$PAYTERM_THREAD_STACK_KIB" \
+        ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \
+        ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
+        "$BB/init" </dev/null >"$PT_TMP/init.out" 2>&1 &
+    local unshare_pid=$!
+    remember "$unshare_pid"
+    echo "$unshare_pid" >"$PT_TMP/unshare.pid"
+    deadline=$(($(date +%s) + 10))
+    until NSINIT=$(pgrep -P "$unshare_pid" | head -n 1) && [ -n "$NSINIT" ]; do
+        kill -0 "$unshare_pid" 2>/dev/null ||
+            pt_skip "no PID and mount namespace with BusyBox init here: $(cat "$PT_TMP/init.out")"
+        [ "$(date +%s)" -lt "$deadline" ] || fail "BusyBox init did not start"
+        sleep 0.05
+    done
+    remember "$NSINIT"
+    echo "$NSINIT" >"$PT_TMP/nsinit.pid"
+    wait_new_daemon none 20000
+    pt_log "  BusyBox init (pid $NSINIT here) started the daemon $NEW: $(tr '\r' ' ' <"$PT_TMP/init.out")"
+    expect_contains "BusyBox init starts it" "$(cat "$PT_TMP/init.out")" \
+        "rcS's start under a respawn line"
+    NS_ENTER=(nsenter -t "$NSINIT" -p -m --)
+    init status "$DEFAULTS.sup"
+    expect_eq 0 "$INIT_RC" "exit status of status under BusyBox init"
+    expect_contains "supervised by BusyBox init" "$INIT_OUT" "output of status"
+    uid=$(awk '/^Uid:/ { print $2 }' "/proc/$NEW/status")
+    expect_eq "$(id -u "$PT_INIT_USER")" "$uid" "Uid of the supervised daemon"
+}
+
+ns_ready()
+{
+    [ -s "$PT_TMP/nsinit.pid" ] || pt_skip "BusyBox init is not running (see the first case)"
+    NSINIT=$(cat "$PT_TMP/nsinit.pid")
+    NS_ENTER=(nsenter -t "$NSINIT" -p -m --)
+}
+
+# kill -9, twice: init starts one new daemon within 5 s, never two.
+case_supervised_kill9()
+{
+    local round old t0 t1
+    ns_ready
+    for round in 1 2; do
+        old=$(serve_pids)
+        [ -n "$old" ] && [ "$(echo "$old" | wc -l)" = 1 ] || fail "not one daemon before kill -9: '$old'"
+        start_sampler
+        t0=$(now_ms)
+        kill -KILL "$old"
+        wait_new_daemon "$old" 5000
+        t1=$(now_ms)
+        sleep 0.3 # a second daemon would show up now, if ever
+        stop_sampler
+        remember "$NEW"
+        pt_log "  round $round: kill -9 $old -> daemon $NEW serving after $((t1 - t0)) ms;" \
+            "$SAMPLES samples, at most $MAX alive"
+        [ "$SAMPLES" -ge 5 ] || fail "only $SAMPLES samples taken"
+        [ "$MAX" -le 1 ] || fail "$MAX daemons alive at once after kill -9"
+        expect_eq "$NEW" "$(serve_pids)" "the daemons after the respawn"
+        echo "$((t1 - t0))" >>"$PT_TMP/respawn_ms"
+    done
+    pt_get /healthz
+    expect_status 200
+}
+
+# stop keeps it down (init respawns only the waiting "run"); start brings it
+# back; restart never has two.
+case_supervised_stop_start()
+{
+    local old deadline
+    ns_ready
+    init stop "$DEFAULTS.sup"
+    expect_eq 0 "$INIT_RC" "exit status of stop under BusyBox init"
+    expect_eq "" "$(serve_pids)" "daemons right after stop returned"
+    # Held down: no daemon for 3 s (init respawned the runner, which waits).
+    deadline=$(($(now_ms) + 3000))
+    while [ "$(now_ms)" -lt "$deadline" ]; do
+        expect_eq "" "$(serve_pids)" "daemons after stop (init must not bring one back)"
+        sleep 0.05
+    done
+    init status "$DEFAULTS.sup"
+    expect_eq 3 "$INIT_RC" "exit status of status after stop"
+    expect_contains "stopped" "$INIT_OUT" "output of status after stop"
+    init start "$DEFAULTS.sup"
+    expect_eq 0 "$INIT_RC" "exit status of start under BusyBox init"
+    expect_contains "supervised by BusyBox init" "$INIT_OUT" "output of start"
+    old=$(serve_pids)
+    [ -n "$old" ] || fail "no daemon after start returned"
+    remember "$old"
+    pt_get /healthz
+    expect_status 200
+
+    start_sampler
+    init restart "$DEFAULTS.sup"
+    stop_sampler
+    expect_eq 0 "$INIT_RC" "exit status of restart under BusyBox init"
+    pt_log "  restart: $SAMPLES samples, at most $MAX alive"
+    [ "$MAX" -le 1 ] || fail "$MAX daemons alive at once during restart"
+    wait_new_daemon "$old" 5000
+    remember "$NEW"
+}
+
+# BusyBox init's shutdown (SIGTERM to init, as `reboot` sends): the
+# ::shutdown: line stops the daemon gracefully, then init ends.
+case_supervised_shutdown()
+{
+    local unshare_pid deadline
+    ns_ready
+    unshare_pid=$(cat "$PT_TMP/unshare.pid")
+    [ -n "$(serve_pids)" ] || fail "no daemon before the shutdown"
+    kill -TERM "$NSINIT"
+    deadline=$(($(date +%s) + 60))
+    while kill -0 "$unshare_pid" 2>/dev/null; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "BusyBox init did not end within 60 s of SIGTERM"
+        sleep 0.05
+    done
+    rm -f "$PT_TMP/nsinit.pid"
+    expect_eq "" "$(serve_pids)" "daemons after init's shutdown"
+    expect_eq stopped "$(grep -o 'stopped$' "$LOG" | tail -n 1)" \
+        "the last daemon's last line (graceful stop by rcK's S80payterm stop)"
+}
+
 pt_init
 if [ "$(id -u)" != 0 ]; then
     # CI runs as root; start-stop-daemon -c needs it.
@@ -372,11 +565,23 @@ pt_case "reload: SIGHUP logged, the daemon stays up" case_reload
 pt_case "stop: returns after the process is gone and the lock released; status exits 3" case_stop
 pt_case "a stale pid file naming another process is never signalled" case_stale_pidfile
 pt_case "stop: SIGKILL after STOP_TIMEOUT, and says so" case_stop_timeout
+pt_case "BusyBox init (PID 1, respawn line): rcS's start, then init starts the daemon" \
+    case_supervised_boot
+pt_case "kill -9 under BusyBox init: one new daemon within 5 s, never two (twice)" \
+    case_supervised_kill9
+pt_case "under BusyBox init: stop keeps it down, start brings it back, restart never two" \
+    case_supervised_stop_start
+pt_case "BusyBox init's shutdown stops the daemon gracefully (rcK)" case_supervised_shutdown
+[ -f "$PT_TMP/respawn_ms" ] &&
+    echo "# kill -9 -> new daemon serving after $(tr '\n' ' ' <"$PT_TMP/respawn_ms")ms"
 [ -f "$PT_TMP/max_daemons" ] &&
     echo "# at most $(cat "$PT_TMP/max_daemons") payterm serve process(es) alive during restart"
 
 # Nothing left running, so the EXIT trap has no PID to kill that a daemon
 # gone long ago left behind (and that the kernel may have reused).
+[ ! -s "$PT_TMP/nsinit.pid" ] || kill -KILL "$(cat "$PT_TMP/nsinit.pid")" 2>/dev/null
+NS_ENTER=()
+sleep 0.2
 [ -z "$(serve_pids)" ] || init stop
 for pid in $(serve_pids); do kill -KILL "$pid"; done
 board_sim_stop

@@ -5,7 +5,10 @@
 ################################################################################
 
 PAYTERM_VERSION = 0.2.0
-PAYTERM_SITE = $(call github,payterm,payterm,v$(PAYTERM_VERSION))
+# The tarball make dist made of tag v$(PAYTERM_VERSION), uploaded to the
+# release: its bytes never change, so payterm.hash can check it (GitHub's
+# own archive of a tag is generated on request, with no such promise).
+PAYTERM_SITE = https://github.com/payterm/payterm/releases/download/v$(PAYTERM_VERSION)
 PAYTERM_LICENSE = MIT
 PAYTERM_LICENSE_FILES = LICENSE
 PAYTERM_DEPENDENCIES = cjson host-pkgconf libcurl libmicrohttpd mbedtls sqlite
@@ -46,7 +49,8 @@ define PAYTERM_INSTALL_TARGET_CMDS
 	$(INSTALL) -d -m 0750 $(TARGET_DIR)/etc/payterm/keys
 endef
 
-# Under BusyBox init the daemon logs to /var/log/payterm.log.
+# Under BusyBox init the daemon logs to a file it keeps under log.max_bytes
+# itself, or to syslog (LOG=syslog in /etc/default/payterm).
 ifeq ($(BR2_PACKAGE_LOGROTATE),y)
 define PAYTERM_INSTALL_LOGROTATE
 	$(INSTALL) -D -m 0644 $(@D)/firmware/board/payterm.logrotate \
@@ -59,6 +63,22 @@ define PAYTERM_INSTALL_INIT_SYSV
 		$(TARGET_DIR)/etc/init.d/S80payterm
 	$(PAYTERM_INSTALL_LOGROTATE)
 endef
+
+# BusyBox init restarts a daemon that died: the init script names its own
+# respawn line ("# inittab: ::respawn:/etc/init.d/S80payterm run"), added
+# to /etc/inittab once every package has installed its files (the inittab
+# comes from busybox or skeleton-init-sysv).  A script without the line
+# (releases before supervision) leaves inittab as it is.
+ifeq ($(BR2_INIT_BUSYBOX),y)
+define PAYTERM_INITTAB_RESPAWN
+	line=$$(sed -n 's/^# inittab: //p' $(TARGET_DIR)/etc/init.d/S80payterm); \
+	if [ -n "$$line" ] && ! grep -qF "$$line" $(TARGET_DIR)/etc/inittab; then \
+		printf '\n# payterm: restarted when it dies (S80payterm run)\n%s\n' \
+			"$$line" >>$(TARGET_DIR)/etc/inittab; \
+	fi
+endef
+PAYTERM_TARGET_FINALIZE_HOOKS += PAYTERM_INITTAB_RESPAWN
+endif
 
 define PAYTERM_INSTALL_INIT_SYSTEMD
 	$(INSTALL) -D -m 0644 $(@D)/firmware/board/payterm.service \
