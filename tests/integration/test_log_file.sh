@@ -131,6 +131,9 @@ case_sighup()
 case_cannot_rename()
 {
     [ "$(id -u)" = 0 ] && command -v unshare >/dev/null || pt_skip "needs root and unshare"
+    # A chroot (its / no mount point) refuses a private mount namespace, as
+    # pt_mount_tmpfs's cases are skipped where nothing can be mounted.
+    unshare --mount true 2>/dev/null || pt_skip "no mount namespace here: $(unshare --mount true 2>&1)"
     local f=$PT_TMP/pinned/payterm.log wrap=$PT_TMP/payterm-pinned t i
     mkdir -p "$PT_TMP/pinned"
     : >"$f"

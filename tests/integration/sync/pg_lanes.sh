@@ -146,10 +146,13 @@ expect "lanes named as the queued charges' creators" "$LANES" \
 
 # A lane dies with sends in flight (each answer 800 ms late): the one that
 # holds PROCESSING charges first is SIGKILLed.
-sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
+sim_fault '{"gateway":"stripe","mode":"refuse_connect","count":-1}'
 queue LANE-K 16 2000
-sim_clear
-sim_fault '{"gateway":"stripe","mode":"delay","count":-1,"delay_ms":800}'
+# The delay is armed before the refusal is lifted: a lane's own pass in
+# between would otherwise send them all at once, and none would be seen
+# in flight.
+sim_fault '{"gateway":"*","mode":"delay","count":-1,"delay_ms":800}'
+sim_fault '{"gateway":"stripe","mode":"none"}'
 sync_all
 claimed() { pg "SELECT claimed_by FROM charges WHERE state = 'PROCESSING' AND claimed_by IS NOT NULL ORDER BY id LIMIT 1"; }
 has_claim() { [ -n "$(claimed)" ]; }
