@@ -259,12 +259,14 @@ static void check_tables(void)
     each("SELECT n.dedup_id, n.order_id, c.state FROM notifications n LEFT JOIN charges c ON "
          "c.order_id = n.order_id WHERE n.outcome = 'applied' AND c.state IS NOT 'SUCCESS'",
          violation, "notification recorded but not applied");
-    /* The queue figures the offline limits read. */
+    /* The queue figures the offline limits read: every charge accepted
+     * offline and not final (sql/011, SPEC 18). */
     each("SELECT q.currency, q.count, q.total, x.n, x.t FROM (SELECT currency, count(*) AS n, "
-         "sum(amount) AS t FROM charges WHERE state = 'INIT' GROUP BY currency) x FULL JOIN "
-         "offline_queue q ON q.currency = x.currency WHERE coalesce(q.count, 0) <> "
-         "coalesce(x.n, 0) OR coalesce(q.total, 0) <> coalesce(x.t, 0)",
-         violation, "offline_queue figures differ from the INIT charges");
+         "sum(amount) AS t FROM charges WHERE offline_accepted = 1 AND state IN ('INIT', "
+         "'PROCESSING', 'PENDING', 'UNKNOWN') GROUP BY currency) x FULL JOIN offline_queue q "
+         "ON q.currency = x.currency WHERE coalesce(q.count, 0) <> coalesce(x.n, 0) OR "
+         "coalesce(q.total, 0) <> coalesce(x.t, 0)",
+         violation, "offline_queue figures differ from the charges accepted offline");
     /* Fulfilment: one event per final charge or refund, none for others. */
     each("SELECT c.order_id, c.state, c.review, (SELECT group_concat(type) FROM events e WHERE "
          "e.charge_id = c.id AND e.type <> 'charge.review' AND e.refund_id IS NULL) AS ev FROM "
