@@ -1477,13 +1477,23 @@ int pt_sync_probe_all(struct pt_sync *s, int64_t max_age_ms)
 
 int pt_sync_probe(struct pt_sync *s)
 {
-    int down = 0;
-    for (int i = 0; i < pt_gateway_count(); i++)
-        if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN) {
-            down += !probe(s, i);
-            if (tl_drain == s)
-                mark_progress(s);
-        }
+    /* A gateway found back is a sign the network came back, perhaps while
+     * this round probed the others: those still down are looked at once
+     * more, so that gateways that return together are known up in the same
+     * pass, and the drain stays oldest first across them. */
+    int down = 0, back = 0;
+    for (int round = 0; round < 2 && (round == 0 || (back && down)); round++) {
+        down = 0;
+        for (int i = 0; i < pt_gateway_count(); i++)
+            if (s->opt.gw[i] && atomic_load(&s->reach[i]) == REACH_DOWN) {
+                if (probe(s, i))
+                    back++;
+                else
+                    down++;
+                if (tl_drain == s)
+                    mark_progress(s);
+            }
+    }
     return down;
 }
 
