@@ -1934,20 +1934,20 @@ static int pg_charges_oldest_queued(struct pt_store *s, const char *gateway, con
     return scalar(PG(s), S_CHARGES_OLDEST_QUEUED, &a, created_at);
 }
 
-/* Only this lane's own interrupted sends: another lane's may be on their
- * way right now (they become due to anyone after their window). */
-static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
+/* One transaction: a charges' and a refunds' statement (update[0], [1]),
+ * each bound to now and `text`; *n the rows they changed. */
+static int pg_update_pair(struct pt_store *s, const int update[2], int64_t now, const char *text,
+                          int *n)
 {
     struct pg_store *st = PG(s);
     *n = 0;
     int rc = pg_begin(s);
     if (rc)
         return rc;
-    static const int update[2] = {S_CHARGES_INTERRUPTED, S_REFUNDS_INTERRUPTED};
     for (int i = 0; i < 2 && rc == PT_OK; i++) {
         struct args a = {0};
         a_int(&a, now);
-        a_opt(&a, st->lane_id);
+        a_opt(&a, text);
         int k = 0;
         if ((rc = run(st, update[i], &a, &k)) == PT_OK)
             *n += k;
@@ -1959,26 +1959,18 @@ static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
     return pg_commit(s);
 }
 
+/* Only this lane's own interrupted sends: another lane's may be on their
+ * way right now (they become due to anyone after their window). */
+static int pg_sends_interrupted(struct pt_store *s, int64_t now, int *n)
+{
+    static const int update[2] = {S_CHARGES_INTERRUPTED, S_REFUNDS_INTERRUPTED};
+    return pg_update_pair(s, update, now, PG(s)->lane_id, n);
+}
+
 static int pg_gateway_back(struct pt_store *s, const char *gateway, int64_t now, int *n)
 {
-    struct pg_store *st = PG(s);
-    int rc = pg_begin(s);
-    if (rc)
-        return rc;
     static const int update[2] = {S_CHARGES_BACK, S_REFUNDS_BACK};
-    for (int i = 0; i < 2 && rc == PT_OK; i++) {
-        struct args a = {0};
-        a_int(&a, now);
-        a_text(&a, gateway);
-        int k = 0;
-        if ((rc = run(st, update[i], &a, &k)) == PT_OK)
-            *n += k;
-    }
-    if (rc) {
-        pg_rollback(s);
-        return rc;
-    }
-    return pg_commit(s);
+    return pg_update_pair(s, update, now, gateway, n);
 }
 
 static int pg_queue_figures(struct pt_store *s, const char *currency, int64_t *count,

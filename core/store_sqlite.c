@@ -2860,11 +2860,14 @@ static int sq_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, in
     return read_refunds(st, s, max, rows, n, NULL);
 }
 
-static int sq_sends_interrupted(struct pt_store *st, int64_t now, int *n)
+/* One transaction: a charges' and a refunds' statement (update[0], [1]),
+ * each bound to now, its table's floor and, when given, the gateway; *n the
+ * rows they changed. */
+static int sq_update_pair(struct pt_store *st, const int update[2], int64_t now,
+                          const char *gateway, int *n)
 {
     *n = 0;
     int64_t floor[2];
-    static const int update[2] = {S_CHARGES_INTERRUPTED, S_REFUNDS_INTERRUPTED};
     int rc = sq_begin(st);
     if (rc)
         return rc;
@@ -2878,6 +2881,8 @@ static int sq_sends_interrupted(struct pt_store *st, int64_t now, int *n)
         }
         sqlite3_bind_int64(s, 1, now);
         sqlite3_bind_int64(s, 2, floor[i]);
+        if (gateway)
+            sqlite3_bind_text(s, 3, gateway, -1, SQLITE_STATIC);
         if ((rc = run(st, s)) == PT_OK)
             *n += sqlite3_changes(st->c->db);
     }
@@ -2888,32 +2893,16 @@ static int sq_sends_interrupted(struct pt_store *st, int64_t now, int *n)
     return sq_commit(st);
 }
 
+static int sq_sends_interrupted(struct pt_store *st, int64_t now, int *n)
+{
+    static const int update[2] = {S_CHARGES_INTERRUPTED, S_REFUNDS_INTERRUPTED};
+    return sq_update_pair(st, update, now, NULL, n);
+}
+
 static int sq_gateway_back(struct pt_store *st, const char *gateway, int64_t now, int *n)
 {
-    int64_t floor[2];
     static const int update[2] = {S_CHARGES_BACK, S_REFUNDS_BACK};
-    int rc = sq_begin(st);
-    if (rc)
-        return rc;
-    if ((rc = active_floor(st, &floor[0])) == PT_OK)
-        rc = refund_floor(st, &floor[1]);
-    for (int i = 0; i < 2 && rc == PT_OK; i++) {
-        sqlite3_stmt *s = stmt(st, update[i]);
-        if (!s) {
-            rc = PT_ESTORAGE;
-            break;
-        }
-        sqlite3_bind_int64(s, 1, now);
-        sqlite3_bind_int64(s, 2, floor[i]);
-        sqlite3_bind_text(s, 3, gateway, -1, SQLITE_STATIC);
-        if ((rc = run(st, s)) == PT_OK)
-            *n += sqlite3_changes(st->c->db);
-    }
-    if (rc) {
-        sq_rollback(st);
-        return rc;
-    }
-    return sq_commit(st);
+    return sq_update_pair(st, update, now, gateway, n);
 }
 
 static int sq_refunds_next_due(struct pt_store *st, int64_t *when)
