@@ -148,12 +148,12 @@ void pt_linux_log_detect(void)
     atomic_store(&to_journal, pt_linux_stderr_is_journal());
 }
 
-/* Writes all of n bytes to stderr (a line at a time: never mixed with
- * another thread's). */
-static void write_stderr(const char *p, size_t n)
+/* Writes all of n bytes to fd (to stderr a line at a time: never mixed
+ * with another thread's). */
+static void write_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(STDERR_FILENO, p, n);
+        ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -176,11 +176,11 @@ void pt_linux_say(int priority, const char *text)
         char line[1024];
         int w = snprintf(line, sizeof line, "%s%.*s\n", prefix, (int)len, p);
         if (w >= (int)sizeof line) { /* a longer line: in pieces, the prefix once */
-            write_stderr(prefix, strlen(prefix));
-            write_stderr(p, len);
-            write_stderr("\n", 1);
+            write_all(STDERR_FILENO, prefix, strlen(prefix));
+            write_all(STDERR_FILENO, p, len);
+            write_all(STDERR_FILENO, "\n", 1);
         } else if (w > 0) {
-            write_stderr(line, (size_t)w);
+            write_all(STDERR_FILENO, line, (size_t)w);
         }
         if (!p[len])
             break;
@@ -203,19 +203,6 @@ static pthread_mutex_t file_mu = PTHREAD_MUTEX_INITIALIZER;
 static char file_path[4096]; /* "" = stderr is not a log file of ours */
 static int64_t file_max;     /* log.max_bytes; 0 = no limit */
 static int64_t file_size;    /* bytes in the current file */
-
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* nowhere to tell */
-        p += w;
-        n -= (size_t)w;
-    }
-}
 
 /* Opens file_path for appending onto stderr; file_mu held.  PT_OK or
  * PT_ESYS (errno set). */
