@@ -1392,44 +1392,65 @@ static void bench_refund_drain(int aport, const char *simurl, const char *ca, in
     }
 }
 
-static void bench_drain(const char *dir, double floor_rate)
+/*
+ * A lane offline: the simulator in DIR/NAME-sim refusing every connection
+ * and a daemon on DIR/NAME-data with the bench's offline limits and
+ * `extra` (members added to its config, "" for none), ready to queue.
+ */
+struct offline_lane {
+    pid_t sim, d;
+    int aport;
+    char simurl[128], ca[PATH_MAX + 64];
+};
+
+static void lane_offline(const char *dir, const char *name, const char *extra,
+                         struct offline_lane *l)
 {
-    int n = quick ? 1000 : 10000;
     char simdir[PATH_MAX + 64], data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64];
-    char gwjson[PATH_MAX + 64], ca[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128];
-    snprintf(simdir, sizeof simdir, "%s/drain-sim", dir);
-    snprintf(data, sizeof data, "%s/drain-data", dir);
-    snprintf(cfg, sizeof cfg, "%s/drain.json", dir);
+    char gwjson[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128], url[160];
+    snprintf(simdir, sizeof simdir, "%s/%s-sim", dir, name);
+    snprintf(data, sizeof data, "%s/%s-data", dir, name);
+    snprintf(cfg, sizeof cfg, "%s/%s.json", dir, name);
     snprintf(gwjson, sizeof gwjson, "%s/gateways.json", simdir);
-    snprintf(ca, sizeof ca, "%s/ca.pem", simdir);
+    snprintf(l->ca, sizeof l->ca, "%s/ca.pem", simdir);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", simdir, data);
     if (system(cmd) != 0)
         exit(1);
-    int sport = free_port(), aport = free_port();
+    int sport = free_port();
+    l->aport = free_port();
     snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
-    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
-    snprintf(log, sizeof log, "%s/drain-sim.log", dir);
+    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", l->aport);
+    snprintf(log, sizeof log, "%s/%s-sim.log", dir, name);
     char *sargv[] = {"payterm", "sim",           "--listen", listen,    "--dir",
                      simdir,    "--notify-base", notify,     "--quiet", NULL};
-    pid_t sim = spawn(log, sargv, NULL);
-    char simurl[128], url[128];
-    snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
-    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
-    for (int i = 0; i < 1000 && http(url, NULL, ca, NULL) != 200; i++)
+    l->sim = spawn(log, sargv, NULL);
+    snprintf(l->simurl, sizeof l->simurl, "https://127.0.0.1:%d", sport);
+    snprintf(url, sizeof url, "%s/_sim/ledger", l->simurl);
+    for (int i = 0; i < 1000 && http(url, NULL, l->ca, NULL) != 200; i++)
         usleep(20000);
     FILE *f = fopen(cfg, "w");
     fprintf(f,
             "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
             "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
-            "\"max_total\":1000000000000}},\"max_count\":1000000},"
-            "\"sync\":{\"interval_s\":1}}\n",
-            data, aport);
+            "\"max_total\":1000000000000}},\"max_count\":1000000}%s}\n",
+            data, l->aport, extra);
     fclose(f);
     /* Queue while every gateway refuses connections, like a lane offline. */
-    sim_fault(simurl, ca, SIM_REFUSE_ALL);
-    snprintf(log, sizeof log, "%s/drain-payterm.log", dir);
+    sim_fault(l->simurl, l->ca, SIM_REFUSE_ALL);
+    snprintf(log, sizeof log, "%s/%s-payterm.log", dir, name);
     char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
-    pid_t d = start_serve(log, dargv, NULL, aport, "drain");
+    l->d = start_serve(log, dargv, NULL, l->aport, name);
+}
+
+static void bench_drain(const char *dir, double floor_rate)
+{
+    int n = quick ? 1000 : 10000;
+    struct offline_lane lane;
+    lane_offline(dir, "drain", ",\"sync\":{\"interval_s\":1}", &lane);
+    const char *simurl = lane.simurl, *ca = lane.ca;
+    int aport = lane.aport;
+    pid_t sim = lane.sim, d = lane.d;
+    char url[128];
     queue_for_drain(aport, 0, n);
     /* The network is back: time until the queue is empty and nothing is
      * in flight or unknown. */
@@ -1576,40 +1597,12 @@ static double cpu_ns(pid_t pid, long *switches)
 static void bench_queue(const char *dir)
 {
     int n = quick ? 5000 : 50000;
-    char simdir[PATH_MAX + 64], data[PATH_MAX + 64], cfg[PATH_MAX + 64], log[PATH_MAX + 64];
-    char gwjson[PATH_MAX + 64], ca[PATH_MAX + 64], listen[64], notify[64], cmd[PATH_MAX + 128];
-    snprintf(simdir, sizeof simdir, "%s/queue-sim", dir);
-    snprintf(data, sizeof data, "%s/queue-data", dir);
-    snprintf(cfg, sizeof cfg, "%s/queue.json", dir);
-    snprintf(gwjson, sizeof gwjson, "%s/gateways.json", simdir);
-    snprintf(ca, sizeof ca, "%s/ca.pem", simdir);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", simdir, data);
-    if (system(cmd) != 0)
-        exit(1);
-    int sport = free_port(), aport = free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", sport);
-    snprintf(notify, sizeof notify, "http://127.0.0.1:%d", aport);
-    snprintf(log, sizeof log, "%s/queue-sim.log", dir);
-    char *sargv[] = {"payterm", "sim",           "--listen", listen,    "--dir",
-                     simdir,    "--notify-base", notify,     "--quiet", NULL};
-    pid_t sim = spawn(log, sargv, NULL);
-    char simurl[128], url[128];
-    snprintf(simurl, sizeof simurl, "https://127.0.0.1:%d", sport);
-    snprintf(url, sizeof url, "%s/_sim/ledger", simurl);
-    for (int i = 0; i < 1000 && http(url, NULL, ca, NULL) != 200; i++)
-        usleep(20000);
     /* The board's defaults: sync.interval_s 5, the probe with it. */
-    FILE *f = fopen(cfg, "w");
-    fprintf(f,
-            "{\"data_dir\":\"%s\",\"listen\":\"127.0.0.1:%d\",\"log_level\":\"warn\","
-            "\"offline\":{\"limits\":{\"USD\":{\"max_amount\":100000,"
-            "\"max_total\":1000000000000}},\"max_count\":1000000}}\n",
-            data, aport);
-    fclose(f);
-    sim_fault(simurl, ca, SIM_REFUSE_ALL);
-    snprintf(log, sizeof log, "%s/queue-payterm.log", dir);
-    char *dargv[] = {"payterm", "serve", "-c", cfg, "-c", gwjson, NULL};
-    pid_t d = start_serve(log, dargv, NULL, aport, "queue");
+    struct offline_lane lane;
+    lane_offline(dir, "queue", "", &lane);
+    const char *simurl = lane.simurl, *ca = lane.ca;
+    int aport = lane.aport;
+    pid_t sim = lane.sim, d = lane.d;
     sleep(1);
     long idle_kb = rss_anon_kb(d);
     double tq = now_us();
