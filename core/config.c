@@ -3,6 +3,7 @@
  * firmware/config_load.c).
  */
 #include "config.h"
+#include "err.h"
 #include "store.h"
 
 #include <stdio.h>
@@ -103,6 +104,34 @@ int pt_config_lock_timeout_problem(const struct pt_config *cfg, char *why, size_
 void pt_config_db_path(const struct pt_config *cfg, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s/payterm.db", cfg->data_dir);
+}
+
+unsigned pt_config_store_caps(const struct pt_config *cfg)
+{
+    struct pt_store_options o;
+    pt_config_store_options(cfg, "", &o);
+    return pt_store_caps_of(&o);
+}
+
+void pt_config_lane_store_options(const struct pt_config *cfg, const char *path,
+                                  enum pt_lane_open when, struct pt_store_options *o)
+{
+    pt_config_store_options(cfg, path, o);
+    unsigned caps = pt_store_caps_of(o);
+    o->no_wal_vfs = 0; /* pt_store_set_wal_vfs, the daemon's */
+    o->connect_later = cfg->store_fallback_local && (caps & PT_STORE_CAP_SHARED);
+    o->existing = when == PT_LANE_OPEN_LATER && (caps & PT_STORE_CAP_DATADIR_FILE);
+}
+
+int pt_config_open_local_queue(const struct pt_config *cfg, const char *path,
+                               struct pt_store **local, char *err, size_t errlen)
+{
+    *local = NULL;
+    if (!cfg->store_fallback_local || !(pt_config_store_caps(cfg) & PT_STORE_CAP_SHARED))
+        return PT_OK;
+    /* The lane's own file, as a lane without a server keeps it. */
+    struct pt_store_options lo = {.path = path, .synchronous_normal = cfg->synchronous_normal};
+    return pt_store_open(&lo, local, err, errlen);
 }
 
 void pt_config_store_options(const struct pt_config *cfg, const char *path,

@@ -142,4 +142,31 @@ struct pt_store_options;
 void pt_config_store_options(const struct pt_config *cfg, const char *path,
                              struct pt_store_options *o);
 
+/* PT_STORE_CAP_* (store.h) of cfg's backend, before anything is opened:
+ * what firmware asks instead of the backend's name. */
+unsigned pt_config_store_caps(const struct pt_config *cfg);
+
+/*
+ * How the daemon's threads open the lane's store, one recipe for all: the
+ * options above, and
+ *  - storage.wal_vfs from the process-wide switch the daemon set once
+ *    (pt_store_set_wal_vfs), not per store;
+ *  - with store.fallback "local", a server out of reach is no error at open
+ *    (connect_later): the lane starts, and queues on its own file;
+ *  - PT_LANE_OPEN_LATER (the API's pool, the syncer): the daemon created the
+ *    database, so a database file found gone is an error, never a new empty
+ *    one (SPEC 18).
+ */
+enum pt_lane_open { PT_LANE_OPEN_FIRST, PT_LANE_OPEN_LATER };
+void pt_config_lane_store_options(const struct pt_config *cfg, const char *path,
+                                  enum pt_lane_open when, struct pt_store_options *o);
+
+/* The lane's own queue while the store server is out of reach
+ * (store.fallback "local", SPEC 16): the SQLite file at path, opened into
+ * *local; *local is NULL when the lane has none.  PT_OK, or the error
+ * with a sentence in err. */
+struct pt_store;
+int pt_config_open_local_queue(const struct pt_config *cfg, const char *path,
+                               struct pt_store **local, char *err, size_t errlen);
+
 #endif

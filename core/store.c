@@ -86,6 +86,16 @@ const char *pt_store_backend(const struct pt_store *st)
     return ops(st)->name;
 }
 
+unsigned pt_store_caps(const struct pt_store *st)
+{
+    return ops(st)->caps;
+}
+
+unsigned pt_store_caps_of(const struct pt_store_options *opt)
+{
+    return opt->backend == PT_STORE_POSTGRESQL ? PT_STORE_PG_CAPS : PT_STORE_SQLITE_CAPS;
+}
+
 void pt_key_row_free(struct pt_key_row *row)
 {
     if (!row)

@@ -77,8 +77,31 @@ struct pt_store_options {
  * none): what the PostgreSQL store's one-round-trip paths are held to. */
 uint64_t pt_store_round_trips(const struct pt_store *st);
 
-/* "sqlite" or "postgresql": the backend behind st. */
+/* "sqlite" or "postgresql": the backend behind st (for messages; callers
+ * ask pt_store_caps() what it does, never branch on its name). */
 const char *pt_store_backend(const struct pt_store *st);
+
+/*
+ * What a backend does, asked instead of its name (curl's Curl_ssl
+ * "supports" bits are the model).  A new backend sets the bits that hold
+ * for it; the daemon and the commands follow them.
+ */
+enum {
+    /* The database is one file in data_dir, this lane's alone: the daemon
+     * refuses to start on a missing one where a database was (data_dir's
+     * marker, SPEC 18), and init --new-database applies to it. */
+    PT_STORE_CAP_DATADIR_FILE = 1u << 0,
+    /* Writes of every thread go through one writer thread that commits
+     * them in groups (pt_store_writer_new). */
+    PT_STORE_CAP_GROUP_COMMIT = 1u << 1,
+    /* A server the shop's lanes share: it can be out of reach (a lane with
+     * store.fallback "local" queues on its own file meanwhile), and other
+     * lanes' events arrive by pt_store_wait_events(). */
+    PT_STORE_CAP_SHARED = 1u << 2,
+};
+unsigned pt_store_caps(const struct pt_store *st);
+/* The same bits before a store is opened (the options name the backend). */
+unsigned pt_store_caps_of(const struct pt_store_options *opt);
 
 /* The process-wide switch behind storage.wal_vfs (default on): off, every
  * store opened afterwards uses SQLite's own VFS, as no_wal_vfs does. */

@@ -12,8 +12,13 @@
 
 #include "store.h"
 
+/* Each backend's PT_STORE_CAP_* bits, known before it opens (store.c). */
+#define PT_STORE_SQLITE_CAPS (PT_STORE_CAP_DATADIR_FILE | PT_STORE_CAP_GROUP_COMMIT)
+#define PT_STORE_PG_CAPS PT_STORE_CAP_SHARED
+
 struct pt_store_ops {
     const char *name; /* "sqlite", "postgresql" */
+    unsigned caps;    /* PT_STORE_CAP_*: PT_STORE_SQLITE_CAPS, PT_STORE_PG_CAPS */
     const char *(*errmsg)(struct pt_store *st);
     int (*schema_latest)(void);
     uint64_t (*round_trips)(const struct pt_store *st);      /* NULL: no server */

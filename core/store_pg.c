@@ -2607,6 +2607,7 @@ static int pg_schema_latest(void)
 
 static const struct pt_store_ops pg_ops = {
     .name = "postgresql",
+    .caps = PT_STORE_PG_CAPS,
     .newest_time = pg_newest_time,
     .schema_latest = pg_schema_latest,
     .charge_queue_guarded = pg_charge_queue_guarded,

@@ -3173,6 +3173,7 @@ static int sq_clock_events(struct pt_store *st, int max, struct pt_clock_event_r
 
 static const struct pt_store_ops sqlite_ops = {
     .name = "sqlite",
+    .caps = PT_STORE_SQLITE_CAPS,
     .schema_latest = pt_store_schema_latest,
     .errmsg = sq_errmsg,
     .close = sq_close,

@@ -2462,15 +2462,12 @@ int pt_api_start(const struct pt_api_options *opt, struct pt_api **out, char *er
     pthread_condattr_destroy(&ca);
     int listeners = opt->cfg->notify_listen[0] ? 2 : 1;
     unsigned max_conns = conn_limit(listeners);
-    struct pt_store_options so;
-    pt_config_store_options(opt->cfg, opt->db_path, &so);
-    so.no_wal_vfs = 0; /* the daemon's pt_store_set_wal_vfs */
     /* With a local queue, a connection opens while the server is gone and
-     * fails at once (store_pg.c's backoff): the request falls back. */
-    so.connect_later = so.backend == PT_STORE_POSTGRESQL && opt->cfg->store_fallback_local;
-    /* The daemon created the database: a connection opened later that
-     * finds it gone fails, it never starts an empty one (SPEC 18). */
-    so.existing = so.backend == PT_STORE_SQLITE;
+     * fails at once (store_pg.c's backoff): the request falls back.  The
+     * daemon created the database: a connection opened later that finds
+     * it gone fails, it never starts an empty one (SPEC 18). */
+    struct pt_store_options so;
+    pt_config_lane_store_options(opt->cfg, opt->db_path, PT_LANE_OPEN_LATER, &so);
     int rc =
         pt_pool_new(opt->db_path, &so, POOL_SIZE, pt_api_feed_wake, api, opt->writer, &api->pool);
     if (rc)

@@ -139,7 +139,8 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
     struct pt_store_options o;
     pt_config_store_options(cfg, path, &o);
     int rc = pt_store_open(&o, st, err, sizeof err);
-    if (rc == PT_EIO && cfg->store_postgresql && cfg->store_fallback_local) {
+    if (rc == PT_EIO && (pt_config_store_caps(cfg) & PT_STORE_CAP_SHARED) &&
+        cfg->store_fallback_local) {
         /* A lane rebooted during an outage must reach serve (systemd runs
          * init first). */
         printf("store server not reachable (%s); this lane has store.fallback \"local\": "
@@ -163,7 +164,7 @@ int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_c
     /* SQLite would say "unable to open database file"; the operator needs
      * the path, and to know that nothing was created in its place. */
     struct stat sb;
-    if (!cfg->store_postgresql && stat(path, &sb) != 0) {
+    if ((pt_config_store_caps(cfg) & PT_STORE_CAP_DATADIR_FILE) && stat(path, &sb) != 0) {
         pt_cli_error(cmd, "database %s: %s (data_dir %s; payterm init or payterm serve creates it)",
                      path, strerror(errno), cfg->data_dir);
         return -1;

@@ -31,12 +31,13 @@ static int keep_or_new_database(const struct pt_config *cfg, const char *path, i
 {
     char err[2048];
     int rc = PT_OK;
-    if (cfg->store_postgresql && new_database) {
+    int file = (pt_config_store_caps(cfg) & PT_STORE_CAP_DATADIR_FILE) != 0;
+    if (!file && new_database) {
         snprintf(err, sizeof err,
                  "--new-database: store.backend is \"postgresql\", whose server keeps the "
                  "database; it is for the SQLite database in data_dir");
         rc = PT_EUNSUPPORTED;
-    } else if (cfg->store_postgresql) {
+    } else if (!file) {
         return PT_OK;
     } else if (new_database) {
         rc = pt_datadir_lock(cfg->data_dir, lock_fd, err, sizeof err);
@@ -122,7 +123,8 @@ int pt_cmd_init(int argc, char **argv)
         pt_store_close(st);
         /* As serve: a marker that cannot be written is warned of, and the
          * lane still starts (a full disk at an upgrade). */
-        if (!cfg.store_postgresql && pt_datadir_mark(cfg.data_dir, err, sizeof err) != PT_OK)
+        if ((pt_config_store_caps(&cfg) & PT_STORE_CAP_DATADIR_FILE) &&
+            pt_datadir_mark(cfg.data_dir, err, sizeof err) != PT_OK)
             pt_cli_error("init",
                          "warning: %s: a missing or empty database will not be refused at "
                          "the next start",

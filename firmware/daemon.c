@@ -467,36 +467,33 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
     pt_store_set_wal_vfs(!d->cfg.wal_vfs_off); /* before the first store is opened */
     /* A data_dir that held a database does not start on a new, empty one
      * unless asked to (SPEC 18). */
-    if (!d->cfg.store_postgresql &&
+    unsigned caps = pt_config_store_caps(&d->cfg);
+    if ((caps & PT_STORE_CAP_DATADIR_FILE) &&
         (rc = pt_datadir_check_database(d->cfg.data_dir, d->db_path, err, errlen)) != PT_OK)
         goto fail;
-    struct pt_store_options so;
-    pt_config_store_options(&d->cfg, d->db_path, &so);
-    so.no_wal_vfs = 0; /* pt_store_set_wal_vfs above */
     /* A lane with its own queue starts without the store server (a reboot
      * during the outage) and connects when it answers. */
-    so.connect_later = so.backend == PT_STORE_POSTGRESQL && d->cfg.store_fallback_local;
+    struct pt_store_options so;
+    pt_config_lane_store_options(&d->cfg, d->db_path, PT_LANE_OPEN_FIRST, &so);
     if ((rc = pt_store_open(&so, &d->st, err, errlen)) != PT_OK)
         goto fail;
-    /* The writer and its group commit are SQLite's (PostgreSQL commits
-     * each connection's transactions itself). */
-    if (so.backend == PT_STORE_SQLITE &&
+    /* A backend that commits each connection's transactions itself has no
+     * writer. */
+    if ((caps & PT_STORE_CAP_GROUP_COMMIT) &&
         (rc = pt_store_writer_new(&so, &d->writer, err, errlen)) != PT_OK)
         goto fail;
     /* Without the marker payterm is only as it was before it: a full disk
      * at an upgrade must not keep the lane from starting. */
-    if (so.backend == PT_STORE_SQLITE && pt_datadir_mark(d->cfg.data_dir, err, errlen) != PT_OK)
+    if ((caps & PT_STORE_CAP_DATADIR_FILE) &&
+        pt_datadir_mark(d->cfg.data_dir, err, errlen) != PT_OK)
         pt_log_warn("%s: a missing or empty database will not be refused at the next start", err);
     pthread_mutex_init(&d->local_mu, NULL);
-    if (so.backend == PT_STORE_POSTGRESQL && d->cfg.store_fallback_local) {
-        struct pt_store_options lo = {.path = d->db_path,
-                                      .synchronous_normal = d->cfg.synchronous_normal};
-        if ((rc = pt_store_open(&lo, &d->local, err, errlen)) != PT_OK)
-            goto fail;
+    if ((rc = pt_config_open_local_queue(&d->cfg, d->db_path, &d->local, err, errlen)) != PT_OK)
+        goto fail;
+    if (d->local)
         pt_log_info("store.fallback local: while the store server cannot be reached, charges "
                     "queue in %s",
                     d->db_path);
-    }
     pt_store_attach(d->st, d->writer);
 
     /* From here on every time the daemon records or measures is lane time
@@ -567,7 +564,7 @@ int pt_daemon_start(const struct pt_config *cfg, struct pt_daemon **out, char *e
         ao.intake.fallback = (struct pt_intake_fallback){d->local, &d->local_mu};
     if ((rc = pt_api_start(&ao, &d->api, err, errlen)) != PT_OK)
         goto fail;
-    if (so.backend == PT_STORE_POSTGRESQL) {
+    if (caps & PT_STORE_CAP_SHARED) { /* other lanes' events */
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         if (stack)

@@ -290,25 +290,18 @@ int pt_syncer_start(struct pt_sync *sync, const struct pt_config *cfg, const cha
 #endif
     char err[1024];
     struct pt_store_options o;
-    pt_config_store_options(cfg, db_path, &o);
-    o.no_wal_vfs = 0; /* the daemon's pt_store_set_wal_vfs */
-    o.connect_later = cfg->store_postgresql && cfg->store_fallback_local; /* as the daemon's */
-    o.existing = !cfg->store_postgresql; /* the daemon created it (as the API's pool) */
+    pt_config_lane_store_options(cfg, db_path, PT_LANE_OPEN_LATER, &o); /* as the API's pool */
     int rc = pt_store_open(&o, &y->st, err, sizeof err);
     if (rc) {
         pt_log_error("%s", err);
         free(y);
         return rc;
     }
-    if (cfg->store_postgresql && cfg->store_fallback_local) {
-        struct pt_store_options lo = {.path = db_path,
-                                      .synchronous_normal = cfg->synchronous_normal};
-        if ((rc = pt_store_open(&lo, &y->local, err, sizeof err))) {
-            pt_log_error("%s", err);
-            pt_store_close(y->st);
-            free(y);
-            return rc;
-        }
+    if ((rc = pt_config_open_local_queue(cfg, db_path, &y->local, err, sizeof err))) {
+        pt_log_error("%s", err);
+        pt_store_close(y->st);
+        free(y);
+        return rc;
     }
     if (event_hook)
         pt_store_set_event_hook(y->st, event_hook, hook_ctx);

@@ -6,6 +6,7 @@
 
 #include "config_load.h"
 #include "err.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -316,6 +317,67 @@ static void test_secret_permissions(void **state)
     assert_non_null(strstr(err, key));
 }
 
+/* One recipe for every thread that opens the lane's store (issue 34): what
+ * the daemon, the API's pool and the syncer each used to set by the
+ * backend's name, now from the backend's capabilities. */
+static void test_lane_store_options(void **state)
+{
+    (void)state;
+    struct pt_config cfg;
+    char err[512] = "", db[300];
+    struct pt_store_options o;
+    /* SQLite: a file in data_dir, one writer; a thread opening it after
+     * the daemon must find it (SPEC 18); never connect_later. */
+    assert_int_equal(
+        load_text("{\"data_dir\":\"data\",\"storage\":{\"wal_vfs\":false}}", &cfg, err, sizeof err),
+        PT_OK);
+    pt_config_db_path(&cfg, db, sizeof db);
+    assert_int_equal(pt_config_store_caps(&cfg),
+                     PT_STORE_CAP_DATADIR_FILE | PT_STORE_CAP_GROUP_COMMIT);
+    pt_config_lane_store_options(&cfg, db, PT_LANE_OPEN_FIRST, &o);
+    assert_string_equal(o.path, db);
+    assert_int_equal(o.existing, 0);
+    assert_int_equal(o.connect_later, 0);
+    assert_int_equal(o.no_wal_vfs, 0); /* the daemon's process-wide switch */
+    pt_config_lane_store_options(&cfg, db, PT_LANE_OPEN_LATER, &o);
+    assert_int_equal(o.existing, 1);
+    /* The store opened says what its options said. */
+    struct pt_store *st = NULL;
+    pt_config_lane_store_options(&cfg, db, PT_LANE_OPEN_FIRST, &o);
+    mkdir(cfg.data_dir, 0700);
+    assert_int_equal(pt_store_open(&o, &st, err, sizeof err), PT_OK);
+    assert_int_equal(pt_store_caps(st), pt_config_store_caps(&cfg));
+    pt_store_close(st);
+    struct pt_store *local = (struct pt_store *)&o; /* must be set to NULL */
+    assert_int_equal(pt_config_open_local_queue(&cfg, db, &local, err, sizeof err), PT_OK);
+    assert_null(local);
+
+    /* PostgreSQL: a server the lanes share; with store.fallback "local" it
+     * may be out of reach at open, and the lane queues on its own file. */
+    static const char pg[] = "{\"data_dir\":\"data\",\"store\":{\"backend\":\"postgresql\",\"dsn\":"
+                             "\"postgresql://payterm@db.shop.lan/payterm\",\"lane_id\":"
+                             "\"lane-3\"%s}}";
+    char text[512];
+    snprintf(text, sizeof text, pg, ",\"fallback\":\"local\"");
+    assert_int_equal(load_text(text, &cfg, err, sizeof err), PT_OK);
+    assert_int_equal(pt_config_store_caps(&cfg), PT_STORE_CAP_SHARED);
+    pt_config_lane_store_options(&cfg, db, PT_LANE_OPEN_LATER, &o);
+    assert_string_equal(o.dsn, "postgresql://payterm@db.shop.lan/payterm");
+    assert_int_equal(o.existing, 0); /* the server keeps it */
+    assert_int_equal(o.connect_later, 1);
+    assert_int_equal(pt_config_open_local_queue(&cfg, db, &local, err, sizeof err), PT_OK);
+    assert_non_null(local);
+    assert_int_equal(pt_store_caps(local), PT_STORE_CAP_DATADIR_FILE | PT_STORE_CAP_GROUP_COMMIT);
+    pt_store_close(local);
+    snprintf(text, sizeof text, pg, "");
+    assert_int_equal(load_text(text, &cfg, err, sizeof err), PT_OK);
+    pt_config_lane_store_options(&cfg, db, PT_LANE_OPEN_FIRST, &o);
+    assert_int_equal(o.connect_later, 0); /* no queue of its own: the server must answer */
+    local = (struct pt_store *)&o;
+    assert_int_equal(pt_config_open_local_queue(&cfg, db, &local, err, sizeof err), PT_OK);
+    assert_null(local);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +387,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lock_timeout_above_request_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_fragments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_permissions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lane_store_options, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
