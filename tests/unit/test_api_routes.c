@@ -1,5 +1,5 @@
 /*
- * test_api_routes.c - the API's route table (firmware/api.c) and its
+ * test_api_routes.c - the API's route table (firmware/api_routes.c) and its
  * description (firmware/openapi.json) name the same routes: every method
  * and path of one is in the other.  A route's "{gateway}" segment stands
  * for the routes the gateways' tables name (/notify/alipay ...), on both
