@@ -38,6 +38,7 @@
 #include "log.h"
 #include "migrations.h"
 #include "store_impl.h"
+#include "store_rows.h"
 
 #define ACTIVE "state IN ('INIT', 'PROCESSING', 'PENDING', 'UNKNOWN')"
 /* What the offline limits count (SPEC 18, sql/pg/007): accepted offline,
@@ -46,20 +47,10 @@
 /* The charges waiting in the queue: the index charges_queued (sql/pg/008). */
 #define QUEUED "state = 'INIT' AND offline_accepted = 1"
 
-#define CHARGE_COLS                                                                                \
-    "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
-    " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
-    " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
-    " review_reason, created_at, updated_at, amount_refunded,"                                     \
-    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested,"      \
-    " offline_accepted"
-
-#define REFUND_COLS                                                                                \
-    "r.id, r.charge_id, r.refund_id, c.order_id, c.gateway, r.amount, c.currency, r.state,"        \
-    " r.offline_mode, r.reason, r.metadata, r.gateway_refund_no, r.attempts,"                      \
-    " r.next_attempt_at, r.first_sent_at, r.error_code, r.error_message, r.review,"                \
-    " r.review_reason, r.created_at, r.updated_at FROM refunds r JOIN charges c"                   \
-    " ON c.id = r.charge_id"
+/* A charge's and a refund's columns, as read_charge() and read_refund()
+ * read them: store_rows.h, the same for both backends. */
+#define CHARGE_COLS PT_CHARGE_COLS
+#define REFUND_COLS PT_REFUND_COLS
 
 /* A patch's SET list: $1 id, $2 now, $3..$9 the pt_charge_patch fields. */
 #define PATCH_REST                                                                                 \
@@ -1661,39 +1652,34 @@ static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now
     return rc;
 }
 
+/* One row of a result, as store_rows.c reads it. */
+struct pg_row {
+    const PGresult *r;
+    int row;
+};
+
+static int64_t pg_int_at(const void *p, int col)
+{
+    const struct pg_row *x = p;
+    return col_int(x->r, x->row, col);
+}
+
+static const char *pg_text_at(const void *p, int col)
+{
+    const struct pg_row *x = p;
+    return PQgetisnull(x->r, x->row, col) ? NULL : PQgetvalue(x->r, x->row, col);
+}
+
+static void read_row(const PGresult *r, int i, const struct pt_row_kind *k, void *obj)
+{
+    struct pg_row x = {r, i};
+    struct pt_row_src src = {pg_int_at, pg_text_at, &x};
+    pt_row_read(k, &src, obj);
+}
+
 static void read_charge(const PGresult *r, int i, struct pt_charge *c)
 {
-    memset(c, 0, sizeof *c);
-    c->id = col_int(r, i, 0);
-    col_text(r, i, 1, c->order_id, sizeof c->order_id);
-    col_text(r, i, 2, c->gateway, sizeof c->gateway);
-    col_text(r, i, 3, c->method, sizeof c->method);
-    c->amount = col_int(r, i, 4);
-    col_text(r, i, 5, c->currency, sizeof c->currency);
-    if (pt_state_parse(PQgetvalue(r, i, 6), &c->state) != PT_OK)
-        c->state = PT_STATE_UNKNOWN; /* the CHECK makes this unreachable */
-    if (pt_offline_mode_parse(PQgetvalue(r, i, 7), &c->offline) != PT_OK)
-        c->offline = PT_OFFLINE_PREFER;
-    col_text(r, i, 8, c->subject, sizeof c->subject);
-    col_text(r, i, 9, c->payment_code, sizeof c->payment_code);
-    col_text(r, i, 10, c->payment_method, sizeof c->payment_method);
-    col_text(r, i, 11, c->customer, sizeof c->customer);
-    col_text(r, i, 12, c->metadata, sizeof c->metadata);
-    c->attempts = (int)col_int(r, i, 13);
-    c->next_attempt_at = col_int(r, i, 14);
-    c->first_sent_at = col_int(r, i, 15);
-    col_text(r, i, 16, c->gateway_trade_no, sizeof c->gateway_trade_no);
-    col_text(r, i, 17, c->action_url, sizeof c->action_url);
-    col_text(r, i, 18, c->error_code, sizeof c->error_code);
-    col_text(r, i, 19, c->error_message, sizeof c->error_message);
-    c->review = (int)col_int(r, i, 20);
-    col_text(r, i, 21, c->review_reason, sizeof c->review_reason);
-    c->created_at = col_int(r, i, 22);
-    c->updated_at = col_int(r, i, 23);
-    c->amount_refunded = col_int(r, i, 24);
-    c->refunds = (int)col_int(r, i, 25);
-    c->cancel_requested = (int)col_int(r, i, 26);
-    c->offline_accepted = (int)col_int(r, i, 27);
+    read_row(r, i, &pt_charge_row, c);
 }
 
 /* Runs a statement that returns charges into rows[]: *more when it found
@@ -2285,30 +2271,7 @@ static int pg_refund_insert(struct pt_store *s, struct pt_refund *r, int64_t now
 
 static void read_refund(const PGresult *res, int i, struct pt_refund *r)
 {
-    memset(r, 0, sizeof *r);
-    r->id = col_int(res, i, 0);
-    r->charge_id = col_int(res, i, 1);
-    col_text(res, i, 2, r->refund_id, sizeof r->refund_id);
-    col_text(res, i, 3, r->order_id, sizeof r->order_id);
-    col_text(res, i, 4, r->gateway, sizeof r->gateway);
-    r->amount = col_int(res, i, 5);
-    col_text(res, i, 6, r->currency, sizeof r->currency);
-    if (pt_state_parse(PQgetvalue(res, i, 7), &r->state) != PT_OK)
-        r->state = PT_STATE_UNKNOWN;
-    if (pt_offline_mode_parse(PQgetvalue(res, i, 8), &r->offline) != PT_OK)
-        r->offline = PT_OFFLINE_PREFER;
-    col_text(res, i, 9, r->reason, sizeof r->reason);
-    col_text(res, i, 10, r->metadata, sizeof r->metadata);
-    col_text(res, i, 11, r->gateway_refund_no, sizeof r->gateway_refund_no);
-    r->attempts = (int)col_int(res, i, 12);
-    r->next_attempt_at = col_int(res, i, 13);
-    r->first_sent_at = col_int(res, i, 14);
-    col_text(res, i, 15, r->error_code, sizeof r->error_code);
-    col_text(res, i, 16, r->error_message, sizeof r->error_message);
-    r->review = (int)col_int(res, i, 17);
-    col_text(res, i, 18, r->review_reason, sizeof r->review_reason);
-    r->created_at = col_int(res, i, 19);
-    r->updated_at = col_int(res, i, 20);
+    read_row(res, i, &pt_refund_row, r);
 }
 
 static int read_refunds(struct pg_store *st, int id, const struct args *a, int max,

@@ -8,6 +8,7 @@
  * SQLite result code is translated to a pt_err right here.
  */
 #include "store_impl.h"
+#include "store_rows.h"
 #include "walvfs.h"
 #include "err.h"
 #include "log.h"
@@ -143,23 +144,10 @@ static int sq_clock_events(struct pt_store *st, int max, struct pt_clock_event_r
 static const char *sq_errmsg(struct pt_store *st);
 static const struct pt_store_ops sqlite_ops;
 
-/* The columns read_charge() expects, in its order. */
-#define CHARGE_COLS                                                                                \
-    "id, order_id, gateway, method, amount, currency, state, offline_mode, subject,"               \
-    " payment_code, payment_method, customer, metadata, attempts, next_attempt_at,"                \
-    " first_sent_at, gateway_trade_no, action_url, error_code, error_message, review,"             \
-    " review_reason, created_at, updated_at, amount_refunded,"                                     \
-    " (SELECT count(*) FROM refunds WHERE refunds.charge_id = charges.id), cancel_requested,"      \
-    " offline_accepted"
-
-/* The columns read_refund() expects, in its order (r = refunds, c = its
- * charge). */
-#define REFUND_COLS                                                                                \
-    "r.id, r.charge_id, r.refund_id, c.order_id, c.gateway, r.amount, c.currency, r.state,"        \
-    " r.offline_mode, r.reason, r.metadata, r.gateway_refund_no, r.attempts,"                      \
-    " r.next_attempt_at, r.first_sent_at, r.error_code, r.error_message, r.review,"                \
-    " r.review_reason, r.created_at, r.updated_at FROM refunds r JOIN charges c"                   \
-    " ON c.id = r.charge_id"
+/* A charge's and a refund's columns, as read_charge() and read_refund()
+ * read them: store_rows.h, the same for both backends. */
+#define CHARGE_COLS PT_CHARGE_COLS
+#define REFUND_COLS PT_REFUND_COLS
 
 /* A refund's patch: the charge's with gateway_refund_no for the trade
  * number (?4, the action URL, unused). */
@@ -2052,41 +2040,25 @@ static int sq_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t no
     return PT_OK;
 }
 
+static int64_t sq_int_at(const void *s, int col)
+{
+    return sqlite3_column_int64((sqlite3_stmt *)s, col);
+}
+
+static const char *sq_text_at(const void *s, int col)
+{
+    return (const char *)sqlite3_column_text((sqlite3_stmt *)s, col);
+}
+
+static void read_row(sqlite3_stmt *s, const struct pt_row_kind *k, void *obj)
+{
+    struct pt_row_src src = {sq_int_at, sq_text_at, s};
+    pt_row_read(k, &src, obj);
+}
+
 static void read_charge(sqlite3_stmt *s, struct pt_charge *c)
 {
-    memset(c, 0, sizeof *c);
-    c->id = sqlite3_column_int64(s, 0);
-    copy_col(s, 1, c->order_id, sizeof c->order_id);
-    copy_col(s, 2, c->gateway, sizeof c->gateway);
-    copy_col(s, 3, c->method, sizeof c->method);
-    c->amount = sqlite3_column_int64(s, 4);
-    copy_col(s, 5, c->currency, sizeof c->currency);
-    const char *state = (const char *)sqlite3_column_text(s, 6);
-    if (!state || pt_state_parse(state, &c->state) != PT_OK)
-        c->state = PT_STATE_UNKNOWN; /* CHECK constraint makes this unreachable */
-    const char *mode = (const char *)sqlite3_column_text(s, 7);
-    if (!mode || pt_offline_mode_parse(mode, &c->offline) != PT_OK)
-        c->offline = PT_OFFLINE_PREFER;
-    copy_col(s, 8, c->subject, sizeof c->subject);
-    copy_col(s, 9, c->payment_code, sizeof c->payment_code);
-    copy_col(s, 10, c->payment_method, sizeof c->payment_method);
-    copy_col(s, 11, c->customer, sizeof c->customer);
-    copy_col(s, 12, c->metadata, sizeof c->metadata);
-    c->attempts = sqlite3_column_int(s, 13);
-    c->next_attempt_at = sqlite3_column_int64(s, 14);
-    c->first_sent_at = sqlite3_column_int64(s, 15);
-    copy_col(s, 16, c->gateway_trade_no, sizeof c->gateway_trade_no);
-    copy_col(s, 17, c->action_url, sizeof c->action_url);
-    copy_col(s, 18, c->error_code, sizeof c->error_code);
-    copy_col(s, 19, c->error_message, sizeof c->error_message);
-    c->review = sqlite3_column_int(s, 20);
-    copy_col(s, 21, c->review_reason, sizeof c->review_reason);
-    c->created_at = sqlite3_column_int64(s, 22);
-    c->updated_at = sqlite3_column_int64(s, 23);
-    c->amount_refunded = sqlite3_column_int64(s, 24);
-    c->refunds = sqlite3_column_int(s, 25);
-    c->cancel_requested = sqlite3_column_int(s, 26);
-    c->offline_accepted = sqlite3_column_int(s, 27);
+    read_row(s, &pt_charge_row, c);
 }
 
 static int sq_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out)
@@ -2691,32 +2663,7 @@ static int sq_notification_insert(struct pt_store *st, const char *gateway, cons
 
 static void read_refund(sqlite3_stmt *s, struct pt_refund *r)
 {
-    memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(s, 0);
-    r->charge_id = sqlite3_column_int64(s, 1);
-    copy_col(s, 2, r->refund_id, sizeof r->refund_id);
-    copy_col(s, 3, r->order_id, sizeof r->order_id);
-    copy_col(s, 4, r->gateway, sizeof r->gateway);
-    r->amount = sqlite3_column_int64(s, 5);
-    copy_col(s, 6, r->currency, sizeof r->currency);
-    const char *state = (const char *)sqlite3_column_text(s, 7);
-    if (!state || pt_state_parse(state, &r->state) != PT_OK)
-        r->state = PT_STATE_UNKNOWN; /* CHECK constraint makes this unreachable */
-    const char *mode = (const char *)sqlite3_column_text(s, 8);
-    if (!mode || pt_offline_mode_parse(mode, &r->offline) != PT_OK)
-        r->offline = PT_OFFLINE_PREFER;
-    copy_col(s, 9, r->reason, sizeof r->reason);
-    copy_col(s, 10, r->metadata, sizeof r->metadata);
-    copy_col(s, 11, r->gateway_refund_no, sizeof r->gateway_refund_no);
-    r->attempts = sqlite3_column_int(s, 12);
-    r->next_attempt_at = sqlite3_column_int64(s, 13);
-    r->first_sent_at = sqlite3_column_int64(s, 14);
-    copy_col(s, 15, r->error_code, sizeof r->error_code);
-    copy_col(s, 16, r->error_message, sizeof r->error_message);
-    r->review = sqlite3_column_int(s, 17);
-    copy_col(s, 18, r->review_reason, sizeof r->review_reason);
-    r->created_at = sqlite3_column_int64(s, 19);
-    r->updated_at = sqlite3_column_int64(s, 20);
+    read_row(s, &pt_refund_row, r);
 }
 
 static int sq_refund_insert(struct pt_store *st, struct pt_refund *r, int64_t now)
