@@ -1,0 +1,138 @@
+/*
+ * sync_impl.h - what the files of the sync engine share (sync.h is what
+ * the rest of payterm sees): sync.c sends, resolves and drains charges and
+ * owns reachability; sync_refund.c does the same for refunds;
+ * sync_notify.c takes gateway notifications; sync_keys.c rotates the
+ * gateways' keys.  Internal names crossing these files are pt__sync_*.
+ */
+#ifndef PT_SYNC_IMPL_H
+#define PT_SYNC_IMPL_H
+
+#include "sync.h"
+#include "charges.h"
+#include "clock.h"
+#include "refund_bind.h"
+#include "refunds.h"
+#include "crypto.h"
+#include "err.h"
+#include "log.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRAIN_BATCH 32
+/* Queued charges (refunds) armed in one commit and sent one after another
+ * before their outcomes are committed (send_queued). */
+#define RUN_MAX 16
+/* A verdict of send_queued(): the charge was moved by someone else before
+ * its turn; not sent, not settled.  (Positive: never a PT_E* code.) */
+#define NOT_OURS 1
+/* A charge being sent by one thread is not picked up by another until the
+ * send must have ended (request timeout plus this margin; an idempotency
+ * lock outlives it too, config.h). */
+#define IN_FLIGHT_MARGIN_MS PT_CONFIG_CALL_MARGIN_MS
+/* Stripes of the per-charge gateway lock (struct pt_sync charge_mu). */
+#define CHARGE_LOCKS 64
+/* How long a customer-present charge waits for another one's try of a
+ * gateway believed down (SPEC 18). */
+#define TRIAL_WAIT_MS 1000
+
+enum reach { REACH_UNKNOWN = 0, REACH_UP = 1, REACH_DOWN = 2 };
+
+/* A verdict that says nothing left the device: the gateway could not be
+ * reached, or the wall clock is not trusted yet (SPEC 17). */
+#define NOT_SENT(v) ((v) == PT_ENOTSENT || (v) == PT_ECLOCK)
+
+/* A download asked for by a message under an unknown serial (rate limit). */
+struct key_attempt {
+    int gw;
+    char serial[PT_GW_SERIAL_MAX];
+    int64_t at_ms; /* monotonic; 0 = free slot */
+};
+#define KEY_ATTEMPTS 16
+
+struct pt_sync {
+    struct pt_sync_options opt;
+    atomic_int reach[PT_GW_MAX];
+    /* Peer key rotation: who asked for a download and when (keys_mu). */
+    pthread_mutex_t keys_mu;
+    struct key_attempt attempts[KEY_ATTEMPTS];
+    int64_t last_on_demand[PT_GW_MAX];
+    /* Monotonic ms of the drain's last step (a batch begun, a gateway
+     * answered or timed out): the watchdog's proof of life (SPEC 11). */
+    _Atomic int64_t drain_progress;
+    /* One gateway conversation at a time per charge (SPEC 18): a query,
+     * a close or a reverse, and a notification's application, each with
+     * the commit of its outcome, hold the charge's lock (by order id,
+     * striped; recursive: a cancel may query first).  So a reverse never
+     * runs beside a query or a notification that would take the money as
+     * kept: the one that comes second reads what the first committed. */
+    pthread_mutex_t charge_mu[CHARGE_LOCKS];
+    /* Reachability is fresh (SPEC 18): while a gateway is believed down,
+     * one customer-present charge at a time tries it (trial[i]); the
+     * others wait up to TRIAL_WAIT_MS for that try's outcome (trial_cv).
+     * last_probe[i]: lane time reachability was last found out (a probe or
+     * a request's transport verdict), for /v1/status; 0 never. */
+    atomic_int came_back[PT_GW_MAX]; /* found reachable again: its queue is due (drain) */
+    pthread_mutex_t trial_mu;
+    pthread_cond_t trial_cv; /* CLOCK_MONOTONIC */
+    int trial[PT_GW_MAX];
+    _Atomic int64_t last_probe[PT_GW_MAX];
+};
+
+/* Set while this thread runs pt_sync_drain (a gateway call counts as its
+ * progress). */
+extern _Thread_local struct pt_sync *pt__sync_tl_drain;
+
+/* sync.c: the charge engine's parts the others use - the striped charge
+ * lock, the drain's proof of life, lane and wall time, the gateway's
+ * configuration, metrics and reachability, backoff, one gateway call and
+ * applying its outcome, the PROCESSING patch, the queued run. */
+pthread_mutex_t *pt__sync_charge_lock(struct pt_sync *s, const char *order_id);
+void pt__sync_mark_progress(struct pt_sync *s);
+void pt__sync_drain_step(struct pt_sync *s);
+int64_t pt__sync_now_ms(const struct pt_sync *s);
+int pt__sync_wall_ms(const struct pt_sync *s, int64_t *ms);
+int pt__sync_gw_index(const char *name);
+const struct pt_gw_config *pt__sync_gw_cfg(const struct pt_sync *s, const char *name);
+void pt__sync_count_sync(const char *gateway, enum pt_metric_sync what);
+void pt__sync_set_reach(struct pt_sync *s, const char *gateway, int up);
+int64_t pt__sync_backoff_ms(const struct pt_sync *s, int attempts);
+void pt__sync_nonce(const struct pt_sync *s, char out[33]);
+int pt__sync_finish(struct pt_store *st, int rc);
+int pt__sync_commit_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *p,
+                          int64_t now);
+int pt__sync_call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
+                  struct pt_gw_result *res);
+int pt__sync_raise_review(struct pt_store *st, struct pt_charge *c, const char *reason,
+                          const char *actor, int64_t now);
+int pt__sync_apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, enum pt_gw_op op,
+                   const struct pt_gw_result *r, int64_t now);
+struct pt_charge_patch pt__sync_processing_patch(const struct pt_sync *s, int64_t now, int sends);
+int pt__sync_send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
+                         int *skip, struct pt_drain_stats *stats);
+void pt__sync_wake_to_wipe(struct pt_sync *s);
+
+/* sync_refund.c: one refund request, its review, applying its outcome,
+ * the keyless gateways' wait after a send, and the refunds' drain. */
+int pt__sync_refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                         const struct pt_refund *r, struct pt_gw_result *res);
+int pt__sync_refund_raise_review(struct pt_store *st, struct pt_refund *r, const char *reason,
+                                 int64_t now);
+int pt__sync_refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          enum pt_gw_refund_op op, const struct pt_gw_result *res, int64_t now);
+int64_t pt__sync_after_send(const struct pt_sync *s, const struct pt_refund *r, int64_t now,
+                            int64_t next);
+int pt__sync_drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
+                           struct pt_drain_stats *stats);
+
+/* sync_keys.c: a certificate serial a gateway's message names that is not
+ * yet trusted asks for a download (rate-limited). */
+void pt__sync_learn_peer_key(struct pt_sync *s, const struct pt_gateway *gw,
+                             const struct pt_gw_config *cfg, const struct pt_http_response *msg);
+
+#endif

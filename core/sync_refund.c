@@ -1,0 +1,854 @@
+/*
+ * sync_refund.c - refunds (SPEC 5a, 7): sent, resolved and drained as charges are (sync.c), and the
+ * refunds of a gateway without a refund key (2C2P), one at a time per charge.
+ */
+#include "sync_impl.h"
+
+/* ---- refunds (SPEC 5a, 7) ------------------------------------------------------------ */
+
+static const char *refund_op_name(enum pt_gw_refund_op op)
+{
+    return op == PT_GW_REFUND ? "refund" : "refund query";
+}
+
+/*
+ * As pt__sync_call(), for refund r of charge c: the answer into *res, or - for a
+ * gateway's list of the charge's refunds (list not NULL, op
+ * PT_GW_REFUND_QUERY of a keyless gateway) - into *list.
+ */
+static int refund_exchange(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                           const struct pt_refund *r, struct pt_gw_result *res,
+                           struct pt_gw_refund_list *list)
+{
+    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
+    const struct pt_gw_config *cfg = pt__sync_gw_cfg(s, c->gateway);
+    const struct pt_transport *t = s->opt.platform->transport;
+    struct pt_gw_result ignored;
+    if (!res)
+        res = &ignored;
+    memset(res, 0, sizeof *res);
+    if (list) {
+        memset(list, 0, sizeof *list);
+        list->res.outcome = PT_OUTCOME_AMBIGUOUS; /* until a list is read */
+    }
+    if (!gw || !cfg || !t)
+        return PT_ECONFIG;
+    if (!gw->build_refund || !gw->parse_refund || (list && !gw->parse_refund_list))
+        return PT_EUNSUPPORTED;
+    char n[33];
+    pt__sync_nonce(s, n);
+    struct pt_gw_env env = {
+        .nonce = n, .random = s->opt.platform->random, .random_ctx = s->opt.platform->ctx};
+    if (pt__sync_wall_ms(s, &env.now_ms) != PT_OK)
+        return PT_ECLOCK; /* not sent: the request would carry a wrong time */
+    struct pt_http_request req = {0};
+    int rc = gw->build_refund(cfg, op, c, r, &env, &req);
+    if (rc)
+        return rc;
+    struct pt_http_response resp = {0};
+    rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
+    pt_http_request_free(&req);
+    if (pt__sync_tl_drain == s)
+        pt__sync_mark_progress(s);
+    if (rc == PT_OK) {
+        pt__sync_set_reach(s, c->gateway, 1);
+        pt__sync_learn_peer_key(s, gw, cfg, &resp);
+        if (list)
+            gw->parse_refund_list(cfg, c, &resp, list);
+        else
+            gw->parse_refund(cfg, op, c, r, &resp, res);
+        const struct pt_gw_result *what = list ? &list->res : res;
+        pt_log_debug("%s %s refund=%s: HTTP %d -> %s %s", c->gateway,
+                     list ? "refund list" : refund_op_name(op), r->refund_id, resp.status,
+                     pt_outcome_name(what->outcome), what->code);
+    } else if (rc == PT_ENOTSENT) {
+        pt__sync_set_reach(s, c->gateway, 0);
+    }
+    pt_http_response_free(&resp);
+    return rc;
+}
+
+int pt__sync_refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
+                         const struct pt_refund *r, struct pt_gw_result *res)
+{
+    return refund_exchange(s, op, c, r, res, NULL);
+}
+
+int pt__sync_refund_raise_review(struct pt_store *st, struct pt_refund *r, const char *reason,
+                                 int64_t now)
+{
+    if (r->review)
+        return PT_OK;
+    int rc = pt_refund_review(st, r, 1, reason, "sync", now);
+    return rc == PT_EEXIST ? PT_OK : rc;
+}
+
+/* Moves r according to an adapter outcome.  Inside a transaction. */
+int pt__sync_refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          enum pt_gw_refund_op op, const struct pt_gw_result *res, int64_t now)
+{
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    /* The gateway's refund number only from an answer that is believed: an
+     * ambiguous one may be about another refund. */
+    if (res->trade_no[0] && res->outcome != PT_OUTCOME_AMBIGUOUS &&
+        res->outcome != PT_OUTCOME_NOT_FOUND)
+        p.gateway_trade_no = res->trade_no;
+    char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
+    snprintf(detail, sizeof detail, "%s%s%s", res->code,
+             res->code[0] && res->message[0] ? ": " : "", res->message);
+    int rc = PT_OK;
+    switch (res->outcome) {
+    case PT_OUTCOME_SUCCESS:
+        pt__sync_count_sync(r->gateway, PT_MS_SUCCESS);
+        if (res->amount > 0 && res->amount != r->amount) {
+            /* The money went back, but not the amount asked for: it is
+             * SUCCESS (the gateway said so) and an operator looks at it. */
+            char reason[PT_MESSAGE_MAX];
+            snprintf(reason, sizeof reason, "amount_mismatch: gateway refunded %lld, asked %lld",
+                     (long long)res->amount, (long long)r->amount);
+            if ((rc = pt__sync_refund_raise_review(st, r, reason, now)))
+                break;
+        }
+        rc = pt_refund_transition(st, r, PT_STATE_SUCCESS, &p, "gateway_refunded", "sync", detail,
+                                  now);
+        break;
+    case PT_OUTCOME_DECLINED:
+    case PT_OUTCOME_CANCELED:
+        pt__sync_count_sync(r->gateway, PT_MS_DECLINED);
+        p.error_code = res->code[0] ? res->code : "declined";
+        p.error_message = res->message[0] ? res->message : "refused by the gateway";
+        if (r->state == PT_STATE_INIT) /* (cannot happen: INIT is never sent) */
+            break;
+        rc = pt_refund_transition(st, r, PT_STATE_FAILED, &p, "gateway_declined", "sync", detail,
+                                  now);
+        if (rc == PT_OK && res->review)
+            rc = pt__sync_refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review",
+                                              now);
+        break;
+    case PT_OUTCOME_PENDING:
+        pt__sync_count_sync(r->gateway, PT_MS_PENDING);
+        p.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
+        rc = pt_refund_transition(st, r, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
+                                  now);
+        if (rc == PT_EEXIST)
+            rc = pt_store_refund_patch(st, r->id, &p, now);
+        if ((rc == PT_OK || rc == PT_ESTATE) && res->review) /* (WeChat ABNORMAL) */
+            rc = pt__sync_refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review",
+                                              now);
+        break;
+    case PT_OUTCOME_NOT_FOUND:
+    case PT_OUTCOME_AMBIGUOUS:
+        pt__sync_count_sync(r->gateway, res->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND
+                                                                             : PT_MS_AMBIGUOUS);
+        if (op == PT_GW_REFUND)
+            p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
+        p.next_attempt_at = now + pt__sync_backoff_ms(s, r->attempts + p.attempts_add);
+        if (op == PT_GW_REFUND)
+            p.next_attempt_at = pt__sync_after_send(s, r, now, p.next_attempt_at);
+        if (r->state == PT_STATE_PROCESSING)
+            rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
+                                      detail, now);
+        else
+            rc = pt_store_refund_patch(st, r->id, &p, now);
+        if (rc == PT_OK)
+            rc = pt_store_refund_get_by_id(st, r->id, r);
+        if (rc == PT_OK && res->review)
+            rc = pt__sync_refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review",
+                                              now);
+        break;
+    }
+    return rc;
+}
+
+/* What became of a refund request (inside a transaction). */
+static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int resend,
+                         int sent, const struct pt_gw_result *res, int64_t now)
+{
+    struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
+    int rc;
+    if (NOT_SENT(sent)) {
+        pt__sync_count_sync(r->gateway, PT_MS_NOT_SENT);
+        q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
+        rc = pt_refund_transition(
+            st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent", "sync",
+            sent == PT_ECLOCK ? "the wall clock is not trusted yet" : "gateway unreachable", now);
+    } else if (sent == PT_ENOANSWER) {
+        pt__sync_count_sync(r->gateway, PT_MS_AMBIGUOUS);
+        q.attempts_add = 1;
+        q.next_attempt_at =
+            pt__sync_after_send(s, r, now, now + pt__sync_backoff_ms(s, r->attempts + 1));
+        rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
+                                  "sent, no answer (timeout or connection lost)", now);
+    } else if (sent == PT_OK) {
+        rc = pt__sync_refund_apply(s, st, r, PT_GW_REFUND, res, now);
+    } else {
+        char why[PT_GW_BUILD_ERROR_MAX];
+        pt_log_error("refund %s: cannot build the %s refund request: %s", r->refund_id, r->gateway,
+                     pt_gw_build_error(pt__sync_gw_cfg(s, r->gateway), sent, why, sizeof why));
+        q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+        q.error_code = "gateway_config";
+        q.error_message = "the gateway refund request could not be built; check the configuration";
+        rc = pt_refund_transition(st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
+                                  "sync", pt_strerror(sent), now);
+        if (rc == PT_OK)
+            rc = pt__sync_refund_raise_review(st, r, "gateway_config", now);
+    }
+    return rc;
+}
+
+/* Sends refund r (INIT, or UNKNOWN for a resend with the same refund_id):
+ * PROCESSING committed first, the outcome after.  *r is re-read. */
+static int send_refund(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                       struct pt_refund *r)
+{
+    int64_t now = pt__sync_now_ms(s);
+    int resend = r->state != PT_STATE_INIT;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = pt__sync_processing_patch(s, now, 1);
+    rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
+                              NULL, now);
+    if (rc)
+        return pt__sync_finish(st, rc);
+    if ((rc = pt_store_commit(st)))
+        return rc;
+    struct pt_gw_result res;
+    int sent = pt__sync_refund_call(s, PT_GW_REFUND, c, r, &res);
+    now = pt__sync_now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = pt__sync_finish(st, refund_settle(s, st, r, resend, sent, &res, now));
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc;
+}
+
+static int refund_check_limits(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                               int64_t now)
+{
+    if (r->review || pt_state_is_final(r->state))
+        return PT_OK;
+    const char *reason = NULL;
+    if (r->attempts >= s->opt.cfg->sync_max_attempts)
+        reason = "max_attempts";
+    else if (r->first_sent_at &&
+             now - r->first_sent_at >= s->opt.cfg->sync_resolve_timeout_s * 1000)
+        reason = "resolve_timeout";
+    if (!reason)
+        return PT_OK;
+    int rc = pt_store_begin(st);
+    return rc ? rc : pt__sync_finish(st, pt__sync_refund_raise_review(st, r, reason, now));
+}
+
+/* UNKNOWN or PENDING: ask the gateway by refund_id, never send a new one. */
+static int resolve_refund(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r)
+{
+    struct pt_gw_result res;
+    int sent = pt__sync_refund_call(s, PT_GW_REFUND_QUERY, c, r, &res);
+    int64_t now = pt__sync_now_ms(s);
+    int rc;
+    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && r->state == PT_STATE_UNKNOWN) {
+        /* The gateway has no refund under this refund_id.  Once the first
+         * request cannot arrive any more, it never will: the same refund_id
+         * is sent again (the gateway's own refund key: never two refunds). */
+        pt__sync_count_sync(r->gateway, PT_MS_NOT_FOUND);
+        int64_t grace = 3 * s->opt.cfg->sync_request_timeout_ms;
+        if (r->first_sent_at && now - r->first_sent_at >= grace &&
+            r->attempts < s->opt.cfg->sync_max_attempts) {
+            pt_log_info("refund %s: gateway has no record, resending with the same refund id",
+                        r->refund_id);
+            rc = send_refund(s, st, c, r);
+            return rc ? rc : refund_check_limits(s, st, r, pt__sync_now_ms(s));
+        }
+    }
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND) {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now + pt__sync_backoff_ms(s, r->attempts + 1);
+        rc = pt_store_refund_patch(st, r->id, &p, now);
+    } else if (sent == PT_OK) {
+        rc = pt__sync_refund_apply(s, st, r, PT_GW_REFUND_QUERY, &res, now);
+    } else {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
+                                           : now + pt__sync_backoff_ms(s, r->attempts);
+        pt__sync_count_sync(r->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+        rc = pt_store_refund_patch(st, r->id, &p, now);
+    }
+    rc = pt__sync_finish(st, rc);
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+}
+
+/* A PROCESSING refund that is due: its send was interrupted. */
+static int recover_refund(struct pt_sync *s, struct pt_store *st, struct pt_refund *r)
+{
+    int64_t now = pt__sync_now_ms(s);
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = pt__sync_after_send(s, r, now, now);
+    p.attempts_add = 1;
+    rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "interrupted_send", "sync",
+                              "the send was interrupted (restart or timeout)", now);
+    return pt__sync_finish(st, rc);
+}
+
+/*
+ * Sends the queued refunds rs[0..n) (INIT, in id order) in runs, as
+ * pt__sync_send_queued() does charges: one commit marks up to RUN_MAX PROCESSING,
+ * their requests go out one after another, the next commit holds their
+ * outcomes and marks the next run.  A refund in doubt after a crash is
+ * queried by its refund_id and, when the gateway never saw it, sent again
+ * under the same refund_id (resolve_refund): never a second refund.
+ */
+static int send_queued_refunds(struct pt_sync *s, struct pt_store *st, struct pt_refund *rs, int n,
+                               int *down, struct pt_drain_stats *stats)
+{
+    struct pt_gw_result *res = malloc(sizeof *res * RUN_MAX);
+    struct pt_charge *cs = malloc(sizeof *cs * RUN_MAX);
+    if (!res || !cs) {
+        free(res);
+        free(cs);
+        return PT_ENOMEM;
+    }
+    int armed[RUN_MAX], verdict[RUN_MAX];
+    int rc = PT_OK, i = 0, out = 0; /* out: the last run, its outcomes not committed */
+    while (rc == PT_OK && (i < n || out > 0)) {
+        int64_t now = pt__sync_now_ms(s);
+        if ((rc = pt_store_begin(st)))
+            break;
+        for (int j = 0; j < out && rc == PT_OK; j++) {
+            rc = refund_settle(s, st, &rs[armed[j]], 0, verdict[j], &res[j], now);
+            if (rc == PT_EEXIST || rc == PT_ESTATE)
+                rc = PT_OK;
+        }
+        out = 0;
+        /* As for charges: a refund another lane is arming is passed over. */
+        int64_t ids[RUN_MAX];
+        unsigned char taken[RUN_MAX];
+        int first = i, span = n - i < RUN_MAX ? n - i : RUN_MAX;
+        for (int j = 0; j < span; j++)
+            ids[j] = rs[i + j].id;
+        if (rc == PT_OK && span > 0)
+            rc = pt_store_refunds_claim(st, ids, span, taken);
+        for (; rc == PT_OK && i < n && out < RUN_MAX; i++) {
+            struct pt_refund *r = &rs[i];
+            if (i - first < span && !taken[i - first])
+                continue; /* another lane's now */
+            if (down[pt__sync_gw_index(r->gateway)])
+                continue;
+            if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &cs[out])))
+                break;
+            struct pt_charge_patch p = pt__sync_processing_patch(s, now, out + 1);
+            rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
+            if (rc == PT_OK)
+                armed[out++] = i;
+            if (rc == PT_EEXIST || rc == PT_ESTATE)
+                rc = PT_OK; /* someone else moved it: not ours to send */
+        }
+        if ((rc = pt__sync_finish(st, rc)))
+            break;
+        for (int j = 0; j < out; j++) {
+            struct pt_refund *r = &rs[armed[j]];
+            int g = pt__sync_gw_index(r->gateway);
+            if (down[g]) {
+                verdict[j] = PT_ENOTSENT; /* its gateway refused one before it */
+                stats->not_sent++;
+                continue;
+            }
+            verdict[j] = pt__sync_refund_call(s, PT_GW_REFUND, &cs[j], r, &res[j]);
+            if (NOT_SENT(verdict[j]) || !pt_sync_reachable(s, r->gateway))
+                down[g] = 1;
+            if (NOT_SENT(verdict[j]))
+                stats->not_sent++;
+            else
+                stats->sent++;
+        }
+    }
+    free(cs);
+    free(res);
+    return rc;
+}
+
+/* ---- refunds without a refund key (SPEC 5a: 2C2P) ------------------------------------------
+ *
+ * A gateway whose refund request names no refund (refund_keyless) cannot
+ * say whether one request of ours was executed - only which refunds it
+ * executed on a charge.  Exactly once is kept by the order of operations
+ * (docs/2c2p-refunds.md gives the argument and its assumptions):
+ *
+ *   1. At most one refund of a charge is PROCESSING or UNKNOWN; the others
+ *      wait in INIT, oldest first.  The whole conversation about a refund
+ *      holds its charge's lock, and the move to PROCESSING re-checks the
+ *      rule in its own transaction.
+ *   2. Before every send, first or retry, the gateway's list of the
+ *      charge's refunds is read and bound (refund_bind.h): a refund it
+ *      shows is never sent again, it is bound to its entry, whose status
+ *      decides; nothing that is this refund -> it is sent; anything that
+ *      does not add up -> review, not sent.
+ *   3. A refund whose request may have left is not looked at again before
+ *      that request can no longer arrive (three request timeouts: every
+ *      path that leaves one UNKNOWN schedules it so, after_send), so the
+ *      list read before a resend shows an executed refund.
+ */
+
+/* Most refunds of one charge the rule reads at once (a charge refunded in
+ * more parts than this is an operator's). */
+#define CHARGE_REFUNDS_MAX PT_GW_REFUND_LIST_MAX
+
+static int keyless(const char *gateway)
+{
+    const struct pt_gateway *gw = pt_gateway_find(gateway);
+    return gw && gw->refund_keyless;
+}
+
+/* When refund r, whose request may just have left, is looked at next: for
+ * a keyless gateway never before that request can no longer arrive. */
+int64_t pt__sync_after_send(const struct pt_sync *s, const struct pt_refund *r, int64_t now,
+                            int64_t next)
+{
+    int64_t grace = now + 3 * s->opt.cfg->sync_request_timeout_ms;
+    return keyless(r->gateway) && next < grace ? grace : next;
+}
+
+/* Every refund of charge_id into *out (malloc'd, caller frees). */
+static int refunds_of(struct pt_store *st, int64_t charge_id, struct pt_refund **out, int *n)
+{
+    struct pt_refund *rows = malloc(sizeof *rows * CHARGE_REFUNDS_MAX);
+    int more = 0;
+    *out = NULL;
+    *n = 0;
+    if (!rows)
+        return PT_ENOMEM;
+    int rc = pt_store_refunds_list(st, charge_id, -1, 0, CHARGE_REFUNDS_MAX, rows, n, &more);
+    if (rc == PT_OK && more)
+        rc = PT_ETOOBIG;
+    if (rc != PT_OK) {
+        free(rows);
+        *n = 0;
+        return rc;
+    }
+    *out = rows;
+    return PT_OK;
+}
+
+/* Rule 1: no other refund of the charge in flight, none queued before r. */
+static int my_turn(const struct pt_refund *r, const struct pt_refund *all, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const struct pt_refund *l = &all[i];
+        if (l->id == r->id)
+            continue;
+        if (l->state == PT_STATE_PROCESSING || l->state == PT_STATE_UNKNOWN)
+            return 0;
+        if (l->state == PT_STATE_INIT && l->id < r->id)
+            return 0;
+    }
+    return 1;
+}
+
+static int refund_patch_now(struct pt_store *st, struct pt_refund *r,
+                            const struct pt_charge_patch *p, int64_t now)
+{
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK)
+        rc = pt__sync_finish(st, pt_store_refund_patch(st, r->id, p, now));
+    return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
+}
+
+/* What one conversation did, for the drain's counts and the intake. */
+struct keyless_out {
+    int verdict; /* PT_OK; PT_EAGAIN (not its turn); NOT_SENT (nothing could be asked) */
+    int queried; /* the list was asked for */
+    int sent;    /* a refund request may have left */
+};
+
+static int keyless_review(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          const char *why);
+
+/* An INIT refund whose turn it is not: it waits (rule 1). */
+static int keyless_wait(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int *turn)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    int rc = refunds_of(st, r->charge_id, &all, &n);
+    *turn = rc == PT_OK && my_turn(r, all, n);
+    free(all);
+    if (rc == PT_ETOOBIG)
+        return keyless_review(s, st, r, "the charge has more refunds than payterm orders at once");
+    if (rc != PT_OK || *turn)
+        return rc;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = pt__sync_now_ms(s) + s->opt.cfg->sync_interval_s * 1000;
+    return refund_patch_now(st, r, &p, pt__sync_now_ms(s));
+}
+
+/* The list could not be read: nothing is sent; asked again later.  A
+ * queued refund counts from its first try, so resolve_timeout_s ends a
+ * list that never answers in review. */
+static int keyless_unanswered(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int sent,
+                              const struct pt_gw_result *res, struct keyless_out *ko)
+{
+    int64_t now = pt__sync_now_ms(s);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    ko->verdict = NOT_SENT(sent) ? sent : PT_OK;
+    pt__sync_count_sync(r->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
+    p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
+                                       : now + pt__sync_backoff_ms(s, r->attempts + 1);
+    if (r->state == PT_STATE_INIT)
+        p.first_sent_at = now;
+    if (sent == PT_OK)
+        pt_log_warn("refund %s: %s's refund list not read (%s %s); nothing sent", r->refund_id,
+                    r->gateway, res->code, res->message);
+    int rc = refund_patch_now(st, r, &p, now);
+    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+}
+
+/* Rule 2, unexplained: review, nothing sent. */
+static int keyless_review(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                          const char *why)
+{
+    int64_t now = pt__sync_now_ms(s);
+    char reason[PT_MESSAGE_MAX];
+    snprintf(reason, sizeof reason, "refund_list_unexplained: %s", why);
+    pt_log_warn("refund %s: %s; not sent, held for review", r->refund_id, why);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    p.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK && (rc = pt_store_refund_patch(st, r->id, &p, now)) == PT_OK)
+        rc = pt__sync_refund_raise_review(st, r, reason, now);
+    rc = pt__sync_finish(st, rc);
+    return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
+}
+
+/* Rule 2, bound: the listed refund e is r; its status decides, nothing is
+ * sent.  A queued r passes through PROCESSING in the same transaction,
+ * audited as bound (the refund state machine has no INIT -> SUCCESS). */
+static int keyless_bound(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                         const struct pt_gw_refund_entry *e)
+{
+    int64_t now = pt__sync_now_ms(s);
+    struct pt_gw_result res;
+    memset(&res, 0, sizeof res);
+    res.outcome = e->status;
+    res.amount = e->amount;
+    snprintf(res.trade_no, sizeof res.trade_no, "%s", e->refund_no);
+    snprintf(res.code, sizeof res.code, "%s", e->code);
+    snprintf(res.message, sizeof res.message, "listed by the gateway as refund %s", e->refund_no);
+    int rc = pt_store_begin(st);
+    if (rc == PT_OK && r->state == PT_STATE_INIT)
+        rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, NULL, "bound", "sync", res.message,
+                                  now);
+    if (rc == PT_OK && e->status == PT_OUTCOME_AMBIGUOUS) {
+        /* Ours, in a status we do not know: keep its number, ask again. */
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.gateway_trade_no = e->refund_no;
+        p.next_attempt_at = now + pt__sync_backoff_ms(s, r->attempts + 1);
+        rc = r->state == PT_STATE_PROCESSING
+                 ? pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
+                                        e->code, now)
+                 : pt_store_refund_patch(st, r->id, &p, now);
+    } else if (rc == PT_OK) {
+        rc = pt__sync_refund_apply(s, st, r, PT_GW_REFUND_QUERY, &res, now);
+    }
+    rc = pt__sync_finish(st, rc);
+    return rc == PT_OK ? pt_store_refund_get_by_id(st, r->id, r) : rc;
+}
+
+/* True when refund id still is as *seen was read (before the list was
+ * asked for): a resend decided on that list is still right.  (With one
+ * daemon the charge's lock already ensures it; lanes sharing a PostgreSQL
+ * store could otherwise resend on a list older than another lane's send.) */
+static int unchanged_since(struct pt_store *st, const struct pt_refund *seen)
+{
+    struct pt_refund *cur = malloc(sizeof *cur);
+    int same = cur && pt_store_refund_get_by_id(st, seen->id, cur) == PT_OK &&
+               cur->state == seen->state && cur->attempts == seen->attempts &&
+               cur->updated_at == seen->updated_at;
+    free(cur);
+    return same;
+}
+
+/* Marks r PROCESSING for its send (rule 1 checked again in the same
+ * transaction, and for a resend that r is as the list found it);
+ * PT_ESTATE when it may not go now. */
+static int keyless_claim(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int resend,
+                         int64_t now)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    if (!resend && (rc = refunds_of(st, r->charge_id, &all, &n)) == PT_OK && !my_turn(r, all, n))
+        rc = PT_ESTATE;
+    if (rc == PT_ETOOBIG)
+        rc = PT_ESTATE; /* cannot tell whose turn it is: not now (the list step reviews it) */
+    if (resend && !unchanged_since(st, r))
+        rc = PT_ESTATE;
+    free(all);
+    struct pt_charge_patch p = pt__sync_processing_patch(s, now, 1);
+    if (rc == PT_OK)
+        rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, resend ? "resend" : "send",
+                                  "sync", "the gateway's refund list does not show it", now);
+    if (rc != PT_OK) {
+        pt_store_rollback(st);
+        return rc == PT_EEXIST ? PT_ESTATE : rc;
+    }
+    return pt_store_commit(st);
+}
+
+/* Rule 2, nothing listed: r was never executed - sent (a resend only once
+ * its last request cannot arrive any more, rule 3, and within max_attempts). */
+static int keyless_send(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                        struct pt_refund *r, struct keyless_out *ko)
+{
+    int64_t now = pt__sync_now_ms(s);
+    if (r->state == PT_STATE_PENDING)
+        return keyless_review(s, st, r, "a pending refund the gateway does not list");
+    int resend = r->state == PT_STATE_UNKNOWN;
+    if (resend && r->attempts >= s->opt.cfg->sync_max_attempts) {
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
+        int rc = refund_patch_now(st, r, &p, now);
+        return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+    }
+    int rc = keyless_claim(s, st, r, resend, now);
+    if (rc == PT_ESTATE)
+        return pt_store_refund_get_by_id(st, r->id, r); /* not its turn after all */
+    if (rc)
+        return rc;
+    if (resend)
+        pt_log_info("refund %s: the gateway does not list it; resending", r->refund_id);
+    struct pt_gw_result res;
+    int sent = pt__sync_refund_call(s, PT_GW_REFUND, c, r, &res);
+    ko->sent = !NOT_SENT(sent);
+    ko->verdict = NOT_SENT(sent) ? sent : PT_OK;
+    now = pt__sync_now_ms(s);
+    if ((rc = pt_store_begin(st)))
+        return rc;
+    rc = pt__sync_finish(st, refund_settle(s, st, r, resend, sent, &res, now));
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+}
+
+/* The list read: bind it and act (rule 2). */
+static int keyless_decide(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, const struct pt_gw_refund_list *list,
+                          struct keyless_out *ko)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    int rc = refunds_of(st, c->id, &all, &n);
+    if (rc == PT_ETOOBIG)
+        return keyless_review(s, st, r, "the charge has more refunds than payterm binds at once");
+    if (rc)
+        return rc;
+    struct pt_bind_result b;
+    pt_refund_bind(r, all, n, list, &b);
+    free(all);
+    switch (b.verdict) {
+    case PT_BIND_FOUND:
+        return keyless_bound(s, st, r, &list->e[b.entry]);
+    case PT_BIND_UNEXPLAINED:
+        return keyless_review(s, st, r, b.why);
+    case PT_BIND_NONE:
+        break;
+    }
+    return keyless_send(s, st, c, r, ko);
+}
+
+/* The next refund of the charge waiting for its turn goes at once. */
+static void keyless_next_turn(struct pt_sync *s, struct pt_store *st, const struct pt_refund *r)
+{
+    struct pt_refund *all = NULL;
+    int n = 0;
+    if (refunds_of(st, r->charge_id, &all, &n) != PT_OK)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (all[i].state != PT_STATE_INIT || all[i].id == r->id)
+            continue;
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.next_attempt_at = pt__sync_now_ms(s);
+        if (refund_patch_now(st, &all[i], &p, pt__sync_now_ms(s)) == PT_OK)
+            pt_sync_wake(s);
+        break;
+    }
+    free(all);
+}
+
+static int keyless_locked(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, struct keyless_out *ko)
+{
+    int rc = pt_store_refund_get_by_id(st, r->id, r); /* as committed now */
+    if (rc || pt_state_is_final(r->state) || r->state == PT_STATE_PROCESSING)
+        return rc; /* PROCESSING: an interrupted send, recover_refund's */
+    if (r->state == PT_STATE_INIT) {
+        int turn = 0;
+        if ((rc = keyless_wait(s, st, r, &turn)) || !turn) {
+            ko->verdict = rc ? ko->verdict : PT_EAGAIN;
+            return rc;
+        }
+    }
+    struct pt_gw_refund_list *list = malloc(sizeof *list);
+    if (!list)
+        return PT_ENOMEM;
+    int sent = refund_exchange(s, PT_GW_REFUND_QUERY, c, r, NULL, list);
+    ko->queried = 1;
+    if (sent != PT_OK || list->res.outcome != PT_OUTCOME_SUCCESS)
+        rc = keyless_unanswered(s, st, r, sent, &list->res, ko);
+    else
+        rc = keyless_decide(s, st, c, r, list, ko);
+    free(list);
+    return rc;
+}
+
+/*
+ * One conversation about keyless refund r (INIT, UNKNOWN or PENDING) of
+ * charge c with the gateway, under the charge's lock: its turn (rule 1),
+ * the list (rule 2), then bound, reviewed or sent.  *r is re-read.
+ */
+static int keyless_step(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
+                        struct pt_refund *r, struct keyless_out *ko)
+{
+    memset(ko, 0, sizeof *ko);
+    pthread_mutex_t *mu = pt__sync_charge_lock(s, c->order_id);
+    pthread_mutex_lock(mu);
+    int rc = keyless_locked(s, st, c, r, ko);
+    int done = rc == PT_OK && (pt_state_is_final(r->state) || r->state == PT_STATE_PENDING);
+    if (done && ko->queried)
+        keyless_next_turn(s, st, r);
+    pthread_mutex_unlock(mu);
+    return rc;
+}
+
+int pt_sync_refund_now(void *p, struct pt_store *st, const struct pt_charge *c, struct pt_refund *r,
+                       int *verdict)
+{
+    struct keyless_out ko;
+    int rc = keyless_step(p, st, c, r, &ko);
+    if (verdict)
+        *verdict = ko.verdict;
+    return rc;
+}
+
+/* A keyless refund of the drain (INIT, UNKNOWN or PENDING). */
+static int drain_keyless(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
+                         struct pt_drain_stats *stats)
+{
+    struct pt_charge c;
+    struct keyless_out ko;
+    int rc = pt_store_charge_get_by_id(st, r->charge_id, &c);
+    if (rc == PT_OK)
+        rc = keyless_step(s, st, &c, r, &ko);
+    if (rc == PT_OK) {
+        stats->queries += ko.queried;
+        stats->sent += ko.sent;
+        stats->not_sent += NOT_SENT(ko.verdict);
+    }
+    return rc;
+}
+
+/* One pass over the due refunds, after the charges. */
+int pt__sync_drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
+                           struct pt_drain_stats *stats)
+{
+    struct pt_refund *batch = malloc(sizeof *batch * DRAIN_BATCH);
+    if (!batch)
+        return PT_ENOMEM;
+    int rc = PT_OK, down[PT_GW_MAX];
+    memcpy(down, skip, sizeof down);
+    int64_t cursor = 0;
+    for (;;) {
+        pt__sync_drain_step(s);
+        int n = 0;
+        if ((rc = pt_store_refunds_due(st, pt__sync_now_ms(s), cursor, DRAIN_BATCH, batch, &n)) ||
+            n == 0)
+            break;
+        for (int i = 0; i < n && rc == PT_OK; i++) {
+            struct pt_refund *r = &batch[i];
+            int g = pt__sync_gw_index(r->gateway);
+            cursor = r->id;
+            if (g < 0 || down[g])
+                continue;
+            stats->examined++;
+            if (keyless(r->gateway) && r->state != PT_STATE_PROCESSING) {
+                /* Never part of a run: one at a time per charge, its
+                 * gateway's list first (the rules above). */
+                rc = drain_keyless(s, st, r, stats);
+                if (!pt_sync_reachable(s, r->gateway))
+                    down[g] = 1;
+                continue;
+            }
+            if (r->state == PT_STATE_INIT) {
+                /* This refund and the queued ones right after it (gateways
+                 * still reachable) go out as one run. */
+                int k = 1;
+                while (i + k < n && batch[i + k].state == PT_STATE_INIT &&
+                       pt__sync_gw_index(batch[i + k].gateway) >= 0 &&
+                       !down[pt__sync_gw_index(batch[i + k].gateway)] &&
+                       !keyless(batch[i + k].gateway))
+                    k++;
+                stats->examined += k - 1;
+                rc = send_queued_refunds(s, st, r, k, down, stats);
+                i += k - 1;
+                cursor = batch[i].id;
+                continue;
+            }
+            struct pt_charge c;
+            if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &c)))
+                break;
+            switch (r->state) {
+            case PT_STATE_PROCESSING:
+                rc = recover_refund(s, st, r);
+                cursor = r->id - 1; /* now UNKNOWN and due: resolved in this pass */
+                break;
+            case PT_STATE_UNKNOWN:
+            case PT_STATE_PENDING:
+                rc = resolve_refund(s, st, &c, r);
+                stats->queries++;
+                break;
+            default:
+                break;
+            }
+            if (!pt_sync_reachable(s, r->gateway))
+                down[g] = 1;
+        }
+        if (rc)
+            break;
+    }
+    free(batch);
+    return rc;
+}
+
+int pt_sync_refund_claim(void *p, struct pt_store *st, struct pt_refund *r, int64_t now)
+{
+    struct pt_charge_patch pp = pt__sync_processing_patch(p, now, 1);
+    return pt_refund_transition(st, r, PT_STATE_PROCESSING, &pp, "send", "sync", NULL, now);
+}
+
+void pt_sync_refund_send(void *p, const struct pt_charge *c, const struct pt_refund *r,
+                         struct pt_online_send *out)
+{
+    out->verdict = pt__sync_refund_call(p, PT_GW_REFUND, c, r, &out->res);
+}
+
+int pt_sync_refund_settle(void *p, struct pt_store *st, const struct pt_charge *c,
+                          struct pt_refund *r, const struct pt_online_send *sent)
+{
+    struct pt_sync *s = p;
+    (void)c;
+    int rc = refund_settle(s, st, r, 0, sent->verdict, &sent->res, pt__sync_now_ms(s));
+    if (rc == PT_EEXIST || rc == PT_ESTATE)
+        rc = PT_OK;
+    if (rc == PT_OK)
+        rc = pt_store_refund_get_by_id(st, r->id, r);
+    return rc;
+}
