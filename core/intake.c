@@ -1,5 +1,7 @@
 /*
- * intake.c - guarded API operations: create, cancel, review (SPEC section 5).
+ * intake.c - guarded API operations (SPEC section 5): the guard, and
+ * POST /v1/charges (cancel, review, payment: intake_order.c; refunds:
+ * intake_refund.c).
  *
  * Shape of every operation:
  *   1. check the Idempotency-Key header, fingerprint method + path + body;
@@ -12,29 +14,7 @@
  * idempotency_key_in_use, 404, every 503 (the key is released so the client
  * may retry it once the condition passes).
  */
-#include "intake.h"
-#include "charges.h"
-#include "refunds.h"
-#include "crypto.h"
-#include "err.h"
-#include "fallback.h"
-#include "gateway.h"
-#include "json.h"
-#include "log.h"
-#include "money.h"
-
-#include <assert.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define SCOPE_CHARGES "POST /v1/charges"
-
-/* How long a client should wait before retrying, in seconds. */
-#define RETRY_IN_USE_S 1
-#define RETRY_OFFLINE_S 5
-#define RETRY_STORAGE_S 2
+#include "intake_impl.h"
 
 void pt_reply_free(struct pt_reply *r)
 {
@@ -45,7 +25,7 @@ void pt_reply_free(struct pt_reply *r)
     r->len = 0;
 }
 
-static void set_body(struct pt_reply *r, char *text)
+void pt__intake_set_body(struct pt_reply *r, char *text)
 {
     free(r->body);
     r->body = text;
@@ -68,7 +48,7 @@ void pt_reply_error(struct pt_reply *r, int status, const char *code, const char
     cJSON_AddStringToObject(e, "message", msg);
     r->status = status;
     snprintf(r->code, sizeof r->code, "%s", code);
-    set_body(r, cJSON_PrintUnformatted(o));
+    pt__intake_set_body(r, cJSON_PrintUnformatted(o));
     cJSON_Delete(o);
 }
 
@@ -76,7 +56,7 @@ void pt_reply_charge(struct pt_reply *r, int status, const struct pt_charge *c)
 {
     r->status = status;
     r->code[0] = '\0';
-    set_body(r, pt_charge_json_text(c));
+    pt__intake_set_body(r, pt_charge_json_text(c));
 }
 
 int pt_intake_status_for(const struct pt_charge *c)
@@ -109,11 +89,11 @@ int pt_order_id_valid(const char *s)
 
 /* The storage error behind this thread's last 503 storage_unavailable
  * (create_charge tells PT_EIO, a server gone, from the rest). */
-static _Thread_local int last_storage_rc;
+_Thread_local int pt__intake_last_storage_rc;
 
-static void storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
+void pt__intake_storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
 {
-    last_storage_rc = rc;
+    pt__intake_last_storage_rc = rc;
     pt_log_error("storage failure: %s (%s)", pt_strerror(rc),
                  st ? pt_store_errmsg(st) : "the batch's commit");
     pt_reply_error(r, 503, "storage_unavailable",
@@ -126,7 +106,7 @@ static void storage_unavailable(struct pt_reply *r, struct pt_store *st, int rc)
 /* A barcode charge made final here (canceled in the queue, or refused
  * before it left) erased its payment code: the background thread owes the
  * WAL a truncating checkpoint, and may be asleep. */
-static void wake_to_wipe(const struct pt_intake *in)
+void pt__intake_wake_to_wipe(const struct pt_intake *in)
 {
     if (pt_store_wipe_due() && in->online.wake)
         in->online.wake(in->online.ctx);
@@ -134,22 +114,7 @@ static void wake_to_wipe(const struct pt_intake *in)
 
 /* ---- the guard, shared by every operation --------------------------------- */
 
-struct guard {
-    char key[256];
-    char scope[160];
-    unsigned char hash[32];
-    cJSON *json;      /* parsed body, NULL when empty or refused */
-    int body_is_json; /* fingerprinted in canonical form */
-    /* Why pt_json_check refused the body ("field: problem"), "" if it did not. */
-    char refused[PT_JSON_FIELD_MAX + 112];
-    /* The raw text of the body's "amount": integers are read from their
-     * digits, never from cJSON's double. */
-    struct pt_json_member amount;
-    int in_txn;
-    struct pt_key_lock lock; /* the key's lock this request holds */
-};
-
-static void guard_free(struct guard *g)
+void pt__intake_guard_free(struct guard *g)
 {
     cJSON_Delete(g->json);
     g->json = NULL;
@@ -219,7 +184,7 @@ static int guard_prepare(struct pt_store *st, const char *path, const char *key_
     }
     free(canon);
     if (rc) {
-        storage_unavailable(out, st, rc);
+        pt__intake_storage_unavailable(out, st, rc);
         return 0;
     }
     return 1;
@@ -240,12 +205,12 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
     /* Fast path: a completed key needs no write lock. */
     rc = pt_idem_lookup(st, &in->idem, g->scope, g->key, g->hash, now, res);
     if (rc) {
-        storage_unavailable(out, st, rc);
+        pt__intake_storage_unavailable(out, st, rc);
         return 0;
     }
     if (res->status == PT_IDEM_ABSENT) {
         if ((rc = pt_store_begin(st)) != PT_OK) {
-            storage_unavailable(out, st, rc);
+            pt__intake_storage_unavailable(out, st, rc);
             return 0;
         }
         g->in_txn = 1;
@@ -253,7 +218,7 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
         if (rc) {
             pt_store_rollback(st);
             g->in_txn = 0;
-            storage_unavailable(out, st, rc);
+            pt__intake_storage_unavailable(out, st, rc);
             return 0;
         }
     }
@@ -267,7 +232,7 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
         if (g->in_txn)
             pt_store_rollback(st);
         g->in_txn = 0;
-        storage_unavailable(out, NULL, rc);
+        pt__intake_storage_unavailable(out, NULL, rc);
         return 0;
     }
     answer_recorded(g, res, out);
@@ -278,7 +243,7 @@ static int guard_try(const struct pt_intake *in, struct pt_store *st, const char
         if ((rc = pt_store_rollback(st)) != PT_OK) {
             pt_reply_free(out);
             memset(out, 0, sizeof *out);
-            storage_unavailable(out, st, rc);
+            pt__intake_storage_unavailable(out, st, rc);
         }
     }
     return 0;
@@ -290,7 +255,7 @@ static void answer_recorded(const struct guard *g, struct pt_idem_result *res, s
     switch (res->status) {
     case PT_IDEM_REPLAY:
         out->status = res->response_status;
-        set_body(out, res->body);
+        pt__intake_set_body(out, res->body);
         out->len = res->body_len;
         res->body = NULL;
         out->replayed = 1;
@@ -316,7 +281,7 @@ static void answer_recorded(const struct guard *g, struct pt_idem_result *res, s
 
 /* The intake for the lane's own store: no gateway is asked from there
  * (what it holds is queued, or canceled), and it has no fallback itself. */
-static struct pt_intake on_the_lane(const struct pt_intake *in)
+struct pt_intake pt__intake_on_the_lane(const struct pt_intake *in)
 {
     struct pt_intake local = *in;
     memset(&local.online, 0, sizeof local.online);
@@ -333,9 +298,9 @@ static struct pt_intake on_the_lane(const struct pt_intake *in)
  * the move the server's copy of the record says the same.  1 when *out is
  * that answer.
  */
-static int answered_locally(const struct pt_intake *in, const char *path, const char *key_header,
-                            const char *body, size_t len, int empty_is_object, int64_t now,
-                            struct pt_reply *out)
+int pt__intake_answered_locally(const struct pt_intake *in, const char *path,
+                                const char *key_header, const char *body, size_t len,
+                                int empty_is_object, int64_t now, struct pt_reply *out)
 {
     if (!in->fallback.st)
         return 0;
@@ -359,7 +324,7 @@ static int answered_locally(const struct pt_intake *in, const char *path, const 
         pt_idem_result_free(&res);
     }
     pt_reply_free(&refused); /* a refusal is the store server's path to answer */
-    guard_free(g);
+    pt__intake_guard_free(g);
     free(g);
     return hit;
 }
@@ -388,15 +353,15 @@ int pt_intake_local_charge(const struct pt_intake *in, const char *order_id, str
  * writes (transaction open, key locked; the caller frees g and res), 0 when
  * *out is already the answer (nothing left to free).
  */
-static int guard_enter(const struct pt_intake *in, struct pt_store *st, const char *path,
-                       const char *key_header, const char *body, size_t len, int empty_is_object,
-                       int64_t now, struct guard *g, struct pt_reply *out,
-                       struct pt_idem_result *res)
+int pt__intake_guard_enter(const struct pt_intake *in, struct pt_store *st, const char *path,
+                           const char *key_header, const char *body, size_t len,
+                           int empty_is_object, int64_t now, struct guard *g, struct pt_reply *out,
+                           struct pt_idem_result *res)
 {
     if (guard_try(in, st, path, key_header, body, len, empty_is_object, now, g, out, res))
         return 1;
     pt_idem_result_free(res);
-    guard_free(g);
+    pt__intake_guard_free(g);
     return 0;
 }
 
@@ -407,7 +372,7 @@ static int guard_enter(const struct pt_intake *in, struct pt_store *st, const ch
  * 409 idempotency_key_in_use while the recoverer still runs.  One key never
  * has two answers.  Called after the rollback.
  */
-static int answer_as_the_key(struct pt_store *st, struct guard *g, struct pt_reply *out)
+int pt__intake_answer_as_the_key(struct pt_store *st, struct guard *g, struct pt_reply *out)
 {
     struct pt_key_row row = {0};
     int rc = pt_store_key_get(st, g->scope, g->key, &row);
@@ -416,7 +381,7 @@ static int answer_as_the_key(struct pt_store *st, struct guard *g, struct pt_rep
     memset(out, 0, sizeof *out);
     if (rc == PT_OK && row.completed_at) {
         out->status = row.response_status;
-        set_body(out, row.response_body);
+        pt__intake_set_body(out, row.response_body);
         out->len = row.response_len;
         row.response_body = NULL;
         out->replayed = 1;
@@ -434,7 +399,8 @@ static int answer_as_the_key(struct pt_store *st, struct guard *g, struct pt_rep
 }
 
 /* Stores out as the key's response and commits. */
-static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply *out, int64_t now)
+int pt__intake_guard_complete(struct pt_store *st, struct guard *g, struct pt_reply *out,
+                              int64_t now)
 {
     /* The answer is stored in the request's own write transaction: outside
      * it, nothing would commit the key together with the business rows. */
@@ -451,17 +417,17 @@ static int guard_complete(struct pt_store *st, struct guard *g, struct pt_reply 
         pt_store_rollback(st);
     g->in_txn = 0;
     if (rc == PT_OK && lost)
-        rc = answer_as_the_key(st, g, out);
+        rc = pt__intake_answer_as_the_key(st, g, out);
     if (rc) {
         /* Nothing of this request survived the rollback. */
-        storage_unavailable(out, st, rc);
+        pt__intake_storage_unavailable(out, st, rc);
         return rc;
     }
     return PT_OK;
 }
 
 /* Drops everything this request wrote, key included, keeping *out. */
-static void guard_abandon(struct pt_store *st, struct guard *g)
+void pt__intake_guard_abandon(struct pt_store *st, struct guard *g)
 {
     if (g->in_txn)
         pt_store_rollback(st);
@@ -471,19 +437,19 @@ static void guard_abandon(struct pt_store *st, struct guard *g)
 /* ---- POST /v1/charges -------------------------------------------------------- */
 
 /* Appends "field: problem; " to the message. */
-static void problem(char *msg, size_t cap, const char *field, const char *text)
+void pt__intake_problem(char *msg, size_t cap, const char *field, const char *text)
 {
     size_t n = strlen(msg);
     snprintf(msg + n, cap - n, "%s%s: %s", n ? "; " : "", field, text);
 }
 
-static int string_field(const cJSON *body, const char *name, const cJSON **out)
+int pt__intake_string_field(const cJSON *body, const char *name, const cJSON **out)
 {
     *out = cJSON_GetObjectItemCaseSensitive(body, name);
     return *out && !cJSON_IsNull(*out);
 }
 
-static int charset_ok(const char *s, size_t min, size_t max, const char *extra)
+int pt__intake_charset_ok(const char *s, size_t min, size_t max, const char *extra)
 {
     size_t n = strlen(s);
     if (n < min || n > max)
@@ -498,7 +464,7 @@ static int charset_ok(const char *s, size_t min, size_t max, const char *extra)
 }
 
 /* Text a customer may see: UTF-8 without control characters. */
-static int text_ok(const char *s, size_t max_bytes)
+int pt__intake_text_ok(const char *s, size_t max_bytes)
 {
     size_t n = strlen(s);
     if (n == 0 || n > max_bytes)
@@ -514,15 +480,16 @@ static int text_ok(const char *s, size_t max_bytes)
  * cancel and refund): actor becomes "operator:<name>" for its audit rows,
  * else stays "api".  Returns 0 (and says why in msg) when it is not a name.
  */
-static int operator_actor(const cJSON *body, char actor[80], char *msg, size_t cap)
+int pt__intake_operator_actor(const cJSON *body, char actor[80], char *msg, size_t cap)
 {
     snprintf(actor, 80, "api");
     const cJSON *op =
         cJSON_IsObject(body) ? cJSON_GetObjectItemCaseSensitive(body, "operator") : NULL;
     if (!op)
         return 1;
-    if (!cJSON_IsString(op) || !charset_ok(op->valuestring, 1, 64, "_.@-")) {
-        problem(msg, cap, "operator", "must be the operator's name, 1-64 of A-Z a-z 0-9 _ . @ -");
+    if (!cJSON_IsString(op) || !pt__intake_charset_ok(op->valuestring, 1, 64, "_.@-")) {
+        pt__intake_problem(msg, cap, "operator",
+                           "must be the operator's name, 1-64 of A-Z a-z 0-9 _ . @ -");
         return 0;
     }
     snprintf(actor, 80, "operator:%s", op->valuestring);
@@ -552,9 +519,10 @@ static void check_known_fields(struct check *k)
         for (const char *const *f = charge_fields; *f; f++)
             known |= strcmp(m->string, *f) == 0;
         if (!known)
-            problem(k->msg, k->cap, m->string,
-                    "unknown field (allowed: order_id, amount, currency, gateway, method, "
-                    "payment_code, payment_method, customer, subject, offline, metadata)");
+            pt__intake_problem(
+                k->msg, k->cap, m->string,
+                "unknown field (allowed: order_id, amount, currency, gateway, method, "
+                "payment_code, payment_method, customer, subject, offline, metadata)");
     }
 }
 
@@ -562,10 +530,11 @@ static void check_known_fields(struct check *k)
 static void check_order_id(struct check *k)
 {
     const cJSON *v;
-    if (!string_field(k->body, "order_id", &v))
-        problem(k->msg, k->cap, "order_id", "required");
+    if (!pt__intake_string_field(k->body, "order_id", &v))
+        pt__intake_problem(k->msg, k->cap, "order_id", "required");
     else if (!cJSON_IsString(v) || !pt_order_id_valid(v->valuestring))
-        problem(k->msg, k->cap, "order_id", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
+        pt__intake_problem(k->msg, k->cap, "order_id",
+                           "must be 1-64 characters of A-Z a-z 0-9 _ . -");
     else
         snprintf(k->c->order_id, sizeof k->c->order_id, "%s", v->valuestring);
 }
@@ -575,18 +544,19 @@ static void check_amount(struct check *k, const struct pt_json_member *amount)
 {
     const cJSON *v;
     int64_t minor = 0;
-    if (!string_field(k->body, "amount", &v)) {
-        problem(k->msg, k->cap, "amount", "required (integer, minor units)");
+    if (!pt__intake_string_field(k->body, "amount", &v)) {
+        pt__intake_problem(k->msg, k->cap, "amount", "required (integer, minor units)");
     } else if (!cJSON_IsNumber(v) || !amount->text ||
                pt_json_plain_int(amount->text, amount->len, 1, INT64_MAX, &minor) != PT_OK) {
-        problem(k->msg, k->cap, "amount",
-                "must be a plain JSON integer (no leading zeros, fraction or exponent) between 1 "
-                "and 9223372036854775807, in the currency's minor unit");
+        pt__intake_problem(
+            k->msg, k->cap, "amount",
+            "must be a plain JSON integer (no leading zeros, fraction or exponent) between 1 "
+            "and 9223372036854775807, in the currency's minor unit");
     } else if (minor > k->in->cfg->max_amount) {
         char t[96];
         snprintf(t, sizeof t, "must not exceed limits.max_amount (%lld)",
                  (long long)k->in->cfg->max_amount);
-        problem(k->msg, k->cap, "amount", t);
+        pt__intake_problem(k->msg, k->cap, "amount", t);
     } else {
         k->c->amount = minor;
     }
@@ -596,11 +566,11 @@ static void check_amount(struct check *k, const struct pt_json_member *amount)
 static void check_currency(struct check *k)
 {
     const cJSON *v;
-    if (!string_field(k->body, "currency", &v))
-        problem(k->msg, k->cap, "currency", "required (ISO 4217 code, e.g. CNY)");
+    if (!pt__intake_string_field(k->body, "currency", &v))
+        pt__intake_problem(k->msg, k->cap, "currency", "required (ISO 4217 code, e.g. CNY)");
     else if (!cJSON_IsString(v) || !pt_money_currency_valid(v->valuestring))
-        problem(k->msg, k->cap, "currency",
-                "must be an upper-case ISO 4217 code such as CNY or USD");
+        pt__intake_problem(k->msg, k->cap, "currency",
+                           "must be an upper-case ISO 4217 code such as CNY or USD");
     else
         snprintf(k->c->currency, sizeof k->c->currency, "%s", v->valuestring);
 }
@@ -610,16 +580,16 @@ static void check_gateway(struct check *k)
 {
     const cJSON *v;
     char t[200];
-    if (!string_field(k->body, "gateway", &v)) {
+    if (!pt__intake_string_field(k->body, "gateway", &v)) {
         snprintf(t, sizeof t, "required: %s", pt_gateway_names());
-        problem(k->msg, k->cap, "gateway", t);
+        pt__intake_problem(k->msg, k->cap, "gateway", t);
     } else if (!cJSON_IsString(v) || !(k->gw = pt_gateway_find(v->valuestring))) {
         snprintf(t, sizeof t, "must be %s", pt_gateway_names());
-        problem(k->msg, k->cap, "gateway", t);
+        pt__intake_problem(k->msg, k->cap, "gateway", t);
     } else if (!pt_config_gateway_configured(k->in->cfg, k->gw->name)) {
         snprintf(t, sizeof t, "'%s' is not configured on this device (gateways.%s)", k->gw->name,
                  k->gw->name);
-        problem(k->msg, k->cap, "gateway", t);
+        pt__intake_problem(k->msg, k->cap, "gateway", t);
         k->gw = NULL;
     } else {
         snprintf(k->c->gateway, sizeof k->c->gateway, "%s", k->gw->name);
@@ -632,7 +602,7 @@ static void check_gateway(struct check *k)
                      k->gw->order_id_forbidden ? " without '" : "",
                      k->gw->order_id_forbidden ? k->gw->order_id_forbidden : "",
                      k->gw->order_id_forbidden ? "'" : "");
-            problem(k->msg, k->cap, "order_id", t);
+            pt__intake_problem(k->msg, k->cap, "order_id", t);
         }
     }
 }
@@ -642,10 +612,10 @@ static void check_method(struct check *k)
 {
     const cJSON *v;
     char t[200];
-    if (!string_field(k->body, "method", &v)) {
-        problem(k->msg, k->cap, "method", "required");
+    if (!pt__intake_string_field(k->body, "method", &v)) {
+        pt__intake_problem(k->msg, k->cap, "method", "required");
     } else if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof k->c->method) {
-        problem(k->msg, k->cap, "method", "must be a string");
+        pt__intake_problem(k->msg, k->cap, "method", "must be a string");
     } else if (k->gw && !pt_gateway_has_method(k->gw, v->valuestring)) {
         char list[96] = "";
         for (const struct pt_gw_method *m = k->gw->methods; m->name; m++) {
@@ -654,14 +624,14 @@ static void check_method(struct check *k)
         }
         snprintf(t, sizeof t, "%s does not offer '%s' (it offers: %s)", k->gw->name, v->valuestring,
                  list);
-        problem(k->msg, k->cap, "method", t);
+        pt__intake_problem(k->msg, k->cap, "method", t);
     } else if (k->gw && k->gw->method_unavailable &&
                k->gw->method_unavailable(&k->in->cfg->gw[pt_gateway_index(k->gw->name)],
                                          v->valuestring)) {
         snprintf(t, sizeof t, "%s.%s %s", k->gw->name, v->valuestring,
                  k->gw->method_unavailable(&k->in->cfg->gw[pt_gateway_index(k->gw->name)],
                                            v->valuestring));
-        problem(k->msg, k->cap, "method", t);
+        pt__intake_problem(k->msg, k->cap, "method", t);
     } else {
         snprintf(k->c->method, sizeof k->c->method, "%s", v->valuestring);
     }
@@ -672,7 +642,7 @@ static void check_method(struct check *k)
                  "%.3s is not accepted by %.16s on this device (list it in "
                  "gateways.%.16s.currencies when the merchant's acquiring takes it)",
                  k->c->currency, k->gw->name, k->gw->name);
-        problem(k->msg, k->cap, "currency", t);
+        pt__intake_problem(k->msg, k->cap, "currency", t);
     }
 }
 
@@ -685,7 +655,7 @@ static void check_amount_units(struct check *k)
     if (k->gw && k->c->amount > 0 && k->c->currency[0] &&
         pt_config_currency_allowed(k->in->cfg, k->gw->name, k->c->currency) &&
         !pt_gateway_amount_ok(k->gw, k->c->currency, k->c->amount, t, sizeof t))
-        problem(k->msg, k->cap, "amount", t);
+        pt__intake_problem(k->msg, k->cap, "amount", t);
 }
 
 /* The fields a method needs or refuses (payment code, saved card). */
@@ -694,33 +664,34 @@ static void check_method_fields(struct check *k)
     const cJSON *v;
     const struct pt_gw_method *how = pt_gateway_method(k->gw, k->c->method);
     int barcode = how && how->payment_code, card = how && how->card;
-    if (string_field(k->body, "payment_code", &v)) {
+    if (pt__intake_string_field(k->body, "payment_code", &v)) {
         if (!barcode)
-            problem(k->msg, k->cap, "payment_code", "only for method barcode");
-        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 6, 64, NULL))
-            problem(k->msg, k->cap, "payment_code",
-                    "must be the scanned code: 6-64 letters or digits");
+            pt__intake_problem(k->msg, k->cap, "payment_code", "only for method barcode");
+        else if (!cJSON_IsString(v) || !pt__intake_charset_ok(v->valuestring, 6, 64, NULL))
+            pt__intake_problem(k->msg, k->cap, "payment_code",
+                               "must be the scanned code: 6-64 letters or digits");
         else
             snprintf(k->c->payment_code, sizeof k->c->payment_code, "%s", v->valuestring);
     } else if (barcode) {
-        problem(k->msg, k->cap, "payment_code",
-                "required for method barcode (the customer's code)");
+        pt__intake_problem(k->msg, k->cap, "payment_code",
+                           "required for method barcode (the customer's code)");
     }
-    if (string_field(k->body, "payment_method", &v)) {
+    if (pt__intake_string_field(k->body, "payment_method", &v)) {
         if (!card)
-            problem(k->msg, k->cap, "payment_method", "only for method card_on_file");
-        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
-            problem(k->msg, k->cap, "payment_method", "must be a payment method id such as pm_123");
+            pt__intake_problem(k->msg, k->cap, "payment_method", "only for method card_on_file");
+        else if (!cJSON_IsString(v) || !pt__intake_charset_ok(v->valuestring, 3, 128, "_"))
+            pt__intake_problem(k->msg, k->cap, "payment_method",
+                               "must be a payment method id such as pm_123");
         else
             snprintf(k->c->payment_method, sizeof k->c->payment_method, "%s", v->valuestring);
     } else if (card) {
-        problem(k->msg, k->cap, "payment_method", "required for method card_on_file");
+        pt__intake_problem(k->msg, k->cap, "payment_method", "required for method card_on_file");
     }
-    if (string_field(k->body, "customer", &v)) {
+    if (pt__intake_string_field(k->body, "customer", &v)) {
         if (!card)
-            problem(k->msg, k->cap, "customer", "only for method card_on_file");
-        else if (!cJSON_IsString(v) || !charset_ok(v->valuestring, 3, 128, "_"))
-            problem(k->msg, k->cap, "customer", "must be a customer id such as cus_123");
+            pt__intake_problem(k->msg, k->cap, "customer", "only for method card_on_file");
+        else if (!cJSON_IsString(v) || !pt__intake_charset_ok(v->valuestring, 3, 128, "_"))
+            pt__intake_problem(k->msg, k->cap, "customer", "must be a customer id such as cus_123");
         else
             snprintf(k->c->customer, sizeof k->c->customer, "%s", v->valuestring);
     }
@@ -730,23 +701,23 @@ static void check_method_fields(struct check *k)
 static void check_text_fields(struct check *k)
 {
     const cJSON *v;
-    if (string_field(k->body, "subject", &v)) {
-        if (!cJSON_IsString(v) || !text_ok(v->valuestring, 256))
-            problem(k->msg, k->cap, "subject",
-                    "must be 1-256 bytes of text without control characters");
+    if (pt__intake_string_field(k->body, "subject", &v)) {
+        if (!cJSON_IsString(v) || !pt__intake_text_ok(v->valuestring, 256))
+            pt__intake_problem(k->msg, k->cap, "subject",
+                               "must be 1-256 bytes of text without control characters");
         else
             snprintf(k->c->subject, sizeof k->c->subject, "%s", v->valuestring);
     }
     k->c->offline = PT_OFFLINE_PREFER;
-    if (string_field(k->body, "offline", &v) &&
+    if (pt__intake_string_field(k->body, "offline", &v) &&
         (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &k->c->offline) != PT_OK))
-        problem(k->msg, k->cap, "offline",
-                "must be prefer_online, require_online or force_offline");
+        pt__intake_problem(k->msg, k->cap, "offline",
+                           "must be prefer_online, require_online or force_offline");
 }
 
 /* A metadata member (a charge's or a refund's): Stripe's limits, so it
  * survives the trip to any gateway; its canonical text into out. */
-static void metadata_field(const cJSON *v, char *out, size_t outcap, char *msg, size_t cap)
+void pt__intake_metadata_field(const cJSON *v, char *out, size_t outcap, char *msg, size_t cap)
 {
     int ok = cJSON_IsObject(v), count = 0;
     for (const cJSON *m = ok ? v->child : NULL; m && ok; m = m->next, count++)
@@ -754,9 +725,10 @@ static void metadata_field(const cJSON *v, char *out, size_t outcap, char *msg, 
              strlen(m->valuestring) <= 500;
     char *text = ok ? pt_json_canonical(v) : NULL;
     if (!text || strlen(text) >= outcap)
-        problem(msg, cap, "metadata",
-                "must be an object of at most 20 string values (keys 1-40, values up to 500 "
-                "characters)");
+        pt__intake_problem(
+            msg, cap, "metadata",
+            "must be an object of at most 20 string values (keys 1-40, values up to 500 "
+            "characters)");
     else
         snprintf(out, outcap, "%s", text);
     free(text);
@@ -766,8 +738,8 @@ static void metadata_field(const cJSON *v, char *out, size_t outcap, char *msg, 
 static void check_metadata(struct check *k)
 {
     const cJSON *v;
-    if (string_field(k->body, "metadata", &v))
-        metadata_field(v, k->c->metadata, sizeof k->c->metadata, k->msg, k->cap);
+    if (pt__intake_string_field(k->body, "metadata", &v))
+        pt__intake_metadata_field(v, k->c->metadata, sizeof k->c->metadata, k->msg, k->cap);
 }
 
 /*
@@ -781,7 +753,7 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
     memset(c, 0, sizeof *c);
     msg[0] = '\0';
     if (!cJSON_IsObject(body)) {
-        problem(msg, cap, "body", "must be a JSON object");
+        pt__intake_problem(msg, cap, "body", "must be a JSON object");
         return 0;
     }
     struct check k = {.in = in, .body = body, .c = c, .msg = msg, .cap = cap};
@@ -799,7 +771,7 @@ static int validate_charge(const struct pt_intake *in, const cJSON *body,
 }
 
 /* Methods the customer cannot complete until the gateway has answered. */
-static int needs_gateway(const struct pt_charge *c)
+int pt__intake_needs_gateway(const struct pt_charge *c)
 {
     const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
     return m && m->interactive;
@@ -887,13 +859,6 @@ static int existing_order(struct pt_charge *have, const struct pt_charge *want,
     return PT_OK;
 }
 
-/* What the guard does once a step of a new charge has written *out. */
-enum step {
-    STEP_COMPLETE, /* store *out as the key's answer, commit */
-    STEP_RELEASE,  /* roll back: nothing of this request stays, the key is free */
-    STEP_DONE,     /* already committed (or answered as the key) */
-};
-
 /* The gateway cannot take c now and c may not wait: the 503 that says so. */
 static void cannot_wait(struct pt_reply *out, const struct pt_charge *c, const char *code,
                         const char *why)
@@ -934,8 +899,8 @@ static int queue_new(const struct pt_intake *in, struct pt_store *st, struct gua
     *next = STEP_RELEASE;
     if (mode == PT_OFFLINE_REQUIRE_ONLINE) {
         cannot_wait(out, c, "offline_not_allowed",
-                    needs_gateway(c) ? "the customer pays on the gateway's page or code"
-                                     : "offline: require_online");
+                    pt__intake_needs_gateway(c) ? "the customer pays on the gateway's page or code"
+                                                : "offline: require_online");
         return PT_OK;
     }
     struct offline_no no;
@@ -1005,7 +970,7 @@ static int not_sent(const struct pt_intake *in, struct pt_store *st, struct guar
         if ((rc = pt_store_commit(st)) == PT_OK) {
             g->in_txn = 0;
             *next = STEP_DONE;
-            rc = answer_as_the_key(st, g, out);
+            rc = pt__intake_answer_as_the_key(st, g, out);
         }
     }
     return rc;
@@ -1061,7 +1026,8 @@ static int new_charge(const struct pt_intake *in, struct pt_store *st, struct gu
                       struct pt_charge *c, int nowait, int64_t now, struct pt_reply *out,
                       enum step *next, struct tried *tried)
 {
-    enum pt_offline_mode mode = needs_gateway(c) ? PT_OFFLINE_REQUIRE_ONLINE : c->offline;
+    enum pt_offline_mode mode =
+        pt__intake_needs_gateway(c) ? PT_OFFLINE_REQUIRE_ONLINE : c->offline;
     int online = 0;
     *next = STEP_RELEASE;
     /* Whether the gateway is up is asked once: asked twice, it could come
@@ -1166,7 +1132,8 @@ static int queue_in_one(const struct pt_intake *in, struct pt_store *st, const c
     if (!guard_prepare(st, "/v1/charges", key_header, body, len, 0, &g, &refused) || g.refused[0] ||
         !g.json || !validate_charge(in, g.json, &g.amount, &c, msg, sizeof msg))
         goto out;
-    enum pt_offline_mode mode = needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
+    enum pt_offline_mode mode =
+        pt__intake_needs_gateway(&c) ? PT_OFFLINE_REQUIRE_ONLINE : c.offline;
     const struct pt_cfg_offline_limit *lim = pt_config_offline_limit(in->cfg, c.currency);
     if (mode == PT_OFFLINE_REQUIRE_ONLINE || !lim || c.amount > lim->max_amount)
         goto out;
@@ -1204,7 +1171,7 @@ static int queue_in_one(const struct pt_intake *in, struct pt_store *st, const c
     pt_log_info("charge %s queued offline (%s %lld %s)", c.order_id, c.gateway, (long long)c.amount,
                 c.currency);
     out->status = 202;
-    set_body(out, answer);
+    pt__intake_set_body(out, answer);
     done = 1;
     if (in->online.wake &&
         (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
@@ -1212,7 +1179,7 @@ static int queue_in_one(const struct pt_intake *in, struct pt_store *st, const c
 out:
     free(text);
     pt_reply_free(&refused);
-    guard_free(&g);
+    pt__intake_guard_free(&g);
     return done;
 }
 
@@ -1248,9 +1215,12 @@ static int create_once(const struct pt_intake *in, struct pt_store *st, const ch
 {
     struct guard g;
     struct pt_idem_result res;
-    last_storage_rc = 0;
-    if (!guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out, &res))
-        return out->status == 503 ? (last_storage_rc ? last_storage_rc : PT_ESTORAGE) : PT_OK;
+    pt__intake_last_storage_rc = 0;
+    if (!pt__intake_guard_enter(in, st, "/v1/charges", key_header, body, len, 0, now, &g, out,
+                                &res))
+        return out->status == 503
+                   ? (pt__intake_last_storage_rc ? pt__intake_last_storage_rc : PT_ESTORAGE)
+                   : PT_OK;
     struct pt_charge c = {0};
     enum step next = STEP_COMPLETE;
     int rc;
@@ -1271,14 +1241,14 @@ static int create_once(const struct pt_intake *in, struct pt_store *st, const ch
         }
     }
     if (rc == PT_EAGAIN || rc == TRY_FIRST) {
-        guard_abandon(st, &g); /* nothing written: the waiting thread starts over */
+        pt__intake_guard_abandon(st, &g); /* nothing written: the waiting thread starts over */
         pt_reply_free(out);
         memset(out, 0, sizeof *out);
     } else if (rc) {
-        guard_abandon(st, &g);
-        storage_unavailable(out, st, rc);
+        pt__intake_guard_abandon(st, &g);
+        pt__intake_storage_unavailable(out, st, rc);
     } else if (next == STEP_COMPLETE) {
-        rc = guard_complete(st, &g, out, now);
+        rc = pt__intake_guard_complete(st, &g, out, now);
         /* Work for the background sync, unless its gateway is down (then
          * the probe every sync.interval_s brings it back; waking now would
          * only cost the other core a pass that finds nothing to do). */
@@ -1291,11 +1261,11 @@ static int create_once(const struct pt_intake *in, struct pt_store *st, const ch
                 in->online.wake(in->online.ctx);
         }
     } else if (next == STEP_RELEASE) {
-        guard_abandon(st, &g);
+        pt__intake_guard_abandon(st, &g);
     }
-    wake_to_wipe(in);
+    pt__intake_wake_to_wipe(in);
     pt_idem_result_free(&res);
-    guard_free(&g);
+    pt__intake_guard_free(&g);
     if (rc == PT_EAGAIN || rc == TRY_FIRST)
         return rc;
     return out->status == 503 && rc ? rc : PT_OK;
@@ -1306,7 +1276,7 @@ void pt_intake_settle(const struct pt_intake *in, int rc, struct pt_reply *out)
     if (rc != PT_OK) {
         pt_reply_free(out);
         memset(out, 0, sizeof *out);
-        storage_unavailable(out, NULL, rc);
+        pt__intake_storage_unavailable(out, NULL, rc);
         return;
     }
     if (out->wake_on_settle && in->online.wake)
@@ -1326,7 +1296,7 @@ void pt_intake_settle(const struct pt_intake *in, int rc, struct pt_reply *out)
 int pt_intake_create_charge_locally(const struct pt_intake *in, const char *key_header,
                                     const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
-    struct pt_intake local = on_the_lane(in); /* queued, never sent from here */
+    struct pt_intake local = pt__intake_on_the_lane(in); /* queued, never sent from here */
     memset(out, 0, sizeof *out); /* not filled yet (the API's), or freed by the caller below */
     pthread_mutex_lock(in->fallback.mu);
     int rc = create_charge(&local, in->fallback.st, key_header, body, len, now, 0, out);
@@ -1342,7 +1312,7 @@ static int create_anywhere(const struct pt_intake *in, struct pt_store *st, cons
                            const char *body, size_t len, int64_t now, int nowait,
                            struct pt_reply *out)
 {
-    if (answered_locally(in, "/v1/charges", key_header, body, len, 0, now, out))
+    if (pt__intake_answered_locally(in, "/v1/charges", key_header, body, len, 0, now, out))
         return PT_OK;
     int rc = create_charge(in, st, key_header, body, len, now, nowait, out);
     if (rc == PT_EIO && in->fallback.st) {
@@ -1372,780 +1342,13 @@ int pt_intake_create_charge_nowait(const struct pt_intake *in, struct pt_store *
  * answered 404 and nothing of the request is stored (the order may still be
  * created; a retry must then work): PT_ENOTFOUND with *out set.
  */
-static int find_order(struct pt_store *st, struct guard *g, const char *order_id,
-                      struct pt_charge *c, struct pt_reply *out)
+int pt__intake_find_order(struct pt_store *st, struct guard *g, const char *order_id,
+                          struct pt_charge *c, struct pt_reply *out)
 {
     int rc = pt_store_charge_get(st, order_id, c);
     if (rc == PT_ENOTFOUND) {
         pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
-        guard_abandon(st, g);
+        pt__intake_guard_abandon(st, g);
     }
     return rc;
-}
-
-/* ---- POST /v1/charges/{order_id}/cancel -------------------------------------- */
-
-static int cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
-                  const char *key_header, const char *body, size_t len, int64_t now,
-                  struct pt_reply *out);
-
-/* pt_intake_local_charge without the charge, or with the copy's moving
- * mark (on the heap: a charge is 6.7 KB, and the cancel's own frame
- * follows on a stack that may be 64 KiB). */
-static int held_locally(const struct pt_intake *in, const char *order_id, int *moving)
-{
-    *moving = 0;
-    if (!in->fallback.st)
-        return PT_LOCAL_NONE;
-    struct pt_charge *c = malloc(sizeof *c);
-    int where = c ? pt_intake_local_charge(in, order_id, c) : PT_LOCAL_NONE;
-    *moving = where != PT_LOCAL_NONE && pt_fallback_is_moving(c);
-    free(c);
-    return where;
-}
-
-/* The cancel run on the lane's own store (nothing to ask a gateway:
- * what is there is INIT or canceled).  PT_EAGAIN: the copy is being moved
- * (marked since it was looked at): the server's to cancel. */
-static int cancel_locally(const struct pt_intake *in, const char *order_id, const char *key_header,
-                          const char *body, size_t len, int64_t now, struct pt_reply *out)
-{
-    struct pt_intake local = on_the_lane(in);
-    pthread_mutex_lock(in->fallback.mu);
-    int rc = cancel(&local, in->fallback.st, order_id, key_header, body, len, now, out);
-    pthread_mutex_unlock(in->fallback.mu);
-    return rc;
-}
-
-/*
- * store.fallback "local" (SPEC 16): a charge the lane queued in its own
- * store and has not moved is canceled there - it never left the lane.  One
- * being moved is the server's to cancel; while the server does not have it
- * yet (or cannot be asked) the answer is 503, never "canceled" for a charge
- * the server may hold.  One canceled here before it was moved is the
- * server's answer first (the order_id may have been taken there since),
- * else the lane's.  Otherwise the store server's charge is the one, and
- * with no connection to the server (st NULL) the answer is 503.
- */
-int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
-                     const char *key_header, const char *body, size_t len, int64_t now,
-                     struct pt_reply *out)
-{
-    int moving = 0;
-    int where = held_locally(in, order_id, &moving);
-    if (where == PT_LOCAL_SHADOW) {
-        /* A key this lane answered is answered so again, whatever the
-         * server holds of that order_id now. */
-        char path[128];
-        snprintf(path, sizeof path, "/v1/charges/%s/cancel", order_id);
-        if (answered_locally(in, path, key_header, body, len, 1, now, out))
-            return PT_OK;
-    }
-    if (where == PT_LOCAL_OWN) {
-        int rc = cancel_locally(in, order_id, key_header, body, len, now, out);
-        if (rc != PT_EAGAIN)
-            return rc;
-        pt_reply_free(out);
-        where = PT_LOCAL_SHADOW; /* marked moving meanwhile */
-        moving = 1;
-    }
-    int rc = PT_EIO;
-    if (st) {
-        rc = cancel(in, st, order_id, key_header, body, len, now, out);
-        /* Not there (yet), or the server gone: the lane's copy decides. */
-        if (where == PT_LOCAL_NONE || (out->status != 404 && rc != PT_EIO))
-            return rc;
-        pt_reply_free(out);
-    }
-    if (where == PT_LOCAL_SHADOW && !moving)
-        return cancel_locally(in, order_id, key_header, body, len, now, out);
-    memset(out, 0, sizeof *out);
-    if (moving)
-        pt_reply_error(out, 503, "storage_unavailable",
-                       "charge %s is being moved from this lane to the store server, which "
-                       "cannot confirm it yet; nothing was canceled: retry with the same "
-                       "Idempotency-Key",
-                       order_id);
-    else
-        pt_reply_error(out, 503, "storage_unavailable",
-                       "the store server cannot be reached; nothing was canceled: retry with "
-                       "the same Idempotency-Key");
-    out->retry_after_s = RETRY_STORAGE_S;
-    return PT_EIO;
-}
-
-/* The answer to a cancel once the gateway was asked (SPEC 18): what the
- * charge came to - and what a cancel answered 202 before is answered by
- * from then on (charges.c answer_cancels). */
-static void cancel_answer(struct pt_reply *out, const struct pt_charge *c)
-{
-    if (c->state == PT_STATE_SUCCESS)
-        pt_reply_error(out, 409, "charge_already_succeeded",
-                       "charge %s succeeded before its cancel could be carried out: the money "
-                       "moved; refund it with POST /v1/charges/%s/refunds",
-                       c->order_id, c->order_id);
-    else if (c->state == PT_STATE_FAILED)
-        pt_reply_error(out, 409, "charge_not_cancelable",
-                       "charge %s is FAILED and cannot be canceled", c->order_id);
-    else
-        pt_reply_charge(out, c->state == PT_STATE_CANCELED ? 200 : 202, c);
-}
-
-static int cancel(const struct pt_intake *in, struct pt_store *st, const char *order_id,
-                  const char *key_header, const char *body, size_t len, int64_t now,
-                  struct pt_reply *out)
-{
-    memset(out, 0, sizeof *out);
-    char path[128];
-    snprintf(path, sizeof path, "/v1/charges/%s/cancel", order_id);
-    struct guard g;
-    struct pt_idem_result res;
-    last_storage_rc = 0;
-    if (!guard_enter(in, st, path, key_header, body, len, 1, now, &g, out, &res))
-        return out->status == 503 ? (last_storage_rc ? last_storage_rc : PT_ESTORAGE) : PT_OK;
-    int rc = PT_OK;
-    struct pt_charge c;
-    char actor[80], msg[200] = "";
-    int body_ok = !g.refused[0] && cJSON_IsObject(g.json) &&
-                  (!g.json->child || (!g.json->child->next && g.json->child->string &&
-                                      strcmp(g.json->child->string, "operator") == 0));
-    if (!body_ok || !operator_actor(g.json, actor, msg, sizeof msg)) {
-        pt_reply_error(out, 400, "invalid_request",
-                       "%s%s%sbody: cancel takes no body, {} or {\"operator\": \"<name>\"}",
-                       g.refused, msg, g.refused[0] || msg[0] ? "; " : "");
-        goto complete;
-    }
-    if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
-        rc = PT_OK;
-        goto out;
-    }
-    if (rc)
-        goto storage;
-    if (pt_fallback_is_moving(&c) || pt_fallback_is_moved(&c)) {
-        /* A lane's local copy, being moved or moved meanwhile: the
-         * server's to cancel. */
-        guard_abandon(st, &g);
-        rc = PT_EAGAIN;
-        goto out;
-    }
-    switch (c.state) {
-    case PT_STATE_INIT:
-        rc = pt_charge_transition(st, &c, PT_STATE_CANCELED, NULL, "canceled_by_client", actor,
-                                  NULL, now);
-        if (rc && rc != PT_EEXIST && rc != PT_ESTATE)
-            goto storage;
-        pt_reply_charge(out, c.state == PT_STATE_CANCELED ? 200 : 409, &c);
-        break;
-    case PT_STATE_CANCELED:
-        pt_reply_charge(out, 200, &c);
-        break;
-    case PT_STATE_SUCCESS:
-    case PT_STATE_FAILED:
-        if (c.state == PT_STATE_SUCCESS)
-            pt_reply_error(out, 409, "charge_not_cancelable",
-                           "charge %s is SUCCESS and cannot be canceled: the money moved; refund "
-                           "it with POST /v1/charges/%s/refunds",
-                           order_id, order_id);
-        else
-            pt_reply_error(out, 409, "charge_not_cancelable",
-                           "charge %s is FAILED and cannot be canceled", order_id);
-        break;
-    default: {
-        if (pt_gateway_find(c.gateway) && pt_gateway_find(c.gateway)->no_cancel) {
-            pt_reply_error(out, 409, "charge_not_cancelable", "charge %s is %s: %s", order_id,
-                           pt_state_name(c.state), pt_gateway_find(c.gateway)->no_cancel);
-            break;
-        }
-        if (!in->online.cancel_now) {
-            pt_reply_error(out, 503, "offline_not_allowed",
-                           "charge %s is %s: canceling it needs the gateway, which this build "
-                           "cannot reach",
-                           order_id, pt_state_name(c.state));
-            out->retry_after_s = RETRY_OFFLINE_S;
-            guard_abandon(st, &g);
-            goto out;
-        }
-        /* SPEC 18: the cancel is recorded first, with who asked, in the
-         * transaction that holds the key - durable before any answer, so
-         * a 202 is never dropped, and the charge is never sent again. */
-        const unsigned on_its_way =
-            (1u << PT_STATE_PROCESSING) | (1u << PT_STATE_PENDING) | (1u << PT_STATE_UNKNOWN);
-        rc = pt_store_charge_request_cancel(st, c.id, on_its_way, -1, now);
-        if ((rc && rc != PT_ESTATE) ||
-            (rc = pt_store_audit(st, c.id, pt_state_name(c.state), NULL, "cancel_requested", actor,
-                                 0, NULL, now)) ||
-            (rc = pt_store_charge_get_by_id(st, c.id, &c)))
-            goto storage;
-        if (c.state == PT_STATE_PROCESSING) {
-            /* Its own request is out (or it waits in a run): the sync
-             * engine cancels it once that request has an outcome, never
-             * beside it.  Answered 202 now; the stored answer becomes the
-             * charge's fate when it is final (charges.c). */
-            pt_reply_charge(out, 202, &c);
-            if (in->online.wake)
-                in->online.wake(in->online.ctx);
-            break;
-        }
-        /* PENDING or UNKNOWN: nothing of ours is on its way.  Commit the
-         * lock and the request, ask the gateway (the sync engine serialises
-         * it with its own queries of the charge), then store the answer. */
-        if ((rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, c.order_id)) ||
-            (rc = pt_store_commit(st)))
-            goto storage;
-        g.in_txn = 0;
-        if ((rc = in->online.cancel_now(in->online.ctx, st, &c)))
-            goto storage;
-        if ((rc = pt_store_begin(st)))
-            goto storage;
-        g.in_txn = 1;
-        cancel_answer(out, &c);
-        break;
-    }
-    }
-complete:
-    rc = guard_complete(st, &g, out, now);
-    goto out;
-storage:
-    guard_abandon(st, &g);
-    storage_unavailable(out, st, rc);
-out:
-    wake_to_wipe(in);
-    pt_idem_result_free(&res);
-    guard_free(&g);
-    if (rc == PT_EAGAIN)
-        return rc;
-    return out->status == 503 && rc ? rc : PT_OK;
-}
-
-/* ---- POST /v1/charges/{order_id}/review -------------------------------------- */
-
-int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,
-                     const char *key_header, const char *body, size_t len, int64_t now,
-                     struct pt_reply *out)
-{
-    memset(out, 0, sizeof *out);
-    char path[128];
-    snprintf(path, sizeof path, "/v1/charges/%s/review", order_id);
-    struct guard g;
-    struct pt_idem_result res;
-    if (!guard_enter(in, st, path, key_header, body, len, 0, now, &g, out, &res)) {
-        return out->status == 503 ? PT_ESTORAGE : PT_OK;
-    }
-    int rc = PT_OK;
-    struct pt_charge c;
-    char msg[512] = "";
-    const cJSON *action = cJSON_GetObjectItemCaseSensitive(g.json, "action");
-    const cJSON *op = cJSON_GetObjectItemCaseSensitive(g.json, "operator");
-    const cJSON *note = cJSON_GetObjectItemCaseSensitive(g.json, "note");
-    int on = 0;
-    if (g.refused[0]) {
-        snprintf(msg, sizeof msg, "%s", g.refused);
-    } else if (!cJSON_IsObject(g.json)) {
-        problem(msg, sizeof msg, "body", "must be a JSON object");
-    } else {
-        for (const cJSON *m = g.json->child; m; m = m->next)
-            if (strcmp(m->string, "action") && strcmp(m->string, "operator") &&
-                strcmp(m->string, "note"))
-                problem(msg, sizeof msg, m->string, "unknown field (action, operator, note)");
-        if (!cJSON_IsString(action) ||
-            (strcmp(action->valuestring, "clear") && strcmp(action->valuestring, "hold")))
-            problem(msg, sizeof msg, "action", "must be \"clear\" or \"hold\"");
-        else
-            on = strcmp(action->valuestring, "hold") == 0;
-        if (!cJSON_IsString(op) || !charset_ok(op->valuestring, 1, 64, "_.@-"))
-            problem(msg, sizeof msg, "operator",
-                    "required: the operator's name, 1-64 of A-Z a-z 0-9 _ . @ -");
-        if (note && !cJSON_IsNull(note) &&
-            (!cJSON_IsString(note) || !text_ok(note->valuestring, 200)))
-            problem(msg, sizeof msg, "note", "must be 1-200 bytes of text");
-    }
-    if (msg[0]) {
-        pt_reply_error(out, 400, "invalid_request", "%s", msg);
-        goto complete;
-    }
-    if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
-        rc = PT_OK;
-        goto out;
-    }
-    if (rc)
-        goto storage;
-    char actor[80], reason[PT_MESSAGE_MAX];
-    snprintf(actor, sizeof actor, "operator:%s", op->valuestring);
-    snprintf(reason, sizeof reason, "%s",
-             cJSON_IsString(note) ? note->valuestring
-             : on                 ? "held by operator"
-                                  : "cleared");
-    rc = pt_charge_review(st, &c, on, reason, actor, now);
-    if (rc && rc != PT_EEXIST)
-        goto storage;
-    pt_reply_charge(out, 200, &c);
-complete:
-    rc = guard_complete(st, &g, out, now);
-    goto out;
-storage:
-    guard_abandon(st, &g);
-    storage_unavailable(out, st, rc);
-out:
-    pt_idem_result_free(&res);
-    guard_free(&g);
-    return out->status == 503 && rc ? rc : PT_OK;
-}
-
-/* ---- GET /v1/charges/{order_id}/payment --------------------------------------- */
-
-static int payment_link_reply(const struct pt_charge *c, struct pt_reply *out)
-{
-    struct pt_jw w = {0};
-    pt_jw_raw(&w, "{");
-    pt_jw_string(&w, pt_charge_action_key(c));
-    pt_jw_raw(&w, ":");
-    pt_jw_string(&w, c->action_url);
-    pt_jw_raw(&w, "}");
-    char *text = pt_jw_finish(&w);
-    if (!text)
-        return PT_ENOMEM;
-    out->status = 200;
-    set_body(out, text);
-    return PT_OK;
-}
-
-int pt_intake_payment(const struct pt_intake *in, struct pt_store *st, const char *order_id,
-                      struct pt_reply *out)
-{
-    memset(out, 0, sizeof *out);
-    struct pt_charge c;
-    int rc = pt_store_charge_get(st, order_id, &c);
-    if (rc == PT_ENOTFOUND) {
-        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
-        return PT_OK;
-    }
-    if (rc) {
-        storage_unavailable(out, st, rc);
-        return rc;
-    }
-    if (!pt_charge_action_key(&c) || !needs_gateway(&c)) {
-        pt_reply_error(out, 404, "not_found",
-                       "charge %s is paid by %s %s, which shows the customer no code or page",
-                       order_id, c.gateway, c.method);
-        return PT_OK;
-    }
-    if (!c.action_url[0] && (c.state == PT_STATE_PENDING || c.state == PT_STATE_UNKNOWN) &&
-        in->online.payment_link && (rc = in->online.payment_link(in->online.ctx, st, &c))) {
-        storage_unavailable(out, st, rc);
-        return rc;
-    }
-    if (pt_state_is_final(c.state)) {
-        pt_reply_error(out, 404, "not_found", "charge %s is %s: there is no code to pay any more",
-                       order_id, pt_state_name(c.state));
-        return PT_OK;
-    }
-    if (c.state == PT_STATE_INIT || c.state == PT_STATE_PROCESSING) {
-        /* Its create is on its way (or about to be): the link comes with the
-         * answer. */
-        pt_reply_error(out, 503, "gateway_unavailable",
-                       "charge %s is %s: the gateway has not answered its create yet; retry",
-                       order_id, pt_state_name(c.state));
-        out->retry_after_s = RETRY_IN_USE_S;
-        return PT_OK;
-    }
-    if (!c.action_url[0]) {
-        pt_reply_error(out, 503, "gateway_unavailable",
-                       "the %s gateway gave no payment link for %s just now (its create answer "
-                       "was lost and asking again did not bring one); retry",
-                       c.gateway, order_id);
-        out->retry_after_s = RETRY_OFFLINE_S;
-        return PT_OK;
-    }
-    if ((rc = payment_link_reply(&c, out)))
-        pt_reply_error(out, 503, "storage_unavailable", "out of memory");
-    return rc;
-}
-
-/* ---- POST /v1/charges/{order_id}/refunds (SPEC 5a) ----------------------------- */
-
-static const char *const refund_fields[] = {"refund_id", "amount",   "reason", "offline",
-                                            "metadata",  "operator", NULL};
-
-void pt_reply_refund(struct pt_reply *r, int status, const struct pt_refund *rf)
-{
-    r->status = status;
-    r->code[0] = '\0';
-    set_body(r, pt_refund_json_text(rf));
-}
-
-int pt_intake_refund_status_for(const struct pt_refund *r)
-{
-    return r->state == PT_STATE_SUCCESS ? 201 : r->state == PT_STATE_FAILED ? 402 : 202;
-}
-
-/*
- * Validates a refund body into r (amount 0 = "everything not yet refunded",
- * decided once the charge is read).  Returns 1 when valid; otherwise msg
- * names every field that is wrong.
- */
-static int validate_refund(const cJSON *body, const struct pt_json_member *amount,
-                           struct pt_refund *r, char actor[80], char *msg, size_t cap)
-{
-    msg[0] = '\0';
-    if (!cJSON_IsObject(body)) {
-        problem(msg, cap, "body", "must be a JSON object");
-        return 0;
-    }
-    for (const cJSON *m = body->child; m; m = m->next) {
-        int known = 0;
-        for (const char *const *f = refund_fields; *f; f++)
-            known |= strcmp(m->string, *f) == 0;
-        if (!known)
-            problem(msg, cap, m->string,
-                    "unknown field (allowed: refund_id, amount, reason, offline, metadata, "
-                    "operator)");
-    }
-    operator_actor(body, actor, msg, cap);
-    const cJSON *v;
-    if (!string_field(body, "refund_id", &v))
-        problem(msg, cap, "refund_id", "required: 1-64 characters of A-Z a-z 0-9 _ . -, unique");
-    else if (!cJSON_IsString(v) || !pt_order_id_valid(v->valuestring))
-        problem(msg, cap, "refund_id", "must be 1-64 characters of A-Z a-z 0-9 _ . -");
-    else
-        snprintf(r->refund_id, sizeof r->refund_id, "%s", v->valuestring);
-    if (string_field(body, "amount", &v) &&
-        (!cJSON_IsNumber(v) || !amount->text ||
-         pt_json_plain_int(amount->text, amount->len, 1, INT64_MAX, &r->amount) != PT_OK))
-        problem(msg, cap, "amount",
-                "must be a plain JSON integer (no leading zeros, fraction or exponent) of at "
-                "least 1, in the charge currency's minor unit; leave it out to refund everything "
-                "not yet refunded");
-    if (string_field(body, "reason", &v)) {
-        if (!cJSON_IsString(v) || !text_ok(v->valuestring, 256))
-            problem(msg, cap, "reason", "must be 1-256 bytes of text without control characters");
-        else
-            snprintf(r->reason, sizeof r->reason, "%s", v->valuestring);
-    }
-    r->offline = PT_OFFLINE_PREFER;
-    if (string_field(body, "offline", &v) &&
-        (!cJSON_IsString(v) || pt_offline_mode_parse(v->valuestring, &r->offline) != PT_OK))
-        problem(msg, cap, "offline", "must be prefer_online, require_online or force_offline");
-    if (string_field(body, "metadata", &v))
-        metadata_field(v, r->metadata, sizeof r->metadata, msg, cap);
-    return msg[0] == '\0';
-}
-
-/* A refund_id that exists: the same refund asked again (200) or a
- * conflict.  "The same" = the same charge and parameters; an amount left
- * out matches the amount the refund was created with. */
-static int existing_refund(struct pt_refund *have, struct pt_refund *want, struct pt_reply *out)
-{
-    if (strcmp(have->order_id, want->order_id) != 0) {
-        pt_reply_error(out, 409, "refund_id_conflict",
-                       "refund_id '%s' belongs to a refund of order %s, not %s; a refund_id is "
-                       "used once",
-                       have->refund_id, have->order_id, want->order_id);
-        return PT_OK;
-    }
-    if (!want->amount)
-        want->amount = have->amount;
-    char *a = pt_refund_params_text(have), *b = pt_refund_params_text(want);
-    int same = a && b && strcmp(a, b) == 0, rc = a && b ? PT_OK : PT_ENOMEM;
-    free(a);
-    free(b);
-    if (rc)
-        return rc;
-    if (same)
-        pt_reply_refund(out, 200, have);
-    else
-        pt_reply_error(out, 409, "refund_id_conflict",
-                       "refund_id '%s' already exists with different parameters (amount %lld); "
-                       "a refund_id is used once",
-                       have->refund_id, (long long)have->amount);
-    return PT_OK;
-}
-
-/* A refund provably never sent that may not wait (offline: require_online):
- * withdrawn before anything left the device (audited; the row goes), so the
- * background sync never surprises anyone, and the same refund_id and key
- * work once the gateway is back.  Inside g's transaction. */
-static int refund_withdraw(struct pt_store *st, struct guard *g, const struct pt_charge *c,
-                           struct pt_refund *r, int64_t now, struct pt_reply *out)
-{
-    int rc = pt_store_refund_audit(st, r, "INIT", NULL, "not_sent_withdrawn", "api", 0,
-                                   "gateway unreachable and the refund may not be queued", now);
-    if (rc == PT_OK)
-        rc = pt_store_refund_withdraw(st, r->id);
-    if (rc)
-        return rc;
-    if ((rc = pt_idem_release(st, &g->lock, g->scope, g->key)) == PT_OK &&
-        (rc = pt_store_commit(st)) == PT_OK) {
-        g->in_txn = 0;
-        pt_reply_error(out, 503, "offline_not_allowed",
-                       "the %s gateway could not be reached and refund %s may not wait in "
-                       "the offline queue (offline: require_online); nothing was sent and "
-                       "nothing was kept: retry with the same Idempotency-Key",
-                       c->gateway, r->refund_id);
-        out->retry_after_s = RETRY_OFFLINE_S;
-    } else if (rc == PT_ESTATE && (rc = pt_store_commit(st)) == PT_OK) {
-        g->in_txn = 0;
-        rc = answer_as_the_key(st, g, out);
-    }
-    return rc;
-}
-
-/* The refund's request and its outcome, the transaction committed:
- * claimed PROCESSING by the caller, sent, settled in the next transaction;
- * or, for a gateway without refund keys, the sync engine's whole
- * conversation (its turn, the gateway's refund list, then bound or sent).
- * *not_sent: provably nothing left.  Returns with a transaction open. */
-static int refund_exchange(const struct pt_intake *in, struct pt_store *st, struct guard *g,
-                           const struct pt_charge *c, struct pt_refund *r, int keyless,
-                           int *not_sent)
-{
-    int rc, verdict = PT_OK;
-    if (keyless) {
-        rc = in->online.refund_now(in->online.ctx, st, c, r, &verdict);
-        *not_sent = verdict == PT_ENOTSENT || verdict == PT_ECLOCK;
-        if (rc == PT_OK && (rc = pt_store_begin(st)) == PT_OK)
-            g->in_txn = 1;
-        return rc;
-    }
-    struct pt_online_send sent;
-    in->online.refund_send(in->online.ctx, c, r, &sent);
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    g->in_txn = 1;
-    rc = in->online.refund_settle(in->online.ctx, st, c, r, &sent);
-    *not_sent = r->state == PT_STATE_INIT;
-    return rc;
-}
-
-/* The online refund, as the online charge: INIT (and PROCESSING, unless
- * the gateway has no refund keys: then the engine moves it in turn)
- * committed with the key linked to the refund before any byte leaves, then
- * the outcome.  Returns with the second transaction open (g->in_txn). */
-static int refund_online(const struct pt_intake *in, struct pt_store *st, struct guard *g,
-                         struct pt_charge *c, struct pt_refund *r, const char *actor, int64_t now,
-                         struct pt_reply *out, enum step *next)
-{
-    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
-    int keyless = gw && gw->refund_keyless && in->online.refund_now, not_sent = 0;
-    *next = STEP_RELEASE;
-    int rc;
-    r->next_attempt_at = now;
-    if ((rc = pt_refund_create(st, r, actor, now)) ||
-        (!keyless && (rc = in->online.refund_claim(in->online.ctx, st, r, now))) ||
-        (rc = pt_store_key_set_order(st, g->scope, g->key, &g->lock, r->refund_id)) ||
-        (rc = pt_store_commit(st)))
-        return rc;
-    g->in_txn = 0;
-    *next = STEP_DONE;
-    if ((rc = refund_exchange(in, st, g, c, r, keyless, &not_sent)))
-        return rc;
-    if (r->state == PT_STATE_INIT && not_sent && r->offline == PT_OFFLINE_REQUIRE_ONLINE)
-        return refund_withdraw(st, g, c, r, now, out);
-    pt_reply_refund(out, pt_intake_refund_status_for(r), r);
-    *next = STEP_COMPLETE;
-    return PT_OK;
-}
-
-/* Everything the refund's charge decides: 404, 409s, the default amount.
- * Returns 1 when *out is the answer. */
-static int refund_refused(const struct pt_intake *in, struct pt_store *st,
-                          const struct pt_charge *c, struct pt_refund *r, struct pt_reply *out,
-                          int *rc, int *release)
-{
-    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
-    *rc = PT_OK;
-    /* The refund_id is the gateway's refund key: it must be one the gateway
-     * takes (WeChat's out_refund_no has no '.', like its out_trade_no). */
-    if (gw && gw->order_id_forbidden && strpbrk(r->refund_id, gw->order_id_forbidden)) {
-        pt_reply_error(out, 400, "invalid_request",
-                       "refund_id: the %s gateway does not accept '%s' in its refund key", gw->name,
-                       gw->order_id_forbidden);
-        return 1;
-    }
-    /* An amount the gateway cannot represent in its own units (SPEC 18);
-     * a refund of everything left always can: so could the charge and
-     * every refund before it. */
-    char why[300];
-    if (gw && r->amount && !pt_gateway_amount_ok(gw, c->currency, r->amount, why, sizeof why)) {
-        pt_reply_error(out, 400, "invalid_request", "amount: %s", why);
-        return 1;
-    }
-    if (c->state != PT_STATE_SUCCESS) {
-        /* Not stored while the charge may still succeed: the same key
-         * works once it has. */
-        *release = !pt_state_is_final(c->state);
-        pt_reply_error(out, 409, "charge_not_refundable",
-                       "charge %s is %s: only a SUCCESS charge can be refunded%s", c->order_id,
-                       pt_state_name(c->state),
-                       pt_state_is_final(c->state) ? "" : " (wait for its outcome, or cancel it)");
-        return 1;
-    }
-    if (!gw || !gw->build_refund) {
-        pt_reply_error(out, 409, "charge_not_refundable",
-                       "charge %s was paid through %s, for which payterm does not send refunds "
-                       "yet (see the README); refund it in the gateway's merchant portal",
-                       c->order_id, c->gateway);
-        return 1;
-    }
-    /* The gateway refunds through keys the configuration lacks (2C2P's
-     * Payment Maintenance): the message names them. */
-    const char *missing = gw->refund_unavailable
-                              ? gw->refund_unavailable(&in->cfg->gw[pt_gateway_index(gw->name)])
-                              : NULL;
-    if (missing) {
-        pt_reply_error(out, 409, "charge_not_refundable", "charge %s cannot be refunded: %s",
-                       c->order_id, missing);
-        return 1;
-    }
-    int64_t left = 0;
-    if ((*rc = pt_store_refund_left(st, c->id, &left)))
-        return 1;
-    if (left <= 0) {
-        pt_reply_error(out, 409, "refund_exceeds_charge",
-                       "charge %s (%lld %s) has nothing left to refund: its refunds that did not "
-                       "fail add up to its amount",
-                       c->order_id, (long long)c->amount, c->currency);
-        return 1;
-    }
-    if (!r->amount)
-        r->amount = left;
-    if (r->amount > left) {
-        pt_reply_error(out, 409, "refund_exceeds_charge",
-                       "charge %s (%lld %s) has %lld %s left to refund; this refund asks for %lld",
-                       c->order_id, (long long)c->amount, c->currency, (long long)left, c->currency,
-                       (long long)r->amount);
-        return 1;
-    }
-    return 0;
-}
-
-int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char *order_id,
-                     const char *key_header, const char *body, size_t len, int64_t now,
-                     struct pt_reply *out)
-{
-    memset(out, 0, sizeof *out);
-    char path[128], msg[1024], actor[80];
-    snprintf(path, sizeof path, "/v1/charges/%s/refunds", order_id);
-    struct guard g;
-    struct pt_idem_result res;
-    if (!guard_enter(in, st, path, key_header, body, len, 0, now, &g, out, &res))
-        return out->status == 503 ? PT_ESTORAGE : PT_OK;
-    struct pt_charge c;
-    struct pt_refund r, have;
-    memset(&r, 0, sizeof r);
-    memset(&c, 0, sizeof c);
-    enum step next = STEP_COMPLETE;
-    int rc = PT_OK;
-    if (res.status == PT_IDEM_RECOVERED && res.order_id[0]) {
-        /* A lock taken over from a request that died: its refund says how
-         * far it got. */
-        rc = pt_store_refund_get(st, res.order_id, &have);
-        if (rc == PT_OK) {
-            pt_reply_refund(out, pt_intake_refund_status_for(&have), &have);
-            goto complete;
-        }
-        if (rc != PT_ENOTFOUND)
-            goto storage;
-        rc = PT_OK;
-    }
-    if (g.refused[0]) {
-        pt_reply_error(out, 400, "invalid_request", "%s", g.refused);
-        goto complete;
-    }
-    if (!g.json) {
-        pt_reply_error(out, 400, "invalid_request",
-                       "body: required, a JSON object with refund_id (and amount, reason, "
-                       "offline, metadata)");
-        goto complete;
-    }
-    if (!validate_refund(g.json, &g.amount, &r, actor, msg, sizeof msg)) {
-        pt_reply_error(out, 400, "invalid_request", "%s", msg);
-        goto complete;
-    }
-    if ((rc = find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
-        rc = PT_OK;
-        goto out;
-    }
-    if (rc)
-        goto storage;
-    snprintf(r.order_id, sizeof r.order_id, "%s", c.order_id);
-    snprintf(r.gateway, sizeof r.gateway, "%s", c.gateway);
-    snprintf(r.currency, sizeof r.currency, "%s", c.currency);
-    r.charge_id = c.id;
-    rc = pt_store_refund_get(st, r.refund_id, &have);
-    if (rc == PT_OK) {
-        if ((rc = existing_refund(&have, &r, out)))
-            goto storage;
-        goto complete;
-    }
-    if (rc != PT_ENOTFOUND)
-        goto storage;
-    int release = 0;
-    if (refund_refused(in, st, &c, &r, out, &rc, &release)) {
-        if (rc)
-            goto storage;
-        if (release) {
-            guard_abandon(st, &g);
-            goto out;
-        }
-        goto complete;
-    }
-    /* A gateway without refund keys goes online only through the engine's
-     * ordering rule (refund_now); without it, the queue keeps the rule. */
-    const struct pt_gateway *rgw = pt_gateway_find(c.gateway);
-    int can_send = rgw && rgw->refund_keyless ? in->online.refund_now != NULL
-                                              : in->online.refund_claim && in->online.refund_send;
-    int online = r.offline != PT_OFFLINE_FORCE && can_send &&
-                 (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway));
-    if (online && r.offline == PT_OFFLINE_REQUIRE_ONLINE && in->online.probe &&
-        !in->online.probe(in->online.ctx, c.gateway))
-        online = 0;
-    if (online) {
-        rc = refund_online(in, st, &g, &c, &r, actor, now, out, &next);
-        if (rc)
-            goto storage;
-        if (next != STEP_COMPLETE)
-            goto out;
-    } else if (r.offline == PT_OFFLINE_REQUIRE_ONLINE) {
-        pt_reply_error(out, 503, "offline_not_allowed",
-                       "the %s gateway cannot be reached now and this refund may not wait in the "
-                       "offline queue (offline: require_online); nothing was recorded, retry "
-                       "with the same Idempotency-Key",
-                       c.gateway);
-        out->retry_after_s = RETRY_OFFLINE_S;
-        guard_abandon(st, &g);
-        goto out;
-    } else {
-        r.next_attempt_at = now;
-        if ((rc = pt_refund_create(st, &r, actor, now)))
-            goto storage;
-        pt_log_info("refund %s of %s queued offline (%lld %s)", r.refund_id, r.order_id,
-                    (long long)r.amount, r.currency);
-        pt_reply_refund(out, 202, &r);
-    }
-complete:
-    rc = guard_complete(st, &g, out, now);
-    if (rc == PT_OK && out->status == 202 && in->online.wake &&
-        (!in->online.reachable || in->online.reachable(in->online.ctx, c.gateway)))
-        in->online.wake(in->online.ctx);
-    goto out;
-storage:
-    guard_abandon(st, &g);
-    if (rc == PT_ERANGE || rc == PT_ESTATE) {
-        /* The data layer refused what the checks above let through: it
-         * cannot happen with one writer, and must not turn into a 503 that
-         * a retry would repeat forever. */
-        pt_reply_free(out);
-        memset(out, 0, sizeof *out);
-        pt_reply_error(out, 409,
-                       rc == PT_ERANGE ? "refund_exceeds_charge" : "charge_not_refundable",
-                       "refund %s of charge %s refused by the store", r.refund_id, order_id);
-        rc = PT_OK;
-        goto out;
-    }
-    storage_unavailable(out, st, rc);
-out:
-    wake_to_wipe(in);
-    pt_idem_result_free(&res);
-    guard_free(&g);
-    return out->status == 503 && rc ? rc : PT_OK;
 }
