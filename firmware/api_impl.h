@@ -162,7 +162,7 @@ struct request {
 
 /* Set by park() in the worker running a request: do not resume it. */
 extern _Thread_local int pt__api_tl_parked;
-/* On the polling thread (a quick request, see pt__api_quick_route()); a
+/* On the polling thread (a quick request, see quick_route() in api.c); a
  * handler that finds it must wait after all sets pt__api_tl_deferred and
  * answers nothing. */
 extern _Thread_local int pt__api_tl_inline, pt__api_tl_deferred;

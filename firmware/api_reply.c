@@ -76,7 +76,7 @@ void pt__api_note_answer(const struct request *rq, int status, const char *type,
     pthread_mutex_unlock(&answer_mu);
 }
 #else
-static void pt__api_answer_log_init(void) {}
+void pt__api_answer_log_init(void) {}
 void pt__api_note_answer(const struct request *rq, int status, const char *type, const char *body,
                          size_t len)
 {

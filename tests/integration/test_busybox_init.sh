@@ -281,6 +281,30 @@ case_status()
     expect_eq "$pid" "$(serve_pids)" "the daemon status names"
 }
 
+# A daemon the pid file does not name holds data_dir (its pid file lost):
+# the daemon start starts exits at once on the lock, and start says so
+# (once its daemon is gone, not after the wait for a listener), leaving the
+# running daemon alone.
+case_start_refused()
+{
+    local pid t0 t1
+    pid=$(pidfile_pid)
+    [ -n "$pid" ] || fail "no daemon running"
+    mv "$PIDFILE" "$PT_TMP/pidfile.saved"
+    t0=$(now_ms)
+    init start
+    t1=$(now_ms)
+    mv "$PT_TMP/pidfile.saved" "$PIDFILE"
+    pt_log "  start answered after $((t1 - t0)) ms"
+    expect_eq 1 "$INIT_RC" "exit status of start while another daemon holds data_dir"
+    expect_contains "exited at once" "$INIT_OUT" "output of start"
+    grep -q 'another payterm serve is running' "$LOG" ||
+        fail "the log does not say why the second daemon stopped"
+    expect_eq "$pid" "$(serve_pids)" "the daemon running (untouched)"
+    pt_get /healthz
+    expect_status 200
+}
+
 case_reload()
 {
     local pid before deadline
@@ -561,6 +585,8 @@ pt_case "start: init, then serve as $PT_INIT_USER, log file 0640 $PT_INIT_USER" 
 pt_case "restart during an in-flight charge: never two daemons, no lock refusal, one charge" \
     case_restart_in_flight
 pt_case "status: running, with the new PID" case_status
+pt_case "start while another daemon holds data_dir: FAIL, exited at once; that one untouched" \
+    case_start_refused
 pt_case "reload: SIGHUP logged, the daemon stays up" case_reload
 pt_case "stop: returns after the process is gone and the lock released; status exits 3" case_stop
 pt_case "a stale pid file naming another process is never signalled" case_stale_pidfile

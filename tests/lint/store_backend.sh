@@ -10,8 +10,8 @@
 #     the options' .backend field;
 #   * the configuration's store_postgresql, except in firmware/config_load.c,
 #     which reads store.backend and checks the keys that go with it;
-#   * pt_store_backend() in a condition (if/while/?:/switch/strcmp), where
-#     it is the name for a message only.
+#   * pt_store_backend() anywhere but on the line of a log or printf call:
+#     the backend's name is for messages only.
 # Prints every occurrence, FILE:LINE: TEXT.
 set -euo pipefail
 SRC=${1:?usage: $0 SRCDIR}
@@ -22,7 +22,7 @@ files=$(find core firmware platform \( -name '*.c' -o -name '*.h' \) |
 found=$(for f in $files; do
     grep -Hn -E 'PT_STORE_(SQLITE|POSTGRESQL)\b|(\.|->)backend *(==|!=|=)' "$f" || true
     [ "$f" = firmware/config_load.c ] || grep -Hn -E '\bstore_postgresql\b' "$f" || true
-    grep -Hn -E '(if|while|switch|strcmp) *\(.*pt_store_backend\(|pt_store_backend\([^)]*\) *(==|!=|\?)' "$f" || true
+    grep -Hn -E 'pt_store_backend\(' "$f" | grep -v -E 'pt_log_[a-z]+\(|printf\(' || true
 done)
 if [ -n "$found" ]; then
     echo "store_backend: branches on the store's backend outside the store (ask pt_store_caps):"
