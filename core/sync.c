@@ -231,43 +231,89 @@ static void set_expiry(const struct pt_sync *s, const struct pt_charge *c, struc
  * Builds and sends op for c.  Returns the transport's verdict (PT_OK with
  * *res filled from the adapter, PT_ENOTSENT, PT_ENOANSWER) or a build error.
  */
-int pt__sync_call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
-                  struct pt_gw_result *res)
+int pt__sync_exchange(struct pt_sync *s, const struct pt__sync_exchange *x)
 {
-    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
-    const struct pt_gw_config *cfg = pt__sync_gw_cfg(s, c->gateway);
+    const struct pt_gateway *gw = pt_gateway_find(x->gateway);
+    const struct pt_gw_config *cfg = pt__sync_gw_cfg(s, x->gateway);
     const struct pt_transport *t = s->opt.platform->transport;
     if (!gw || !cfg || !t)
         return PT_ECONFIG;
+    if (x->supported && !x->supported(x, gw))
+        return PT_EUNSUPPORTED;
     char n[33];
     pt__sync_nonce(s, n);
     struct pt_gw_env env = {.nonce = n};
     if (pt__sync_wall_ms(s, &env.now_ms) != PT_OK)
         return PT_ECLOCK; /* every gateway's request carries the time: not sent */
-    if (op == PT_GW_PAY)
-        set_expiry(s, c, &env);
     struct pt_http_request req = {0};
-    int rc = gw->build(cfg, op, c, &env, &req);
+    int rc = x->build(x, gw, cfg, &env, &req);
     if (rc)
         return rc;
     struct pt_http_response resp = {0};
-    rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
+    rc = t->send(t->ctx, x->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
     pt_http_request_free(&req);
     if (pt__sync_tl_drain == s)
         pt__sync_mark_progress(s);
-    memset(res, 0, sizeof *res);
     if (rc == PT_OK) {
-        pt__sync_set_reach(s, c->gateway, 1);
+        pt__sync_set_reach(s, x->gateway, 1);
         pt__sync_learn_peer_key(s, gw, cfg, &resp);
-        gw->parse(cfg, op, c, &resp, res);
-        static const char *const names[] = {"pay", "query", "cancel", "close"};
-        pt_log_debug("%s %s order=%s: HTTP %d -> %s %s", c->gateway, names[op], c->order_id,
-                     resp.status, pt_outcome_name(res->outcome), res->code);
+        const struct pt_gw_result *what = x->parse(x, gw, cfg, &resp);
+        pt_log_debug("%s %s %s=%s: HTTP %d -> %s %s", x->gateway, x->what, x->id_key, x->id,
+                     resp.status, pt_outcome_name(what->outcome), what->code);
     } else if (rc == PT_ENOTSENT) {
-        pt__sync_set_reach(s, c->gateway, 0);
+        pt__sync_set_reach(s, x->gateway, 0);
     }
     pt_http_response_free(&resp);
     return rc;
+}
+
+/* A charge's request (pay, query, cancel, close) as an exchange. */
+struct charge_call {
+    struct pt__sync_exchange x; /* first */
+    struct pt_sync *s;
+    enum pt_gw_op op;
+    const struct pt_charge *c;
+    struct pt_gw_result *res;
+};
+
+static int charge_build(const struct pt__sync_exchange *x, const struct pt_gateway *gw,
+                        const struct pt_gw_config *cfg, struct pt_gw_env *env,
+                        struct pt_http_request *req)
+{
+    const struct charge_call *k = (const struct charge_call *)x;
+    if (k->op == PT_GW_PAY)
+        set_expiry(k->s, k->c, env);
+    return gw->build(cfg, k->op, k->c, env, req);
+}
+
+static const struct pt_gw_result *charge_parse(const struct pt__sync_exchange *x,
+                                               const struct pt_gateway *gw,
+                                               const struct pt_gw_config *cfg,
+                                               const struct pt_http_response *resp)
+{
+    const struct charge_call *k = (const struct charge_call *)x;
+    gw->parse(cfg, k->op, k->c, resp, k->res);
+    return k->res;
+}
+
+int pt__sync_call(struct pt_sync *s, enum pt_gw_op op, const struct pt_charge *c,
+                  struct pt_gw_result *res)
+{
+    static const char *const names[] = {"pay", "query", "cancel", "close"};
+    struct charge_call k = {
+        .x = {.gateway = c->gateway,
+              .what = names[op],
+              .id_key = "order",
+              .id = c->order_id,
+              .build = charge_build,
+              .parse = charge_parse},
+        .s = s,
+        .op = op,
+        .c = c,
+        .res = res,
+    };
+    memset(res, 0, sizeof *res);
+    return pt__sync_exchange(s, &k.x);
 }
 
 /* ---- outcomes onto the state machine ----------------------------------------------- */

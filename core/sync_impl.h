@@ -88,6 +88,31 @@ struct pt_sync {
  * progress). */
 extern _Thread_local struct pt_sync *pt__sync_tl_drain;
 
+/* One request to a gateway and its answer, whatever it is about: the
+ * transport, the clock, the nonce, reachability, the peer's key and the
+ * debug line are the same for every kind of money movement; what differs
+ * is how the request is built and the answer read (a charge's or a
+ * refund's adapter functions).  Embed it first in a struct of the kind's. */
+struct pt__sync_exchange {
+    const char *gateway;
+    const char *what;   /* the request, for the debug line ("pay", "refund list") */
+    const char *id_key; /* "order" or "refund", and the id, for the debug line */
+    const char *id;
+    /* NULL: every gateway can; else 0 answers PT_EUNSUPPORTED, not sent. */
+    int (*supported)(const struct pt__sync_exchange *x, const struct pt_gateway *gw);
+    /* env holds the nonce and the trusted wall clock; build may add to it. */
+    int (*build)(const struct pt__sync_exchange *x, const struct pt_gateway *gw,
+                 const struct pt_gw_config *cfg, struct pt_gw_env *env,
+                 struct pt_http_request *req);
+    /* Reads an answer that arrived; returns the outcome, for the log. */
+    const struct pt_gw_result *(*parse)(const struct pt__sync_exchange *x,
+                                        const struct pt_gateway *gw, const struct pt_gw_config *cfg,
+                                        const struct pt_http_response *resp);
+};
+/* PT_OK (an answer arrived and was parsed), PT_ENOTSENT, PT_ENOANSWER,
+ * PT_ECLOCK, PT_ECONFIG, PT_EUNSUPPORTED, or the build's error. */
+int pt__sync_exchange(struct pt_sync *s, const struct pt__sync_exchange *x);
+
 /* sync.c: the charge engine's parts the others use - the striped charge
  * lock, the drain's proof of life, lane and wall time, the gateway's
  * configuration, metrics and reachability, backoff, one gateway call and

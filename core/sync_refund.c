@@ -16,56 +16,74 @@ static const char *refund_op_name(enum pt_gw_refund_op op)
  * gateway's list of the charge's refunds (list not NULL, op
  * PT_GW_REFUND_QUERY of a keyless gateway) - into *list.
  */
+/* A refund's request (refund, query) or its charge's refund list, as an
+ * exchange (sync.c). */
+struct refund_call {
+    struct pt__sync_exchange x; /* first */
+    struct pt_sync *s;
+    enum pt_gw_refund_op op;
+    const struct pt_charge *c;
+    const struct pt_refund *r;
+    struct pt_gw_result *res;
+    struct pt_gw_refund_list *list; /* NULL: not the list */
+};
+
+static int refund_supported(const struct pt__sync_exchange *x, const struct pt_gateway *gw)
+{
+    const struct refund_call *k = (const struct refund_call *)x;
+    return gw->build_refund && gw->parse_refund && (!k->list || gw->parse_refund_list);
+}
+
+static int refund_build(const struct pt__sync_exchange *x, const struct pt_gateway *gw,
+                        const struct pt_gw_config *cfg, struct pt_gw_env *env,
+                        struct pt_http_request *req)
+{
+    const struct refund_call *k = (const struct refund_call *)x;
+    env->random = k->s->opt.platform->random;
+    env->random_ctx = k->s->opt.platform->ctx;
+    return gw->build_refund(cfg, k->op, k->c, k->r, env, req);
+}
+
+static const struct pt_gw_result *refund_parse(const struct pt__sync_exchange *x,
+                                               const struct pt_gateway *gw,
+                                               const struct pt_gw_config *cfg,
+                                               const struct pt_http_response *resp)
+{
+    const struct refund_call *k = (const struct refund_call *)x;
+    if (k->list) {
+        gw->parse_refund_list(cfg, k->c, resp, k->list);
+        return &k->list->res;
+    }
+    gw->parse_refund(cfg, k->op, k->c, k->r, resp, k->res);
+    return k->res;
+}
+
 static int refund_exchange(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
                            const struct pt_refund *r, struct pt_gw_result *res,
                            struct pt_gw_refund_list *list)
 {
-    const struct pt_gateway *gw = pt_gateway_find(c->gateway);
-    const struct pt_gw_config *cfg = pt__sync_gw_cfg(s, c->gateway);
-    const struct pt_transport *t = s->opt.platform->transport;
     struct pt_gw_result ignored;
-    if (!res)
-        res = &ignored;
-    memset(res, 0, sizeof *res);
+    struct refund_call k = {
+        .x = {.gateway = c->gateway,
+              .what = list ? "refund list" : refund_op_name(op),
+              .id_key = "refund",
+              .id = r->refund_id,
+              .supported = refund_supported,
+              .build = refund_build,
+              .parse = refund_parse},
+        .s = s,
+        .op = op,
+        .c = c,
+        .r = r,
+        .res = res ? res : &ignored,
+        .list = list,
+    };
+    memset(k.res, 0, sizeof *k.res);
     if (list) {
         memset(list, 0, sizeof *list);
         list->res.outcome = PT_OUTCOME_AMBIGUOUS; /* until a list is read */
     }
-    if (!gw || !cfg || !t)
-        return PT_ECONFIG;
-    if (!gw->build_refund || !gw->parse_refund || (list && !gw->parse_refund_list))
-        return PT_EUNSUPPORTED;
-    char n[33];
-    pt__sync_nonce(s, n);
-    struct pt_gw_env env = {
-        .nonce = n, .random = s->opt.platform->random, .random_ctx = s->opt.platform->ctx};
-    if (pt__sync_wall_ms(s, &env.now_ms) != PT_OK)
-        return PT_ECLOCK; /* not sent: the request would carry a wrong time */
-    struct pt_http_request req = {0};
-    int rc = gw->build_refund(cfg, op, c, r, &env, &req);
-    if (rc)
-        return rc;
-    struct pt_http_response resp = {0};
-    rc = t->send(t->ctx, c->gateway, &req, (int)s->opt.cfg->sync_request_timeout_ms, &resp);
-    pt_http_request_free(&req);
-    if (pt__sync_tl_drain == s)
-        pt__sync_mark_progress(s);
-    if (rc == PT_OK) {
-        pt__sync_set_reach(s, c->gateway, 1);
-        pt__sync_learn_peer_key(s, gw, cfg, &resp);
-        if (list)
-            gw->parse_refund_list(cfg, c, &resp, list);
-        else
-            gw->parse_refund(cfg, op, c, r, &resp, res);
-        const struct pt_gw_result *what = list ? &list->res : res;
-        pt_log_debug("%s %s refund=%s: HTTP %d -> %s %s", c->gateway,
-                     list ? "refund list" : refund_op_name(op), r->refund_id, resp.status,
-                     pt_outcome_name(what->outcome), what->code);
-    } else if (rc == PT_ENOTSENT) {
-        pt__sync_set_reach(s, c->gateway, 0);
-    }
-    pt_http_response_free(&resp);
-    return rc;
+    return pt__sync_exchange(s, &k.x);
 }
 
 int pt__sync_refund_call(struct pt_sync *s, enum pt_gw_refund_op op, const struct pt_charge *c,
