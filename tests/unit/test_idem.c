@@ -369,8 +369,10 @@ static int racer(int id, int go_fd)
     char err[512];
     struct pt_store *mine;
     struct pt_store_options o = {.path = path, .busy_timeout_ms = 30000};
-    if (pt_test_store_open(&o, &mine, err, sizeof err) != PT_OK)
+    if (pt_test_store_open(&o, &mine, err, sizeof err) != PT_OK) {
+        fprintf(stderr, "racer %d: cannot open its store: %s\n", id, err);
         return 255;
+    }
     char b;
     if (read(go_fd, &b, 1) != 1) /* wait for the starting gun */
         return 255;
