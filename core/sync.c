@@ -1,13 +1,16 @@
 /*
  * sync.c - the sync engine (see sync.h).
  *
- * Reading order: send_pay() is the heart (commit PROCESSING, send, classify),
- * resolve() handles UNKNOWN and PENDING charges by query, pt__sync_apply() maps an
- * adapter outcome onto the state machine, expire_code() ends a QR code or
- * payment page nobody paid in time, pt_sync_drain() walks the due charges,
- * pt_sync_notify() takes gateway notifications (sync_notify.c).  Refunds go
- * the same way in sync_refund.c, the gateways' keys are rotated in
- * sync_keys.c; what these files share is sync_impl.h.
+ * Reading order: a charge is one kind of job (charge_kind); the steps every
+ * kind of money movement goes through - a send (commit PROCESSING, send,
+ * classify), resolve by query, an answer onto the state machine - are
+ * written once in sync_job.c.  Here: what is a charge's own (a code's
+ * deadline, a cancel carried out after its send, the reverse of an expired
+ * payment code), expire_code() ends a QR code or payment page nobody paid
+ * in time, pt_sync_drain() walks the due charges.  Refunds are the other
+ * kind (sync_refund.c), notifications are taken in sync_notify.c, the
+ * gateways' keys rotated in sync_keys.c; what these files share is
+ * sync_impl.h.
  */
 #include "sync_impl.h"
 
@@ -343,90 +346,159 @@ static int answer_mismatch(const struct pt_charge *c, const struct pt_gw_result 
     return 1;
 }
 
+/* ---- a charge as the engine's job (sync_job.c) --------------------------------------- */
+
+static struct pt_charge *charge_of(const struct pt__job *j)
+{
+    return j->obj;
+}
+
+static int charge_transition(struct pt_store *st, const struct pt__job *j, enum pt_state to,
+                             const struct pt_charge_patch *p, const char *cause, const char *detail,
+                             int64_t now)
+{
+    return pt_charge_transition(st, charge_of(j), to, p, cause, "sync", detail, now);
+}
+
+static int charge_reread(struct pt_store *st, const struct pt__job *j)
+{
+    return pt_store_charge_get_by_id(st, j->id, charge_of(j));
+}
+
+static int charge_review(struct pt_store *st, const struct pt__job *j, const char *reason,
+                         int64_t now)
+{
+    return pt__sync_raise_review(st, charge_of(j), reason, "sync", now);
+}
+
+static int charge_send(struct pt_sync *s, const struct pt__job *j, struct pt_gw_result *res)
+{
+    return pt__sync_call(s, PT_GW_PAY, charge_of(j), res);
+}
+
+static void charge_answer(const struct pt__job *j, const struct pt_gw_result *r,
+                          struct pt_charge_patch *p)
+{
+    (void)j;
+    if (r->trade_no[0])
+        p->gateway_trade_no = r->trade_no;
+    if (r->action_url[0])
+        p->action_url = r->action_url;
+}
+
+static int charge_mismatch(const struct pt__job *j, const struct pt_gw_result *r, char *reason,
+                           size_t cap)
+{
+    return answer_mismatch(charge_of(j), r, reason, cap);
+}
+
+static int charge_succeeded(struct pt_store *st, const struct pt__job *j,
+                            const struct pt_charge_patch *p, const char *detail, int64_t now)
+{
+    return pt_charge_gateway_succeeded(st, charge_of(j), p, "sync", detail, now);
+}
+
+/* PROCESSING -> CANCELED is not a transition: a pay answered "closed"
+ * leaves the charge UNKNOWN and the next query settles it. */
+static int charge_closed(struct pt_store *st, const struct pt__job *j, struct pt_charge_patch *p,
+                         const char *detail, int64_t now)
+{
+    if (*j->state != PT_STATE_PROCESSING)
+        return charge_transition(st, j, PT_STATE_CANCELED, p, "gateway_canceled", detail, now);
+    p->next_attempt_at = now;
+    return charge_transition(st, j, PT_STATE_UNKNOWN, p, "gateway_closed", detail, now);
+}
+
+static int64_t charge_poll_at(const struct pt_sync *s, const struct pt__job *j, int64_t now)
+{
+    return now + poll_ms(s, charge_of(j), now);
+}
+
+static int64_t charge_poll_cap(const struct pt_sync *s, const struct pt__job *j, int64_t at,
+                               int64_t now)
+{
+    return poll_by_deadline(s, charge_of(j), at, now);
+}
+
+static int charge_query(struct pt_sync *s, const struct pt__job *j, struct pt_gw_result *res)
+{
+    return pt__sync_call(s, PT_GW_QUERY, charge_of(j), res);
+}
+
+static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend, int sent,
+                  const struct pt_gw_result *res, int64_t now);
+static int charge_decide(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int sent,
+                         const struct pt_gw_result *res, int64_t now);
+
+static int charge_settle(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                         int resend, int sent, const struct pt_gw_result *res, int64_t now)
+{
+    return settle(s, st, charge_of(j), resend, sent, res, now);
+}
+
+static struct pt__job charge_job_at(void *rows, int i);
+static int charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max, void *rows,
+                       int *n);
+static int charge_alone_in_run(const struct pt__job *j);
+static int charge_too_old(const struct pt_sync *s, const struct pt__job *j, int64_t now);
+static int charge_expire(struct pt_store *st, const struct pt__job *j, int64_t now);
+static int charge_ready(struct pt_store *st, const struct pt__job *j);
+static int charge_skipped(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                          struct pt_drain_stats *stats);
+static int charge_due_resolve(struct pt_sync *s, struct pt_store *st, const struct pt__job *j);
+
+static const struct pt__job_kind charge_kind = {
+    .what = "charge",
+    .request = "request",
+    .refused = "declined by the gateway",
+    .transition = charge_transition,
+    .patch = pt_store_charge_patch,
+    .reread = charge_reread,
+    .review = charge_review,
+    .send = charge_send,
+    .query = charge_query,
+    .decide = charge_decide,
+    .settle = charge_settle,
+    .answer = charge_answer,
+    .mismatch = charge_mismatch,
+    .succeeded = charge_succeeded,
+    .closed = charge_closed,
+    .poll_at = charge_poll_at,
+    .poll_cap = charge_poll_cap,
+    .size = sizeof(struct pt_charge),
+    .job = charge_job_at,
+    .due = charges_due,
+    .claim = pt_store_charges_claim,
+    .alone_in_run = charge_alone_in_run,
+    .too_old = charge_too_old,
+    .expire = charge_expire,
+    .ready = charge_ready,
+    .skipped = charge_skipped,
+    .due_resolve = charge_due_resolve,
+};
+
+struct pt__job pt__sync_charge_job(struct pt_charge *c)
+{
+    return (struct pt__job){.kind = &charge_kind,
+                            .obj = c,
+                            .id = c->id,
+                            .name = c->order_id,
+                            .gateway = c->gateway,
+                            .state = &c->state,
+                            .attempts = &c->attempts,
+                            .review = &c->review,
+                            .first_sent_at = &c->first_sent_at};
+}
+
 /* Moves c according to an adapter outcome.  Inside a transaction. */
 int pt__sync_apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, enum pt_gw_op op,
                    const struct pt_gw_result *r, int64_t now)
 {
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    if (r->trade_no[0])
-        p.gateway_trade_no = r->trade_no;
-    if (r->action_url[0])
-        p.action_url = r->action_url;
-    char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
-    snprintf(detail, sizeof detail, "%s%s%s", r->code, r->code[0] && r->message[0] ? ": " : "",
-             r->message);
-    int rc = PT_OK;
-    switch (r->outcome) {
-    case PT_OUTCOME_SUCCESS: {
-        pt__sync_count_sync(c->gateway, PT_MS_SUCCESS);
-        /* The money moved either way; if the gateway does not say it moved
-         * exactly the amount and currency we asked for, fulfilment waits for
-         * an operator (SPEC section 5: every answer is checked). */
-        char reason[PT_MESSAGE_MAX];
-        if (answer_mismatch(c, r, reason, sizeof reason) &&
-            (rc = pt__sync_raise_review(st, c, reason, "sync", now)))
-            break;
-        rc = pt_charge_gateway_succeeded(st, c, &p, "sync", detail, now);
-        break;
-    }
-    case PT_OUTCOME_DECLINED:
-        pt__sync_count_sync(c->gateway, PT_MS_DECLINED);
-        p.error_code = r->code[0] ? r->code : "declined";
-        p.error_message = r->message[0] ? r->message : "declined by the gateway";
-        rc = pt_charge_transition(st, c, PT_STATE_FAILED, &p, "gateway_declined", "sync", detail,
-                                  now);
-        break;
-    case PT_OUTCOME_PENDING:
-        pt__sync_count_sync(c->gateway, PT_MS_PENDING);
-        p.next_attempt_at = poll_by_deadline(s, c, now + poll_ms(s, c, now), now);
-        rc = pt_charge_transition(st, c, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
-                                  now);
-        if (rc == PT_EEXIST) /* still waiting for the customer: poll later */
-            rc = pt_store_charge_patch(st, c->id, &p, now);
-        break;
-    case PT_OUTCOME_CANCELED:
-        pt__sync_count_sync(c->gateway, PT_MS_CANCELED);
-        /* PROCESSING -> CANCELED is not a transition: a pay answered
-         * "closed" leaves the charge UNKNOWN and the next query settles it. */
-        if (c->state == PT_STATE_PROCESSING) {
-            p.next_attempt_at = now;
-            rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_closed", "sync", detail,
-                                      now);
-        } else {
-            rc = pt_charge_transition(st, c, PT_STATE_CANCELED, &p, "gateway_canceled", "sync",
-                                      detail, now);
-        }
-        break;
-    case PT_OUTCOME_NOT_FOUND:
-    case PT_OUTCOME_AMBIGUOUS:
-        pt__sync_count_sync(c->gateway,
-                            r->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND : PT_MS_AMBIGUOUS);
-        if (op == PT_GW_PAY)
-            p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
-        p.next_attempt_at =
-            poll_by_deadline(s, c, now + pt__sync_backoff_ms(s, c->attempts + p.attempts_add), now);
-        if (c->state == PT_STATE_PROCESSING)
-            rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
-                                      detail, now);
-        else
-            rc = pt_store_charge_patch(st, c->id, &p, now);
-        if (rc == PT_OK)
-            rc = pt_store_charge_get_by_id(st, c->id, c);
-        if (rc == PT_OK && r->review)
-            rc = pt__sync_raise_review(st, c, r->code[0] ? r->code : "gateway_review", "sync", now);
-        break;
-    }
-    return rc;
+    struct pt__job j = pt__sync_charge_job(c);
+    return pt__sync_job_apply(s, st, &j, op == PT_GW_PAY, r, now);
 }
 
 /* ---- sending ------------------------------------------------------------------------ */
-
-/*
- * Records what became of a pay request (inside a transaction): the
- * transport's verdict `sent` and, for an answer, the adapter's result.
- */
-static int settle_outcome(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
-                          int sent, const struct pt_gw_result *res, int64_t now);
 
 /*
  * A charge whose cancel was requested while it was on its way has its
@@ -447,63 +519,25 @@ static int carry_out_cancel(struct pt_store *st, struct pt_charge *c, int64_t no
     return pt_store_charge_patch(st, c->id, &p, now);
 }
 
+/* Records what became of a pay request (inside a transaction), then
+ * carries out a cancel requested while it was on its way. */
 static int settle(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend, int sent,
                   const struct pt_gw_result *res, int64_t now)
 {
-    int rc = settle_outcome(s, st, c, resend, sent, res, now);
+    struct pt__job j = pt__sync_charge_job(c);
+    struct pt_charge_patch none = PT_CHARGE_PATCH_NONE;
+    int rc;
+    if (sent == PT_ECANCELED) /* marked in a run, its cancel requested before its turn came */
+        rc = pt_charge_transition(st, c, PT_STATE_INIT, &none, "not_sent", "sync",
+                                  "its cancel was requested before it was sent", now);
+    else
+        rc = pt__sync_job_settle(s, st, &j, resend, sent, res, now);
     if (rc == PT_OK || rc == PT_EEXIST) {
         int grc = pt_store_charge_get_by_id(st, c->id, c);
         if (grc == PT_OK && c->cancel_requested)
             grc = carry_out_cancel(st, c, now);
         if (grc)
             rc = grc;
-    }
-    return rc;
-}
-
-static int settle_outcome(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int resend,
-                          int sent, const struct pt_gw_result *res, int64_t now)
-{
-    struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
-    int rc;
-    if (sent == PT_ECANCELED) {
-        /* Marked in a run, its cancel requested before its turn came: it
-         * never left (carry_out_cancel ends it). */
-        rc = pt_charge_transition(st, c, PT_STATE_INIT, &q, "not_sent", "sync",
-                                  "its cancel was requested before it was sent", now);
-    } else if (NOT_SENT(sent)) {
-        pt__sync_count_sync(c->gateway, PT_MS_NOT_SENT);
-        q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-        /* Provably not sent this time.  A first send goes back to the queue;
-         * a resend does not, because an earlier attempt may have arrived. */
-        rc = pt_charge_transition(
-            st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent", "sync",
-            sent == PT_ECLOCK ? "the wall clock is not trusted yet" : "gateway unreachable", now);
-    } else if (sent == PT_ENOANSWER) {
-        pt__sync_count_sync(c->gateway, PT_MS_AMBIGUOUS);
-        q.attempts_add = 1;
-        q.next_attempt_at = now + pt__sync_backoff_ms(s, c->attempts + 1);
-        rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
-                                  "sent, no answer (timeout or connection lost)", now);
-    } else if (sent == PT_OK) {
-        rc = pt__sync_apply(s, st, c, PT_GW_PAY, res, now);
-    } else {
-        /* The request could not even be built (a key that does not sign:
-         * the log names the key and its file; an amount the gateway cannot
-         * represent, queued before the intake refused such amounts):
-         * nothing left the device. */
-        int units = sent == PT_ERANGE;
-        char why[PT_GW_BUILD_ERROR_MAX];
-        pt_log_error("charge %s: cannot build the %s request: %s", c->order_id, c->gateway,
-                     pt_gw_build_error(pt__sync_gw_cfg(s, c->gateway), sent, why, sizeof why));
-        q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
-        q.error_code = units ? "amount_not_representable" : "gateway_config";
-        q.error_message = units ? "the gateway cannot represent this amount in its own units"
-                                : "the gateway request could not be built; check the configuration";
-        rc = pt_charge_transition(st, c, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
-                                  "sync", pt_strerror(sent), now);
-        if (rc == PT_OK)
-            rc = pt__sync_raise_review(st, c, q.error_code, "sync", now);
     }
     return rc;
 }
@@ -518,36 +552,15 @@ struct pt_charge_patch pt__sync_processing_patch(const struct pt_sync *s, int64_
     return p;
 }
 
-/*
- * Sends the pay request for c (INIT, or UNKNOWN for a resend).  Commits
- * PROCESSING first; commits the outcome after.  *c is re-read.
- */
+/* Sends the pay request for c (INIT, or UNKNOWN for a resend); *c is
+ * re-read.  A charge whose cancel was requested is never sent again (SPEC
+ * 18; the store refuses it too). */
 static int send_pay(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
 {
     if (c->cancel_requested)
-        return PT_OK; /* never sent again (SPEC 18); the store refuses it too */
-    int64_t now = pt__sync_now_ms(s);
-    int resend = c->state != PT_STATE_INIT;
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = pt__sync_processing_patch(s, now, 1);
-    rc = pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
-                              NULL, now);
-    if (rc) /* someone else moved it (another thread, a notification): not ours */
-        return pt__sync_finish(st, rc);
-    if ((rc = pt_store_commit(st)))
-        return rc;
-
-    struct pt_gw_result res;
-    int sent = pt__sync_call(s, PT_GW_PAY, c, &res);
-    now = pt__sync_now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    rc = pt__sync_finish(st, settle(s, st, c, resend, sent, &res, now));
-    if (rc == PT_OK)
-        rc = pt_store_charge_get_by_id(st, c->id, c);
-    return rc;
+        return PT_OK;
+    struct pt__job j = pt__sync_charge_job(c);
+    return pt__sync_job_send(s, st, &j);
 }
 
 /* True when a queued charge is older than offline.max_age_s allows. */
@@ -634,118 +647,6 @@ static int expire_skipped(struct pt_sync *s, struct pt_store *st, const int *ski
     return rc;
 }
 
-/*
- * Sends the queued charges cs[0..n) (INIT, in id order) in runs of up to
- * RUN_MAX: one commit marks a run PROCESSING (or FAILED, expired), its
- * requests go out one after another, and the next commit holds their
- * outcomes and marks the next run - one durable commit per run, where one
- * charge at a time took one per charge.  Every request still leaves only
- * after its PROCESSING is durable.  A crash while a run is out leaves its
- * charges PROCESSING: after the restart each is an interrupted send,
- * queried, and the ones the gateway never saw are sent again under the same
- * key (the gateway's idempotency: never two captures).
- *
- * Except a charge paid with a customer's payment code: it is marked alone,
- * just before its request leaves.  A payment code in doubt past
- * barcode_timeout_s is reversed, not sent again, so one marked in a run but
- * never sent would be a sale lost to a crash (restart_mid_drain.sh); alone,
- * only the one on its way can be in doubt, and the rest are still INIT.  A
- * charge of a gateway found unreachable earlier in its run is provably not
- * sent and goes back to the queue.
- */
-int pt__sync_send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
-                         int *skip, struct pt_drain_stats *stats)
-{
-    struct pt_gw_result *res = malloc(sizeof *res * RUN_MAX);
-    if (!res)
-        return PT_ENOMEM;
-    int armed[RUN_MAX], verdict[RUN_MAX];
-    int rc = PT_OK, i = 0, out = 0; /* out: the last run, its outcomes not committed */
-    while (rc == PT_OK && (i < n || out > 0)) {
-        int64_t now = pt__sync_now_ms(s);
-        if ((rc = pt_store_begin(st)))
-            break;
-        for (int j = 0; j < out && rc == PT_OK; j++) {
-            if (verdict[j] == NOT_OURS)
-                continue;
-            rc = settle(s, st, &cs[armed[j]], 0, verdict[j], &res[j], now);
-            if (rc == PT_EEXIST || rc == PT_ESTATE)
-                rc = PT_OK;
-        }
-        out = 0;
-        int alone = 0; /* a payment-code charge was marked: the run ends */
-        /* The rows this run may arm (another lane of a shared store may be
-         * arming some right now: passed over, not waited for). */
-        int64_t ids[RUN_MAX];
-        unsigned char taken[RUN_MAX];
-        int first = i, span = n - i < RUN_MAX ? n - i : RUN_MAX;
-        for (int j = 0; j < span; j++)
-            ids[j] = cs[i + j].id;
-        if (rc == PT_OK && span > 0)
-            rc = pt_store_charges_claim(st, ids, span, taken);
-        for (; rc == PT_OK && i < n && out < RUN_MAX && !alone; i++) {
-            struct pt_charge *c = &cs[i];
-            if (i - first < span && !taken[i - first])
-                continue; /* another lane's now */
-            const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
-            if (m && m->payment_code && out > 0)
-                break; /* it goes in a run of its own, next */
-            if (offline_expired(s, c, now)) {
-                struct pt_charge_patch e = expired_patch();
-                rc = pt_charge_transition(st, c, PT_STATE_FAILED, &e, "offline_expired", "sync",
-                                          NULL, now);
-                stats->expired++;
-            } else if (!skip[pt__sync_gw_index(c->gateway)]) {
-                /* Not picked up elsewhere until the sends before it and its
-                 * own must be over. */
-                struct pt_charge_patch p = pt__sync_processing_patch(s, now, out + 1);
-                rc =
-                    pt_charge_transition(st, c, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
-                if (rc == PT_OK) {
-                    armed[out++] = i;
-                    alone = m && m->payment_code;
-                }
-            }
-            if (rc == PT_EEXIST || rc == PT_ESTATE)
-                rc = PT_OK; /* someone else moved it: not ours to send */
-        }
-        if ((rc = pt__sync_finish(st, rc)))
-            break;
-        for (int j = 0; j < out; j++) {
-            struct pt_charge *c = &cs[armed[j]];
-            assert(armed[j] < n); /* claimed from this run, in order */
-            if (skip[pt__sync_gw_index(c->gateway)]) {
-                verdict[j] = PT_ENOTSENT; /* its gateway refused one before it */
-                stats->not_sent++;
-                continue;
-            }
-            /* Moved while it waited for its turn in the run (a client's
-             * cancel finds no trade for a charge not sent yet and ends it):
-             * it is not sent, and its new state is not ours to settle. */
-            struct pt_charge cur;
-            int grc = pt_store_charge_get_by_id(st, c->id, &cur);
-            if (grc != PT_OK || cur.state != PT_STATE_PROCESSING) {
-                verdict[j] = NOT_OURS;
-                continue;
-            }
-            if (cur.cancel_requested) {
-                verdict[j] = PT_ECANCELED; /* canceled before its turn: not sent */
-                *c = cur;
-                continue;
-            }
-            verdict[j] = pt__sync_call(s, PT_GW_PAY, c, &res[j]);
-            if (NOT_SENT(verdict[j])) {
-                skip[pt__sync_gw_index(c->gateway)] = 1;
-                stats->not_sent++;
-            } else {
-                stats->sent++;
-            }
-        }
-    }
-    free(res);
-    return rc;
-}
-
 /* Asks the gateway to cancel/close/reverse c; commits the outcome. */
 static int send_cancel(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, const char *why)
 {
@@ -808,24 +709,10 @@ static int barcode_expired(const struct pt_sync *s, const struct pt_charge *c, i
            now - c->first_sent_at >= (int64_t)cfg->barcode_timeout_s * 1000;
 }
 
-/* Raises review when the charge has been unresolved too long or too often. */
 static int check_limits(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, int64_t now)
 {
-    if (c->review || pt_state_is_final(c->state))
-        return PT_OK;
-    const char *reason = NULL;
-    if (c->attempts >= s->opt.cfg->sync_max_attempts)
-        reason = "max_attempts";
-    else if (c->first_sent_at &&
-             now - c->first_sent_at >= s->opt.cfg->sync_resolve_timeout_s * 1000)
-        reason = "resolve_timeout";
-    if (!reason)
-        return PT_OK;
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    rc = pt__sync_raise_review(st, c, reason, "sync", now);
-    return pt__sync_finish(st, rc);
+    struct pt__job j = pt__sync_charge_job(c);
+    return pt__sync_job_check_limits(s, st, &j, now);
 }
 
 static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_charge *c);
@@ -851,13 +738,18 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
     if (deadline && pt__sync_now_ms(s) >= deadline &&
         (c->state == PT_STATE_PENDING || c->state == PT_STATE_UNKNOWN))
         return expire_code(s, st, c);
-    struct pt_gw_result res;
-    int sent = pt__sync_call(s, PT_GW_QUERY, c, &res);
-    int64_t now = pt__sync_now_ms(s);
+    struct pt__job j = pt__sync_charge_job(c);
+    return pt__sync_job_resolve(s, st, &j);
+}
+
+/* What a query's answer decides for a charge beyond the state machine. */
+static int charge_decide(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int sent,
+                         const struct pt_gw_result *res, int64_t now)
+{
+    struct pt_charge *c = charge_of(j);
     int rc;
-    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && c->state == PT_STATE_UNKNOWN) {
+    if (sent == PT_OK && res->outcome == PT_OUTCOME_NOT_FOUND && c->state == PT_STATE_UNKNOWN) {
         /* The gateway has no such order: our send never arrived. */
-        pt__sync_count_sync(c->gateway, PT_MS_NOT_FOUND);
         if (resend_allowed(s, c, now) && c->attempts < s->opt.cfg->sync_max_attempts) {
             pt_log_info("charge %s: gateway has no record, resending with the same key",
                         c->order_id);
@@ -889,43 +781,15 @@ static int resolve_locked(struct pt_sync *s, struct pt_store *st, struct pt_char
             return pt__sync_finish(st, rc);
         }
     }
-    if (sent == PT_OK && (res.outcome == PT_OUTCOME_PENDING || c->state == PT_STATE_PENDING) &&
-        res.outcome != PT_OUTCOME_SUCCESS && res.outcome != PT_OUTCOME_DECLINED &&
-        res.outcome != PT_OUTCOME_CANCELED && barcode_expired(s, c, now)) {
+    if (sent == PT_OK && (res->outcome == PT_OUTCOME_PENDING || c->state == PT_STATE_PENDING) &&
+        res->outcome != PT_OUTCOME_SUCCESS && res->outcome != PT_OUTCOME_DECLINED &&
+        res->outcome != PT_OUTCOME_CANCELED && barcode_expired(s, c, now)) {
         /* Still WAIT_BUYER_PAY (or unresolved) after the auth code expired:
          * reverse it so it cannot complete behind our back. */
         pt_log_info("charge %s: unpaid after barcode_timeout_s, canceling", c->order_id);
         return send_cancel(s, st, c, "barcode_timeout");
     }
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    if (sent == PT_OK) {
-        if (res.outcome == PT_OUTCOME_NOT_FOUND) {
-            /* A definite answer, not an ambiguous send: it does not count
-             * toward max_attempts (resolve_timeout_s still ends the wait). */
-            struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-            p.next_attempt_at =
-                poll_by_deadline(s, c, now + pt__sync_backoff_ms(s, c->attempts + 1), now);
-            rc = pt_store_charge_patch(st, c->id, &p, now);
-            if (rc == PT_OK)
-                rc = pt_store_charge_get_by_id(st, c->id, c);
-        } else {
-            rc = pt__sync_apply(s, st, c, PT_GW_QUERY, &res, now);
-        }
-    } else {
-        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-        p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
-                                           : now + pt__sync_backoff_ms(s, c->attempts);
-        p.next_attempt_at = poll_by_deadline(s, c, p.next_attempt_at, now);
-        pt__sync_count_sync(c->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
-        rc = pt_store_charge_patch(st, c->id, &p, now);
-    }
-    rc = pt__sync_finish(st, rc);
-    if (rc == PT_OK)
-        rc = pt_store_charge_get_by_id(st, c->id, c);
-    if (rc == PT_OK)
-        rc = check_limits(s, st, c, now);
-    return rc;
+    return UNDECIDED;
 }
 
 /* ---- a code nobody paid in time (SPEC 18) ------------------------------------------ */
@@ -1040,20 +904,74 @@ static int expire_code(struct pt_sync *s, struct pt_store *st, struct pt_charge 
     return confirm_expired(s, st, c, by_expiry);
 }
 
-/* A PROCESSING charge that is due was being sent when the process died (or
- * its sender gave up): whether it left is unknown. */
-static int recover_processing(struct pt_sync *s, struct pt_store *st, struct pt_charge *c)
+/* ---- a charge in the drain's walk and its runs (sync_job.c) ------------------------- */
+
+static struct pt__job charge_job_at(void *rows, int i)
 {
-    int64_t now = pt__sync_now_ms(s);
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.next_attempt_at = now;
-    p.attempts_add = 1;
-    rc = pt_charge_transition(st, c, PT_STATE_UNKNOWN, &p, "interrupted_send", "sync",
-                              "the send was interrupted (restart or timeout)", now);
-    return pt__sync_finish(st, rc);
+    return pt__sync_charge_job(&((struct pt_charge *)rows)[i]);
+}
+
+static int charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max, void *rows,
+                       int *n)
+{
+    return pt_store_charges_due(st, now, after_id, max, rows, n);
+}
+
+/* A payment-code charge is marked alone, just before its request leaves:
+ * one in doubt past barcode_timeout_s is reversed, not sent again, so one
+ * marked in a run but never sent would be a sale lost to a crash
+ * (restart_mid_drain.sh); alone, only the one on its way can be in doubt. */
+static int charge_alone_in_run(const struct pt__job *j)
+{
+    const struct pt_charge *c = charge_of(j);
+    const struct pt_gw_method *m = pt_gateway_lookup(c->gateway, c->method);
+    return m && m->payment_code;
+}
+
+static int charge_too_old(const struct pt_sync *s, const struct pt__job *j, int64_t now)
+{
+    return offline_expired(s, charge_of(j), now);
+}
+
+static int charge_expire(struct pt_store *st, const struct pt__job *j, int64_t now)
+{
+    struct pt_charge_patch e = expired_patch();
+    return pt_charge_transition(st, charge_of(j), PT_STATE_FAILED, &e, "offline_expired", "sync",
+                                NULL, now);
+}
+
+/* Moved while it waited for its turn in the run (a client's cancel finds
+ * no trade for a charge not sent yet and ends it): not sent, not ours to
+ * settle; its cancel requested: not sent, carried out by its settle. */
+static int charge_ready(struct pt_store *st, const struct pt__job *j)
+{
+    struct pt_charge cur;
+    int grc = pt_store_charge_get_by_id(st, j->id, &cur);
+    if (grc != PT_OK || cur.state != PT_STATE_PROCESSING)
+        return NOT_OURS;
+    if (!cur.cancel_requested)
+        return PT_OK;
+    *charge_of(j) = cur;
+    return PT_ECANCELED;
+}
+
+/* A gateway skipped in this pass: its queued charges still expire on time. */
+static int charge_skipped(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                          struct pt_drain_stats *stats)
+{
+    struct pt_charge *c = charge_of(j);
+    if (c->state != PT_STATE_INIT || !offline_expired(s, c, pt__sync_now_ms(s)))
+        return PT_OK;
+    stats->expired++;
+    return expire_now(s, st, c);
+}
+
+/* A cancel asked for while it was on its way is carried out now that
+ * nothing of ours is (SPEC 18). */
+static int charge_due_resolve(struct pt_sync *s, struct pt_store *st, const struct pt__job *j)
+{
+    struct pt_charge *c = charge_of(j);
+    return c->cancel_requested ? pt_sync_cancel_now(s, st, c) : resolve(s, st, c);
 }
 
 /* ---- public entry points ---------------------------------------------------------------- */
@@ -1124,8 +1042,8 @@ void pt__sync_wake_to_wipe(struct pt_sync *s)
 
 int pt_sync_claim(void *p, struct pt_store *st, struct pt_charge *c, int64_t now)
 {
-    struct pt_charge_patch pp = pt__sync_processing_patch(p, now, 1);
-    return pt_charge_transition(st, c, PT_STATE_PROCESSING, &pp, "send", "sync", NULL, now);
+    struct pt__job j = pt__sync_charge_job(c);
+    return pt__sync_job_claim(p, st, &j, now);
 }
 
 void pt_sync_send(void *p, const struct pt_charge *c, struct pt_online_send *out)
@@ -1136,13 +1054,8 @@ void pt_sync_send(void *p, const struct pt_charge *c, struct pt_online_send *out
 int pt_sync_settle(void *p, struct pt_store *st, struct pt_charge *c,
                    const struct pt_online_send *sent)
 {
-    struct pt_sync *s = p;
-    int rc = settle(s, st, c, 0, sent->verdict, &sent->res, pt__sync_now_ms(s));
-    if (rc == PT_EEXIST || rc == PT_ESTATE)
-        rc = PT_OK; /* someone else moved it meanwhile: its state stands */
-    if (rc == PT_OK)
-        rc = pt_store_charge_get_by_id(st, c->id, c);
-    return rc;
+    struct pt__job j = pt__sync_charge_job(c);
+    return pt__sync_job_settle_online(p, st, &j, sent);
 }
 
 int pt_sync_payment_link(void *p, struct pt_store *st, struct pt_charge *c)
@@ -1258,7 +1171,6 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
         all_skipped &= skip[i];
     }
     int rc = PT_OK;
-    int64_t cursor = 0; /* one walk through the due charges, by id */
     struct pt_sync *bound = pt__sync_tl_drain;
     pt__sync_tl_drain = s;
     /* The skipped gateways' expired charges first, read by age.  When every
@@ -1266,64 +1178,9 @@ int pt_sync_drain(struct pt_sync *s, struct pt_store *st, struct pt_drain_stats 
      * gateway's charges only expire), so it is not made: the pass reads no
      * queued charge that has not expired. */
     rc = expire_skipped(s, st, skip, batch, stats, &stats->next_expiry);
-    for (; rc == PT_OK && !all_skipped;) {
-        pt__sync_drain_step(s);
-        int64_t now = pt__sync_now_ms(s);
-        int n = 0;
-        if ((rc = pt_store_charges_due(st, now, cursor, DRAIN_BATCH, batch, &n)) || n == 0)
-            break;
-        for (int i = 0; i < n && rc == PT_OK; i++) {
-            struct pt_charge *c = &batch[i];
-            int g = pt__sync_gw_index(c->gateway);
-            cursor = c->id;
-            if (i)
-                pt__sync_drain_step(s); /* between two charges (the first had the batch's) */
-            if (g < 0)
-                continue;
-            if (skip[g]) {
-                if (c->state == PT_STATE_INIT && offline_expired(s, c, pt__sync_now_ms(s))) {
-                    rc = expire_now(s, st, c);
-                    stats->expired++;
-                }
-                continue;
-            }
-            stats->examined++;
-            switch (c->state) {
-            case PT_STATE_INIT: {
-                /* This charge and the queued ones right after it (in id
-                 * order, gateways still reachable) go out as one run. */
-                int k = 1;
-                while (i + k < n && batch[i + k].state == PT_STATE_INIT &&
-                       pt__sync_gw_index(batch[i + k].gateway) >= 0 &&
-                       !skip[pt__sync_gw_index(batch[i + k].gateway)])
-                    k++;
-                stats->examined += k - 1;
-                rc = pt__sync_send_queued(s, st, c, k, skip, stats);
-                i += k - 1;
-                cursor = batch[i].id;
-                break;
-            }
-            case PT_STATE_PROCESSING:
-                rc = recover_processing(s, st, c);
-                cursor = c->id - 1; /* now UNKNOWN and due: resolve it in this pass */
-                break;
-            case PT_STATE_UNKNOWN:
-            case PT_STATE_PENDING:
-                /* A cancel asked for while it was on its way is carried out
-                 * now that nothing of ours is (SPEC 18). */
-                rc = c->cancel_requested ? pt_sync_cancel_now(s, st, c) : resolve(s, st, c);
-                stats->queries++;
-                if (!pt_sync_reachable(s, c->gateway))
-                    skip[g] = 1;
-                break;
-            default:
-                break;
-            }
-        }
-        if (rc)
-            break;
-    }
     free(batch);
+    if (rc == PT_OK && !all_skipped)
+        rc = pt__sync_job_drain(s, st, &charge_kind, skip, stats);
     if (rc == PT_OK)
         rc = pt__sync_drain_refunds(s, st, skip, stats);
     int64_t refunds_due = 0;

@@ -1,6 +1,7 @@
 /*
  * sync_impl.h - what the files of the sync engine share (sync.h is what
- * the rest of payterm sees): sync.c sends, resolves and drains charges and
+ * the rest of payterm sees): sync_job.c holds the steps of every money
+ * movement (struct pt__job); sync.c sends, resolves and drains charges and
  * owns reachability; sync_refund.c does the same for refunds;
  * sync_notify.c takes gateway notifications; sync_keys.c rotates the
  * gateways' keys.  Internal names crossing these files are pt__sync_*.
@@ -31,6 +32,8 @@
 /* A verdict of send_queued(): the charge was moved by someone else before
  * its turn; not sent, not settled.  (Positive: never a PT_E* code.) */
 #define NOT_OURS 1
+/* A kind's decide() leaves the answer to the state machine.  (Positive.) */
+#define UNDECIDED 2
 /* A charge being sent by one thread is not picked up by another until the
  * send must have ended (request timeout plus this margin; an idempotency
  * lock outlives it too, config.h). */
@@ -113,6 +116,143 @@ struct pt__sync_exchange {
  * PT_ECLOCK, PT_ECONFIG, PT_EUNSUPPORTED, or the build's error. */
 int pt__sync_exchange(struct pt_sync *s, const struct pt__sync_exchange *x);
 
+/*
+ * A money movement as the engine drives it, whatever its kind (a charge, a
+ * refund): the steps that are the same for every kind are written once
+ * (sync_job.c); what differs is its kind's (sync.c, sync_refund.c).
+ */
+struct pt__job;
+
+struct pt__job_kind {
+    const char *what;    /* "charge", "refund": logs */
+    const char *request; /* its send in logs: "request", "refund request" */
+    const char *refused; /* a refusal's message when the gateway gave none */
+    int needs_charge;    /* its requests name its charge (struct pt__job charge) */
+    size_t size;         /* its row: struct pt_charge, struct pt_refund */
+    /* The job of rows[i] (without its charge). */
+    struct pt__job (*job)(void *rows, int i);
+    /* Its due rows after after_id, by id (pt_store_charges_due). */
+    int (*due)(struct pt_store *st, int64_t now, int64_t after_id, int max, void *rows, int *n);
+    /* The rows of a run that this lane may arm (pt_store_charges_claim). */
+    int (*claim)(struct pt_store *st, const int64_t *ids, int n, unsigned char *taken);
+    /* A refund's charge into *c. */
+    int (*load_charge)(struct pt_store *st, const struct pt__job *j, struct pt_charge *c);
+    int (*transition)(struct pt_store *st, const struct pt__job *j, enum pt_state to,
+                      const struct pt_charge_patch *p, const char *cause, const char *detail,
+                      int64_t now);
+    int (*patch)(struct pt_store *st, int64_t id, const struct pt_charge_patch *p, int64_t now);
+    int (*reread)(struct pt_store *st, const struct pt__job *j);
+    /* Raises its review flag ("sync"); PT_OK when it was raised already. */
+    int (*review)(struct pt_store *st, const struct pt__job *j, const char *reason, int64_t now);
+    /* Its send (pay, refund) and its query to the gateway
+     * (pt__sync_exchange's verdict). */
+    int (*send)(struct pt_sync *s, const struct pt__job *j, struct pt_gw_result *res);
+    int (*query)(struct pt_sync *s, const struct pt__job *j, struct pt_gw_result *res);
+    /* What a query's answer decides beyond the state machine (a resend, a
+     * reverse, an end): its verdict, or UNDECIDED to apply the answer. */
+    int (*decide)(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int sent,
+                  const struct pt_gw_result *res, int64_t now);
+    /* Records what became of its send (pt__sync_job_settle, or more). */
+    int (*settle)(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int resend,
+                  int sent, const struct pt_gw_result *res, int64_t now);
+    /* What an answer records whatever it says (the gateway's number, a
+     * code's URL). */
+    void (*answer)(const struct pt__job *j, const struct pt_gw_result *r,
+                   struct pt_charge_patch *p);
+    /* 1, with the reason, when a success answer does not say it moved what
+     * was asked. */
+    int (*mismatch)(const struct pt__job *j, const struct pt_gw_result *r, char *reason,
+                    size_t cap);
+    int (*succeeded)(struct pt_store *st, const struct pt__job *j, const struct pt_charge_patch *p,
+                     const char *detail, int64_t now);
+    /* The gateway closed it; NULL: a close is a refusal. */
+    int (*closed)(struct pt_store *st, const struct pt__job *j, struct pt_charge_patch *p,
+                  const char *detail, int64_t now);
+    /* When a PENDING one is asked again. */
+    int64_t (*poll_at)(const struct pt_sync *s, const struct pt__job *j, int64_t now);
+    /* NULL or: the latest a look at it may come (a code's deadline). */
+    int64_t (*poll_cap)(const struct pt_sync *s, const struct pt__job *j, int64_t at, int64_t now);
+    /* NULL or: how long a send is waited for before the next look (a
+     * keyless gateway's refunds, SPEC 5a). */
+    int64_t (*after_send)(const struct pt_sync *s, const struct pt__job *j, int64_t now,
+                          int64_t next);
+
+    /* The drain's walk (pt__sync_job_drain) and its runs (send_queued). */
+    /* NULL or: a queued one ends its run here (a payment code goes alone). */
+    int (*alone_in_run)(const struct pt__job *j);
+    /* NULL or: a queued one is too old to be sent; expire() ends it
+     * (inside the run's transaction). */
+    int (*too_old)(const struct pt_sync *s, const struct pt__job *j, int64_t now);
+    int (*expire)(struct pt_store *st, const struct pt__job *j, int64_t now);
+    /* NULL or: before its turn in a run, PT_OK to send it, NOT_OURS (moved
+     * by someone else) or PT_ECANCELED (its cancel came first). */
+    int (*ready)(struct pt_store *st, const struct pt__job *j);
+    /* NULL or: a due one whose gateway this pass skips. */
+    int (*skipped)(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                   struct pt_drain_stats *stats);
+    /* NULL or: a due one that takes a path of its own, outside runs (a
+     * keyless gateway's refund), and that path. */
+    int (*own_path)(const struct pt__job *j);
+    int (*walk_own)(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                    struct pt_drain_stats *stats);
+    /* A due UNKNOWN or PENDING one (resolve it, or carry out its cancel). */
+    int (*due_resolve)(struct pt_sync *s, struct pt_store *st, const struct pt__job *j);
+};
+
+struct pt__job {
+    const struct pt__job_kind *kind;
+    void *obj;                      /* struct pt_charge, struct pt_refund */
+    const struct pt_charge *charge; /* a refund's charge, for its requests (NULL: not needed) */
+    /* What the engine reads of *obj, pointing into it (they follow its
+     * re-reads). */
+    int64_t id;
+    const char *name; /* order_id, refund_id */
+    const char *gateway;
+    const enum pt_state *state;
+    const int *attempts;
+    const int *review;
+    const int64_t *first_sent_at;
+};
+
+struct pt__job pt__sync_charge_job(struct pt_charge *c);
+struct pt__job pt__sync_refund_job(struct pt_refund *r, const struct pt_charge *c);
+
+/* sync_job.c.  Moves j by an answer (inside a transaction); `sending`: the
+ * answer is to its send, not to a query or a close. */
+int pt__sync_job_apply(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int sending,
+                       const struct pt_gw_result *r, int64_t now);
+/* Records what became of j's send (inside a transaction): the transport's
+ * verdict `sent` and, for an answer, the adapter's result. */
+int pt__sync_job_settle(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int resend,
+                        int sent, const struct pt_gw_result *res, int64_t now);
+/* Sends j (INIT, or UNKNOWN for a resend under the same key): PROCESSING
+ * committed first, the outcome after; j's object is re-read. */
+int pt__sync_job_send(struct pt_sync *s, struct pt_store *st, const struct pt__job *j);
+/* The online send of a client's request (intake.c): PROCESSING (inside
+ * the intake's transaction), and its outcome recorded, j re-read. */
+int pt__sync_job_claim(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                       int64_t now);
+int pt__sync_job_settle_online(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                               const struct pt_online_send *sent);
+/* Raises review when j has been unresolved too long or too often. */
+int pt__sync_job_check_limits(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                              int64_t now);
+/* UNKNOWN or PENDING: asks the gateway, never sends a new one (a resend
+ * goes under the same key), and records the answer. */
+int pt__sync_job_resolve(struct pt_sync *s, struct pt_store *st, const struct pt__job *j);
+/* A PROCESSING one that is due: its send was interrupted. */
+int pt__sync_job_recover(struct pt_sync *s, struct pt_store *st, const struct pt__job *j);
+/* Sends the queued rows[0..n) of kind k (INIT, in id order) in runs: one
+ * commit marks up to RUN_MAX PROCESSING, their requests go out one after
+ * another, the next commit holds their outcomes and marks the next run.  A
+ * gateway found unreachable is skipped for the rest of the pass. */
+int pt__sync_job_send_queued(struct pt_sync *s, struct pt_store *st, const struct pt__job_kind *k,
+                             void *rows, int n, int *skip, struct pt_drain_stats *stats);
+/* One walk through kind k's due rows, by id: queued ones in runs,
+ * interrupted sends recovered, the unresolved asked about. */
+int pt__sync_job_drain(struct pt_sync *s, struct pt_store *st, const struct pt__job_kind *k,
+                       int *skip, struct pt_drain_stats *stats);
+
 /* sync.c: the charge engine's parts the others use - the striped charge
  * lock, the drain's proof of life, lane and wall time, the gateway's
  * configuration, metrics and reachability, backoff, one gateway call and
@@ -138,8 +278,6 @@ int pt__sync_raise_review(struct pt_store *st, struct pt_charge *c, const char *
 int pt__sync_apply(struct pt_sync *s, struct pt_store *st, struct pt_charge *c, enum pt_gw_op op,
                    const struct pt_gw_result *r, int64_t now);
 struct pt_charge_patch pt__sync_processing_patch(const struct pt_sync *s, int64_t now, int sends);
-int pt__sync_send_queued(struct pt_sync *s, struct pt_store *st, struct pt_charge *cs, int n,
-                         int *skip, struct pt_drain_stats *stats);
 void pt__sync_wake_to_wipe(struct pt_sync *s);
 
 /* sync_refund.c: one refund request, its review, applying its outcome,

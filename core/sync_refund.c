@@ -101,297 +101,185 @@ int pt__sync_refund_raise_review(struct pt_store *st, struct pt_refund *r, const
     return rc == PT_EEXIST ? PT_OK : rc;
 }
 
+/* ---- a refund as the engine's job (sync_job.c) --------------------------------------- */
+
+static struct pt_refund *refund_of(const struct pt__job *j)
+{
+    return j->obj;
+}
+
+static int refund_transition(struct pt_store *st, const struct pt__job *j, enum pt_state to,
+                             const struct pt_charge_patch *p, const char *cause, const char *detail,
+                             int64_t now)
+{
+    return pt_refund_transition(st, refund_of(j), to, p, cause, "sync", detail, now);
+}
+
+static int refund_reread(struct pt_store *st, const struct pt__job *j)
+{
+    return pt_store_refund_get_by_id(st, j->id, refund_of(j));
+}
+
+static int refund_review(struct pt_store *st, const struct pt__job *j, const char *reason,
+                         int64_t now)
+{
+    return pt__sync_refund_raise_review(st, refund_of(j), reason, now);
+}
+
+static int refund_send(struct pt_sync *s, const struct pt__job *j, struct pt_gw_result *res)
+{
+    return pt__sync_refund_call(s, PT_GW_REFUND, j->charge, refund_of(j), res);
+}
+
+static int refund_query(struct pt_sync *s, const struct pt__job *j, struct pt_gw_result *res)
+{
+    return pt__sync_refund_call(s, PT_GW_REFUND_QUERY, j->charge, refund_of(j), res);
+}
+
+static int refund_decide(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int sent,
+                         const struct pt_gw_result *res, int64_t now);
+
+/* The gateway's refund number only from an answer that is believed: an
+ * ambiguous one may be about another refund. */
+static void refund_answer(const struct pt__job *j, const struct pt_gw_result *r,
+                          struct pt_charge_patch *p)
+{
+    (void)j;
+    if (r->trade_no[0] && r->outcome != PT_OUTCOME_AMBIGUOUS && r->outcome != PT_OUTCOME_NOT_FOUND)
+        p->gateway_trade_no = r->trade_no;
+}
+
+/* The money went back, but not the amount asked for: it is SUCCESS (the
+ * gateway said so) and an operator looks at it. */
+static int refund_mismatch(const struct pt__job *j, const struct pt_gw_result *r, char *reason,
+                           size_t cap)
+{
+    const struct pt_refund *rf = refund_of(j);
+    if (r->amount <= 0 || r->amount == rf->amount)
+        return 0;
+    snprintf(reason, cap, "amount_mismatch: gateway refunded %lld, asked %lld",
+             (long long)r->amount, (long long)rf->amount);
+    return 1;
+}
+
+static int refund_succeeded(struct pt_store *st, const struct pt__job *j,
+                            const struct pt_charge_patch *p, const char *detail, int64_t now)
+{
+    return refund_transition(st, j, PT_STATE_SUCCESS, p, "gateway_refunded", detail, now);
+}
+
+static int64_t refund_poll_at(const struct pt_sync *s, const struct pt__job *j, int64_t now)
+{
+    (void)j;
+    return now + s->opt.cfg->sync_interval_s * 1000;
+}
+
+static int64_t refund_after_send(const struct pt_sync *s, const struct pt__job *j, int64_t now,
+                                 int64_t next)
+{
+    return pt__sync_after_send(s, refund_of(j), now, next);
+}
+
+static struct pt__job refund_job_at(void *rows, int i);
+static int refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max, void *rows,
+                       int *n);
+static int refund_load_charge(struct pt_store *st, const struct pt__job *j, struct pt_charge *c);
+static int refund_own_path(const struct pt__job *j);
+static int refund_walk_own(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                           struct pt_drain_stats *stats);
+static int refund_due_resolve(struct pt_sync *s, struct pt_store *st, const struct pt__job *j);
+
+static const struct pt__job_kind refund_kind = {
+    .what = "refund",
+    .request = "refund request",
+    .refused = "refused by the gateway",
+    .needs_charge = 1,
+    .transition = refund_transition,
+    .patch = pt_store_refund_patch,
+    .reread = refund_reread,
+    .review = refund_review,
+    .send = refund_send,
+    .query = refund_query,
+    .decide = refund_decide,
+    .settle = pt__sync_job_settle,
+    .answer = refund_answer,
+    .mismatch = refund_mismatch,
+    .succeeded = refund_succeeded,
+    .closed = NULL, /* a refund closed is a refund refused */
+    .poll_at = refund_poll_at,
+    .after_send = refund_after_send,
+    .size = sizeof(struct pt_refund),
+    .job = refund_job_at,
+    .due = refunds_due,
+    .claim = pt_store_refunds_claim,
+    .load_charge = refund_load_charge,
+    .own_path = refund_own_path,
+    .walk_own = refund_walk_own,
+    .due_resolve = refund_due_resolve,
+};
+
+struct pt__job pt__sync_refund_job(struct pt_refund *r, const struct pt_charge *c)
+{
+    return (struct pt__job){.kind = &refund_kind,
+                            .obj = r,
+                            .charge = c,
+                            .id = r->id,
+                            .name = r->refund_id,
+                            .gateway = r->gateway,
+                            .state = &r->state,
+                            .attempts = &r->attempts,
+                            .review = &r->review,
+                            .first_sent_at = &r->first_sent_at};
+}
+
 /* Moves r according to an adapter outcome.  Inside a transaction. */
 int pt__sync_refund_apply(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
                           enum pt_gw_refund_op op, const struct pt_gw_result *res, int64_t now)
 {
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    /* The gateway's refund number only from an answer that is believed: an
-     * ambiguous one may be about another refund. */
-    if (res->trade_no[0] && res->outcome != PT_OUTCOME_AMBIGUOUS &&
-        res->outcome != PT_OUTCOME_NOT_FOUND)
-        p.gateway_trade_no = res->trade_no;
-    char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
-    snprintf(detail, sizeof detail, "%s%s%s", res->code,
-             res->code[0] && res->message[0] ? ": " : "", res->message);
-    int rc = PT_OK;
-    switch (res->outcome) {
-    case PT_OUTCOME_SUCCESS:
-        pt__sync_count_sync(r->gateway, PT_MS_SUCCESS);
-        if (res->amount > 0 && res->amount != r->amount) {
-            /* The money went back, but not the amount asked for: it is
-             * SUCCESS (the gateway said so) and an operator looks at it. */
-            char reason[PT_MESSAGE_MAX];
-            snprintf(reason, sizeof reason, "amount_mismatch: gateway refunded %lld, asked %lld",
-                     (long long)res->amount, (long long)r->amount);
-            if ((rc = pt__sync_refund_raise_review(st, r, reason, now)))
-                break;
-        }
-        rc = pt_refund_transition(st, r, PT_STATE_SUCCESS, &p, "gateway_refunded", "sync", detail,
-                                  now);
-        break;
-    case PT_OUTCOME_DECLINED:
-    case PT_OUTCOME_CANCELED:
-        pt__sync_count_sync(r->gateway, PT_MS_DECLINED);
-        p.error_code = res->code[0] ? res->code : "declined";
-        p.error_message = res->message[0] ? res->message : "refused by the gateway";
-        if (r->state == PT_STATE_INIT) /* (cannot happen: INIT is never sent) */
-            break;
-        rc = pt_refund_transition(st, r, PT_STATE_FAILED, &p, "gateway_declined", "sync", detail,
-                                  now);
-        if (rc == PT_OK && res->review)
-            rc = pt__sync_refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review",
-                                              now);
-        break;
-    case PT_OUTCOME_PENDING:
-        pt__sync_count_sync(r->gateway, PT_MS_PENDING);
-        p.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-        rc = pt_refund_transition(st, r, PT_STATE_PENDING, &p, "gateway_pending", "sync", detail,
-                                  now);
-        if (rc == PT_EEXIST)
-            rc = pt_store_refund_patch(st, r->id, &p, now);
-        if ((rc == PT_OK || rc == PT_ESTATE) && res->review) /* (WeChat ABNORMAL) */
-            rc = pt__sync_refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review",
-                                              now);
-        break;
-    case PT_OUTCOME_NOT_FOUND:
-    case PT_OUTCOME_AMBIGUOUS:
-        pt__sync_count_sync(r->gateway, res->outcome == PT_OUTCOME_NOT_FOUND ? PT_MS_NOT_FOUND
-                                                                             : PT_MS_AMBIGUOUS);
-        if (op == PT_GW_REFUND)
-            p.attempts_add = 1; /* an ambiguous send counts toward max_attempts */
-        p.next_attempt_at = now + pt__sync_backoff_ms(s, r->attempts + p.attempts_add);
-        if (op == PT_GW_REFUND)
-            p.next_attempt_at = pt__sync_after_send(s, r, now, p.next_attempt_at);
-        if (r->state == PT_STATE_PROCESSING)
-            rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "gateway_ambiguous", "sync",
-                                      detail, now);
-        else
-            rc = pt_store_refund_patch(st, r->id, &p, now);
-        if (rc == PT_OK)
-            rc = pt_store_refund_get_by_id(st, r->id, r);
-        if (rc == PT_OK && res->review)
-            rc = pt__sync_refund_raise_review(st, r, res->code[0] ? res->code : "gateway_review",
-                                              now);
-        break;
-    }
-    return rc;
+    struct pt__job j = pt__sync_refund_job(r, NULL);
+    return pt__sync_job_apply(s, st, &j, op == PT_GW_REFUND, res, now);
 }
 
 /* What became of a refund request (inside a transaction). */
 static int refund_settle(struct pt_sync *s, struct pt_store *st, struct pt_refund *r, int resend,
                          int sent, const struct pt_gw_result *res, int64_t now)
 {
-    struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
-    int rc;
-    if (NOT_SENT(sent)) {
-        pt__sync_count_sync(r->gateway, PT_MS_NOT_SENT);
-        q.next_attempt_at = now + s->opt.cfg->sync_interval_s * 1000;
-        rc = pt_refund_transition(
-            st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent", "sync",
-            sent == PT_ECLOCK ? "the wall clock is not trusted yet" : "gateway unreachable", now);
-    } else if (sent == PT_ENOANSWER) {
-        pt__sync_count_sync(r->gateway, PT_MS_AMBIGUOUS);
-        q.attempts_add = 1;
-        q.next_attempt_at =
-            pt__sync_after_send(s, r, now, now + pt__sync_backoff_ms(s, r->attempts + 1));
-        rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &q, "no_answer", "sync",
-                                  "sent, no answer (timeout or connection lost)", now);
-    } else if (sent == PT_OK) {
-        rc = pt__sync_refund_apply(s, st, r, PT_GW_REFUND, res, now);
-    } else {
-        char why[PT_GW_BUILD_ERROR_MAX];
-        pt_log_error("refund %s: cannot build the %s refund request: %s", r->refund_id, r->gateway,
-                     pt_gw_build_error(pt__sync_gw_cfg(s, r->gateway), sent, why, sizeof why));
-        q.next_attempt_at = now + s->opt.cfg->sync_backoff_max_ms;
-        q.error_code = "gateway_config";
-        q.error_message = "the gateway refund request could not be built; check the configuration";
-        rc = pt_refund_transition(st, r, resend ? PT_STATE_UNKNOWN : PT_STATE_INIT, &q, "not_sent",
-                                  "sync", pt_strerror(sent), now);
-        if (rc == PT_OK)
-            rc = pt__sync_refund_raise_review(st, r, "gateway_config", now);
-    }
-    return rc;
-}
-
-/* Sends refund r (INIT, or UNKNOWN for a resend with the same refund_id):
- * PROCESSING committed first, the outcome after.  *r is re-read. */
-static int send_refund(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
-                       struct pt_refund *r)
-{
-    int64_t now = pt__sync_now_ms(s);
-    int resend = r->state != PT_STATE_INIT;
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = pt__sync_processing_patch(s, now, 1);
-    rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, resend ? "resend" : "send", "sync",
-                              NULL, now);
-    if (rc)
-        return pt__sync_finish(st, rc);
-    if ((rc = pt_store_commit(st)))
-        return rc;
-    struct pt_gw_result res;
-    int sent = pt__sync_refund_call(s, PT_GW_REFUND, c, r, &res);
-    now = pt__sync_now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    rc = pt__sync_finish(st, refund_settle(s, st, r, resend, sent, &res, now));
-    if (rc == PT_OK)
-        rc = pt_store_refund_get_by_id(st, r->id, r);
-    return rc;
+    struct pt__job j = pt__sync_refund_job(r, NULL);
+    return pt__sync_job_settle(s, st, &j, resend, sent, res, now);
 }
 
 static int refund_check_limits(struct pt_sync *s, struct pt_store *st, struct pt_refund *r,
                                int64_t now)
 {
-    if (r->review || pt_state_is_final(r->state))
-        return PT_OK;
-    const char *reason = NULL;
-    if (r->attempts >= s->opt.cfg->sync_max_attempts)
-        reason = "max_attempts";
-    else if (r->first_sent_at &&
-             now - r->first_sent_at >= s->opt.cfg->sync_resolve_timeout_s * 1000)
-        reason = "resolve_timeout";
-    if (!reason)
-        return PT_OK;
-    int rc = pt_store_begin(st);
-    return rc ? rc : pt__sync_finish(st, pt__sync_refund_raise_review(st, r, reason, now));
+    struct pt__job j = pt__sync_refund_job(r, NULL);
+    return pt__sync_job_check_limits(s, st, &j, now);
 }
 
 /* UNKNOWN or PENDING: ask the gateway by refund_id, never send a new one. */
 static int resolve_refund(struct pt_sync *s, struct pt_store *st, const struct pt_charge *c,
                           struct pt_refund *r)
 {
-    struct pt_gw_result res;
-    int sent = pt__sync_refund_call(s, PT_GW_REFUND_QUERY, c, r, &res);
-    int64_t now = pt__sync_now_ms(s);
-    int rc;
-    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND && r->state == PT_STATE_UNKNOWN) {
-        /* The gateway has no refund under this refund_id.  Once the first
-         * request cannot arrive any more, it never will: the same refund_id
-         * is sent again (the gateway's own refund key: never two refunds). */
-        pt__sync_count_sync(r->gateway, PT_MS_NOT_FOUND);
-        int64_t grace = 3 * s->opt.cfg->sync_request_timeout_ms;
-        if (r->first_sent_at && now - r->first_sent_at >= grace &&
-            r->attempts < s->opt.cfg->sync_max_attempts) {
-            pt_log_info("refund %s: gateway has no record, resending with the same refund id",
-                        r->refund_id);
-            rc = send_refund(s, st, c, r);
-            return rc ? rc : refund_check_limits(s, st, r, pt__sync_now_ms(s));
-        }
-    }
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    if (sent == PT_OK && res.outcome == PT_OUTCOME_NOT_FOUND) {
-        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-        p.next_attempt_at = now + pt__sync_backoff_ms(s, r->attempts + 1);
-        rc = pt_store_refund_patch(st, r->id, &p, now);
-    } else if (sent == PT_OK) {
-        rc = pt__sync_refund_apply(s, st, r, PT_GW_REFUND_QUERY, &res, now);
-    } else {
-        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-        p.next_attempt_at = NOT_SENT(sent) ? now + s->opt.cfg->sync_interval_s * 1000
-                                           : now + pt__sync_backoff_ms(s, r->attempts);
-        pt__sync_count_sync(r->gateway, NOT_SENT(sent) ? PT_MS_NOT_SENT : PT_MS_AMBIGUOUS);
-        rc = pt_store_refund_patch(st, r->id, &p, now);
-    }
-    rc = pt__sync_finish(st, rc);
-    if (rc == PT_OK)
-        rc = pt_store_refund_get_by_id(st, r->id, r);
-    return rc == PT_OK ? refund_check_limits(s, st, r, now) : rc;
+    struct pt__job j = pt__sync_refund_job(r, c);
+    return pt__sync_job_resolve(s, st, &j);
 }
 
-/* A PROCESSING refund that is due: its send was interrupted. */
-static int recover_refund(struct pt_sync *s, struct pt_store *st, struct pt_refund *r)
+/* The gateway has no refund under this refund_id.  Once the first request
+ * cannot arrive any more, it never will: the same refund_id is sent again
+ * (the gateway's own refund key: never two refunds). */
+static int refund_decide(struct pt_sync *s, struct pt_store *st, const struct pt__job *j, int sent,
+                         const struct pt_gw_result *res, int64_t now)
 {
-    int64_t now = pt__sync_now_ms(s);
-    int rc = pt_store_begin(st);
-    if (rc)
-        return rc;
-    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
-    p.next_attempt_at = pt__sync_after_send(s, r, now, now);
-    p.attempts_add = 1;
-    rc = pt_refund_transition(st, r, PT_STATE_UNKNOWN, &p, "interrupted_send", "sync",
-                              "the send was interrupted (restart or timeout)", now);
-    return pt__sync_finish(st, rc);
-}
-
-/*
- * Sends the queued refunds rs[0..n) (INIT, in id order) in runs, as
- * pt__sync_send_queued() does charges: one commit marks up to RUN_MAX PROCESSING,
- * their requests go out one after another, the next commit holds their
- * outcomes and marks the next run.  A refund in doubt after a crash is
- * queried by its refund_id and, when the gateway never saw it, sent again
- * under the same refund_id (resolve_refund): never a second refund.
- */
-static int send_queued_refunds(struct pt_sync *s, struct pt_store *st, struct pt_refund *rs, int n,
-                               int *down, struct pt_drain_stats *stats)
-{
-    struct pt_gw_result *res = malloc(sizeof *res * RUN_MAX);
-    struct pt_charge *cs = malloc(sizeof *cs * RUN_MAX);
-    if (!res || !cs) {
-        free(res);
-        free(cs);
-        return PT_ENOMEM;
-    }
-    int armed[RUN_MAX], verdict[RUN_MAX];
-    int rc = PT_OK, i = 0, out = 0; /* out: the last run, its outcomes not committed */
-    while (rc == PT_OK && (i < n || out > 0)) {
-        int64_t now = pt__sync_now_ms(s);
-        if ((rc = pt_store_begin(st)))
-            break;
-        for (int j = 0; j < out && rc == PT_OK; j++) {
-            rc = refund_settle(s, st, &rs[armed[j]], 0, verdict[j], &res[j], now);
-            if (rc == PT_EEXIST || rc == PT_ESTATE)
-                rc = PT_OK;
-        }
-        out = 0;
-        /* As for charges: a refund another lane is arming is passed over. */
-        int64_t ids[RUN_MAX];
-        unsigned char taken[RUN_MAX];
-        int first = i, span = n - i < RUN_MAX ? n - i : RUN_MAX;
-        for (int j = 0; j < span; j++)
-            ids[j] = rs[i + j].id;
-        if (rc == PT_OK && span > 0)
-            rc = pt_store_refunds_claim(st, ids, span, taken);
-        for (; rc == PT_OK && i < n && out < RUN_MAX; i++) {
-            struct pt_refund *r = &rs[i];
-            if (i - first < span && !taken[i - first])
-                continue; /* another lane's now */
-            if (down[pt__sync_gw_index(r->gateway)])
-                continue;
-            if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &cs[out])))
-                break;
-            struct pt_charge_patch p = pt__sync_processing_patch(s, now, out + 1);
-            rc = pt_refund_transition(st, r, PT_STATE_PROCESSING, &p, "send", "sync", NULL, now);
-            if (rc == PT_OK)
-                armed[out++] = i;
-            if (rc == PT_EEXIST || rc == PT_ESTATE)
-                rc = PT_OK; /* someone else moved it: not ours to send */
-        }
-        if ((rc = pt__sync_finish(st, rc)))
-            break;
-        for (int j = 0; j < out; j++) {
-            struct pt_refund *r = &rs[armed[j]];
-            int g = pt__sync_gw_index(r->gateway);
-            if (down[g]) {
-                verdict[j] = PT_ENOTSENT; /* its gateway refused one before it */
-                stats->not_sent++;
-                continue;
-            }
-            verdict[j] = pt__sync_refund_call(s, PT_GW_REFUND, &cs[j], r, &res[j]);
-            if (NOT_SENT(verdict[j]) || !pt_sync_reachable(s, r->gateway))
-                down[g] = 1;
-            if (NOT_SENT(verdict[j]))
-                stats->not_sent++;
-            else
-                stats->sent++;
-        }
-    }
-    free(cs);
-    free(res);
-    return rc;
+    struct pt_refund *r = refund_of(j);
+    if (sent != PT_OK || res->outcome != PT_OUTCOME_NOT_FOUND || r->state != PT_STATE_UNKNOWN)
+        return UNDECIDED;
+    int64_t grace = 3 * s->opt.cfg->sync_request_timeout_ms;
+    if (!r->first_sent_at || now - r->first_sent_at < grace ||
+        r->attempts >= s->opt.cfg->sync_max_attempts)
+        return UNDECIDED;
+    pt_log_info("refund %s: gateway has no record, resending with the same refund id",
+                r->refund_id);
+    int rc = pt__sync_job_send(s, st, j);
+    return rc ? rc : pt__sync_job_check_limits(s, st, j, pt__sync_now_ms(s));
 }
 
 /* ---- refunds without a refund key (SPEC 5a: 2C2P) ------------------------------------------
@@ -775,81 +663,57 @@ static int drain_keyless(struct pt_sync *s, struct pt_store *st, struct pt_refun
 }
 
 /* One pass over the due refunds, after the charges. */
+/* ---- a refund in the drain's walk and its runs (sync_job.c) ------------------------- */
+
+static struct pt__job refund_job_at(void *rows, int i)
+{
+    return pt__sync_refund_job(&((struct pt_refund *)rows)[i], NULL);
+}
+
+static int refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max, void *rows,
+                       int *n)
+{
+    return pt_store_refunds_due(st, now, after_id, max, rows, n);
+}
+
+static int refund_load_charge(struct pt_store *st, const struct pt__job *j, struct pt_charge *c)
+{
+    return pt_store_charge_get_by_id(st, refund_of(j)->charge_id, c);
+}
+
+/* A keyless gateway's refund is never part of a run: one at a time per
+ * charge, its gateway's list first (the rules above); only an interrupted
+ * send is recovered as any other. */
+static int refund_own_path(const struct pt__job *j)
+{
+    return keyless(j->gateway) && *j->state != PT_STATE_PROCESSING;
+}
+
+static int refund_walk_own(struct pt_sync *s, struct pt_store *st, const struct pt__job *j,
+                           struct pt_drain_stats *stats)
+{
+    return drain_keyless(s, st, refund_of(j), stats);
+}
+
+static int refund_due_resolve(struct pt_sync *s, struct pt_store *st, const struct pt__job *j)
+{
+    struct pt_charge c;
+    int rc = refund_load_charge(st, j, &c);
+    return rc ? rc : resolve_refund(s, st, &c, refund_of(j));
+}
+
 int pt__sync_drain_refunds(struct pt_sync *s, struct pt_store *st, const int *skip,
                            struct pt_drain_stats *stats)
 {
-    struct pt_refund *batch = malloc(sizeof *batch * DRAIN_BATCH);
-    if (!batch)
-        return PT_ENOMEM;
-    int rc = PT_OK, down[PT_GW_MAX];
+    int down[PT_GW_MAX];
     memcpy(down, skip, sizeof down);
-    int64_t cursor = 0;
-    for (;;) {
-        pt__sync_drain_step(s);
-        int n = 0;
-        if ((rc = pt_store_refunds_due(st, pt__sync_now_ms(s), cursor, DRAIN_BATCH, batch, &n)) ||
-            n == 0)
-            break;
-        for (int i = 0; i < n && rc == PT_OK; i++) {
-            struct pt_refund *r = &batch[i];
-            int g = pt__sync_gw_index(r->gateway);
-            cursor = r->id;
-            if (g < 0 || down[g])
-                continue;
-            stats->examined++;
-            if (keyless(r->gateway) && r->state != PT_STATE_PROCESSING) {
-                /* Never part of a run: one at a time per charge, its
-                 * gateway's list first (the rules above). */
-                rc = drain_keyless(s, st, r, stats);
-                if (!pt_sync_reachable(s, r->gateway))
-                    down[g] = 1;
-                continue;
-            }
-            if (r->state == PT_STATE_INIT) {
-                /* This refund and the queued ones right after it (gateways
-                 * still reachable) go out as one run. */
-                int k = 1;
-                while (i + k < n && batch[i + k].state == PT_STATE_INIT &&
-                       pt__sync_gw_index(batch[i + k].gateway) >= 0 &&
-                       !down[pt__sync_gw_index(batch[i + k].gateway)] &&
-                       !keyless(batch[i + k].gateway))
-                    k++;
-                stats->examined += k - 1;
-                rc = send_queued_refunds(s, st, r, k, down, stats);
-                i += k - 1;
-                cursor = batch[i].id;
-                continue;
-            }
-            struct pt_charge c;
-            if ((rc = pt_store_charge_get_by_id(st, r->charge_id, &c)))
-                break;
-            switch (r->state) {
-            case PT_STATE_PROCESSING:
-                rc = recover_refund(s, st, r);
-                cursor = r->id - 1; /* now UNKNOWN and due: resolved in this pass */
-                break;
-            case PT_STATE_UNKNOWN:
-            case PT_STATE_PENDING:
-                rc = resolve_refund(s, st, &c, r);
-                stats->queries++;
-                break;
-            default:
-                break;
-            }
-            if (!pt_sync_reachable(s, r->gateway))
-                down[g] = 1;
-        }
-        if (rc)
-            break;
-    }
-    free(batch);
-    return rc;
+    return pt__sync_job_drain(s, st, &refund_kind, down, stats);
 }
 
 int pt_sync_refund_claim(void *p, struct pt_store *st, struct pt_refund *r, int64_t now)
 {
-    struct pt_charge_patch pp = pt__sync_processing_patch(p, now, 1);
-    return pt_refund_transition(st, r, PT_STATE_PROCESSING, &pp, "send", "sync", NULL, now);
+    struct pt__job j = pt__sync_refund_job(r, NULL);
+    return pt__sync_job_claim(p, st, &j, now);
 }
 
 void pt_sync_refund_send(void *p, const struct pt_charge *c, const struct pt_refund *r,
@@ -861,12 +725,6 @@ void pt_sync_refund_send(void *p, const struct pt_charge *c, const struct pt_ref
 int pt_sync_refund_settle(void *p, struct pt_store *st, const struct pt_charge *c,
                           struct pt_refund *r, const struct pt_online_send *sent)
 {
-    struct pt_sync *s = p;
-    (void)c;
-    int rc = refund_settle(s, st, r, 0, sent->verdict, &sent->res, pt__sync_now_ms(s));
-    if (rc == PT_EEXIST || rc == PT_ESTATE)
-        rc = PT_OK;
-    if (rc == PT_OK)
-        rc = pt_store_refund_get_by_id(st, r->id, r);
-    return rc;
+    struct pt__job j = pt__sync_refund_job(r, c);
+    return pt__sync_job_settle_online(p, st, &j, sent);
 }
