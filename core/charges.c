@@ -212,6 +212,7 @@ static const char *event_for(const struct pt_charge *c)
 
 int pt_charge_create(struct pt_store *st, struct pt_charge *c, const char *actor, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     c->state = PT_STATE_INIT;
     int rc = pt_store_charge_insert(st, c, now);
     if (rc)
@@ -304,6 +305,7 @@ int pt_charge_transition(struct pt_store *st, struct pt_charge *c, enum pt_state
                          const struct pt_charge_patch *patch, const char *cause, const char *actor,
                          const char *detail, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     if (c->state == to)
         return PT_EEXIST;
     enum pt_state from = c->state;
@@ -327,6 +329,7 @@ int pt_charge_gateway_succeeded(struct pt_store *st, struct pt_charge *c,
                                 const struct pt_charge_patch *patch, const char *actor,
                                 const char *detail, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     const unsigned not_final = (1u << PT_STATE_INIT) | (1u << PT_STATE_PROCESSING) |
                                (1u << PT_STATE_PENDING) | (1u << PT_STATE_UNKNOWN);
     enum pt_state from = c->state;
@@ -358,6 +361,7 @@ int pt_charge_gateway_succeeded(struct pt_store *st, struct pt_charge *c,
 int pt_charge_review(struct pt_store *st, struct pt_charge *c, int on, const char *reason,
                      const char *actor, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     int rc = pt_store_charge_set_review(st, c->id, on, on ? reason : NULL, now);
     int changed = rc == PT_OK;
     if (rc && rc != PT_ESTATE)

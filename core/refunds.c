@@ -7,6 +7,7 @@
 #include "json.h"
 #include "log.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,7 @@ static int emit(struct pt_store *st, const struct pt_refund *r, const char *type
 
 int pt_refund_create(struct pt_store *st, struct pt_refund *r, const char *actor, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     r->state = PT_STATE_INIT;
     int rc = pt_store_refund_insert(st, r, now);
     if (rc)
@@ -138,6 +140,7 @@ int pt_refund_transition(struct pt_store *st, struct pt_refund *r, enum pt_state
                          const struct pt_charge_patch *patch, const char *cause, const char *actor,
                          const char *detail, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     if (r->state == to)
         return PT_EEXIST;
     enum pt_state from = r->state;
@@ -174,6 +177,7 @@ int pt_refund_transition(struct pt_store *st, struct pt_refund *r, enum pt_state
 int pt_refund_review(struct pt_store *st, struct pt_refund *r, int on, const char *reason,
                      const char *actor, int64_t now)
 {
+    assert(pt_store_in_txn(st)); /* its row, audit and event commit together or not at all */
     int rc = pt_store_refund_set_review(st, r->id, on, on ? reason : NULL, now);
     int changed = rc == PT_OK;
     if (rc && rc != PT_ESTATE)

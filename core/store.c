@@ -144,6 +144,11 @@ int pt_store_begin(struct pt_store *st)
     return ops(st)->begin(st);
 }
 
+int pt_store_in_txn(const struct pt_store *st)
+{
+    return ops(st)->in_txn(st);
+}
+
 int pt_store_commit(struct pt_store *st)
 {
     return ops(st)->commit(st);

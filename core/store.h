@@ -159,6 +159,9 @@ void pt_store_set_event_hook(struct pt_store *st, void (*fn)(void *ctx), void *c
 int pt_store_begin(struct pt_store *st);
 int pt_store_commit(struct pt_store *st);
 int pt_store_rollback(struct pt_store *st);
+/* True between pt_store_begin() and its commit or rollback (the engine's
+ * asserts: a state, its audit and its event are written in one). */
+int pt_store_in_txn(const struct pt_store *st);
 
 /*
  * One writer per process, and group commit (docs/writer.md).

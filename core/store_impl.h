@@ -35,6 +35,7 @@ struct pt_store_ops {
     int (*pragma_int)(struct pt_store *st, const char *name, int *value);
     void (*set_event_hook)(struct pt_store *st, void (*fn)(void *ctx), void *ctx);
     int (*begin)(struct pt_store *st);
+    int (*in_txn)(const struct pt_store *st);
     int (*commit)(struct pt_store *st);
     int (*rollback)(struct pt_store *st);
     void (*attach)(struct pt_store *st, struct pt_store_writer *w);

@@ -1335,6 +1335,11 @@ static void pg_set_event_hook(struct pt_store *s, void (*fn)(void *ctx), void *c
     PG(s)->event_hook_ctx = ctx;
 }
 
+static int pg_in_txn(const struct pt_store *s)
+{
+    return ((const struct pg_store *)(const void *)s)->in_txn;
+}
+
 static int pg_begin(struct pt_store *s)
 {
     struct pg_store *st = PG(s);
@@ -2585,6 +2590,7 @@ static const struct pt_store_ops pg_ops = {
     .pragma_int = pg_pragma_int,
     .set_event_hook = pg_set_event_hook,
     .begin = pg_begin,
+    .in_txn = pg_in_txn,
     .commit = pg_commit,
     .rollback = pg_rollback,
     .attach = pg_attach,

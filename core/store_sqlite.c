@@ -1421,6 +1421,11 @@ static int writer_rollback(struct pt_store *st)
     return others ? end_as_member(st, 0) : end_turn(w, NULL, st->defer != NULL);
 }
 
+static int sq_in_txn(const struct pt_store *st)
+{
+    return st->in_txn;
+}
+
 static int sq_begin(struct pt_store *st)
 {
     assert(!st->in_txn); /* transactions do not nest: the writer's turn would deadlock */
@@ -3129,6 +3134,7 @@ static const struct pt_store_ops sqlite_ops = {
     .pragma_int = sq_pragma_int,
     .set_event_hook = sq_set_event_hook,
     .begin = sq_begin,
+    .in_txn = sq_in_txn,
     .commit = sq_commit,
     .rollback = sq_rollback,
     .attach = sq_attach,

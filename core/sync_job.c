@@ -64,6 +64,7 @@ int pt__sync_job_apply(struct pt_sync *s, struct pt_store *st, const struct pt__
     assert(r->outcome == PT_OUTCOME_SUCCESS || r->outcome == PT_OUTCOME_DECLINED ||
            r->outcome == PT_OUTCOME_PENDING || r->outcome == PT_OUTCOME_CANCELED ||
            r->outcome == PT_OUTCOME_NOT_FOUND || r->outcome == PT_OUTCOME_AMBIGUOUS);
+    assert(pt_store_in_txn(st)); /* the answer is recorded in the caller's transaction */
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     k->answer(j, r, &p);
     char detail[PT_SHORT_MAX + PT_MESSAGE_MAX + 8];
@@ -107,6 +108,7 @@ int pt__sync_job_settle(struct pt_sync *s, struct pt_store *st, const struct pt_
                         int sent, const struct pt_gw_result *res, int64_t now)
 {
     const struct pt__job_kind *k = j->kind;
+    assert(pt_store_in_txn(st)); /* the outcome is recorded in the caller's transaction */
     struct pt_charge_patch q = PT_CHARGE_PATCH_NONE;
     /* Provably not sent this time.  A first send goes back to the queue; a
      * resend does not, because an earlier attempt may have arrived. */
@@ -148,6 +150,8 @@ int pt__sync_job_send(struct pt_sync *s, struct pt_store *st, const struct pt__j
 {
     const struct pt__job_kind *k = j->kind;
     assert(j->charge || !k->needs_charge);
+    /* Its request leaves only after its PROCESSING is durable (SPEC 4). */
+    assert(!pt_store_in_txn(st));
     int64_t now = pt__sync_now_ms(s);
     int resend = *j->state != PT_STATE_INIT;
     int rc = pt_store_begin(st);
@@ -205,6 +209,7 @@ int pt__sync_job_resolve(struct pt_sync *s, struct pt_store *st, const struct pt
 {
     const struct pt__job_kind *k = j->kind;
     assert(j->charge || !k->needs_charge);
+    assert(!pt_store_in_txn(st)); /* no transaction waits on a gateway */
     struct pt_gw_result res;
     int sent = k->query(s, j, &res);
     int64_t now = pt__sync_now_ms(s);
@@ -352,6 +357,7 @@ int pt__sync_job_send_queued(struct pt_sync *s, struct pt_store *st, const struc
              * cancel): not sent, and its new state is not ours to settle. */
             if (k->ready && (verdict[x] = k->ready(st, j)) != PT_OK)
                 continue;
+            assert(!pt_store_in_txn(st)); /* its PROCESSING is durable before it leaves */
             verdict[x] = k->send(s, j, &res[x]);
             if (NOT_SENT(verdict[x]) || !pt_sync_reachable(s, j->gateway))
                 skip[g] = 1;
