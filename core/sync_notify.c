@@ -180,6 +180,39 @@ static int apply_bound(struct pt_store *st, struct pt_charge *c, const struct pt
     return rc == PT_EEXIST || rc == PT_ESTATE ? PT_OK : rc;
 }
 
+/* A delivery of a notification that was taken already: acknowledged
+ * again, applied once.  (Positive: never a PT_E* code.) */
+#define DUPLICATE 1
+
+/*
+ * Opens the transaction that takes a notification and records its
+ * delivery (its dedup row).  DUPLICATE, with nothing open, when an earlier
+ * delivery's row is there - at-least-once delivery is acknowledged again
+ * once the first delivery's row is durable (it may be in the writer's batch
+ * still; if that batch fails, this one is not acknowledged either); an
+ * error with nothing open.
+ */
+static int open_delivery(struct pt_store *st, const char *route, const struct pt_notification *n,
+                         const char *why, int64_t now, const char **outcome)
+{
+    int rc = pt_store_begin(st);
+    if (rc)
+        return rc;
+    rc =
+        pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
+                                     pt_outcome_name(n->status), why ? "foreign" : "received", now);
+    if (rc == PT_OK)
+        return PT_OK;
+    int rrc = pt_store_rollback(st);
+    if (rc != PT_EEXIST)
+        return rc;
+    if (rrc != PT_OK)
+        return rrc;
+    count_notify(route, PT_MN_DUPLICATE);
+    *outcome = "duplicate";
+    return DUPLICATE;
+}
+
 /*
  * A verified refund notification (SPEC 5a): bound to the refund by its
  * refund_id, the gateway, the merchant, the order and - once known - the
@@ -230,21 +263,9 @@ static int take_refund_notification(struct pt_sync *s, struct pt_store *st, cons
         }
     }
     int64_t now = pt__sync_now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    rc =
-        pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
-                                     pt_outcome_name(n->status), why ? "foreign" : "received", now);
-    if (rc == PT_EEXIST) {
-        if ((rc = pt_store_rollback(st)) != PT_OK)
-            return rc;
-        count_notify(route, PT_MN_DUPLICATE);
-        *outcome = "duplicate";
-        return PT_OK;
-    }
-    if (rc == PT_OK && !why)
-        rc = pt_store_refund_get_by_id(st, r.id, &r); /* as it is now, under the write lock */
-    if (rc) {
+    if ((rc = open_delivery(st, route, n, why, now, outcome)))
+        return rc == DUPLICATE ? PT_OK : rc;
+    if (!why && (rc = pt_store_refund_get_by_id(st, r.id, &r))) { /* as it is now, under the lock */
         pt_store_rollback(st);
         return rc;
     }
@@ -352,24 +373,11 @@ static int take_notification_locked(struct pt_sync *s, struct pt_store *st, cons
     }
 
     int64_t now = pt__sync_now_ms(s);
-    if ((rc = pt_store_begin(st)))
-        return rc;
-    rc =
-        pt_store_notification_insert(st, route, n->dedup_id, n->order_id,
-                                     pt_outcome_name(n->status), why ? "foreign" : "received", now);
-    if (rc == PT_EEXIST) {
-        /* At-least-once delivery: acknowledged again, applied once - once
-         * the first delivery's row is durable (it may be in the writer's
-         * batch still; if that batch fails, this one is not acknowledged). */
-        if ((rc = pt_store_rollback(st)) != PT_OK)
-            return rc;
-        count_notify(route, PT_MN_DUPLICATE);
-        *outcome = "duplicate";
-        return PT_OK;
-    }
+    if ((rc = open_delivery(st, route, n, why, now, outcome)))
+        return rc == DUPLICATE ? PT_OK : rc;
     /* The charge as it is now, under the write lock: a trade number learned
      * since the check above must still match. */
-    int have = rc ? rc : pt_store_charge_get(st, n->order_id, &c);
+    int have = pt_store_charge_get(st, n->order_id, &c);
     if (have == PT_OK && !why && c.gateway_trade_no[0] &&
         strcmp(c.gateway_trade_no, n->trade_no) != 0)
         why = "other_trade";
