@@ -121,11 +121,6 @@ static size_t small_stack(const struct pt_api *api)
     return api->opt.thread_stack ? api->opt.thread_stack : SMALL_STACK;
 }
 
-/* Set by pt__api_park() in the worker running a request: do not resume it. */
-_Thread_local int pt__api_tl_parked;
-_Thread_local int pt__api_tl_inline, pt__api_tl_deferred;
-_Thread_local int pt__api_tl_settling;
-
 static void loop_wake(struct listener *ln);
 
 int64_t pt__api_mono_us(void)
@@ -195,12 +190,12 @@ static void serve(struct pt_job *job)
 {
     struct request *rq = (struct request *)job;
     struct pt_api *api = rq->ln->api;
-    pt__api_tl_parked = 0;
     pt_gate_enter(api->opt.gate);
-    pt__api_route(api, rq->conn, rq, rq->url, rq->method);
+    api_outcome out = pt__api_route(api, rq->conn, rq, rq->url, rq->method);
     pt_gate_leave(api->opt.gate);
-    if (pt__api_tl_parked)
+    if (out == A_PARKED)
         return; /* a long-poll waits; rq is no longer ours to touch */
+    assert(out == A_ANSWERED || out == A_CLOSE); /* a worker may wait: never handed on */
     struct MHD_Connection *conn = rq->conn;
     struct listener *ln = rq->ln;
     /* After the resume the polling thread may answer and free rq at once. */
@@ -294,17 +289,15 @@ static MHD_RESULT dispatch(struct listener *ln, struct MHD_Connection *conn, str
         pthread_mutex_lock(&api->mu);
         rq->cs->deadline_ms = 0; /* received: no more deadline */
         pthread_mutex_unlock(&api->mu);
-        pt__api_tl_inline = 1;
-        pt__api_tl_deferred = pt__api_tl_settling = 0;
-        MHD_RESULT r = pt__api_route(api, conn, rq, url, method);
-        pt__api_tl_inline = 0;
-        if (pt__api_tl_settling) {
-            pt__api_tl_settling = 0;
+        rq->on_loop = 1;
+        api_outcome out = pt__api_route(api, conn, rq, url, method);
+        rq->on_loop = 0;
+        /* Nothing parks on the polling thread: the feed is a worker's. */
+        assert(out != A_PARKED);
+        if (out == A_SETTLING)
             return settle_later(ln, conn, rq);
-        }
-        if (!pt__api_tl_deferred)
-            return rq->resp ? pt__api_flush(conn, rq) : r;
-        pt__api_tl_deferred = 0;
+        if (out != A_TO_WORKER)
+            return rq->resp ? pt__api_flush(conn, rq) : out == A_ANSWERED ? MHD_YES : MHD_NO;
     }
     rq->url = strdup(url);
     rq->method = strdup(method);

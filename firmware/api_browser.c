@@ -10,13 +10,13 @@
  * another page (its buttons cancel and refund: no clickjacking), may talk
  * only to this listener, and loads nothing from anywhere.
  */
-MHD_RESULT pt__api_operator_page(struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_operator_page(struct MHD_Connection *conn, struct request *rq)
 {
     (void)conn;
     struct MHD_Response *r = MHD_create_response_from_buffer(
         pt_asset_operator_html_len, (void *)pt_asset_operator_html, MHD_RESPMEM_PERSISTENT);
     if (!r)
-        return MHD_NO;
+        return A_CLOSE;
     pt__api_note_answer(rq, 200, "text/html; charset=utf-8", pt_asset_operator_html,
                         pt_asset_operator_html_len);
     MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
@@ -122,7 +122,7 @@ void pt__api_note_origin(struct pt_api *api, struct MHD_Connection *conn, struct
  * Returns 1 when *ret is the answer.
  */
 int pt__api_cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *url, const char *method, MHD_RESULT *ret)
+                         const char *url, const char *method, api_outcome *ret)
 {
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
     int options = strcmp(method, "OPTIONS") == 0;

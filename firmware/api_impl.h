@@ -136,6 +136,10 @@ struct request {
     size_t len;
     int too_big;
     int dispatched; /* handed to a worker */
+    /* Being run on the polling thread (a quick route, quick_route() in
+     * api.c): a handler that finds it must wait answers A_TO_WORKER, and a
+     * write's commit may join the writer's batch (A_SETTLING). */
+    int on_loop;
     int64_t t0_us;
     /* For the debug request log: libmicrohttpd's own strings, valid until
      * the request completes. */
@@ -160,14 +164,19 @@ struct request {
     int problem; /* Accept: application/problem+json */
 };
 
-/* Set by park() in the worker running a request: do not resume it. */
-extern _Thread_local int pt__api_tl_parked;
-/* On the polling thread (a quick request, see quick_route() in api.c); a
- * handler that finds it must wait after all sets pt__api_tl_deferred and
- * answers nothing. */
-extern _Thread_local int pt__api_tl_inline, pt__api_tl_deferred;
-/* Set by a quick handler whose answer waits for its batch (rq->reply). */
-extern _Thread_local int pt__api_tl_settling;
+/*
+ * What a handler did with its request: the server (api.c) acts on it.  The
+ * answer functions (pt__api_send_*) give A_ANSWERED, or A_CLOSE when no
+ * answer could be built.  A_PARKED is a return value and never a flag in
+ * rq: once parked, rq belongs to whichever thread reposts it.
+ */
+typedef enum {
+    A_CLOSE,     /* no answer could be built: the connection is closed */
+    A_ANSWERED,  /* the answer is in rq->resp */
+    A_PARKED,    /* a long-poll waits in api->waiters (pt__api_park) */
+    A_TO_WORKER, /* asked on the polling thread, it must wait: a worker runs it */
+    A_SETTLING,  /* the answer (rq->reply) waits for its batch's commit */
+} api_outcome;
 
 /*
  * Every route is one row: its method, its path (a "{name}" segment takes
@@ -182,8 +191,8 @@ enum {
 };
 
 /* A handler gets the path's parameter (NULL when the route has none). */
-typedef MHD_RESULT (*route_fn)(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                               const char *arg);
+typedef api_outcome (*route_fn)(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                                const char *arg);
 
 struct route {
     const char *method, *path;
@@ -206,59 +215,61 @@ MHD_RESULT pt__api_flush(struct MHD_Connection *conn, struct request *rq);
 void pt__api_answer_log_init(void);
 void pt__api_note_answer(const struct request *rq, int status, const char *type, const char *body,
                          size_t len);
-MHD_RESULT pt__api_set_response(struct request *rq, int status, struct MHD_Response *r);
-MHD_RESULT pt__api_send_text(struct MHD_Connection *conn, struct request *rq, int status,
-                             const char *type, char *body, size_t len, int replayed,
-                             int retry_after);
-MHD_RESULT pt__api_send_reply(struct MHD_Connection *conn, struct request *rq,
-                              struct pt_reply *rep);
-MHD_RESULT pt__api_send_error(struct MHD_Connection *conn, struct request *rq, int status,
-                              const char *code, const char *message);
-MHD_RESULT pt__api_send_json_text(struct MHD_Connection *conn, struct request *rq, int status,
-                                  char *text);
-MHD_RESULT pt__api_send_json(struct MHD_Connection *conn, struct request *rq, int status, cJSON *o);
-MHD_RESULT pt__api_storage_error(struct MHD_Connection *conn, struct request *rq, int rc);
+api_outcome pt__api_set_response(struct request *rq, int status, struct MHD_Response *r);
+api_outcome pt__api_send_text(struct MHD_Connection *conn, struct request *rq, int status,
+                              const char *type, char *body, size_t len, int replayed,
+                              int retry_after);
+api_outcome pt__api_send_reply(struct MHD_Connection *conn, struct request *rq,
+                               struct pt_reply *rep);
+api_outcome pt__api_send_error(struct MHD_Connection *conn, struct request *rq, int status,
+                               const char *code, const char *message);
+api_outcome pt__api_send_json_text(struct MHD_Connection *conn, struct request *rq, int status,
+                                   char *text);
+api_outcome pt__api_send_json(struct MHD_Connection *conn, struct request *rq, int status,
+                              cJSON *o);
+api_outcome pt__api_storage_error(struct MHD_Connection *conn, struct request *rq, int rc);
 int pt__api_query_int(struct MHD_Connection *conn, const char *name, int64_t def, int64_t min,
                       int64_t max, int64_t *out, char *msg, size_t cap);
 
 /* api_read.c: the read-only handlers; park() hands a long-poll to
- * api->waiters (pt__api_tl_parked). */
-MHD_RESULT pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                              const char *order_id);
-MHD_RESULT pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn,
-                                struct request *rq);
-MHD_RESULT pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                              const char *refund_id);
-MHD_RESULT pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                                const char *order_id);
-MHD_RESULT pt__api_charge_audit(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                                const char *order_id);
+ * api->waiters (the handler then answers A_PARKED). */
+api_outcome pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *order_id);
+api_outcome pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq);
+api_outcome pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *refund_id);
+api_outcome pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *order_id);
+api_outcome pt__api_charge_audit(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *order_id);
 int pt__api_park(struct pt_api *api, struct request *rq, uint64_t seen);
-MHD_RESULT pt__api_events_feed(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
-MHD_RESULT pt__api_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
-MHD_RESULT pt__api_live(struct MHD_Connection *conn, struct request *rq);
-MHD_RESULT pt__api_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
-MHD_RESULT pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
+api_outcome pt__api_events_feed(struct pt_api *api, struct MHD_Connection *conn,
+                                struct request *rq);
+api_outcome pt__api_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
+api_outcome pt__api_live(struct MHD_Connection *conn, struct request *rq);
+api_outcome pt__api_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
+api_outcome pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
 
 /* api_write.c: a guarded operation of core/intake.c, as the handlers call it. */
 typedef int (*order_op)(const struct pt_intake *, struct pt_store *, const char *, const char *,
                         const char *, size_t, int64_t, struct pt_reply *);
 
-MHD_RESULT pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *order_id, order_op op);
-MHD_RESULT pt__api_payment_link(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                                const char *order_id);
-MHD_RESULT pt__api_sync_now(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
-MHD_RESULT pt__api_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                          const char *gateway);
+api_outcome pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *order_id, order_op op);
+api_outcome pt__api_payment_link(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *order_id);
+api_outcome pt__api_sync_now(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
+api_outcome pt__api_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *gateway);
 
 /* api_browser.c: the operator page; the request's Origin (note_origin);
  * cross_origin answers a preflight or refuses a cross-site write (1: *ret
  * is the answer); wants_problem: Accept asks for problem+json. */
-MHD_RESULT pt__api_operator_page(struct MHD_Connection *conn, struct request *rq);
+api_outcome pt__api_operator_page(struct MHD_Connection *conn, struct request *rq);
 void pt__api_note_origin(struct pt_api *api, struct MHD_Connection *conn, struct request *rq);
 int pt__api_cross_origin(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *url, const char *method, MHD_RESULT *ret);
+                         const char *url, const char *method, api_outcome *ret);
 int pt__api_wants_problem(struct MHD_Connection *conn);
 
 /* api_routes.c: the methods url answers (0: no route has that path); the
@@ -266,7 +277,7 @@ int pt__api_wants_problem(struct MHD_Connection *conn);
  * runs the request's handler, or answers 401/404/405. */
 int pt__api_path_methods(const char *url, char allow[ALLOW_MAX]);
 const struct route *pt__api_route_of(const char *method, const char *url, char arg[ROUTE_ARG_MAX]);
-MHD_RESULT pt__api_route(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *url, const char *method);
+api_outcome pt__api_route(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                          const char *url, const char *method);
 
 #endif

@@ -6,8 +6,8 @@
 
 /* ---- read-only handlers ------------------------------------------------------------ */
 
-MHD_RESULT pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                              const char *order_id)
+api_outcome pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *order_id)
 {
     struct pt_charge c;
     /* store.fallback local: one the lane queued in its own store during an
@@ -33,7 +33,8 @@ MHD_RESULT pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, s
     return pt__api_send_json_text(conn, rq, 200, pt_charge_json_text(&c));
 }
 
-MHD_RESULT pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq)
 {
     char msg[160];
     int64_t limit, after;
@@ -90,8 +91,8 @@ MHD_RESULT pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn,
 }
 
 /* GET /v1/refunds/{refund_id} */
-MHD_RESULT pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                              const char *refund_id)
+api_outcome pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                               const char *refund_id)
 {
     struct pt_store *st = pt_pool_get(api->pool);
     struct pt_refund r;
@@ -109,8 +110,8 @@ MHD_RESULT pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, s
 
 /* GET /v1/refunds?state=&limit=&after= and GET /v1/charges/{order_id}/refunds:
  * the same paging as the charges (after = the last refund's id). */
-MHD_RESULT pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                                const char *order_id)
+api_outcome pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *order_id)
 {
     char msg[160];
     int64_t limit, after;
@@ -166,8 +167,8 @@ MHD_RESULT pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn,
     return pt__api_send_json_text(conn, rq, 200, pt_jw_finish(&w));
 }
 
-MHD_RESULT pt__api_charge_audit(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                                const char *order_id)
+api_outcome pt__api_charge_audit(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *order_id)
 {
     struct pt_audit_row *rows = malloc(sizeof *rows * AUDIT_MAX);
     if (!rows)
@@ -227,13 +228,12 @@ int pt__api_park(struct pt_api *api, struct request *rq, uint64_t seen)
         rq->wnext = api->waiters;
         api->waiters = rq;
         pt__api_timer_kick(api, rq->poll_deadline_ms);
-        pt__api_tl_parked = 1;
     }
     pthread_mutex_unlock(&api->mu);
     return ok;
 }
 
-MHD_RESULT pt__api_events_feed(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_events_feed(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     char msg[160];
     int64_t after, limit, wait_s;
@@ -270,7 +270,7 @@ MHD_RESULT pt__api_events_feed(struct pt_api *api, struct MHD_Connection *conn, 
          * closes the race with a commit between the query and the park. */
         if (pt__api_park(api, rq, seen)) {
             free(rows);
-            return MHD_YES;
+            return A_PARKED; /* rq is no longer ours to touch */
         }
     }
     cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
@@ -352,7 +352,7 @@ static void storage_health(struct pt_api *api, struct pt_store *st, struct pt_st
     }
 }
 
-MHD_RESULT pt__api_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
     struct pt_refund_stats rs;
@@ -429,14 +429,14 @@ MHD_RESULT pt__api_status(struct pt_api *api, struct MHD_Connection *conn, struc
 /* GET /healthz/live: the listener's thread answers, nothing else is
  * asked (no database, no writer turn) - the watchdog's probe, which must
  * not fail because a commit is slow (pt_api_probe). */
-MHD_RESULT pt__api_live(struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_live(struct MHD_Connection *conn, struct request *rq)
 {
     static const char body[] = "{\"status\":\"live\"}";
     return pt__api_send_text(conn, rq, 200, "application/json", (char *)body, sizeof body - 1, 0,
                              0);
 }
 
-MHD_RESULT pt__api_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_health h;
     struct pt_store *st = pt_pool_get(api->pool);
@@ -452,7 +452,7 @@ MHD_RESULT pt__api_healthz(struct pt_api *api, struct MHD_Connection *conn, stru
 #define METRICS_MAX (256 * 1024)
 #define tprintf pt_buf_printf
 
-MHD_RESULT pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
     struct pt_refund_stats rs;
@@ -582,8 +582,8 @@ MHD_RESULT pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, stru
     char *text = pt_buf_take(&t, &len);
     if (!text)
         return pt__api_send_error(conn, rq, 500, "internal_error", "out of memory");
-    MHD_RESULT ret = pt__api_send_text(conn, rq, 200, "text/plain; version=0.0.4; charset=utf-8",
-                                       text, len, 0, 0);
+    api_outcome ret = pt__api_send_text(conn, rq, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                        text, len, 0, 0);
     free(text);
     return ret;
 }

@@ -86,10 +86,10 @@ void pt__api_note_answer(const struct request *rq, int status, const char *type,
 
 /* Keeps r as the request's answer (queued by pt__api_flush() in the polling
  * thread); NULL (out of memory) leaves none, and the connection is closed. */
-MHD_RESULT pt__api_set_response(struct request *rq, int status, struct MHD_Response *r)
+api_outcome pt__api_set_response(struct request *rq, int status, struct MHD_Response *r)
 {
     if (!r)
-        return MHD_NO;
+        return A_CLOSE;
     if (rq->cors_origin[0]) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", rq->cors_origin);
         MHD_add_response_header(r, "Access-Control-Expose-Headers",
@@ -106,18 +106,18 @@ MHD_RESULT pt__api_set_response(struct request *rq, int status, struct MHD_Respo
     if (pt_log_get_level() >= PT_LOG_DEBUG &&
         !(rq->log_url && strcmp(rq->log_url, LIVE_PATH) == 0)) /* the watchdog's, each check */
         log_request(rq, status, us);
-    return MHD_YES;
+    return A_ANSWERED;
 }
 
-MHD_RESULT pt__api_send_text(struct MHD_Connection *conn, struct request *rq, int status,
-                             const char *type, char *body, size_t len, int replayed,
-                             int retry_after)
+api_outcome pt__api_send_text(struct MHD_Connection *conn, struct request *rq, int status,
+                              const char *type, char *body, size_t len, int replayed,
+                              int retry_after)
 {
     (void)conn; /* the polling thread queues it: see pt__api_flush() */
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body ? body : (char *)"", MHD_RESPMEM_MUST_COPY);
     if (!r)
-        return MHD_NO;
+        return A_CLOSE;
     pt__api_note_answer(rq, status, type, body, len);
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Cache-Control", "no-store");
@@ -169,7 +169,8 @@ static char *problem_text(int status, const char *body)
     return text;
 }
 
-MHD_RESULT pt__api_send_reply(struct MHD_Connection *conn, struct request *rq, struct pt_reply *rep)
+api_outcome pt__api_send_reply(struct MHD_Connection *conn, struct request *rq,
+                               struct pt_reply *rep)
 {
     if (rep->replayed)
         atomic_fetch_add(&pt_metrics.idem_replays, 1);
@@ -185,14 +186,14 @@ MHD_RESULT pt__api_send_reply(struct MHD_Connection *conn, struct request *rq, s
         rep->body = problem;
         rep->len = strlen(problem);
     }
-    MHD_RESULT ret = pt__api_send_text(conn, rq, rep->status, type, rep->body, rep->len,
-                                       rep->replayed, rep->retry_after_s);
+    api_outcome ret = pt__api_send_text(conn, rq, rep->status, type, rep->body, rep->len,
+                                        rep->replayed, rep->retry_after_s);
     pt_reply_free(rep);
     return ret;
 }
 
-MHD_RESULT pt__api_send_error(struct MHD_Connection *conn, struct request *rq, int status,
-                              const char *code, const char *message)
+api_outcome pt__api_send_error(struct MHD_Connection *conn, struct request *rq, int status,
+                               const char *code, const char *message)
 {
     struct pt_reply rep = {0};
     pt_reply_error(&rep, status, code, "%s", message);
@@ -200,25 +201,25 @@ MHD_RESULT pt__api_send_error(struct MHD_Connection *conn, struct request *rq, i
 }
 
 /* Sends text as a JSON body and frees it; NULL (out of memory) is a 500. */
-MHD_RESULT pt__api_send_json_text(struct MHD_Connection *conn, struct request *rq, int status,
-                                  char *text)
+api_outcome pt__api_send_json_text(struct MHD_Connection *conn, struct request *rq, int status,
+                                   char *text)
 {
     if (!text)
         return pt__api_send_error(conn, rq, 500, "internal_error", "out of memory");
-    MHD_RESULT ret =
+    api_outcome ret =
         pt__api_send_text(conn, rq, status, "application/json", text, strlen(text), 0, 0);
     free(text);
     return ret;
 }
 
-MHD_RESULT pt__api_send_json(struct MHD_Connection *conn, struct request *rq, int status, cJSON *o)
+api_outcome pt__api_send_json(struct MHD_Connection *conn, struct request *rq, int status, cJSON *o)
 {
     char *text = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return pt__api_send_json_text(conn, rq, status, text);
 }
 
-MHD_RESULT pt__api_storage_error(struct MHD_Connection *conn, struct request *rq, int rc)
+api_outcome pt__api_storage_error(struct MHD_Connection *conn, struct request *rq, int rc)
 {
     char msg[160];
     snprintf(msg, sizeof msg, "the database cannot be read right now (%s)", pt_strerror(rc));

@@ -19,11 +19,11 @@ static int authorized(struct pt_api *api, struct MHD_Connection *conn)
     return a == b && pt_ct_equal(h, api->opt.token, b);
 }
 
-static MHD_RESULT not_allowed(struct MHD_Connection *conn, struct request *rq, const char *allow)
+static api_outcome not_allowed(struct MHD_Connection *conn, struct request *rq, const char *allow)
 {
     struct pt_reply rep = {0};
     pt_reply_error(&rep, 405, "method_not_allowed", "use %s for this path", allow);
-    MHD_RESULT ret = pt__api_send_reply(conn, rq, &rep);
+    api_outcome ret = pt__api_send_reply(conn, rq, &rep);
     if (rq->resp)
         MHD_add_response_header(rq->resp, "Allow", allow);
     return ret;
@@ -31,15 +31,15 @@ static MHD_RESULT not_allowed(struct MHD_Connection *conn, struct request *rq, c
 
 /* ---- the route table ------------------------------------------------------------------ */
 
-static MHD_RESULT h_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                            const char *arg)
+static api_outcome h_healthz(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *arg)
 {
     (void)arg;
     return pt__api_healthz(api, conn, rq);
 }
 
-static MHD_RESULT h_live(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *arg)
+static api_outcome h_live(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                          const char *arg)
 {
     (void)api;
     (void)arg;
@@ -47,8 +47,8 @@ static MHD_RESULT h_live(struct pt_api *api, struct MHD_Connection *conn, struct
 }
 
 /* The operator page asks for the token itself; it holds no data. */
-static MHD_RESULT h_page(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *arg)
+static api_outcome h_page(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                          const char *arg)
 {
     (void)api;
     (void)arg;
@@ -57,8 +57,8 @@ static MHD_RESULT h_page(struct pt_api *api, struct MHD_Connection *conn, struct
 
 /* The description of the API holds no data: a client may read it before
  * it has the token. */
-static MHD_RESULT h_openapi(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                            const char *arg)
+static api_outcome h_openapi(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *arg)
 {
     (void)api;
     (void)arg;
@@ -66,69 +66,69 @@ static MHD_RESULT h_openapi(struct pt_api *api, struct MHD_Connection *conn, str
                              pt_asset_openapi_json_len, 0, 0);
 }
 
-static MHD_RESULT h_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                            const char *arg)
+static api_outcome h_metrics(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *arg)
 {
     (void)arg;
     return pt__api_metrics(api, conn, rq);
 }
 
-static MHD_RESULT h_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *arg)
+static api_outcome h_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *arg)
 {
     (void)arg;
     return pt__api_status(api, conn, rq);
 }
 
-static MHD_RESULT h_sync(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *arg)
+static api_outcome h_sync(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                          const char *arg)
 {
     (void)arg;
     return pt__api_sync_now(api, conn, rq);
 }
 
-static MHD_RESULT h_events(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *arg)
+static api_outcome h_events(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *arg)
 {
     (void)arg;
     return pt__api_events_feed(api, conn, rq);
 }
 
-static MHD_RESULT h_create(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *arg)
+static api_outcome h_create(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *arg)
 {
     (void)arg;
     return pt__api_guarded(api, conn, rq, NULL, NULL);
 }
 
-static MHD_RESULT h_list_charges(struct pt_api *api, struct MHD_Connection *conn,
-                                 struct request *rq, const char *arg)
+static api_outcome h_list_charges(struct pt_api *api, struct MHD_Connection *conn,
+                                  struct request *rq, const char *arg)
 {
     (void)arg;
     return pt__api_list_charges(api, conn, rq);
 }
 
-static MHD_RESULT h_cancel(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *order)
+static api_outcome h_cancel(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *order)
 {
     return pt__api_guarded(api, conn, rq, order, pt_intake_cancel);
 }
 
-static MHD_RESULT h_review(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *order)
+static api_outcome h_review(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *order)
 {
     return pt__api_guarded(api, conn, rq, order, pt_intake_review);
 }
 
-static MHD_RESULT h_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *order)
+static api_outcome h_refund(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *order)
 {
     return pt__api_guarded(api, conn, rq, order, pt_intake_refund);
 }
 
 /* A gateway's notification: its table names its pt__api_route (gateway.h). */
-static MHD_RESULT h_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *gateway)
+static api_outcome h_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *gateway)
 {
     return pt__api_notify(api, conn, rq, gateway);
 }
@@ -244,11 +244,11 @@ static const char *bad_arg(const struct route *r, const char *arg, const char *u
     return NULL;
 }
 
-MHD_RESULT pt__api_route(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                         const char *url, const char *method)
+api_outcome pt__api_route(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                          const char *url, const char *method)
 {
     rq->problem = pt__api_wants_problem(conn);
-    MHD_RESULT answered;
+    api_outcome answered;
     if (pt__api_cross_origin(api, conn, rq, url, method, &answered))
         return answered;
     char arg[ROUTE_ARG_MAX], allow[ALLOW_MAX];

@@ -6,8 +6,8 @@
 
 /* ---- write handlers ------------------------------------------------------------------ */
 
-MHD_RESULT pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                           const char *order_id, order_op op)
+api_outcome pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                            const char *order_id, order_op op)
 {
     const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
     struct pt_store *st = pt_pool_get(api->pool);
@@ -21,7 +21,7 @@ MHD_RESULT pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, stru
             op(&api->opt.intake, NULL, order_id, key, rq->body, rq->len, now, &rep);
         else
             pt_intake_create_charge_locally(&api->opt.intake, key, rq->body, rq->len, now, &rep);
-        MHD_RESULT ret = pt__api_send_reply(conn, rq, &rep);
+        api_outcome ret = pt__api_send_reply(conn, rq, &rep);
         pt_reply_free(&rep);
         return ret;
     }
@@ -30,12 +30,12 @@ MHD_RESULT pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, stru
     int rc = PT_OK;
     /* On the event loop, the commit joins the writer's batch; the loop
      * commits it once it has read every request that is in (settle_batch). */
-    int defer = pt__api_tl_inline && api->opt.writer;
+    int defer = rq->on_loop && api->opt.writer;
     if (defer)
         pt_store_defer_commit(st, &rq->commit);
     if (order_id)
         op(&api->opt.intake, st, order_id, key, rq->body, rq->len, now, &rep);
-    else if (pt__api_tl_inline)
+    else if (rq->on_loop)
         rc =
             pt_intake_create_charge_nowait(&api->opt.intake, st, key, rq->body, rq->len, now, &rep);
     else
@@ -49,20 +49,18 @@ MHD_RESULT pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, stru
          * rows): that place is settled now, not left open for nobody. */
         if (deferred)
             pt_store_writer_flush(api->opt.writer, &rq->commit);
-        pt__api_tl_deferred = 1;
-        return MHD_YES;
+        return A_TO_WORKER;
     }
-    pt__api_tl_settling = deferred;
-    if (pt__api_tl_settling) {
+    if (deferred) {
         rq->reply = rep;
-        return MHD_YES;
+        return A_SETTLING;
     }
     return pt__api_send_reply(conn, rq, &rep);
 }
 
 /* GET /v1/charges/{order_id}/payment (may ask the gateway: an API thread). */
-MHD_RESULT pt__api_payment_link(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                                const char *order_id)
+api_outcome pt__api_payment_link(struct pt_api *api, struct MHD_Connection *conn,
+                                 struct request *rq, const char *order_id)
 {
     struct pt_store *st = pt_pool_get(api->pool);
     if (!st)
@@ -73,7 +71,7 @@ MHD_RESULT pt__api_payment_link(struct pt_api *api, struct MHD_Connection *conn,
     return pt__api_send_reply(conn, rq, &rep);
 }
 
-MHD_RESULT pt__api_sync_now(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
+api_outcome pt__api_sync_now(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     if (api->opt.hooks.sync_now)
         api->opt.hooks.sync_now(api->opt.hooks.ctx);
@@ -91,8 +89,8 @@ static MHD_RESULT collect_header(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_YES;
 }
 
-MHD_RESULT pt__api_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                          const char *gateway)
+api_outcome pt__api_notify(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                           const char *gateway)
 {
     if (!api->opt.hooks.notify)
         return pt__api_send_error(conn, rq, 404, "not_found", "notifications are not handled here");
@@ -112,7 +110,7 @@ MHD_RESULT pt__api_notify(struct pt_api *api, struct MHD_Connection *conn, struc
     pt_pool_put(api->pool, st);
     msg.body = NULL; /* owned by rq */
     pt_http_response_free(&msg);
-    MHD_RESULT ret = pt__api_send_text(conn, rq, rep.status, type, rep.body, rep.len, 0, 0);
+    api_outcome ret = pt__api_send_text(conn, rq, rep.status, type, rep.body, rep.len, 0, 0);
     pt_reply_free(&rep);
     return ret;
 }
