@@ -212,23 +212,11 @@ int pt_store_files_intact(struct pt_store *st)
     return ops(st)->files_intact ? ops(st)->files_intact(st) : PT_OK;
 }
 
-int pt_store_key_get(struct pt_store *st, const char *scope, const char *key,
-                     struct pt_key_row *out)
-{
-    return ops(st)->key_get(st, scope, key, out);
-}
-
 int pt_store_key_insert(struct pt_store *st, const char *scope, const char *key,
                         const unsigned char hash[32], int64_t instance, int64_t now,
                         int64_t expires_at)
 {
     return ops(st)->key_insert(st, scope, key, hash, instance, now, expires_at);
-}
-
-int pt_store_key_relock(struct pt_store *st, const char *scope, const char *key,
-                        int64_t old_locked_at, int64_t old_locked_by, int64_t instance, int64_t now)
-{
-    return ops(st)->key_relock(st, scope, key, old_locked_at, old_locked_by, instance, now);
 }
 
 int pt_store_key_take_later(struct pt_store *st, const char *scope, const char *key,
@@ -249,13 +237,6 @@ void pt_store_key_name_order(struct pt_key_lock *lock, const char *order_id)
     snprintf(lock->order_id, sizeof lock->order_id, "%s", order_id ? order_id : "");
 }
 
-int pt_store_key_of_order(struct pt_store *st, const char *order_id, char scope[PT_KEY_SCOPE_MAX],
-                          char key[PT_KEY_NAME_MAX], struct pt_key_row *out)
-{
-    return ops(st)->key_of_order ? ops(st)->key_of_order(st, order_id, scope, key, out)
-                                 : PT_EUNSUPPORTED;
-}
-
 int pt_store_key_complete(struct pt_store *st, const char *scope, const char *key,
                           struct pt_key_lock *lock, int status, const char *body, size_t len,
                           int64_t now)
@@ -269,42 +250,15 @@ int pt_store_key_delete(struct pt_store *st, const char *scope, const char *key,
     return ops(st)->key_delete(st, scope, key, lock);
 }
 
-int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,
-                                int64_t now)
-{
-    return ops(st)->key_delete_expired(st, scope, key, now);
-}
-
-int pt_store_key_sweep(struct pt_store *st, int64_t now, int *count)
-{
-    return ops(st)->key_sweep(st, now, count);
-}
-
 int pt_store_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t now)
 {
     return ops(st)->charge_insert(st, c, now);
-}
-
-int pt_store_charge_get(struct pt_store *st, const char *order_id, struct pt_charge *out)
-{
-    return ops(st)->charge_get(st, order_id, out);
-}
-
-int pt_store_charge_get_by_id(struct pt_store *st, int64_t id, struct pt_charge *out)
-{
-    return ops(st)->charge_get_by_id(st, id, out);
 }
 
 int pt_store_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
                                enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
 {
     return ops(st)->charge_transition(st, id, from_mask, to, patch, now);
-}
-
-int pt_store_charge_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
-                          int64_t now)
-{
-    return ops(st)->charge_patch(st, id, patch, now);
 }
 
 int pt_store_charge_accept_offline(struct pt_store *st, const struct pt_charge *c, int64_t now)
@@ -318,31 +272,6 @@ int pt_store_charge_request_cancel(struct pt_store *st, int64_t id, unsigned fro
     return ops(st)->charge_request_cancel(st, id, from_mask, due, now);
 }
 
-int pt_store_key_reanswer(struct pt_store *st, const char *scope, int from_status, int status,
-                          const char *body, size_t len, int *n)
-{
-    int dummy;
-    return ops(st)->key_reanswer(st, scope, from_status, status, body, len, n ? n : &dummy);
-}
-
-int pt_store_charge_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
-                               int64_t now)
-{
-    return ops(st)->charge_set_review(st, id, review, reason, now);
-}
-
-int pt_store_charges_list(struct pt_store *st, int state, int64_t after_id, int max,
-                          struct pt_charge *rows, int *n, int *more)
-{
-    return ops(st)->charges_list(st, state, after_id, max, rows, n, more);
-}
-
-int pt_store_charges_list_review(struct pt_store *st, int64_t after_id, int max,
-                                 struct pt_charge *rows, int *n, int *more)
-{
-    return ops(st)->charges_list_review(st, after_id, max, rows, n, more);
-}
-
 int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
                          struct pt_charge *rows, int *n)
 {
@@ -352,20 +281,6 @@ int pt_store_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int
 int pt_store_charges_next_due(struct pt_store *st, int64_t *when)
 {
     return ops(st)->charges_next_due(st, when);
-}
-
-int pt_store_charges_queued_before(struct pt_store *st, const char *gateway, const char *method,
-                                   int64_t created_before, int64_t after_id, int max,
-                                   struct pt_charge *rows, int *n)
-{
-    return ops(st)->charges_queued_before(st, gateway, method, created_before, after_id, max, rows,
-                                          n);
-}
-
-int pt_store_charges_oldest_queued(struct pt_store *st, const char *gateway, const char *method,
-                                   int64_t *created_at)
-{
-    return ops(st)->charges_oldest_queued(st, gateway, method, created_at);
 }
 
 int pt_store_sends_interrupted(struct pt_store *st, int64_t now, int *n)
@@ -396,17 +311,6 @@ int pt_store_event_insert(struct pt_store *st, const char *type, int64_t charge_
     return ops(st)->event_insert(st, type, charge_id, order_id, payload, now, seq);
 }
 
-int pt_store_events_list(struct pt_store *st, int64_t after, int max, struct pt_event_row *rows,
-                         int *n)
-{
-    return ops(st)->events_list(st, after, max, rows, n);
-}
-
-int pt_store_events_last_seq(struct pt_store *st, int64_t *seq)
-{
-    return ops(st)->events_last_seq(st, seq);
-}
-
 int pt_store_audit(struct pt_store *st, int64_t charge_id, const char *from, const char *to,
                    const char *cause, const char *actor, int refused, const char *detail,
                    int64_t now)
@@ -420,19 +324,6 @@ int pt_store_audit_first(struct pt_store *st, int64_t charge_id, const char *to,
     return ops(st)->audit_first(st, charge_id, to, cause, actor, now);
 }
 
-int pt_store_audit_list(struct pt_store *st, int64_t charge_id, int max, struct pt_audit_row *rows,
-                        int *n)
-{
-    return ops(st)->audit_list(st, charge_id, max, rows, n);
-}
-
-int pt_store_notification_insert(struct pt_store *st, const char *gateway, const char *dedup_id,
-                                 const char *order_id, const char *status, const char *outcome,
-                                 int64_t now)
-{
-    return ops(st)->notification_insert(st, gateway, dedup_id, order_id, status, outcome, now);
-}
-
 int pt_store_count(struct pt_store *st, const char *table, int64_t *count)
 {
     return ops(st)->count(st, table, count);
@@ -441,22 +332,6 @@ int pt_store_count(struct pt_store *st, const char *table, int64_t *count)
 int pt_store_refund_insert(struct pt_store *st, struct pt_refund *r, int64_t now)
 {
     return ops(st)->refund_insert(st, r, now);
-}
-
-int pt_store_refund_get(struct pt_store *st, const char *refund_id, struct pt_refund *out)
-{
-    return ops(st)->refund_get(st, refund_id, out);
-}
-
-int pt_store_refund_get_by_id(struct pt_store *st, int64_t id, struct pt_refund *out)
-{
-    return ops(st)->refund_get_by_id(st, id, out);
-}
-
-int pt_store_refunds_list(struct pt_store *st, int64_t charge_id, int state, int64_t after_id,
-                          int max, struct pt_refund *rows, int *n, int *more)
-{
-    return ops(st)->refunds_list(st, charge_id, state, after_id, max, rows, n, more);
 }
 
 int pt_store_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
@@ -470,27 +345,10 @@ int pt_store_refunds_next_due(struct pt_store *st, int64_t *when)
     return ops(st)->refunds_next_due(st, when);
 }
 
-int pt_store_refund_left(struct pt_store *st, int64_t charge_id, int64_t *left)
-{
-    return ops(st)->refund_left(st, charge_id, left);
-}
-
 int pt_store_refund_transition(struct pt_store *st, int64_t id, unsigned from_mask,
                                enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
 {
     return ops(st)->refund_transition(st, id, from_mask, to, patch, now);
-}
-
-int pt_store_refund_patch(struct pt_store *st, int64_t id, const struct pt_charge_patch *patch,
-                          int64_t now)
-{
-    return ops(st)->refund_patch(st, id, patch, now);
-}
-
-int pt_store_refund_set_review(struct pt_store *st, int64_t id, int review, const char *reason,
-                               int64_t now)
-{
-    return ops(st)->refund_set_review(st, id, review, reason, now);
 }
 
 int pt_store_refund_withdraw(struct pt_store *st, int64_t id)

@@ -379,8 +379,7 @@ enum { PT_KEY_SCOPE_MAX = 129, PT_KEY_NAME_MAX = 256 };
  * The completed record of the key whose request created order_id, with its
  * scope and name, so it can be moved with the charge (fallback.c).
  * PT_ENOTFOUND when no completed record names the order.  Scans the keys:
- * for a lane's local store, which holds what an outage left; PostgreSQL
- * has no such lookup (PT_EUNSUPPORTED).
+ * meant for a lane's local store, which holds what an outage left.
  */
 int pt_store_key_of_order(struct pt_store *st, const char *order_id, char scope[PT_KEY_SCOPE_MAX],
                           char key[PT_KEY_NAME_MAX], struct pt_key_row *out);
