@@ -1355,7 +1355,12 @@ static void test_pg_lost_commit_waiting_for_a_standby(void **state)
     lane_pair_open(&l, "doubt-standby.db", "lane-w", NULL);
     pt_test_pg_admin("ALTER SYSTEM SET synchronous_standby_names = 'nowhere'");
     pt_test_sql_exec(l.path, "SELECT pg_reload_conf()");
-    usleep(200 * 1000); /* the reload reaches every process */
+    /* The reload has reached the server: a new session reads the setting
+     * (an existing one reads it before its next statement). */
+    assert_true(pt_test_pg_wait_for(l.path,
+                                    "SELECT count(*) WHERE"
+                                    " current_setting('synchronous_standby_names') = 'nowhere'",
+                                    10000));
     struct at_most first = {.st = l.a1, .i = 1, .max = 1, .rc = -1};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, queue_at_most, &first), 0);
