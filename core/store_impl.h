@@ -13,9 +13,9 @@
  *     lanes' claims and figures, the transitions' state sets) stays a
  *     backend operation in struct pt_store_ops, which store.c forwards.
  * Each backend supplies the SQL text of the shared statements in its own
- * dialect (store_sqlite.c's PT_STMTS, store_pg.c's PG_STMTS), found by the
- * ids below.  store_sqlite.c and store_pg.c are the only files that hold
- * SQL text.
+ * dialect (PT_STMTS in store_sqlite_sql.h, PG_STMTS in store_pg_sql.h),
+ * found by the ids below.  Only the backends' files (store_sqlite*,
+ * store_pg*) hold SQL text.
  */
 #ifndef PT_STORE_IMPL_H
 #define PT_STORE_IMPL_H

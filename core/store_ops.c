@@ -120,21 +120,21 @@ static int q_rows(struct pt_q *q, const struct pt_row_kind *k, int max, void *ro
                   int *more)
 {
     struct pt_row_src src = {q_int_at, q_text_at, q};
-    int rc;
+    int rc = PT_OK;
     *n = 0;
     if (more)
         *more = 0;
-    while ((rc = q_step(q)) == PT_Q_ROW) {
+    /* Past max only to learn whether there is more, when that is asked. */
+    while ((*n < max || more) && (rc = q_step(q)) == PT_Q_ROW) {
         if (*n == max) {
-            if (more)
-                *more = 1;
+            *more = 1;
             rc = PT_OK;
             break;
         }
         pt_row_read(k, &src, (char *)rows + (size_t)(*n)++ * k->size);
     }
     q_done(q);
-    return rc;
+    return rc == PT_Q_ROW ? PT_OK : rc;
 }
 
 /* A statement that returns at most one row of kind k. */
@@ -354,15 +354,18 @@ int pt_store_key_reanswer(struct pt_store *st, const char *scope, int from_statu
                           const char *body, size_t len, int *n)
 {
     struct pt_q q;
-    *n = 0;
+    int changed = 0;
     int rc = q_open(st, PT_Q_KEY_REANSWER, &q);
-    if (rc)
-        return rc;
-    q_text(&q, 1, scope);
-    q_int(&q, 2, from_status);
-    q_int(&q, 3, status);
-    sql_of(st)->bind_blob(&q, 4, body, len);
-    return q_exec(&q, n);
+    if (rc == PT_OK) {
+        q_text(&q, 1, scope);
+        q_int(&q, 2, from_status);
+        q_int(&q, 3, status);
+        sql_of(st)->bind_blob(&q, 4, body, len);
+        rc = q_exec(&q, &changed);
+    }
+    if (n) /* may be NULL (store.h) */
+        *n = rc ? 0 : changed;
+    return rc;
 }
 
 int pt_store_key_delete_expired(struct pt_store *st, const char *scope, const char *key,

@@ -49,7 +49,7 @@ void pt__pg_a_text(struct args *a, const char *s)
     a->fmt[a->n++] = 0;
 }
 
-/* As store_sqlite.c's bind_text: "" binds NULL too. */
+/* As SQLite's pt__sq_bind_text and store_ops.c's q_opt: "" binds NULL too. */
 void pt__pg_a_opt(struct args *a, const char *s)
 {
     pt__pg_a_text(a, s && *s ? s : NULL);

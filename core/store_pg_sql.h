@@ -14,8 +14,8 @@
 /* The charges waiting in the queue: the index charges_queued (sql/pg/008). */
 #define QUEUED "state = 'INIT' AND offline_accepted = 1"
 
-/* A charge's and a refund's columns, as read_rows()
- * read them: store_rows.h, the same for both backends. */
+/* A charge's and a refund's columns, as store_rows.c reads them
+ * (store_ops.c's reads, a backend's due lists): store_rows.h, the same for both backends. */
 #define CHARGE_COLS PT_CHARGE_COLS
 #define REFUND_COLS PT_REFUND_COLS
 

@@ -2,10 +2,12 @@
  * store_sqlite.c - the SQLite implementation of store.h (store_impl.h);
  * store.c picks it at open and forwards every call to it.
  *
- * The SQLite store's SQL is in this file and in sql/ (the PostgreSQL
- * store's is in store_pg.c and sql/pg/).  Statements are prepared
- * once per connection and cached by their index in the table below; every
- * SQLite result code is translated to a pt_err right here.
+ * This file is the connection: open, its files, the schema, statements,
+ * health and backup; store_sqlite_impl.h says where the rest is.  The SQL
+ * text is in store_sqlite_sql.h and sql/ (the PostgreSQL store's in
+ * store_pg_sql.h and sql/pg/).  Statements are prepared once per
+ * connection and cached by their index in PT_STMTS (pt__sq_stmt); every
+ * SQLite result code is translated to a pt_err here (pt__sq_xlate).
  */
 #include "store_sqlite_impl.h"
 

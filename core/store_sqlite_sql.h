@@ -7,8 +7,8 @@
 #ifndef PT_STORE_SQLITE_SQL_H
 #define PT_STORE_SQLITE_SQL_H
 
-/* A charge's and a refund's columns, as read_rows()
- * read them: store_rows.h, the same for both backends. */
+/* A charge's and a refund's columns, as store_rows.c reads them
+ * (store_ops.c's reads, a backend's due lists): store_rows.h, the same for both backends. */
 #define CHARGE_COLS PT_CHARGE_COLS
 #define REFUND_COLS PT_REFUND_COLS
 

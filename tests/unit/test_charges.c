@@ -810,6 +810,11 @@ static void test_fallback_moves_the_key_with_its_charge(void **state)
     assert_int_equal(row.response_status, 202);
     assert_int_equal(row.response_len, strlen(answer));
     assert_memory_equal(row.response_body, answer, row.response_len);
+    assert_memory_equal(row.request_hash, h, sizeof h);
+    assert_string_equal(row.order_id, "FB-K1");
+    assert_true(row.completed_at > 0);
+    assert_int_equal(row.locked_at, 0);
+    assert_int_equal(row.expires_at, 1000 + 86400000);
     pt_key_row_free(&row);
     /* The key names its order on the server too, whichever backend it is. */
     memset(ks, 0, sizeof ks), memset(kn, 0, sizeof kn);
@@ -820,8 +825,6 @@ static void test_fallback_moves_the_key_with_its_charge(void **state)
     assert_memory_equal(row.response_body, answer, row.response_len);
     assert_memory_equal(row.request_hash, h, sizeof h);
     assert_string_equal(row.order_id, "FB-K1");
-    assert_true(row.completed_at > 0);
-    assert_int_equal(row.locked_at, 0);
     assert_int_equal(row.expires_at, 1000 + 86400000);
     pt_key_row_free(&row);
     assert_int_equal(pt_store_key_get(st, scope, "k-bad", &row), PT_ENOTFOUND);

@@ -714,6 +714,38 @@ static void test_writable_probe_is_one_frame(void **state)
     pt_store_close(st);
 }
 
+/* A stored answer given again (pt_store_key_reanswer): the keys that
+ * held one status now hold the other, counted; *n may be NULL. */
+static void test_key_reanswer(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    db_path(path, sizeof path, "reanswer.db");
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
+    for (int i = 1; i <= 2; i++)
+        assert_int_equal(guarded_insert(st, i), PT_OK);
+    int n = -1;
+    assert_int_equal(pt_store_key_reanswer(st, "POST /v1/charges", 202, 200, "{\"x\":1}", 7, &n),
+                     PT_OK);
+    assert_int_equal(n, 2);
+    struct pt_key_row row;
+    assert_int_equal(pt_store_key_get(st, "POST /v1/charges", "k-2", &row), PT_OK);
+    assert_int_equal(row.response_status, 200);
+    assert_int_equal(row.response_len, 7);
+    assert_memory_equal(row.response_body, "{\"x\":1}", 7);
+    pt_key_row_free(&row);
+    assert_int_equal(pt_store_key_reanswer(st, "POST /v1/charges", 200, 201, "{}", 2, NULL), PT_OK);
+    assert_int_equal(pt_store_key_get(st, "POST /v1/charges", "k-1", &row), PT_OK);
+    assert_int_equal(row.response_status, 201);
+    pt_key_row_free(&row);
+    n = -1;
+    assert_int_equal(pt_store_key_reanswer(st, "POST /v1/charges", 202, 200, "{}", 2, &n), PT_OK);
+    assert_int_equal(n, 0); /* none holds 202 any more */
+    pt_store_close(st);
+}
+
 static void test_order_id_unique_and_checks(void **state)
 {
     (void)state;
@@ -1760,6 +1792,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_writable_probe_is_one_frame, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files_gone_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files_gone_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_reanswer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_order_id_unique_and_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_append_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_queued_charge_trail, setup, teardown),
