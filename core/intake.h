@@ -188,6 +188,22 @@ int pt_intake_cancel(const struct pt_intake *in, struct pt_store *st, const char
                      const char *key_header, const char *body, size_t len, int64_t now,
                      struct pt_reply *out);
 
+/* ---- the day's reports (SPEC 19, core/report.h) ---- */
+
+/* This lane's name on its reports: store.lane_id, else the host's name. */
+void pt_intake_lane_name(const struct pt_intake *in, char out[PT_CFG_LANE_MAX]);
+/* GET /v1/reports/x: 200 and the X report. */
+int pt_intake_report_x(const struct pt_intake *in, struct pt_store *st, int64_t now,
+                       struct pt_reply *out);
+/* GET /v1/reports/z/{z}: 200 and the report as stored, byte for byte; 404,
+ * 400 for a number that is not one. */
+int pt_intake_report_z(const struct pt_intake *in, struct pt_store *st, const char *number,
+                       struct pt_reply *out);
+/* POST /v1/reports/z: closes the day (201 and the Z report), once per
+ * Idempotency-Key; no body. */
+int pt_intake_close_day(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                        const char *body, size_t len, int64_t now, struct pt_reply *out);
+
 /* POST /v1/charges/{order_id}/review. */
 int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                      const char *key_header, const char *body, size_t len, int64_t now,

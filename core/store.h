@@ -722,6 +722,49 @@ struct pt_refund_stats {
 };
 int pt_store_refund_stats(struct pt_store *st, struct pt_refund_stats *out);
 
+/* ---- X and Z reports (SPEC 19, core/report.c) ------------------------------ */
+
+/*
+ * A closed day is a Z report: a number (1, 2, ...), and every final charge
+ * and refund of the lane that had none gets it, in the close's one write
+ * transaction (a row's z is written once: the store refuses to change it).
+ * On PostgreSQL each lane has its own numbers, rows and chain.
+ */
+
+/* One line of a report: what a gateway, method and currency came to. */
+struct pt_report_line {
+    char gateway[16];
+    char method[16];
+    char currency[4];
+    int64_t charges, amount;   /* the SUCCESS charges */
+    int64_t refunds, refunded; /* the SUCCESS refunds (of charges of that line) */
+};
+
+/* The lane's last Z report: its number, its end (to) and its hash.
+ * PT_ENOTFOUND before the first close. */
+int pt_store_z_last(struct pt_store *st, int64_t *z, int64_t *to, char hash[65]);
+/* Takes the lane's close lock until the transaction ends (PostgreSQL: two
+ * closes of one lane run one after the other; SQLite's write transaction
+ * already is that).  Inside a write transaction. */
+int pt_store_z_lock(struct pt_store *st);
+/* Puts every final charge and refund of the lane that is in no Z report
+ * into report z; *charges and *refunds (may be NULL) count them.  Inside a
+ * write transaction. */
+int pt_store_z_mark(struct pt_store *st, int64_t z, int *charges, int *refunds);
+/*
+ * The totals of report z, or (z = 0) of the final rows not yet in one (the
+ * X report), ordered by gateway, method, currency: *lines malloc'd (free()),
+ * *n of them; *first (may be NULL) the earliest created_at among those
+ * rows, 0 when there are none.
+ */
+int pt_store_report_totals(struct pt_store *st, int64_t z, struct pt_report_line **lines, int *n,
+                           int64_t *first);
+/* Stores a closed report (body byte for byte).  PT_EEXIST when z exists. */
+int pt_store_z_insert(struct pt_store *st, int64_t z, const char *lane, int64_t from, int64_t to,
+                      const char *hash, const char *body, int64_t now);
+/* Report z's body as stored (malloc'd); PT_ENOTFOUND. */
+int pt_store_z_get(struct pt_store *st, int64_t z, char **body);
+
 /* ---- the lane's clock (SPEC 17, core/clock.h) --------------------------- */
 
 #define PT_CLOCK_BOOT_ID_MAX 64

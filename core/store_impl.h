@@ -59,7 +59,15 @@
     X(REFUNDS_OF_CHARGE)                                                                           \
     X(REFUND_LEFT)                                                                                 \
     X(REFUND_PATCH)                                                                                \
-    X(REFUND_SET_REVIEW)
+    X(REFUND_SET_REVIEW)                                                                           \
+    X(Z_LAST)                                                                                      \
+    X(Z_LOCK)                                                                                      \
+    X(Z_MARK_CHARGES)                                                                              \
+    X(Z_MARK_REFUNDS)                                                                              \
+    X(Z_TOTALS_CHARGES)                                                                            \
+    X(Z_TOTALS_REFUNDS)                                                                            \
+    X(Z_INSERT)                                                                                    \
+    X(Z_GET)
 
 enum {
 #define PT__Q_ENUM(id) PT_Q_##id,

@@ -7,6 +7,7 @@
  * backend runs it.
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -548,4 +549,184 @@ int pt_store_refund_set_review(struct pt_store *st, int64_t id, int review, cons
                                int64_t now)
 {
     return set_review(st, PT_Q_REFUND_SET_REVIEW, id, review, reason, now);
+}
+
+/* ---- X and Z reports (SPEC 19) ----------------------------------------------- */
+
+int pt_store_z_last(struct pt_store *st, int64_t *z, int64_t *to, char hash[65])
+{
+    struct pt_q q;
+    int rc = q_open(st, PT_Q_Z_LAST, &q);
+    if (rc)
+        return rc;
+    if ((rc = q_step(&q)) == PT_Q_ROW) {
+        *z = q_int_at(&q, 0);
+        *to = q_int_at(&q, 1);
+        q_copy(&q, 2, hash, 65);
+        rc = PT_OK;
+    } else if (rc == PT_OK) {
+        rc = PT_ENOTFOUND;
+    }
+    q_done(&q);
+    return rc;
+}
+
+int pt_store_z_lock(struct pt_store *st)
+{
+    /* The lock lasts until the transaction ends: outside one it would end
+     * at once, and two closes could take one number. */
+    assert(pt_store_in_txn(st));
+    struct pt_q q;
+    int rc = q_open(st, PT_Q_Z_LOCK, &q);
+    if (rc)
+        return rc;
+    while ((rc = q_step(&q)) == PT_Q_ROW)
+        ;
+    q_done(&q);
+    return rc;
+}
+
+int pt_store_z_mark(struct pt_store *st, int64_t z, int *charges, int *refunds)
+{
+    /* The rows a report adds up are the rows it marked, in one
+     * transaction: a row finalised after the mark is in the next report. */
+    assert(pt_store_in_txn(st));
+    assert(z >= 1);
+    static const int ids[2] = {PT_Q_Z_MARK_CHARGES, PT_Q_Z_MARK_REFUNDS};
+    int *counts[2] = {charges, refunds};
+    for (int i = 0; i < 2; i++) {
+        struct pt_q q;
+        int rc = q_open(st, ids[i], &q);
+        if (rc)
+            return rc;
+        q_int(&q, 1, z);
+        int n = 0;
+        if ((rc = q_exec(&q, &n)))
+            return rc;
+        if (counts[i])
+            *counts[i] = n;
+    }
+    return PT_OK;
+}
+
+/* The line of (gateway, method, currency) in lines[0..*n), added when new. */
+static struct pt_report_line *report_line(struct pt_report_line **lines, int *n, int *cap,
+                                          const char *gw, const char *method, const char *cur)
+{
+    for (int i = 0; i < *n; i++) {
+        struct pt_report_line *l = &(*lines)[i];
+        if (!strcmp(l->gateway, gw) && !strcmp(l->method, method) && !strcmp(l->currency, cur))
+            return l;
+    }
+    if (*n == *cap) {
+        int want = *cap ? *cap * 2 : 8;
+        struct pt_report_line *more = realloc(*lines, (size_t)want * sizeof *more);
+        if (!more)
+            return NULL;
+        *lines = more;
+        *cap = want;
+    }
+    struct pt_report_line *l = &(*lines)[(*n)++];
+    memset(l, 0, sizeof *l);
+    snprintf(l->gateway, sizeof l->gateway, "%s", gw);
+    snprintf(l->method, sizeof l->method, "%s", method);
+    snprintf(l->currency, sizeof l->currency, "%s", cur);
+    return l;
+}
+
+static int line_cmp(const void *a, const void *b)
+{
+    const struct pt_report_line *x = a, *y = b;
+    int c = strcmp(x->gateway, y->gateway);
+    if (!c)
+        c = strcmp(x->method, y->method);
+    return c ? c : strcmp(x->currency, y->currency);
+}
+
+int pt_store_report_totals(struct pt_store *st, int64_t z, struct pt_report_line **lines, int *n,
+                           int64_t *first)
+{
+    static const int ids[2] = {PT_Q_Z_TOTALS_CHARGES, PT_Q_Z_TOTALS_REFUNDS};
+    int cap = 0, rc = PT_OK;
+    *lines = NULL;
+    *n = 0;
+    if (first)
+        *first = 0;
+    for (int i = 0; i < 2 && rc == PT_OK; i++) {
+        struct pt_q q;
+        if ((rc = q_open(st, ids[i], &q)))
+            break;
+        if (z > 0)
+            q_int(&q, 1, z);
+        else
+            q_text(&q, 1, NULL); /* not yet in a report: the X report */
+        while ((rc = q_step(&q)) == PT_Q_ROW) {
+            const char *gw = q_text_at(&q, 0), *method = q_text_at(&q, 1), *cur = q_text_at(&q, 2);
+            struct pt_report_line *l =
+                report_line(lines, n, &cap, gw ? gw : "", method ? method : "", cur ? cur : "");
+            if (!l) {
+                rc = PT_ENOMEM;
+                break;
+            }
+            int64_t count = q_int_at(&q, 3), sum = q_int_at(&q, 4), at = q_int_at(&q, 5);
+            if (i == 0) {
+                l->charges = count;
+                l->amount = sum;
+            } else {
+                l->refunds = count;
+                l->refunded = sum;
+            }
+            if (first && at > 0 && (*first == 0 || at < *first))
+                *first = at;
+        }
+        q_done(&q);
+    }
+    if (rc != PT_OK) {
+        free(*lines);
+        *lines = NULL;
+        *n = 0;
+        return rc;
+    }
+    /* A refund's line may be one no charge of this report has (a refund
+     * today of a charge closed before): sorted with the others. */
+    if (*n > 1)
+        qsort(*lines, (size_t)*n, sizeof **lines, line_cmp);
+    return PT_OK;
+}
+
+int pt_store_z_insert(struct pt_store *st, int64_t z, const char *lane, int64_t from, int64_t to,
+                      const char *hash, const char *body, int64_t now)
+{
+    assert(pt_store_in_txn(st)); /* with the rows it marked */
+    struct pt_q q;
+    int rc = q_open(st, PT_Q_Z_INSERT, &q);
+    if (rc)
+        return rc;
+    q_int(&q, 1, z);
+    q_text(&q, 2, lane);
+    q_int(&q, 3, from);
+    q_int(&q, 4, to);
+    q_text(&q, 5, hash);
+    q_text(&q, 6, body);
+    q_int(&q, 7, now);
+    return q_exec_one(&q, PT_ESTORAGE);
+}
+
+int pt_store_z_get(struct pt_store *st, int64_t z, char **body)
+{
+    struct pt_q q;
+    *body = NULL;
+    int rc = q_open(st, PT_Q_Z_GET, &q);
+    if (rc)
+        return rc;
+    q_int(&q, 1, z);
+    if ((rc = q_step(&q)) == PT_Q_ROW) {
+        const char *t = q_text_at(&q, 0);
+        *body = strdup(t ? t : "");
+        rc = *body ? PT_OK : PT_ENOMEM;
+    } else if (rc == PT_OK) {
+        rc = PT_ENOTFOUND;
+    }
+    q_done(&q);
+    return rc;
 }

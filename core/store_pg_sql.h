@@ -66,6 +66,9 @@
 #define EVENTS_LOCK "SELECT pg_advisory_xact_lock(7302062520031)"
 
 /* X(ID, "sql") - statements prepared once per connection. */
+/* This lane's rows (charges, refunds, z_reports: SPEC 19). */
+#define THIS_LANE "lane = current_setting('payterm.lane')"
+
 #define PG_STMTS(X)                                                                                \
     X(KEY_GET, "SELECT request_hash, locked_at, locked_by, completed_at, response_status,"         \
                " response_body, order_id, expires_at FROM idempotency_keys"                        \
@@ -227,6 +230,27 @@
     X(REFUND_SET_REVIEW, "UPDATE refunds SET review = $2::integer, review_reason = $3::text,"      \
                          " updated_at = $4::bigint WHERE id = $1::bigint AND review <> $2")        \
     X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = $1::bigint AND state = 'INIT'")             \
+    X(Z_LAST, "SELECT z, to_at, hash FROM z_reports WHERE " THIS_LANE " ORDER BY z DESC LIMIT 1")  \
+    X(Z_LOCK, "SELECT pg_advisory_xact_lock(73020627, hashtext(current_setting('payterm.lane')))") \
+    X(Z_MARK_CHARGES, "UPDATE charges SET z = $1::bigint WHERE " THIS_LANE " AND z IS NULL"        \
+                      " AND state IN ('SUCCESS', 'FAILED', 'CANCELED')")                           \
+    X(Z_MARK_REFUNDS, "UPDATE refunds SET z = $1::bigint WHERE " THIS_LANE " AND z IS NULL"        \
+                      " AND state IN ('SUCCESS', 'FAILED')")                                       \
+    X(Z_TOTALS_CHARGES, "SELECT gateway, method, currency, count(*), sum(amount), min(created_at)" \
+                        " FROM charges WHERE " THIS_LANE " AND state = 'SUCCESS'"                  \
+                        " AND z IS NOT DISTINCT FROM $1::bigint"                                   \
+                        " GROUP BY gateway, method, currency ORDER BY gateway, method, currency")  \
+    X(Z_TOTALS_REFUNDS,                                                                            \
+      "SELECT c.gateway, c.method, c.currency, count(*), sum(r.amount), min(r.created_at)"         \
+      " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE r." THIS_LANE                    \
+      " AND r.state = 'SUCCESS' AND r.z IS NOT DISTINCT FROM $1::bigint"                           \
+      " GROUP BY c.gateway, c.method, c.currency"                                                  \
+      " ORDER BY c.gateway, c.method, c.currency")                                                 \
+    /* The report names the store's own lane, or nothing is stored. */                             \
+    X(Z_INSERT, "INSERT INTO z_reports (z, lane, from_at, to_at, hash, body, created_at)"          \
+                " SELECT $1::bigint, $2::text, $3::bigint, $4::bigint, $5::text, $6::text,"        \
+                " $7::bigint WHERE $2::text = current_setting('payterm.lane')")                    \
+    X(Z_GET, "SELECT body FROM z_reports WHERE " THIS_LANE " AND z = $1::bigint")                  \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(CHARGES_CLAIM, "SELECT id FROM charges WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \

@@ -600,6 +600,11 @@ static const char *const schema_objects[] = {
     "table clock",
     "table clock_events",
     "trigger clock_events_append_only_d",
+    "trigger charges_z_once",
+    "trigger refunds_z_once",
+    "table z_reports",
+    "trigger z_reports_immutable_u",
+    "trigger z_reports_immutable_d",
 };
 #define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
 

@@ -206,6 +206,23 @@
     X(REFUND_SET_REVIEW, "UPDATE refunds SET review = ?2, review_reason = ?3, updated_at = ?4"     \
                          " WHERE id = ?1 AND review <> ?2")                                        \
     X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = ?1 AND state = 'INIT'")                     \
+    X(Z_LAST, "SELECT z, to_at, hash FROM z_reports ORDER BY z DESC LIMIT 1")                      \
+    X(Z_LOCK, "SELECT 1") /* the write transaction is the lock */                                  \
+    X(Z_MARK_CHARGES, "UPDATE charges SET z = ?1 WHERE z IS NULL"                                  \
+                      " AND (state = 'SUCCESS' OR state = 'FAILED' OR state = 'CANCELED')")        \
+    X(Z_MARK_REFUNDS,                                                                              \
+      "UPDATE refunds SET z = ?1 WHERE z IS NULL AND (state = 'SUCCESS' OR state = 'FAILED')")     \
+    X(Z_TOTALS_CHARGES, "SELECT gateway, method, currency, count(*), sum(amount), min(created_at)" \
+                        " FROM charges WHERE state = 'SUCCESS' AND z IS ?1"                        \
+                        " GROUP BY gateway, method, currency ORDER BY gateway, method, currency")  \
+    X(Z_TOTALS_REFUNDS,                                                                            \
+      "SELECT c.gateway, c.method, c.currency, count(*), sum(r.amount), min(r.created_at)"         \
+      " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE r.state = 'SUCCESS'"             \
+      " AND r.z IS ?1 GROUP BY c.gateway, c.method, c.currency"                                    \
+      " ORDER BY c.gateway, c.method, c.currency")                                                 \
+    X(Z_INSERT, "INSERT INTO z_reports (z, lane, from_at, to_at, hash, body, created_at)"          \
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                                            \
+    X(Z_GET, "SELECT body FROM z_reports WHERE z = ?1")                                            \
     X(REFUND_STATS,                                                                                \
       "SELECT state, count(*) FROM refunds WHERE id >= ?1 AND " ACTIVE " GROUP BY state")          \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \

@@ -255,6 +255,12 @@ api_outcome pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, str
 typedef int (*order_op)(const struct pt_intake *, struct pt_store *, const char *, const char *,
                         const char *, size_t, int64_t, struct pt_reply *);
 
+api_outcome pt__api_report_x(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *arg);
+api_outcome pt__api_report_z(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *number);
+api_outcome pt__api_close_day(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                              const char *arg);
 api_outcome pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                             const char *order_id, order_op op);
 api_outcome pt__api_payment_link(struct pt_api *api, struct MHD_Connection *conn,

@@ -158,6 +158,11 @@ static const struct route routes[] = {
     {"POST", "/v1/charges/{order_id}/refunds", h_refund, 0},
     {"GET", "/v1/refunds", pt__api_list_refunds, R_QUICK},
     {"GET", "/v1/refunds/{refund_id}", pt__api_get_refund, R_QUICK},
+    /* The day's reports (SPEC 19): an X report adds up the day, a close
+     * marks every final row of it - workers'. */
+    {"GET", "/v1/reports/x", pt__api_report_x, 0},
+    {"POST", "/v1/reports/z", pt__api_close_day, 0},
+    {"GET", "/v1/reports/z/{z}", pt__api_report_z, R_QUICK},
     /* The gateways may reach these (notify_listen); their binding may ask
      * the gateway.  The signature is their credential. */
     {"POST", "/notify/{gateway}", h_notify, R_PUBLIC},

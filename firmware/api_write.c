@@ -114,3 +114,45 @@ api_outcome pt__api_notify(struct pt_api *api, struct MHD_Connection *conn, stru
     pt_reply_free(&rep);
     return ret;
 }
+
+/* ---- the day's reports (SPEC 19) ------------------------------------------------------ */
+
+api_outcome pt__api_report_x(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *arg)
+{
+    (void)arg;
+    struct pt_store *st = pt_pool_get(api->pool);
+    if (!st)
+        return pt__api_storage_error(conn, rq, PT_EIO);
+    struct pt_reply rep;
+    pt_intake_report_x(&api->opt.intake, st, pt_host_now_ms(), &rep);
+    pt_pool_put(api->pool, st);
+    return pt__api_send_reply(conn, rq, &rep);
+}
+
+api_outcome pt__api_report_z(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                             const char *number)
+{
+    struct pt_store *st = pt_pool_get(api->pool);
+    if (!st)
+        return pt__api_storage_error(conn, rq, PT_EIO);
+    struct pt_reply rep;
+    pt_intake_report_z(&api->opt.intake, st, number, &rep);
+    pt_pool_put(api->pool, st);
+    return pt__api_send_reply(conn, rq, &rep);
+}
+
+/* POST /v1/reports/z: a worker's (a close reads every row of the day). */
+api_outcome pt__api_close_day(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                              const char *arg)
+{
+    (void)arg;
+    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
+    struct pt_store *st = pt_pool_get(api->pool);
+    if (!st)
+        return pt__api_storage_error(conn, rq, PT_EIO);
+    struct pt_reply rep;
+    pt_intake_close_day(&api->opt.intake, st, key, rq->body, rq->len, pt_host_now_ms(), &rep);
+    pt_pool_put(api->pool, st);
+    return pt__api_send_reply(conn, rq, &rep);
+}

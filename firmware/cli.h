@@ -142,6 +142,8 @@ int pt_cmd_sync(int argc, char **argv);
 /* cmd_refund.c: refund through the daemon (SPEC 5a), refunds from the database */
 int pt_cmd_refund(int argc, char **argv);
 int pt_cmd_refunds(int argc, char **argv);
+int pt_cmd_report(int argc, char **argv);
+int pt_cmd_close_day(int argc, char **argv);
 int pt_cmd_sim(int argc, char **argv);
 int pt_cmd_demo(int argc, char **argv);
 /* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */

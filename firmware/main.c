@@ -24,6 +24,8 @@ static const struct command commands[] = {
     {"sync", pt_cmd_sync, "ask the running daemon to start a sync pass now"},
     {"refund", pt_cmd_refund, "refund a paid charge, fully or in part (through the daemon)"},
     {"refunds", pt_cmd_refunds, "list refunds, optionally by state or order"},
+    {"report", pt_cmd_report, "print the X report (the day so far) or a Z report"},
+    {"close-day", pt_cmd_close_day, "close the day: the next Z report (through the daemon)"},
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},
