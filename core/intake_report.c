@@ -22,8 +22,8 @@ void pt_intake_lane_name(const struct pt_intake *in, char out[PT_CFG_LANE_MAX])
     size_t n = 0;
     if (gethostname(host, sizeof host - 1) == 0)
         for (const char *p = host; *p && n + 1 < PT_CFG_LANE_MAX; p++)
-            if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-')
+            if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                *p == '_' || *p == '.' || *p == '-')
                 out[n++] = *p;
     out[n] = '\0';
     if (!n)

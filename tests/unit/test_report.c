@@ -89,9 +89,9 @@ static int64_t paid_refund(struct pt_store *st, int64_t charge_id, const char *r
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     assert_int_equal(pt_store_begin(st), PT_OK);
     assert_int_equal(pt_store_refund_insert(st, &r, 3000), PT_OK);
-    assert_int_equal(pt_store_refund_transition(st, r.id, 1u << PT_STATE_INIT, PT_STATE_SUCCESS,
-                                                &p, 3000),
-                     PT_OK);
+    assert_int_equal(
+        pt_store_refund_transition(st, r.id, 1u << PT_STATE_INIT, PT_STATE_SUCCESS, &p, 3000),
+        PT_OK);
     assert_int_equal(pt_store_commit(st), PT_OK);
     return r.id;
 }
@@ -157,11 +157,10 @@ static void test_each_final_row_in_one_report(void **state)
     cJSON *xo = cJSON_Parse(x);
     assert_null(cJSON_GetObjectItemCaseSensitive(xo, "hash"));
     assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(xo, "z")->valuedouble, 1);
-    assert_int_equal(
-        (int)cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(xo, "open"),
-                                              "pending")
-            ->valuedouble,
-        1);
+    assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(
+                         cJSON_GetObjectItemCaseSensitive(xo, "open"), "pending")
+                         ->valuedouble,
+                     1);
     cJSON_Delete(xo);
     char *x2 = NULL;
     assert_int_equal(pt_report_x(st, "lane-1", 10000, &x2), PT_OK);
@@ -355,7 +354,8 @@ static void test_close_racing_payments(void **state)
     assert_int_equal(amount, want_amount);
     assert_int_equal(pt_test_sql_int(path, "SELECT count(*) FROM charges WHERE z IS NULL", 0), 0);
     print_message("    %d closes during %d payments\n", atomic_load(&r.closes), RACE_CHARGES);
-    assert_true(atomic_load(&r.closes) >= RACE_CHARGES / 10); /* the closes did run among the payments */
+    assert_true(atomic_load(&r.closes) >=
+                RACE_CHARGES / 10); /* the closes did run among the payments */
     pt_store_close(st);
 }
 
@@ -372,8 +372,7 @@ static void test_pg_uncommitted_final_goes_to_next(void **state)
     struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
     assert_int_equal(pt_store_begin(eng), PT_OK);
     assert_int_equal(
-        pt_store_charge_transition(eng, a, 1u << PT_STATE_INIT, PT_STATE_SUCCESS, &p, 2000),
-        PT_OK);
+        pt_store_charge_transition(eng, a, 1u << PT_STATE_INIT, PT_STATE_SUCCESS, &p, 2000), PT_OK);
     int64_t z = 0;
     char *r1 = close_day(st, 3000, &z); /* returns: does not wait for eng */
     assert_int_equal(line_of(r1, "alipay", "barcode", "CNY", "charges"), -1);
