@@ -8,6 +8,10 @@
 
 #include <unistd.h>
 
+/* A close's key is the lane's own: on a shared store (PostgreSQL) the
+ * keys of every lane are in one table, and another lane's close under the
+ * same key is not this lane's answer.  The lane goes into the scope and the
+ * fingerprint after the path, where no request path can put it. */
 #define PATH_CLOSE "/v1/reports/z"
 
 void pt_intake_lane_name(const struct pt_intake *in, char out[PT_CFG_LANE_MAX])
@@ -30,6 +34,15 @@ void pt_intake_lane_name(const struct pt_intake *in, char out[PT_CFG_LANE_MAX])
         snprintf(out, PT_CFG_LANE_MAX, "lane");
 }
 
+/* A read that failed: nothing was asked to be stored. */
+static void unreadable(struct pt_reply *out, struct pt_store *st, int rc)
+{
+    pt_log_error("reports: storage failure: %s (%s)", pt_strerror(rc), pt_store_errmsg(st));
+    pt_reply_error(out, 503, "storage_unavailable", "the reports could not be read (%s); retry",
+                   pt_strerror(rc));
+    out->retry_after_s = RETRY_STORAGE_S;
+}
+
 /* A report's text as the answer (taken over: out frees it). */
 static void reply_report(struct pt_reply *out, int status, char *json)
 {
@@ -47,7 +60,7 @@ int pt_intake_report_x(const struct pt_intake *in, struct pt_store *st, int64_t 
     char *json = NULL;
     int rc = pt_report_x(st, lane, now, &json);
     if (rc) {
-        pt__intake_storage_unavailable(out, st, rc);
+        unreadable(out, st, rc);
         return rc;
     }
     reply_report(out, 200, json);
@@ -91,7 +104,7 @@ int pt_intake_report_z(const struct pt_intake *in, struct pt_store *st, const ch
         return PT_OK;
     }
     if (rc) {
-        pt__intake_storage_unavailable(out, st, rc);
+        unreadable(out, st, rc);
         return rc;
     }
     reply_report(out, 200, json);
@@ -102,9 +115,13 @@ int pt_intake_close_day(const struct pt_intake *in, struct pt_store *st, const c
                         const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
     memset(out, 0, sizeof *out);
+    char lane[PT_CFG_LANE_MAX], scope[PT_CFG_LANE_MAX + 32];
+    pt_intake_lane_name(in, lane);
+    snprintf(scope, sizeof scope, PATH_CLOSE " lane=%s", lane);
     struct guard g;
     struct pt_idem_result res;
-    if (!pt__intake_guard_enter(in, st, PATH_CLOSE, key_header, body, len, 0, now, &g, out, &res))
+    int64_t z = 0;
+    if (!pt__intake_guard_enter(in, st, scope, key_header, body, len, 0, now, &g, out, &res))
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
     int rc = PT_OK;
     if (len > 0) {
@@ -114,16 +131,14 @@ int pt_intake_close_day(const struct pt_intake *in, struct pt_store *st, const c
         pt_reply_error(out, 400, "invalid_request",
                        "body: POST /v1/reports/z takes no body (send none, Content-Length: 0)");
     } else {
-        char lane[PT_CFG_LANE_MAX];
-        pt_intake_lane_name(in, lane);
         char *json = NULL;
-        int64_t z = 0;
         if ((rc = pt_report_close(st, lane, now, &json, &z)) != PT_OK)
             goto storage;
-        pt_log_info("day closed: Z report %lld", (long long)z);
         reply_report(out, 201, json);
     }
     rc = pt__intake_guard_complete(st, &g, out, now);
+    if (rc == PT_OK && z && out->status == 201 && !out->replayed)
+        pt_log_info("day closed: Z report %lld of lane %s", (long long)z, lane);
     goto out;
 storage:
     pt__intake_guard_abandon(st, &g);

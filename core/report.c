@@ -18,11 +18,14 @@ static cJSON *line_json(const struct pt_report_line *l)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddNumberToObject(o, "charges", (double)l->charges);
-    cJSON_AddNumberToObject(o, "amount", (double)l->amount);
-    cJSON_AddNumberToObject(o, "refunds", (double)l->refunds);
-    cJSON_AddNumberToObject(o, "refunded", (double)l->refunded);
-    cJSON_AddNumberToObject(o, "net", (double)(l->amount - l->refunded));
+    if (!cJSON_AddNumberToObject(o, "charges", (double)l->charges) ||
+        !cJSON_AddNumberToObject(o, "amount", (double)l->amount) ||
+        !cJSON_AddNumberToObject(o, "refunds", (double)l->refunds) ||
+        !cJSON_AddNumberToObject(o, "refunded", (double)l->refunded) ||
+        !cJSON_AddNumberToObject(o, "net", (double)(l->amount - l->refunded))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -54,25 +57,17 @@ static cJSON *totals_json(const struct pt_report_line *lines, int n)
 /* What is still open on the lane: charges and refunds together. */
 static int open_json(struct pt_store *st, cJSON *report)
 {
-    struct pt_store_stats c;
-    struct pt_refund_stats r;
-    int rc = pt_store_stats(st, 0, &c);
-    if (rc == PT_OK)
-        rc = pt_store_refund_stats(st, &r);
+    int64_t n[4];
+    int rc = pt_store_z_open(st, n);
     if (rc)
         return rc;
     cJSON *o = cJSON_AddObjectToObject(report, "open");
-    if (!o)
-        return PT_ENOMEM;
     /* Queued: not sent yet, or being sent (no outcome to wait for yet). */
-    int64_t queued = c.by_state[PT_STATE_INIT] + c.by_state[PT_STATE_PROCESSING] +
-                     r.by_state[PT_STATE_INIT] + r.by_state[PT_STATE_PROCESSING];
-    cJSON_AddNumberToObject(o, "queued", (double)queued);
-    cJSON_AddNumberToObject(o, "pending",
-                            (double)(c.by_state[PT_STATE_PENDING] + r.by_state[PT_STATE_PENDING]));
-    cJSON_AddNumberToObject(o, "unknown",
-                            (double)(c.by_state[PT_STATE_UNKNOWN] + r.by_state[PT_STATE_UNKNOWN]));
-    cJSON_AddNumberToObject(o, "review", (double)(c.review + r.review));
+    if (!o || !cJSON_AddNumberToObject(o, "queued", (double)n[0]) ||
+        !cJSON_AddNumberToObject(o, "pending", (double)n[1]) ||
+        !cJSON_AddNumberToObject(o, "unknown", (double)n[2]) ||
+        !cJSON_AddNumberToObject(o, "review", (double)n[3]))
+        return PT_ENOMEM;
     return PT_OK;
 }
 
@@ -89,12 +84,14 @@ static int report_body(struct pt_store *st, const char *lane, int64_t z, int64_t
         return rc;
     if (*from <= 0)
         *from = first > 0 && first < to ? first : to;
-    char t[32];
-    pt_rfc3339(*from, t);
-    cJSON_AddStringToObject(report, "from", t);
+    char f[32], t[32];
+    pt_rfc3339(*from, f);
     pt_rfc3339(to, t);
-    cJSON_AddStringToObject(report, "to", t);
-    cJSON_AddStringToObject(report, "lane_id", lane);
+    if (!cJSON_AddStringToObject(report, "from", f) || !cJSON_AddStringToObject(report, "to", t) ||
+        !cJSON_AddStringToObject(report, "lane_id", lane)) {
+        free(lines);
+        return PT_ENOMEM;
+    }
     cJSON *totals = totals_json(lines, n);
     free(lines);
     if (!totals || !cJSON_AddItemToObject(report, "totals", totals)) {
@@ -104,17 +101,25 @@ static int report_body(struct pt_store *st, const char *lane, int64_t z, int64_t
     return open_json(st, report);
 }
 
-/* Canonical text of report into *json. */
+/* Canonical text of report into *json - once every member it must have
+ * is there: a report is stored for ever, and a member lost to a failed
+ * allocation would be lost with it. */
 static int finish(cJSON *report, char **json)
 {
+    static const char *const members[] = {"z", "from", "to", "lane_id", "totals", "open"};
+    *json = NULL;
+    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(report, members[i]))
+            return PT_ENOMEM;
     *json = pt_json_canonical(report);
     return *json ? PT_OK : PT_ENOMEM;
 }
 
-int pt_report_x(struct pt_store *st, const char *lane, int64_t now, char **json)
+/* One X report; *moved when a close committed while it was read (its z
+ * and its totals would be of two different days). */
+static int x_once(struct pt_store *st, const char *lane, int64_t now, char **json, int *moved)
 {
-    *json = NULL;
-    int64_t last = 0, last_to = 0;
+    int64_t last = 0, last_to = 0, again = 0, again_to = 0;
     char prev[65];
     int rc = pt_store_z_last(st, &last, &last_to, prev);
     if (rc && rc != PT_ENOTFOUND)
@@ -123,12 +128,31 @@ int pt_report_x(struct pt_store *st, const char *lane, int64_t now, char **json)
     if (!report)
         return PT_ENOMEM;
     /* z: the number the next close gives these totals. */
-    cJSON_AddNumberToObject(report, "z", (double)(last + 1));
-    rc = report_body(st, lane, 0, &last_to, now > last_to ? now : last_to, report);
+    rc = cJSON_AddNumberToObject(report, "z", (double)(last + 1)) ? PT_OK : PT_ENOMEM;
     if (rc == PT_OK)
+        rc = report_body(st, lane, 0, &last_to, now > last_to ? now : last_to, report);
+    if (rc == PT_OK && (rc = pt_store_z_last(st, &again, &again_to, prev)) == PT_ENOTFOUND)
+        rc = PT_OK;
+    *moved = rc == PT_OK && again != last;
+    if (rc == PT_OK && !*moved)
         rc = finish(report, json);
     cJSON_Delete(report);
     return rc;
+}
+
+int pt_report_x(struct pt_store *st, const char *lane, int64_t now, char **json)
+{
+    /* An X report's reads are not one snapshot: a close between them is
+     * seen by the last number changing, and the report read again. */
+    *json = NULL;
+    for (int tries = 0;; tries++) {
+        int moved = 0;
+        int rc = x_once(st, lane, now, json, &moved);
+        if (rc || !moved)
+            return rc;
+        if (tries == 4)
+            return PT_EBUSY; /* closes one after the other: ask again */
+    }
 }
 
 int pt_report_hash_of(const char *json, char hex[65])
@@ -170,9 +194,12 @@ int pt_report_close(struct pt_store *st, const char *lane, int64_t now, char **j
     cJSON *report = cJSON_CreateObject();
     if (!report)
         return PT_ENOMEM;
-    cJSON_AddNumberToObject(report, "z", (double)*z);
-    cJSON_AddStringToObject(report, "prev_hash", prev);
     int64_t from = last_to;
+    if (!cJSON_AddNumberToObject(report, "z", (double)*z) ||
+        !cJSON_AddStringToObject(report, "prev_hash", prev)) {
+        cJSON_Delete(report);
+        return PT_ENOMEM;
+    }
     rc = report_body(st, lane, *z, &from, to, report);
     char *unhashed = NULL, hex[65];
     unsigned char md[32];
@@ -180,8 +207,7 @@ int pt_report_close(struct pt_store *st, const char *lane, int64_t now, char **j
         rc = finish(report, &unhashed);
     if (rc == PT_OK && (rc = pt_sha256(unhashed, strlen(unhashed), md)) == PT_OK) {
         pt_hex_encode(md, sizeof md, hex);
-        cJSON_AddStringToObject(report, "hash", hex);
-        rc = finish(report, json);
+        rc = cJSON_AddStringToObject(report, "hash", hex) ? finish(report, json) : PT_ENOMEM;
     }
     free(unhashed);
     if (rc == PT_OK)

@@ -759,6 +759,9 @@ int pt_store_z_mark(struct pt_store *st, int64_t z, int *charges, int *refunds);
  */
 int pt_store_report_totals(struct pt_store *st, int64_t z, struct pt_report_line **lines, int *n,
                            int64_t *first);
+/* What is still open on the lane, charges and refunds together: [0]
+ * queued (INIT, PROCESSING), [1] PENDING, [2] UNKNOWN, [3] under review. */
+int pt_store_z_open(struct pt_store *st, int64_t open[4]);
 /* Stores a closed report (body byte for byte).  PT_EEXIST when z exists. */
 int pt_store_z_insert(struct pt_store *st, int64_t z, const char *lane, int64_t from, int64_t to,
                       const char *hash, const char *body, int64_t now);

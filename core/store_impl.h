@@ -67,7 +67,8 @@
     X(Z_TOTALS_CHARGES)                                                                            \
     X(Z_TOTALS_REFUNDS)                                                                            \
     X(Z_INSERT)                                                                                    \
-    X(Z_GET)
+    X(Z_GET)                                                                                       \
+    X(Z_OPEN)
 
 enum {
 #define PT__Q_ENUM(id) PT_Q_##id,

@@ -694,6 +694,23 @@ int pt_store_report_totals(struct pt_store *st, int64_t z, struct pt_report_line
     return PT_OK;
 }
 
+int pt_store_z_open(struct pt_store *st, int64_t open[4])
+{
+    struct pt_q q;
+    int rc = q_open(st, PT_Q_Z_OPEN, &q);
+    if (rc)
+        return rc;
+    if ((rc = q_step(&q)) == PT_Q_ROW) {
+        for (int i = 0; i < 4; i++)
+            open[i] = q_int_at(&q, i); /* SQLite's sum() of no rows: NULL, read 0 */
+        rc = PT_OK;
+    } else if (rc == PT_OK) {
+        rc = PT_ESTORAGE; /* an aggregate always has its row */
+    }
+    q_done(&q);
+    return rc;
+}
+
 int pt_store_z_insert(struct pt_store *st, int64_t z, const char *lane, int64_t from, int64_t to,
                       const char *hash, const char *body, int64_t now)
 {

@@ -251,6 +251,13 @@
                 " SELECT $1::bigint, $2::text, $3::bigint, $4::bigint, $5::text, $6::text,"        \
                 " $7::bigint WHERE $2::text = current_setting('payterm.lane')")                    \
     X(Z_GET, "SELECT body FROM z_reports WHERE " THIS_LANE " AND z = $1::bigint")                  \
+    /* What a close finds still open on the lane, charges and refunds                              \
+     * together: queued (INIT, PROCESSING), PENDING, UNKNOWN, under review. */                     \
+    X(Z_OPEN,                                                                                      \
+      "SELECT count(*) FILTER (WHERE state IN ('INIT', 'PROCESSING')),"                            \
+      " count(*) FILTER (WHERE state = 'PENDING'), count(*) FILTER (WHERE state = 'UNKNOWN'),"     \
+      " count(*) FILTER (WHERE review = 1) FROM (SELECT state, review FROM charges "               \
+      "WHERE " THIS_LANE " UNION ALL SELECT state, review FROM refunds WHERE " THIS_LANE ") o")    \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(CHARGES_CLAIM, "SELECT id FROM charges WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \

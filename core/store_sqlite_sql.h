@@ -223,6 +223,12 @@
     X(Z_INSERT, "INSERT INTO z_reports (z, lane, from_at, to_at, hash, body, created_at)"          \
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                                            \
     X(Z_GET, "SELECT body FROM z_reports WHERE z = ?1")                                            \
+    /* What a close finds still open, charges and refunds together: queued                         \
+     * (INIT, PROCESSING), PENDING, UNKNOWN, under review.  A scan, as the                         \
+     * close's own reads are. */                                                                   \
+    X(Z_OPEN, "SELECT sum(state = 'INIT' OR state = 'PROCESSING'), sum(state = 'PENDING'),"        \
+              " sum(state = 'UNKNOWN'), sum(review) FROM (SELECT state, review FROM charges"       \
+              " UNION ALL SELECT state, review FROM refunds)")                                     \
     X(REFUND_STATS,                                                                                \
       "SELECT state, count(*) FROM refunds WHERE id >= ?1 AND " ACTIVE " GROUP BY state")          \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char report_help[] =
     "usage: payterm report x | z [N] [-c FILE]...\n\n"
@@ -29,11 +28,11 @@ static const char close_help[] =
     "Closes the day on the running daemon (POST /v1/reports/z): every final\n"
     "charge and refund not yet in a Z report goes into the next one, which is\n"
     "printed as one line of JSON.\n\n"
-    "  --key K   the Idempotency-Key; default cli-close-day-YYYY-MM-DD (this\n"
-    "            machine's local date), so running the command again the same\n"
-    "            day - after a lost answer, say - prints the same Z report\n"
-    "            instead of closing another.  A lane that closes more than once\n"
-    "            a day (shifts) gives each close its own key.\n\n"
+    "  --key K   the Idempotency-Key; default cli-close-z<N>, N the number this\n"
+    "            close gives its report (the X report's z), so running the command\n"
+    "            again while the close is still unanswered, or after it failed,\n"
+    "            answers with that close; once Z N exists, running it again closes\n"
+    "            Z N+1 (what became final since).  payterm report z shows the last.\n\n"
     "Exit status: 0 closed (or the same key's close printed again); 1 not\n"
     "closed, the error on stderr; 2 usage error.\n";
 
@@ -158,20 +157,20 @@ int pt_cmd_close_day(int argc, char **argv)
     int r = pt_cli_parse("close-day", close_help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
-    char key[64];
-    const char *k = args.values[0];
-    if (!k) {
-        time_t now = time(NULL);
-        struct tm tm;
-        if (!localtime_r(&now, &tm) || !strftime(key, sizeof key, "cli-close-day-%Y-%m-%d", &tm)) {
-            pt_cli_error("close-day", "cannot read this machine's date; give --key");
-            return PT_EXIT_USAGE;
-        }
-        k = key;
-    }
     static struct pt_config cfg;
     if (pt_cli_load_config(&args.common, &cfg))
         return PT_EXIT_FAIL;
+    char key[64];
+    const char *k = args.values[0];
+    if (!k) {
+        /* Not the date: a day closed after midnight and again before the
+         * next one would be answered with the first close, and stay open. */
+        long long last = 0;
+        if (last_z("close-day", &cfg, &last) != PT_EXIT_OK)
+            return PT_EXIT_FAIL;
+        snprintf(key, sizeof key, "cli-close-z%lld", last + 1);
+        k = key;
+    }
     struct pt_cli_answer a;
     if (pt_cli_api("close-day", &cfg, "/v1/reports/z", k, "", 60000, &a) != PT_CLI_API_ANSWER)
         return PT_EXIT_FAIL;
@@ -179,6 +178,8 @@ int pt_cmd_close_day(int argc, char **argv)
     if (a.status == 201) {
         puts(a.body);
         summary("close-day", "day closed: Z report", a.body, a.replayed);
+        if (!args.values[0])
+            fprintf(stderr, "payterm close-day: Idempotency-Key %s\n", k);
     } else {
         cJSON *o = cJSON_Parse(a.body);
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(o, "error");

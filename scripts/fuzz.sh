@@ -13,7 +13,7 @@ seconds=${PT_FUZZ_SECONDS:-20}
 build=build/fuzz
 targets=${*:-"fuzz_form fuzz_json fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
 fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses fuzz_wechat_v2_xml
-fuzz_wechat_certs fuzz_jose fuzz_pm_xml"}
+fuzz_wechat_certs fuzz_jose fuzz_pm_xml fuzz_wxbill"}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_BUILD_BENCH=OFF -DPT_WERROR=ON \
@@ -87,6 +87,14 @@ jq -r '.answers[] | select(.xml != "") | "\(.op)\t\(.xml | @base64)"' $v/2c2p_pm
 jq -r '.responses[3].body' $v/wechat.json | seed fuzz_responses query '\011\000'
 printf '%s' '{"id":"pi_1","amount":1200,"currency":"usd","status":"succeeded"}' | seed fuzz_responses pi '\000\000'
 printf '%s' '{"code":"10000","msg":"Success","qr_code":"x","trade_status":"TRADE_SUCCESS","total_amount":"88.88"}' | seed fuzz_responses ali '\001\000'
+# A WeChat trade bill of the documented layout (docs/reconcile.md).
+{
+    printf '%s\n' '交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,费率备注'
+    printf '%s\n' '`2026-12-05 09:30:01,`wx1,`19,`0,`,`4201,`O-1,`u,`MICROPAY,`SUCCESS,`OTHERS,`CNY,`12.00,`0.34,`0,`0,`0.00,`0.00,`,`,`x,`,`0.07000,`0.60%,`12.34,`0.00,`'
+    printf '%s\n' '`2026-12-05 18:02:44,`wx1,`19,`0,`,`4201,`O-1,`u,`MICROPAY,`REFUND,`OTHERS,`CNY,`0.00,`0.00,`5031,`O-1-R,`5.00,`0.00,`ORIGINAL,`SUCCESS,`x,`,`-0.03000,`0.60%,`0.00,`5.00,`'
+    printf '%s\n' '总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额'
+    printf '%s\n' '`2,`12.00,`5.00,`0.00,`0.04000,`12.34,`5.00'
+} | seed fuzz_wxbill day
 
 for t in $targets; do
     mkdir -p "$build/corpus/$t" "$build/artifacts/$t"

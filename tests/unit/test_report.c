@@ -9,7 +9,9 @@
 #include "testutil.h"
 
 #include "crypto.h"
+#include "config.h"
 #include "err.h"
+#include "intake.h"
 #include "report.h"
 #include "store.h"
 
@@ -286,10 +288,12 @@ static void *pay_all(void *arg)
         snprintf(order, sizeof order, "R-%03d", i);
         int64_t id = new_charge(st, order, "alipay", "barcode", 100 + i, "CNY");
         move_charge(st, id, PT_STATE_INIT, i % 5 == 4 ? PT_STATE_FAILED : PT_STATE_SUCCESS);
-        atomic_fetch_add(&r->paid, 1);
         /* Every tenth payment lets a close in before going on, so the
-         * closes land among the payments however the threads run. */
+         * closes land among the payments however the threads run.  (The
+         * count of closes is read before the payment is told: a close
+         * that follows it is then seen.) */
         int closes = atomic_load(&r->closes);
+        atomic_fetch_add(&r->paid, 1);
         while (i % 10 == 9 && atomic_load(&r->closes) == closes)
             sched_yield();
     }
@@ -386,6 +390,61 @@ static void test_pg_uncommitted_final_goes_to_next(void **state)
     pt_store_close(st);
 }
 
+/*
+ * Two lanes closing with the same Idempotency-Key (a POS that names its
+ * closes by the date): each closes its own day.  On PostgreSQL the keys of
+ * every lane are in one table: a lane must never be answered with another
+ * lane's report.  On SQLite each lane has its own file; the same holds.
+ */
+static void test_same_key_two_lanes(void **state)
+{
+    (void)state;
+    static struct pt_config cfg_a, cfg_b;
+    pt_config_defaults(&cfg_a);
+    pt_config_defaults(&cfg_b);
+    snprintf(cfg_a.lane_id, sizeof cfg_a.lane_id, "lane-1");
+    snprintf(cfg_b.lane_id, sizeof cfg_b.lane_id, "lane-2");
+    struct pt_idem_options idem = {.ttl_ms = 86400000, .lock_timeout_ms = 60000, .instance = 1};
+    struct pt_intake in_a = {.cfg = &cfg_a, .idem = idem}, in_b = {.cfg = &cfg_b, .idem = idem};
+    struct pt_store *a = open_store(), *b;
+    char err[512];
+    char other[320];
+    /* Lane 2: the same server (PostgreSQL), or a file of its own. */
+    snprintf(other, sizeof other, "%s/lane2.db", dir);
+    struct pt_store_options o = {.path = pt_test_pg() ? path : other, .lane_id = "lane-2"};
+    assert_int_equal(pt_test_store_open(&o, &b, err, sizeof err), PT_OK);
+    move_charge(a, new_charge(a, "A-1", "alipay", "barcode", 100, "CNY"), PT_STATE_INIT,
+                PT_STATE_SUCCESS);
+    move_charge(b, new_charge(b, "B-1", "alipay", "barcode", 200, "CNY"), PT_STATE_INIT,
+                PT_STATE_SUCCESS);
+    struct pt_reply ra, rb, again;
+    assert_int_equal(pt_intake_close_day(&in_a, a, "close-2026-12-07", NULL, 0, 5000, &ra), PT_OK);
+    assert_int_equal(pt_intake_close_day(&in_b, b, "close-2026-12-07", NULL, 0, 5000, &rb), PT_OK);
+    assert_int_equal(ra.status, 201);
+    assert_int_equal(rb.status, 201);
+    assert_false(rb.replayed); /* lane 2's own close, not lane 1's answer */
+    assert_non_null(strstr(ra.body, "\"lane_id\":\"lane-1\""));
+    assert_non_null(strstr(rb.body, "\"lane_id\":\"lane-2\""));
+    assert_int_equal(line_of(rb.body, "alipay", "barcode", "CNY", "amount"), 200);
+    assert_int_equal(line_of(ra.body, "alipay", "barcode", "CNY", "amount"), 100);
+    /* The same key on the same lane: the same report, byte for byte. */
+    assert_int_equal(pt_intake_close_day(&in_b, b, "close-2026-12-07", NULL, 0, 9000, &again),
+                     PT_OK);
+    assert_true(again.replayed);
+    assert_int_equal(again.len, rb.len);
+    assert_memory_equal(again.body, rb.body, rb.len);
+    /* A body is refused, naming it (and that is the key's answer). */
+    pt_reply_free(&again);
+    assert_int_equal(pt_intake_close_day(&in_a, a, "close-body", "{}", 2, 9000, &again), PT_OK);
+    assert_int_equal(again.status, 400);
+    assert_non_null(strstr(again.body, "body: "));
+    pt_reply_free(&again);
+    pt_reply_free(&ra);
+    pt_reply_free(&rb);
+    pt_store_close(b);
+    pt_store_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +452,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_report_is_canonical, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_racing_payments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_uncommitted_final_goes_to_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_key_two_lanes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,7 +77,7 @@ expect "close 1 again (the same key)" "201 1" "$ST $REPLAYED"
 expect_same "close 1 replayed byte for byte" "$T/z1.json" "$BODY"
 api /v1/reports/z/1 >"$T/z1.get"
 expect_same "GET /v1/reports/z/1 byte for byte" "$T/z1.json" "$T/z1.get"
-for bad in 0 01 -1 abc 99999999999999999; do
+for bad in 0 01 -1 abc 99999999999999999 9007199254740992; do
     expect "GET /v1/reports/z/$bad" 400 "$(curl -s -o /dev/null -w '%{http_code}' "$API/v1/reports/z/$bad")"
 done
 expect "GET /v1/reports/z/2 (not closed)" 404 "$(curl -s -o /dev/null -w '%{http_code}' "$API/v1/reports/z/2")"
@@ -115,6 +115,13 @@ expect "report z 9: exit status" 1 "$RC"
 expect_match "report z 9: stderr" '404' "$ERR"
 cli report q
 expect "report q: usage" 2 "$RC"
+
+# The default key names the report the close makes: a close that ran
+# closes the next one when run again (never answers a later day with it).
+cli close-day
+expect "close-day (default key): exit status ($ERR)" "0 3" "$RC $(jq .z <<<"$OUT")"
+expect_match "close-day (default key): names its key" 'Idempotency-Key cli-close-z3$' "$ERR"
+expect "Z 3: nothing became final since Z 2" "{}" "$(jq -c .totals <<<"$OUT")"
 
 # ---- what the store holds: each final row in exactly one report ---------------------
 expect "charges in no report" 0 "$(db_query 'SELECT count(*) FROM charges WHERE z IS NULL')"

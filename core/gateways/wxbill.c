@@ -1,0 +1,348 @@
+/*
+ * wxbill.c - WeChat Pay's trade bill (see wxbill.h).
+ *
+ * One pass over the lines.  A line is split at commas (WeChat's values hold
+ * no commas: names and attach data are given without them, and a value
+ * with one would break every reader of the format, the SDKs' included); a
+ * detail or summary value must begin with the backtick WeChat puts before
+ * each one.
+ */
+#include "wxbill.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "money.h"
+
+#define MAX_COLS 64
+#define SUMMARY_FIRST "总交易单数"
+
+/* The columns read, by their name in the header. */
+enum col {
+    C_TIME,     /* 交易时间 */
+    C_TRADE_NO, /* 微信订单号 */
+    C_ORDER,    /* 商户订单号 */
+    C_STATE,    /* 交易状态 */
+    C_CURRENCY, /* 货币种类 */
+    C_SETTLED,  /* 应结订单金额 */
+    C_REFUND_NO,
+    C_REFUND_ID,
+    C_REFUNDED,     /* 退款金额 */
+    C_ORDER_AMOUNT, /* 订单金额 (免充值券 bills) */
+    C_REFUND_ASKED, /* 申请退款金额 (免充值券 bills) */
+    C__COUNT
+};
+static const char *const col_names[C__COUNT] = {
+    [C_TIME] = "交易时间",          [C_TRADE_NO] = "微信订单号",       [C_ORDER] = "商户订单号",
+    [C_STATE] = "交易状态",         [C_CURRENCY] = "货币种类",         [C_SETTLED] = "应结订单金额",
+    [C_REFUND_NO] = "微信退款单号", [C_REFUND_ID] = "商户退款单号",    [C_REFUNDED] = "退款金额",
+    [C_ORDER_AMOUNT] = "订单金额",  [C_REFUND_ASKED] = "申请退款金额",
+};
+/* The summary's columns checked against the rows. */
+enum { S_COUNT, S_ORDER_TOTAL, S_REFUND_TOTAL, S__COUNT };
+static const char *const sum_names[S__COUNT] = {"总交易单数", "订单总金额", "申请退款总金额"};
+
+struct field {
+    const char *p;
+    size_t n;
+};
+
+static int fail(char *err, size_t errlen, size_t line, const char *fmt, ...)
+{
+    if (err && errlen) {
+        int k = snprintf(err, errlen, "WeChat bill line %zu: ", line);
+        va_list ap;
+        va_start(ap, fmt);
+        if (k > 0 && (size_t)k < errlen)
+            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    return PT_EPARSE;
+}
+
+/* Splits [p, p+n) at commas into f[]; the count, or -1 past MAX_COLS. */
+static int split(const char *p, size_t n, struct field *f)
+{
+    int k = 0;
+    const char *end = p + n;
+    for (;;) {
+        const char *c = memchr(p, ',', (size_t)(end - p));
+        if (k == MAX_COLS)
+            return -1;
+        f[k].p = p;
+        f[k].n = c ? (size_t)(c - p) : (size_t)(end - p);
+        k++;
+        if (!c)
+            return k;
+        p = c + 1;
+    }
+}
+
+static int field_is(const struct field *f, const char *s)
+{
+    return f->n == strlen(s) && memcmp(f->p, s, f->n) == 0;
+}
+
+/* A detail or summary value: behind its backtick, printable, bounded. */
+static int value(const struct field *f, char *out, size_t cap)
+{
+    if (f->n < 1 || f->p[0] != '`' || f->n - 1 >= cap)
+        return 0;
+    for (size_t i = 1; i < f->n; i++)
+        if ((unsigned char)f->p[i] < 0x20 || f->p[i] == 0x7f || f->p[i] == '`')
+            return 0;
+    memcpy(out, f->p + 1, f->n - 1);
+    out[f->n - 1] = '\0';
+    return 1;
+}
+
+static int yuan(const char *s, int64_t *fen)
+{
+    return pt_money_from_decimal(s, strlen(s), "CNY", fen) == PT_OK;
+}
+
+/* The next line of the text: [*p, *eol) without its \n or \r\n. */
+static int next_line(const char **p, const char *end, const char **line, size_t *n)
+{
+    if (*p >= end)
+        return 0;
+    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+    const char *stop = nl ? nl : end;
+    *line = *p;
+    *n = (size_t)(stop - *p);
+    if (*n && (*line)[*n - 1] == '\r')
+        (*n)--;
+    *p = nl ? nl + 1 : end;
+    return 1;
+}
+
+struct parse {
+    int col[C__COUNT]; /* header index, -1 absent */
+    int ncols;
+    const char *date;
+    struct pt_wxbill *out;
+    size_t cap;
+    int64_t order_total, refund_total; /* of the rows, fen */
+    size_t rows;
+};
+
+static int header(struct parse *ps, const char *line, size_t n, size_t lineno, char *err,
+                  size_t errlen)
+{
+    struct field f[MAX_COLS];
+    int k = split(line, n, f);
+    if (k < 0)
+        return fail(err, errlen, lineno, "more than %d columns", MAX_COLS);
+    ps->ncols = k;
+    for (int c = 0; c < C__COUNT; c++) {
+        ps->col[c] = -1;
+        for (int i = 0; i < k; i++)
+            if (field_is(&f[i], col_names[c])) {
+                if (ps->col[c] >= 0)
+                    return fail(err, errlen, lineno, "column %s twice", col_names[c]);
+                ps->col[c] = i;
+            }
+    }
+    static const enum col needed[] = {C_TIME,    C_TRADE_NO,  C_ORDER,     C_STATE,   C_CURRENCY,
+                                      C_SETTLED, C_REFUND_NO, C_REFUND_ID, C_REFUNDED};
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (ps->col[needed[i]] < 0)
+            return fail(err, errlen, lineno, "the header has no column %s (is this a trade bill?)",
+                        col_names[needed[i]]);
+    return PT_OK;
+}
+
+static struct pt_recon_record *new_row(struct parse *ps)
+{
+    struct pt_wxbill *b = ps->out;
+    if (b->n == ps->cap) {
+        size_t want = ps->cap ? ps->cap * 2 : 64;
+        struct pt_recon_record *more = realloc(b->rows, want * sizeof *more);
+        if (!more)
+            return NULL;
+        b->rows = more;
+        ps->cap = want;
+    }
+    struct pt_recon_record *r = &b->rows[b->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static int detail(struct parse *ps, const struct field *f, int k, size_t lineno, char *err,
+                  size_t errlen)
+{
+    if (k != ps->ncols)
+        return fail(err, errlen, lineno, "%d values for %d columns", k, ps->ncols);
+    char v[C__COUNT][PT_SHORT_MAX];
+    for (int c = 0; c < C__COUNT; c++) {
+        v[c][0] = '\0';
+        if (ps->col[c] >= 0 && !value(&f[ps->col[c]], v[c], sizeof v[c]))
+            return fail(err, errlen, lineno, "%s: not a backtick and 1-%d printable bytes",
+                        col_names[c], PT_SHORT_MAX - 1);
+    }
+    /* 交易时间 "YYYY-MM-DD HH:MM:SS": a row of the bill's own day. */
+    if (strlen(v[C_TIME]) != 19 || strncmp(v[C_TIME], ps->date, 10) != 0 || v[C_TIME][10] != ' ')
+        return fail(err, errlen, lineno, "交易时间 '%s' is not a time of %s", v[C_TIME], ps->date);
+    if (++ps->rows > PT_WXBILL_MAX_ROWS)
+        return fail(err, errlen, lineno, "more than %d rows", PT_WXBILL_MAX_ROWS);
+    int refund = strcmp(v[C_STATE], "REFUND") == 0;
+    if (strcmp(v[C_STATE], "REVOKED") == 0) {
+        ps->out->revoked++;
+        return PT_OK;
+    }
+    if (!refund && strcmp(v[C_STATE], "SUCCESS") != 0)
+        return fail(err, errlen, lineno, "交易状态 '%s' is none of SUCCESS, REFUND, REVOKED",
+                    v[C_STATE]);
+    if (!pt_money_currency_valid(v[C_CURRENCY]))
+        return fail(err, errlen, lineno, "货币种类 '%s' is not a currency", v[C_CURRENCY]);
+    int amount_col = refund ? (ps->col[C_REFUND_ASKED] >= 0 ? C_REFUND_ASKED : C_REFUNDED)
+                            : (ps->col[C_ORDER_AMOUNT] >= 0 ? C_ORDER_AMOUNT : C_SETTLED);
+    int64_t amount = 0;
+    if (!yuan(v[amount_col], &amount) || amount <= 0)
+        return fail(err, errlen, lineno, "%s '%s' is not an amount in yuan above 0",
+                    col_names[amount_col], v[amount_col]);
+    if (ps->col[C_ORDER_AMOUNT] >= 0 && !refund)
+        ps->order_total += amount;
+    if (ps->col[C_REFUND_ASKED] >= 0 && refund)
+        ps->refund_total += amount;
+    if (!v[C_ORDER][0] && !v[C_TRADE_NO][0])
+        return fail(err, errlen, lineno, "neither 商户订单号 nor 微信订单号");
+    if (refund && !v[C_REFUND_ID][0] && !v[C_REFUND_NO][0])
+        return fail(err, errlen, lineno, "a refund without 商户退款单号 or 微信退款单号");
+    if (strlen(v[C_ORDER]) >= PT_ORDER_ID_MAX || strlen(v[C_REFUND_ID]) >= PT_REFUND_ID_MAX)
+        return fail(err, errlen, lineno, "商户订单号 or 商户退款单号 longer than %d bytes",
+                    PT_ORDER_ID_MAX - 1);
+    struct pt_recon_record *r = new_row(ps);
+    if (!r)
+        return PT_ENOMEM;
+    r->refund = refund;
+    r->amount = amount;
+    /* Lengths checked above (currency: pt_money_currency_valid). */
+    memcpy(r->order_id, v[C_ORDER], strlen(v[C_ORDER]) + 1);
+    memcpy(r->gateway_trade_no, v[C_TRADE_NO], strlen(v[C_TRADE_NO]) + 1);
+    memcpy(r->currency, v[C_CURRENCY], 4);
+    if (refund) {
+        memcpy(r->refund_id, v[C_REFUND_ID], strlen(v[C_REFUND_ID]) + 1);
+        memcpy(r->gateway_refund_no, v[C_REFUND_NO], strlen(v[C_REFUND_NO]) + 1);
+    }
+    return PT_OK;
+}
+
+/* The summary: its header, then its one line of values. */
+static int summary(struct parse *ps, const struct field *h, int hk, const char *line, size_t n,
+                   size_t lineno, char *err, size_t errlen)
+{
+    struct field f[MAX_COLS];
+    int k = split(line, n, f);
+    if (k != hk)
+        return fail(err, errlen, lineno, "%d summary values for %d columns", k, hk);
+    for (int s = 0; s < S__COUNT; s++) {
+        int at = -1;
+        for (int i = 0; i < hk; i++)
+            if (field_is(&h[i], sum_names[s]))
+                at = i;
+        if (at < 0) {
+            if (s == S_COUNT)
+                return fail(err, errlen, lineno - 1, "the summary has no column %s", sum_names[s]);
+            continue; /* an older bill's summary */
+        }
+        char v[32];
+        if (!value(&f[at], v, sizeof v))
+            return fail(err, errlen, lineno, "%s: not a backtick and a number", sum_names[s]);
+        int64_t want = 0, got = 0;
+        if (s == S_COUNT) {
+            char *end = NULL;
+            long long c = strtoll(v, &end, 10);
+            if (!v[0] || *end || c < 0)
+                return fail(err, errlen, lineno, "总交易单数 '%s' is not a count", v);
+            want = c;
+            got = (int64_t)ps->rows;
+        } else if (!yuan(v, &want)) {
+            return fail(err, errlen, lineno, "%s '%s' is not an amount in yuan", sum_names[s], v);
+        } else {
+            got = s == S_ORDER_TOTAL ? ps->order_total : ps->refund_total;
+            if (ps->col[s == S_ORDER_TOTAL ? C_ORDER_AMOUNT : C_REFUND_ASKED] < 0)
+                continue;
+        }
+        if (want != got)
+            return fail(err, errlen, lineno,
+                        "%s says %lld, the rows add up to %lld: the bill is not whole",
+                        sum_names[s], (long long)want, (long long)got);
+    }
+    return PT_OK;
+}
+
+int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct pt_wxbill *out,
+                    char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (err && errlen)
+        err[0] = '\0';
+    if (len > PT_WXBILL_MAX_BYTES)
+        return PT_ETOOBIG;
+    if (!bill_date || strlen(bill_date) != 10)
+        return PT_EINVAL;
+    struct parse ps = {.date = bill_date, .out = out};
+    const char *p = text, *end = text + len, *line;
+    size_t n, lineno = 0;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) /* a BOM some downloads begin with */
+        p += 3;
+    int rc = PT_EPARSE;
+    if (!next_line(&p, end, &line, &n)) {
+        rc = fail(err, errlen, 1, "empty: no header");
+        goto out;
+    }
+    lineno = 1;
+    if ((rc = header(&ps, line, n, lineno, err, errlen)))
+        goto out;
+    for (;;) {
+        if (!next_line(&p, end, &line, &n)) {
+            rc = fail(err, errlen, lineno + 1, "ends before the summary (%s...): cut short",
+                      SUMMARY_FIRST);
+            goto out;
+        }
+        lineno++;
+        struct field f[MAX_COLS];
+        int k = split(line, n, f);
+        if (k < 0) {
+            rc = fail(err, errlen, lineno, "more than %d values", MAX_COLS);
+            goto out;
+        }
+        if (field_is(&f[0], SUMMARY_FIRST)) {
+            const char *vline;
+            size_t vn;
+            if (!next_line(&p, end, &vline, &vn)) {
+                rc = fail(err, errlen, lineno + 1, "the summary has no values: cut short");
+                goto out;
+            }
+            lineno++;
+            if ((rc = summary(&ps, f, k, vline, vn, lineno, err, errlen)))
+                goto out;
+            break;
+        }
+        if ((rc = detail(&ps, f, k, lineno, err, errlen)))
+            goto out;
+    }
+    /* After the summary: nothing but an empty last line. */
+    while (next_line(&p, end, &line, &n)) {
+        lineno++;
+        if (n) {
+            rc = fail(err, errlen, lineno, "text after the summary");
+            goto out;
+        }
+    }
+    rc = PT_OK;
+out:
+    if (rc)
+        pt_wxbill_free(out);
+    return rc;
+}
+
+void pt_wxbill_free(struct pt_wxbill *b)
+{
+    free(b->rows);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,42 @@
+/*
+ * wxbill.h - WeChat Pay's trade bill (交易账单), as GET /v3/bill/tradebill's
+ * download and APIv2 downloadbill give it (SPEC 19; docs/reconcile.md
+ * quotes the layout and its sources): a header line naming the columns, one
+ * line per payment or refund with every value behind a backtick, then the
+ * summary's header line and its one line of totals.  Amounts in yuan.
+ *
+ * The parser is strict: a bill that does not hold together - a column
+ * missing, a value without its backtick, a line of another width, a state it
+ * does not know, a row of another day, a summary that does not add up to
+ * the rows - is refused with the line named, never read in part.
+ */
+#ifndef PT_GW_WXBILL_H
+#define PT_GW_WXBILL_H
+
+#include <stddef.h>
+
+#include "reconcile.h"
+
+/* Longest bill read (bytes) and most rows: a lane's day is far below. */
+#define PT_WXBILL_MAX_BYTES (64u << 20)
+#define PT_WXBILL_MAX_ROWS 200000
+
+struct pt_wxbill {
+    struct pt_recon_record *rows; /* malloc'd, day 0; pt_wxbill_free */
+    size_t n;
+    size_t revoked; /* APIv2's REVOKED rows: paid, then reversed - no money kept */
+};
+
+/*
+ * Parses the bill of bill_date ("YYYY-MM-DD", China time) into *out: a
+ * SUCCESS row is a trade (商户订单号, 微信订单号, 订单金额), a REFUND row a
+ * refund (商户退款单号, 微信退款单号, 申请退款金额) - the amounts asked, which
+ * are what payterm asked; on a bill without those columns (before
+ * 免充值券), 应结订单金额 and 退款金额.  PT_OK; PT_EPARSE with err naming
+ * the line (1-based) and the column; PT_ETOOBIG; PT_ENOMEM.
+ */
+int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct pt_wxbill *out,
+                    char *err, size_t errlen);
+void pt_wxbill_free(struct pt_wxbill *b);
+
+#endif
