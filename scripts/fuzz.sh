@@ -13,7 +13,7 @@ seconds=${PT_FUZZ_SECONDS:-20}
 build=build/fuzz
 targets=${*:-"fuzz_form fuzz_json fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
 fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses fuzz_wechat_v2_xml
-fuzz_wechat_certs fuzz_jose fuzz_pm_xml fuzz_wxbill"}
+fuzz_wechat_certs fuzz_jose fuzz_pm_xml fuzz_wxbill fuzz_stripe_bill"}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_BUILD_BENCH=OFF -DPT_WERROR=ON \
@@ -95,6 +95,10 @@ printf '%s' '{"code":"10000","msg":"Success","qr_code":"x","trade_status":"TRADE
     printf '%s\n' '总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额'
     printf '%s\n' '`2,`12.00,`5.00,`0.00,`0.04000,`12.34,`5.00'
 } | seed fuzz_wxbill day
+printf '%s' '{"object":"list","has_more":true,"data":[{"id":"ch_1","object":"charge","amount":1250,"captured":true,"created":1796436000,"currency":"usd","payment_intent":"pi_1","status":"succeeded","metadata":{"order_id":"O-1"}}]}' |
+    seed fuzz_stripe_bill charges '\000'
+printf '%s' '{"object":"list","has_more":false,"data":[{"id":"re_1","object":"refund","amount":300,"created":1796486000,"currency":"usd","payment_intent":"pi_1","status":"succeeded","metadata":{"refund_id":"O-1-R","order_id":"O-1"}}]}' |
+    seed fuzz_stripe_bill refunds '\001'
 
 for t in $targets; do
     mkdir -p "$build/corpus/$t" "$build/artifacts/$t"

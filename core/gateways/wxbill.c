@@ -50,7 +50,8 @@ struct field {
     size_t n;
 };
 
-static int fail(char *err, size_t errlen, size_t line, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, size_t line,
+                                                      const char *fmt, ...)
 {
     if (err && errlen) {
         int k = snprintf(err, errlen, "WeChat bill line %zu: ", line);

@@ -1,0 +1,175 @@
+/*
+ * stripe_bill.c - the day's charges and refunds at Stripe (see
+ * stripe_bill.h).  Amounts are read back through Stripe's own units
+ * (stripe.c's table, SPEC 18), as every other Stripe answer is.
+ */
+#include "stripe_bill.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+#include "gwcommon.h"
+
+extern const struct pt_gateway pt_gateway_stripe;
+
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int item,
+                                                      const char *fmt, ...)
+{
+    if (err && errlen) {
+        int k = item < 0 ? snprintf(err, errlen, "Stripe list: ")
+                         : snprintf(err, errlen, "Stripe list, data[%d]: ", item);
+        va_list ap;
+        va_start(ap, fmt);
+        if (k > 0 && (size_t)k < errlen)
+            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    return PT_EPARSE;
+}
+
+/* A string member that fits cap (NULL or absent: ""); 0 when it does not. */
+static int str_member(const cJSON *o, const char *name, char *out, size_t cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    out[0] = '\0';
+    if (!v || cJSON_IsNull(v))
+        return 1;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap)
+        return 0;
+    memcpy(out, v->valuestring, strlen(v->valuestring) + 1);
+    return 1;
+}
+
+/* An integer member: exact, within [min, 2^53]. */
+static int int_member(const cJSON *o, const char *name, int64_t min, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble ||
+        v->valuedouble < (double)min || v->valuedouble > 9007199254740992.0)
+        return 0;
+    *out = (int64_t)v->valuedouble;
+    return 1;
+}
+
+static struct pt_recon_record *new_row(struct pt_stripe_bill *b)
+{
+    if (b->n == b->cap) {
+        size_t want = b->cap ? b->cap * 2 : 64;
+        struct pt_recon_record *more = realloc(b->rows, want * sizeof *more);
+        if (!more)
+            return NULL;
+        b->rows = more;
+        b->cap = want;
+    }
+    struct pt_recon_record *r = &b->rows[b->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static int item(const cJSON *it, int i, int refunds, int64_t from_s, int64_t to_s,
+                struct pt_stripe_bill *b, char *err, size_t errlen)
+{
+    const char *want = refunds ? "refund" : "charge";
+    const char *obj = pt__jstr(it, "object");
+    if (!cJSON_IsObject(it) || !obj || strcmp(obj, want) != 0)
+        return fail(err, errlen, i, "not a %s object", want);
+    char id[PT_SHORT_MAX], status[32], cur_lc[8], pi[PT_SHORT_MAX];
+    if (!str_member(it, "id", id, sizeof id) || !id[0])
+        return fail(err, errlen, i, "id: missing or longer than %d bytes", PT_SHORT_MAX - 1);
+    if (!str_member(it, "status", status, sizeof status) || !status[0])
+        return fail(err, errlen, i, "status of %s: missing", id);
+    int64_t created = 0, units = 0;
+    if (!int_member(it, "created", 0, &created) || created < from_s || created >= to_s)
+        return fail(err, errlen, i, "created of %s: not a time of the day asked for", id);
+    snprintf(b->last_id, sizeof b->last_id, "%s", id);
+    /* pending, failed, canceled, requires_action: no money moved; nor by a
+     * charge authorised and not captured (captured: false). */
+    const cJSON *captured = cJSON_GetObjectItemCaseSensitive(it, "captured");
+    if (!refunds && captured && !cJSON_IsBool(captured))
+        return fail(err, errlen, i, "captured of %s: not a boolean", id);
+    if (strcmp(status, "succeeded") != 0 || cJSON_IsFalse(captured)) {
+        b->skipped++;
+        return PT_OK;
+    }
+    if (!int_member(it, "amount", 1, &units))
+        return fail(err, errlen, i, "amount of %s: not an integer above 0", id);
+    char cur[4];
+    if (!str_member(it, "currency", cur_lc, sizeof cur_lc) || pt__currency_upper(cur_lc, cur))
+        return fail(err, errlen, i, "currency of %s: not a currency", id);
+    int64_t minor = 0;
+    if (pt__amount_in(&pt_gateway_stripe, cur, units, &minor) != PT_OK || minor <= 0)
+        return fail(err, errlen, i, "amount of %s: %lld is no amount of %s", id, (long long)units,
+                    cur);
+    if (!str_member(it, "payment_intent", pi, sizeof pi))
+        return fail(err, errlen, i, "payment_intent of %s: not an id", id);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(it, "metadata");
+    if (md && !cJSON_IsObject(md) && !cJSON_IsNull(md))
+        return fail(err, errlen, i, "metadata of %s: not an object", id);
+    struct pt_recon_record *r = new_row(b);
+    if (!r)
+        return PT_ENOMEM;
+    r->refund = refunds;
+    r->amount = minor;
+    memcpy(r->currency, cur, 4);
+    /* A charge's PaymentIntent is payterm's gateway_trade_no; a charge
+     * made without one is named by its own id. */
+    const char *trade_no = pi[0] || refunds ? pi : id;
+    memcpy(r->gateway_trade_no, trade_no, strlen(trade_no) + 1);
+    if ((md && (!str_member(md, "order_id", r->order_id, sizeof r->order_id) ||
+                (refunds && !str_member(md, "refund_id", r->refund_id, sizeof r->refund_id))))) {
+        b->n--;
+        return fail(err, errlen, i, "metadata of %s: order_id or refund_id not an id of 1-%d bytes",
+                    id, PT_ORDER_ID_MAX - 1);
+    }
+    if (refunds)
+        memcpy(r->gateway_refund_no, id, strlen(id) + 1);
+    return PT_OK;
+}
+
+int pt_stripe_bill_page(const char *json, size_t len, int refunds, int64_t from_s, int64_t to_s,
+                        struct pt_stripe_bill *b, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    size_t keep = b->n;
+    cJSON *o = cJSON_ParseWithLength(json, len);
+    const char *obj = pt__jstr(o, "object");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
+    const cJSON *more = cJSON_GetObjectItemCaseSensitive(o, "has_more");
+    int rc = PT_OK;
+    if (!cJSON_IsObject(o) || !obj || strcmp(obj, "list") != 0)
+        rc = fail(err, errlen, -1, "not a list object");
+    else if (!cJSON_IsArray(data))
+        rc = fail(err, errlen, -1, "data: not an array");
+    else if (!cJSON_IsBool(more))
+        rc = fail(err, errlen, -1, "has_more: not a boolean");
+    else if (cJSON_GetArraySize(data) > PT_STRIPE_BILL_PAGE)
+        rc = fail(err, errlen, -1, "more than %d items on a page", PT_STRIPE_BILL_PAGE);
+    int i = 0;
+    const cJSON *it;
+    if (rc == PT_OK)
+        cJSON_ArrayForEach(it, data)
+        {
+            if ((rc = item(it, i++, refunds, from_s, to_s, b, err, errlen)))
+                break;
+        }
+    if (rc == PT_OK && cJSON_IsTrue(more) && i == 0)
+        rc = fail(err, errlen, -1, "has_more with no items: no page to go on from");
+    if (rc == PT_OK)
+        b->has_more = cJSON_IsTrue(more);
+    else
+        b->n = keep; /* nothing of a page that does not hold together */
+    cJSON_Delete(o);
+    return rc;
+}
+
+void pt_stripe_bill_free(struct pt_stripe_bill *b)
+{
+    free(b->rows);
+    memset(b, 0, sizeof *b);
+}
