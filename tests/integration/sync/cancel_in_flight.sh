@@ -78,14 +78,17 @@ expect "the cancel's key once carried out" "200 CANCELED" "$ST $(field .state)"
 
 # ---- idle --------------------------------------------------------------------------------
 # The network is down while three are queued; when it returns they go out
-# in one run, whose first pay is held: the other two wait, marked.
-sim_fault '{"gateway":"*","mode":"refuse_connect","count":-1}'
+# in one run, whose first pay is held: the other two wait, marked.  The
+# hold is armed before Stripe is reachable again, and only the refusal is
+# lifted (clearing "stripe" keeps the "*" fault): a pass that finds Stripe
+# back between the two would otherwise send all three unheld.
+sim_fault '{"gateway":"stripe","mode":"refuse_connect","count":-1}'
 for i in 1 2 3; do
     charge "k-idle-$i" "CIF-IDLE-$i" "$(stripe_card $((1700 + i))),\"offline\":\"force_offline\""
     expect "CIF-IDLE-$i queued" 202 "$ST"
 done
-sim_clear
-sim_fault '{"gateway":"stripe","mode":"delay","count":1,"delay_ms":1500}'
+sim_fault '{"gateway":"*","mode":"delay","count":1,"delay_ms":1500,"path":"/v1/payment_intents"}'
+sim_fault '{"gateway":"stripe","mode":"none"}'
 api /v1/sync -X POST >/dev/null
 wait_until 10 marked CIF-IDLE-3 || fail "CIF-IDLE-3 was not marked in the run: $(state CIF-IDLE-3)"
 cancel c-idle CIF-IDLE-3
