@@ -417,6 +417,9 @@ static void test_same_key_two_lanes(void **state)
                 PT_STATE_SUCCESS);
     move_charge(b, new_charge(b, "B-1", "alipay", "barcode", 200, "CNY"), PT_STATE_INIT,
                 PT_STATE_SUCCESS);
+    /* Lane 2's customer has not paid yet: open on lane 2, not on lane 1. */
+    move_charge(b, new_charge(b, "B-2", "wechat", "qr", 300, "CNY"), PT_STATE_INIT,
+                PT_STATE_PENDING);
     struct pt_reply ra, rb, again;
     assert_int_equal(pt_intake_close_day(&in_a, a, "close-2026-12-07", NULL, 0, 5000, &ra), PT_OK);
     assert_int_equal(pt_intake_close_day(&in_b, b, "close-2026-12-07", NULL, 0, 5000, &rb), PT_OK);
@@ -427,6 +430,8 @@ static void test_same_key_two_lanes(void **state)
     assert_non_null(strstr(rb.body, "\"lane_id\":\"lane-2\""));
     assert_int_equal(line_of(rb.body, "alipay", "barcode", "CNY", "amount"), 200);
     assert_int_equal(line_of(ra.body, "alipay", "barcode", "CNY", "amount"), 100);
+    assert_non_null(strstr(ra.body, "\"open\":{\"pending\":0,"));
+    assert_non_null(strstr(rb.body, "\"open\":{\"pending\":1,"));
     /* The same key on the same lane: the same report, byte for byte. */
     assert_int_equal(pt_intake_close_day(&in_b, b, "close-2026-12-07", NULL, 0, 9000, &again),
                      PT_OK);
