@@ -282,3 +282,28 @@ void pt_recon_result_free(struct pt_recon_result *r)
     free(r->d);
     memset(r, 0, sizeof *r);
 }
+
+struct pt_recon_record *pt_recon_push(struct pt_recon_record **rows, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t want = *cap ? *cap * 2 : 64;
+        struct pt_recon_record *more = realloc(*rows, want * sizeof *more);
+        if (!more)
+            return NULL;
+        *rows = more;
+        *cap = want;
+    }
+    struct pt_recon_record *r = &(*rows)[(*n)++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+int pt_recon_vfail(char *err, size_t errlen, const char *where, const char *fmt, va_list ap)
+{
+    if (err && errlen) {
+        int k = snprintf(err, errlen, "%s", where);
+        if (k > 0 && (size_t)k < errlen)
+            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+    }
+    return PT_EPARSE;
+}

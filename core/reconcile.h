@@ -19,6 +19,7 @@
 #ifndef PT_RECONCILE_H
 #define PT_RECONCILE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,5 +80,16 @@ int pt_recon_compare(const struct pt_recon_record *bill, size_t nbill,
                      const struct pt_recon_record *local, size_t nlocal,
                      struct pt_recon_result *out);
 void pt_recon_result_free(struct pt_recon_result *r);
+
+/* ---- what the bill parsers share ---- */
+
+/* A new, zeroed record at the end of rows[0..*n), growing the array (cap
+ * its room); NULL when memory runs out (rows and *n unchanged). */
+struct pt_recon_record *pt_recon_push(struct pt_recon_record **rows, size_t *n, size_t *cap);
+
+/* Writes where (the bill and the line or item: "WeChat bill line 7: ")
+ * then the formatted reason into err; returns PT_EPARSE. */
+__attribute__((format(printf, 4, 0))) int
+pt_recon_vfail(char *err, size_t errlen, const char *where, const char *fmt, va_list ap);
 
 #endif

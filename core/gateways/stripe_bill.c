@@ -20,16 +20,16 @@ extern const struct pt_gateway pt_gateway_stripe;
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int item,
                                                       const char *fmt, ...)
 {
-    if (err && errlen) {
-        int k = item < 0 ? snprintf(err, errlen, "Stripe list: ")
-                         : snprintf(err, errlen, "Stripe list, data[%d]: ", item);
-        va_list ap;
-        va_start(ap, fmt);
-        if (k > 0 && (size_t)k < errlen)
-            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return PT_EPARSE;
+    char where[48];
+    if (item < 0)
+        snprintf(where, sizeof where, "Stripe list: ");
+    else
+        snprintf(where, sizeof where, "Stripe list, data[%d]: ", item);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = pt_recon_vfail(err, errlen, where, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* A string member that fits cap (NULL or absent: ""); 0 when it does not. */
@@ -58,17 +58,7 @@ static int int_member(const cJSON *o, const char *name, int64_t min, int64_t *ou
 
 static struct pt_recon_record *new_row(struct pt_stripe_bill *b)
 {
-    if (b->n == b->cap) {
-        size_t want = b->cap ? b->cap * 2 : 64;
-        struct pt_recon_record *more = realloc(b->rows, want * sizeof *more);
-        if (!more)
-            return NULL;
-        b->rows = more;
-        b->cap = want;
-    }
-    struct pt_recon_record *r = &b->rows[b->n++];
-    memset(r, 0, sizeof *r);
-    return r;
+    return pt_recon_push(&b->rows, &b->n, &b->cap);
 }
 
 static int item(const cJSON *it, int i, int refunds, int64_t from_s, int64_t to_s,

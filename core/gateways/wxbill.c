@@ -53,15 +53,13 @@ struct field {
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, size_t line,
                                                       const char *fmt, ...)
 {
-    if (err && errlen) {
-        int k = snprintf(err, errlen, "WeChat bill line %zu: ", line);
-        va_list ap;
-        va_start(ap, fmt);
-        if (k > 0 && (size_t)k < errlen)
-            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return PT_EPARSE;
+    char where[48];
+    snprintf(where, sizeof where, "WeChat bill line %zu: ", line);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = pt_recon_vfail(err, errlen, where, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Splits [p, p+n) at commas into f[]; the count, or -1 past MAX_COLS. */
@@ -158,18 +156,7 @@ static int header(struct parse *ps, const char *line, size_t n, size_t lineno, c
 
 static struct pt_recon_record *new_row(struct parse *ps)
 {
-    struct pt_wxbill *b = ps->out;
-    if (b->n == ps->cap) {
-        size_t want = ps->cap ? ps->cap * 2 : 64;
-        struct pt_recon_record *more = realloc(b->rows, want * sizeof *more);
-        if (!more)
-            return NULL;
-        b->rows = more;
-        ps->cap = want;
-    }
-    struct pt_recon_record *r = &b->rows[b->n++];
-    memset(r, 0, sizeof *r);
-    return r;
+    return pt_recon_push(&ps->out->rows, &ps->out->n, &ps->cap);
 }
 
 static int detail(struct parse *ps, const struct field *f, int k, size_t lineno, char *err,
