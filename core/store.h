@@ -768,6 +768,25 @@ int pt_store_z_insert(struct pt_store *st, int64_t z, const char *lane, int64_t 
 /* Report z's body as stored (malloc'd); PT_ENOTFOUND. */
 int pt_store_z_get(struct pt_store *st, int64_t z, char **body);
 
+/* ---- reconciliation (SPEC 19) ------------------------------------------ */
+
+struct pt_recon_record;
+/* One local record for a run: its fields (day left 0) and the lane time,
+ * ms, it became SUCCESS.  Non-zero stops the walk and is returned. */
+typedef int (*pt_recon_row_fn)(void *ctx, const struct pt_recon_record *r, int64_t at);
+/*
+ * Walks the gateway's SUCCESS charges (refunds: 0) or SUCCESS refunds (1)
+ * that became SUCCESS in [from, to), lane ms, by the audit row of that
+ * transition.  On PostgreSQL the whole shop's (a bill is the merchant's).
+ */
+int pt_store_recon_local(struct pt_store *st, const char *gateway, int refunds, int64_t from,
+                         int64_t to, pt_recon_row_fn fn, void *ctx);
+/* Stores a run as served ("pending", "done", "failed"). */
+int pt_store_recon_insert(struct pt_store *st, const char *gateway, const char *date,
+                          const char *state, const char *body, int64_t now);
+/* The latest run's body (malloc'd); PT_ENOTFOUND. */
+int pt_store_recon_latest(struct pt_store *st, const char *gateway, const char *date, char **body);
+
 /* ---- the lane's clock (SPEC 17, core/clock.h) --------------------------- */
 
 #define PT_CLOCK_BOOT_ID_MAX 64

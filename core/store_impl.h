@@ -68,7 +68,11 @@
     X(Z_TOTALS_REFUNDS)                                                                            \
     X(Z_INSERT)                                                                                    \
     X(Z_GET)                                                                                       \
-    X(Z_OPEN)
+    X(Z_OPEN)                                                                                      \
+    X(RECON_CHARGES)                                                                               \
+    X(RECON_REFUNDS)                                                                               \
+    X(RECON_INSERT)                                                                                \
+    X(RECON_LATEST)
 
 enum {
 #define PT__Q_ENUM(id) PT_Q_##id,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "reconcile.h"
 #include "store_impl.h"
 #include "store_rows.h"
 
@@ -737,6 +738,77 @@ int pt_store_z_get(struct pt_store *st, int64_t z, char **body)
     if (rc)
         return rc;
     q_int(&q, 1, z);
+    if ((rc = q_step(&q)) == PT_Q_ROW) {
+        const char *t = q_text_at(&q, 0);
+        *body = strdup(t ? t : "");
+        rc = *body ? PT_OK : PT_ENOMEM;
+    } else if (rc == PT_OK) {
+        rc = PT_ENOTFOUND;
+    }
+    q_done(&q);
+    return rc;
+}
+
+/* ---- reconciliation ---- */
+
+static void copy_col(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+int pt_store_recon_local(struct pt_store *st, const char *gateway, int refunds, int64_t from,
+                         int64_t to, pt_recon_row_fn fn, void *ctx)
+{
+    struct pt_q q;
+    int rc = q_open(st, refunds ? PT_Q_RECON_REFUNDS : PT_Q_RECON_CHARGES, &q);
+    if (rc)
+        return rc;
+    q_text(&q, 1, gateway);
+    q_int(&q, 2, from);
+    q_int(&q, 3, to);
+    while ((rc = q_step(&q)) == PT_Q_ROW) {
+        struct pt_recon_record r = {.refund = refunds};
+        int c = 0;
+        copy_col(r.order_id, sizeof r.order_id, q_text_at(&q, c++));
+        if (refunds)
+            copy_col(r.refund_id, sizeof r.refund_id, q_text_at(&q, c++));
+        copy_col(r.gateway_trade_no, sizeof r.gateway_trade_no, q_text_at(&q, c++));
+        if (refunds)
+            copy_col(r.gateway_refund_no, sizeof r.gateway_refund_no, q_text_at(&q, c++));
+        r.amount = q_int_at(&q, c++);
+        copy_col(r.currency, sizeof r.currency, q_text_at(&q, c++));
+        int64_t at = q_int_at(&q, c);
+        if ((rc = fn(ctx, &r, at)) != PT_OK)
+            break;
+    }
+    q_done(&q);
+    return rc;
+}
+
+int pt_store_recon_insert(struct pt_store *st, const char *gateway, const char *date,
+                          const char *state, const char *body, int64_t now)
+{
+    struct pt_q q;
+    int rc = q_open(st, PT_Q_RECON_INSERT, &q);
+    if (rc)
+        return rc;
+    q_text(&q, 1, gateway);
+    q_text(&q, 2, date);
+    q_text(&q, 3, state);
+    q_text(&q, 4, body);
+    q_int(&q, 5, now);
+    return q_exec_one(&q, PT_ESTORAGE);
+}
+
+int pt_store_recon_latest(struct pt_store *st, const char *gateway, const char *date, char **body)
+{
+    struct pt_q q;
+    *body = NULL;
+    int rc = q_open(st, PT_Q_RECON_LATEST, &q);
+    if (rc)
+        return rc;
+    q_text(&q, 1, gateway);
+    q_text(&q, 2, date);
     if ((rc = q_step(&q)) == PT_Q_ROW) {
         const char *t = q_text_at(&q, 0);
         *body = strdup(t ? t : "");

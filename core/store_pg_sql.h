@@ -258,6 +258,29 @@
       " count(*) FILTER (WHERE state = 'PENDING'), count(*) FILTER (WHERE state = 'UNKNOWN'),"     \
       " count(*) FILTER (WHERE review = 1) FROM (SELECT state, review FROM charges "               \
       "WHERE " THIS_LANE " UNION ALL SELECT state, review FROM refunds WHERE " THIS_LANE ") o")    \
+    /* A gateway's SUCCESS charges (refunds) of the whole shop - its bill                          \
+     * is the merchant's - that became SUCCESS in [$2, $3), by their audit                         \
+     * row (store_sqlite_sql.h says why). */                                                   \
+    X(RECON_CHARGES,                                                                               \
+      "SELECT * FROM (SELECT c.order_id, c.gateway_trade_no, c.amount, c.currency,"                \
+      " (SELECT min(e.created_at) FROM charge_events e WHERE e.charge_id = c.id"                   \
+      " AND e.refund_id IS NULL AND e.to_state = 'SUCCESS' AND e.refused = 0"                      \
+      " AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"                            \
+      " FROM charges c WHERE c.gateway = $1::text AND c.state = 'SUCCESS'"                         \
+      " AND c.updated_at >= $2::bigint) t WHERE at >= $2::bigint AND at < $3::bigint"              \
+      " ORDER BY order_id")                                                                        \
+    X(RECON_REFUNDS,                                                                               \
+      "SELECT * FROM (SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no,"    \
+      " r.amount, c.currency, (SELECT min(e.created_at) FROM charge_events e"                      \
+      " WHERE e.charge_id = r.charge_id AND e.refund_id = r.refund_id AND e.to_state = 'SUCCESS'"  \
+      " AND e.refused = 0 AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"          \
+      " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE c.gateway = $1::text"            \
+      " AND r.state = 'SUCCESS' AND r.updated_at >= $2::bigint) t"                                 \
+      " WHERE at >= $2::bigint AND at < $3::bigint ORDER BY refund_id")                            \
+    X(RECON_INSERT, "INSERT INTO reconciliations (gateway, bill_date, state, body, created_at)"    \
+                    " VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint)")                \
+    X(RECON_LATEST, "SELECT body FROM reconciliations WHERE gateway = $1::text"                    \
+                    " AND bill_date = $2::text ORDER BY id DESC LIMIT 1")                          \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(CHARGES_CLAIM, "SELECT id FROM charges WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \

@@ -605,6 +605,9 @@ static const char *const schema_objects[] = {
     "table z_reports",
     "trigger z_reports_immutable_u",
     "trigger z_reports_immutable_d",
+    "table reconciliations",
+    "index reconciliations_day",
+    "trigger reconciliations_immutable_u",
 };
 #define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
 

@@ -1,0 +1,69 @@
+/*
+ * recon_run.h - a reconciliation run (SPEC 19): a gateway's bill of a day
+ * against payterm's records of the days around it, stored as served, with
+ * the review of every local charge a discrepancy concerns raised.
+ *
+ * Where the bill comes from (a download, a file the merchant gives) is the
+ * caller's; this is what every source shares: the bill day's time zone, the
+ * local records, the comparison (core/reconcile.h), the run's JSON and its
+ * one write transaction.
+ */
+#ifndef PT_RECON_RUN_H
+#define PT_RECON_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reconcile.h"
+#include "store.h"
+
+/* Minutes east of UTC of the gateway's bill day: Alipay and WeChat Pay
+ * China time (+08:00), Stripe and 2C2P UTC.  -1 for a name it does not
+ * know. */
+int pt_recon_bill_offset_min(const char *gateway);
+
+/* 1 when date is "YYYY-MM-DD", a real day of years 2000-2999. */
+int pt_recon_date_ok(const char *date);
+
+/* The bill date before the one that holds lane time now_ms in the
+ * gateway's bill time zone ("YYYY-MM-DD"): the day the daily run checks. */
+void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11]);
+
+/*
+ * payterm's SUCCESS charges and refunds of the gateway that became SUCCESS
+ * on the bill date or the day before or after (in the gateway's bill time
+ * zone), each with its day (-1, 0, +1).  *rows malloc'd (free()).
+ * PT_OK, PT_EINVAL (date or gateway), a store error.
+ */
+int pt_recon_local(struct pt_store *st, const char *gateway, const char *date,
+                   struct pt_recon_record **rows, size_t *n);
+
+/* A gateway's side of the day, however it was obtained. */
+struct pt_recon_bill {
+    const struct pt_recon_record *rows; /* day set: -1, 0, +1 */
+    size_t n;
+    const char *source; /* "file", "download" */
+};
+
+/*
+ * Compares the bill with the local records, then in one write transaction
+ * stores the run ("done") and raises the review of each local charge a
+ * discrepancy concerns (for a refund, its charge; reason
+ * reconciliation_<kind>, audited once per kind and charge, however many
+ * runs find it).  *body is the run's JSON as stored (malloc'd).  *found
+ * counts the discrepancies.  PT_OK, PT_EINVAL, PT_ENOMEM, a store error
+ * (nothing stored).
+ */
+int pt_recon_run(struct pt_store *st, const char *gateway, const char *date,
+                 const struct pt_recon_bill *bill, const char *actor, int64_t now, char **body,
+                 size_t *found);
+
+/*
+ * Stores a run that could not compare: "pending" (the gateway's own "not
+ * ready yet") or "failed" (error says why: the bill refused, the line
+ * named).  *body as stored (malloc'd).
+ */
+int pt_recon_run_unfinished(struct pt_store *st, const char *gateway, const char *date,
+                            const char *state, const char *error, int64_t now, char **body);
+
+#endif
