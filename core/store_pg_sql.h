@@ -260,7 +260,7 @@
       "WHERE " THIS_LANE " UNION ALL SELECT state, review FROM refunds WHERE " THIS_LANE ") o")    \
     /* A gateway's SUCCESS charges (refunds) of the whole shop - its bill                          \
      * is the merchant's - that became SUCCESS in [$2, $3), by their audit                         \
-     * row (store_sqlite_sql.h says why). */                                                   \
+     * row (store_sqlite_sql.h says why). */                                                       \
     X(RECON_CHARGES,                                                                               \
       "SELECT * FROM (SELECT c.order_id, c.gateway_trade_no, c.amount, c.currency,"                \
       " (SELECT min(e.created_at) FROM charge_events e WHERE e.charge_id = c.id"                   \

@@ -230,7 +230,7 @@
               " sum(state = 'UNKNOWN'), sum(review) FROM (SELECT state, review FROM charges"       \
               " UNION ALL SELECT state, review FROM refunds)")                                     \
     /* A gateway's SUCCESS charges (refunds) that became SUCCESS in [?2, ?3),                      \
-     * lane ms, by their audit row: a review or a later note never moves a                          \
+     * lane ms, by their audit row: a review or a later note never moves a                         \
      * record to another day.  updated_at >= ?2 keeps the trail reads to the                       \
      * rows that changed since (a success's time is never after its row's).  */                    \
     X(RECON_CHARGES, "SELECT * FROM (SELECT c.order_id, c.gateway_trade_no, c.amount, c.currency," \
