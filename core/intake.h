@@ -204,6 +204,14 @@ int pt_intake_report_z(const struct pt_intake *in, struct pt_store *st, const ch
 int pt_intake_close_day(const struct pt_intake *in, struct pt_store *st, const char *key_header,
                         const char *body, size_t len, int64_t now, struct pt_reply *out);
 
+/* ---- reconciliation (SPEC 19, core/recon_run.h) ---- */
+
+/* GET /v1/reconciliations/{gateway}/{date}: 200 and the day's latest run
+ * as stored; 404 when none ran; 400 naming a gateway or date that is not
+ * one. */
+int pt_intake_reconciliation(const struct pt_intake *in, struct pt_store *st, const char *gateway,
+                             const char *date, struct pt_reply *out);
+
 /* POST /v1/charges/{order_id}/review. */
 int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,
                      const char *key_header, const char *body, size_t len, int64_t now,

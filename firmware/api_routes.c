@@ -163,6 +163,8 @@ static const struct route routes[] = {
     {"GET", "/v1/reports/x", pt__api_report_x, 0},
     {"POST", "/v1/reports/z", pt__api_close_day, 0},
     {"GET", "/v1/reports/z/{z}", pt__api_report_z, R_QUICK},
+    /* Reconciliation runs (SPEC 19): the day's latest, one row. */
+    {"GET", "/v1/reconciliations/{gateway}/{date}", pt__api_reconciliation, R_QUICK},
     /* The gateways may reach these (notify_listen); their binding may ask
      * the gateway.  The signature is their credential. */
     {"POST", "/notify/{gateway}", h_notify, R_PUBLIC},
@@ -199,9 +201,13 @@ static int path_match(const char *path, const char *url, char arg[ROUTE_ARG_MAX]
                 return 0;
             int rest = !p_end[1] && strncmp(path, "{gateway}", 9) == 0;
             size_t n = rest ? strlen(url) : strcspn(url, "/");
-            snprintf(arg, ROUTE_ARG_MAX, "%.*s", n < ROUTE_ARG_MAX ? (int)n : ROUTE_ARG_MAX - 1,
-                     url);
-            if (n == 0 || n >= ROUTE_ARG_MAX)
+            /* A second "{name}" is appended after a '/': "wechat/2026-12-05". */
+            size_t k = strlen(arg);
+            if (k && k + 1 < ROUTE_ARG_MAX)
+                arg[k++] = '/';
+            snprintf(arg + k, ROUTE_ARG_MAX - k, "%.*s",
+                     k + n < ROUTE_ARG_MAX ? (int)n : (int)(ROUTE_ARG_MAX - 1 - k), url);
+            if (n == 0 || k + n >= ROUTE_ARG_MAX)
                 arg[0] = '\x01'; /* empty or too long: no id */
             path = p_end + 1;
             url += n;
@@ -244,8 +250,8 @@ static const char *bad_arg(const struct route *r, const char *arg, const char *u
                                 : "no such charge (order ids are 1-64 of A-Z a-z 0-9 _ . -)";
     if (strstr(r->path, "{refund_id}") && !pt_order_id_valid(arg))
         return "no such refund (refund ids are 1-64 of A-Z a-z 0-9 _ . -)";
-    if (strstr(r->path, "{gateway}") && !pt_gateway_by_route(url))
-        return "no such path";
+    if (r->fn == h_notify && !pt_gateway_by_route(url))
+        return "no such path"; /* a gateway's route is its table's (gateway.h) */
     return NULL;
 }
 
@@ -283,7 +289,7 @@ api_outcome pt__api_route(struct pt_api *api, struct MHD_Connection *conn, struc
         return pt__api_send_error(conn, rq, 404, "not_found", why);
     if (!r)
         return not_allowed(conn, rq, allow);
-    if (strstr(r->path, "{gateway}"))
+    if (r->fn == h_notify)
         return r->fn(api, conn, rq, pt_gateway_by_route(url)->name);
     return r->fn(api, conn, rq, arg[0] ? arg : NULL);
 }

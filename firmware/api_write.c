@@ -142,6 +142,24 @@ api_outcome pt__api_report_z(struct pt_api *api, struct MHD_Connection *conn, st
     return pt__api_send_reply(conn, rq, &rep);
 }
 
+/* GET /v1/reconciliations/{gateway}/{date}: arg is "gateway/date". */
+api_outcome pt__api_reconciliation(struct pt_api *api, struct MHD_Connection *conn,
+                                   struct request *rq, const char *gateway_date)
+{
+    char gateway[ROUTE_ARG_MAX];
+    snprintf(gateway, sizeof gateway, "%s", gateway_date);
+    char *date = strchr(gateway, '/');
+    if (date)
+        *date++ = '\0';
+    struct pt_store *st = pt_pool_get(api->pool);
+    if (!st)
+        return pt__api_storage_error(conn, rq, PT_EIO);
+    struct pt_reply rep;
+    pt_intake_reconciliation(&api->opt.intake, st, gateway, date ? date : "", &rep);
+    pt_pool_put(api->pool, st);
+    return pt__api_send_reply(conn, rq, &rep);
+}
+
 /* POST /v1/reports/z: a worker's (a close reads every row of the day). */
 api_outcome pt__api_close_day(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                               const char *arg)

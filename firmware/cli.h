@@ -144,6 +144,7 @@ int pt_cmd_refund(int argc, char **argv);
 int pt_cmd_refunds(int argc, char **argv);
 int pt_cmd_report(int argc, char **argv);
 int pt_cmd_close_day(int argc, char **argv);
+int pt_cmd_reconcile(int argc, char **argv);
 int pt_cmd_sim(int argc, char **argv);
 int pt_cmd_demo(int argc, char **argv);
 /* cmd_sign.c: exit 0 valid/signed, 3 invalid (verify), 2 usage, 1 failure */

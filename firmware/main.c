@@ -26,6 +26,7 @@ static const struct command commands[] = {
     {"refunds", pt_cmd_refunds, "list refunds, optionally by state or order"},
     {"report", pt_cmd_report, "print the X report (the day so far) or a Z report"},
     {"close-day", pt_cmd_close_day, "close the day: the next Z report (through the daemon)"},
+    {"reconcile", pt_cmd_reconcile, "check a gateway's bill of a day against the records"},
     {"init", pt_cmd_init, "create or migrate the database; check config and key files"},
     {"sweep", pt_cmd_sweep, "delete expired idempotency records"},
     {"backup", pt_cmd_backup, "copy the database to DEST (SQLite online backup)"},

@@ -1,0 +1,176 @@
+/*
+ * cmd_reconcile.c - `payterm reconcile --gateway G --date D --bill FILE`
+ * (SPEC 19): a gateway's bill of a day, as the merchant downloaded it,
+ * against the lane's records.  The run is stored (GET
+ * /v1/reconciliations/{gateway}/{date} serves it) and raises the reviews
+ * its discrepancies call for, exactly as the daemon's own runs do
+ * (core/recon_run.c); the command opens the database itself, like `payterm
+ * sweep`, so it needs no network and no running daemon.
+ */
+#include "cli.h"
+#include "err.h"
+#include "gateways/wxbill.h"
+#include "pt_config.h"
+#include "recon_run.h"
+#include "store.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char help[] =
+    "usage: payterm reconcile --gateway G --date YYYY-MM-DD --bill FILE [-c FILE]...\n\n"
+    "Compares a gateway's bill of a day with payterm's own records (SPEC 19), trade\n"
+    "by trade and refund by refund, and stores the run: the daemon's GET\n"
+    "/v1/reconciliations/G/D serves it.  Each local charge a discrepancy concerns is\n"
+    "put under review (reason reconciliation_<kind>, audited once per kind).  The\n"
+    "run is printed as one line of JSON, a summary on stderr.\n\n"
+    "  --gateway G   wechat (the other gateways' bills come with their downloads)\n"
+    "  --date D      the bill date, in the gateway's bill time zone (WeChat Pay:\n"
+    "                China time)\n"
+    "  --bill FILE   the bill as the gateway gives it: WeChat Pay's trade bill\n"
+    "                (交易账单, GET /v3/bill/tradebill or APIv2 downloadbill, ALL)\n\n"
+    "A bill that does not hold together is refused whole, naming its line; the\n"
+    "run is stored as failed with that reason.\n\n"
+    "Exit status: 0 every record matched; 3 the run found discrepancies (listed in\n"
+    "the JSON); 1 no run (the bill refused, the database unavailable); 2 usage.\n";
+
+#define CMD "reconcile"
+
+/* The whole file, NUL-terminated (malloc'd), or NULL with the error said. */
+static char *read_bill(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        pt_cli_error(CMD, "--bill %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap > max)
+            break;
+        char *more = realloc(buf, cap * 2 + 1);
+        if (!more) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = more;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad || n > max) {
+        pt_cli_error(CMD, "--bill %s: %s", path,
+                     !buf  ? "out of memory"
+                     : bad ? "cannot be read"
+                           : "larger than any bill payterm reads (64 MiB)");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* One line for the operator. */
+static void summary(const char *body, size_t found)
+{
+    cJSON *o = cJSON_Parse(body);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "matched");
+    fprintf(stderr, "payterm %s: %lld matched, %zu discrepanc%s\n", CMD,
+            cJSON_IsNumber(m) ? (long long)m->valuedouble : 0LL, found, found == 1 ? "y" : "ies");
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(o, "discrepancies"))
+    {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(d, "kind");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "order_id");
+        const cJSON *no = cJSON_GetObjectItemCaseSensitive(d, "gateway_trade_no");
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(d, "refund_id");
+        fprintf(stderr, "  %s order %s%s%s\n", cJSON_IsString(k) ? k->valuestring : "?",
+                cJSON_IsString(id)   ? id->valuestring
+                : cJSON_IsString(no) ? no->valuestring
+                                     : "?",
+                cJSON_IsString(r) ? " refund " : "", cJSON_IsString(r) ? r->valuestring : "");
+    }
+    cJSON_Delete(o);
+}
+
+/* Runs the parsed bill; PT_EXIT_*. */
+static int run(struct pt_store *st, const char *gateway, const char *date,
+               const struct pt_wxbill *b)
+{
+    struct pt_recon_bill bill = {.rows = b->rows, .n = b->n, .source = "file"};
+    char *body = NULL;
+    size_t found = 0;
+    int rc = pt_recon_run(st, gateway, date, &bill, "cli", pt_cli_now(st), &body, &found);
+    if (rc) {
+        pt_cli_error(CMD, "the run could not be stored: %s (%s)", pt_strerror(rc),
+                     pt_store_errmsg(st));
+        return PT_EXIT_FAIL;
+    }
+    puts(body);
+    summary(body, found);
+    free(body);
+    return found ? PT_EXIT_INVALID : PT_EXIT_OK;
+}
+
+int pt_cmd_reconcile(int argc, char **argv)
+{
+    static const char *const names[] = {"--gateway", "--date", "--bill", NULL};
+    struct pt_cli_args args = {.names = names};
+    int r = pt_cli_parse(CMD, help, argc, argv, &args);
+    if (r)
+        return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
+    const char *gateway = args.values[0], *date = args.values[1], *file = args.values[2];
+    if (!gateway || !date || !file) {
+        pt_cli_error(CMD, "needs --gateway, --date and --bill (see payterm reconcile --help)");
+        return PT_EXIT_USAGE;
+    }
+    if (strcmp(gateway, "wechat") != 0) {
+        pt_cli_error(CMD,
+                     "--gateway %s: a bill file is read for wechat only (WeChat Pay's trade "
+                     "bill); the others' come with their downloads (docs/reconcile.md)",
+                     gateway);
+        return PT_EXIT_USAGE;
+    }
+    if (!pt_recon_date_ok(date)) {
+        pt_cli_error(CMD, "--date %s: not a bill date (YYYY-MM-DD, a real day)", date);
+        return PT_EXIT_USAGE;
+    }
+    size_t len = 0;
+    char *text = read_bill(file, PT_WXBILL_MAX_BYTES, &len);
+    if (!text)
+        return PT_EXIT_FAIL;
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
+    struct pt_store *st;
+    if (pt_cli_load_config(&args.common, &cfg) ||
+        pt_cli_open_existing(CMD, &cfg, PT_CLI_DB_MAINTAIN, &st)) {
+        free(text);
+        return PT_EXIT_FAIL;
+    }
+    struct pt_wxbill b = {0};
+    char err[256];
+    int rc = pt_wxbill_parse(text, len, date, &b, err, sizeof err);
+    free(text);
+    int exit;
+    if (rc == PT_OK) {
+        exit = run(st, gateway, date, &b);
+    } else {
+        char why[400], *body = NULL;
+        snprintf(why, sizeof why, "%s: %s", file, rc == PT_EPARSE ? err : pt_strerror(rc));
+        pt_cli_error(CMD, "the bill is refused: %s", why);
+        if (pt_recon_run_unfinished(st, gateway, date, "failed", why, pt_cli_now(st), &body) ==
+            PT_OK)
+            puts(body);
+        free(body);
+        exit = PT_EXIT_FAIL;
+    }
+    pt_wxbill_free(&b);
+    pt_store_close(st);
+    return exit;
+}
