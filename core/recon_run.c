@@ -330,3 +330,30 @@ int pt_recon_run_unfinished(struct pt_store *st, const char *gateway, const char
     *body = json;
     return PT_OK;
 }
+
+int pt_recon_latest_counts(struct pt_store *st, const char *gateway,
+                           int64_t counts[PT_RECON__KINDS], char date[11])
+{
+    memset(counts, 0, PT_RECON__KINDS * sizeof *counts);
+    date[0] = '\0';
+    char *body = NULL;
+    int rc = pt_store_recon_latest_done(st, gateway, &body);
+    if (rc)
+        return rc;
+    cJSON *o = cJSON_Parse(body);
+    free(body);
+    if (!o)
+        return PT_ENOMEM; /* the run was stored by this code: only memory fails it */
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "date");
+    if (cJSON_IsString(d))
+        snprintf(date, 11, "%s", d->valuestring);
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(o, "discrepancies"))
+    {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(d, "kind");
+        for (int i = 0; i < PT_RECON__KINDS && cJSON_IsString(k); i++)
+            if (!strcmp(k->valuestring, pt_recon_kind_name((enum pt_recon_kind)i)))
+                counts[i]++;
+    }
+    cJSON_Delete(o);
+    return PT_OK;
+}

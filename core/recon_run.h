@@ -66,4 +66,12 @@ int pt_recon_run(struct pt_store *st, const char *gateway, const char *date,
 int pt_recon_run_unfinished(struct pt_store *st, const char *gateway, const char *date,
                             const char *state, const char *error, int64_t now, char **body);
 
+/*
+ * What the gateway's done run of its latest bill date found: counts[kind]
+ * and its date.  PT_OK, PT_ENOTFOUND (none ran), a store error.  For
+ * /metrics.
+ */
+int pt_recon_latest_counts(struct pt_store *st, const char *gateway,
+                           int64_t counts[PT_RECON__KINDS], char date[11]);
+
 #endif

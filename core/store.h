@@ -786,6 +786,9 @@ int pt_store_recon_insert(struct pt_store *st, const char *gateway, const char *
                           const char *state, const char *body, int64_t now);
 /* The latest run's body (malloc'd); PT_ENOTFOUND. */
 int pt_store_recon_latest(struct pt_store *st, const char *gateway, const char *date, char **body);
+/* The body of the gateway's done run of the latest bill date (any date;
+ * malloc'd); PT_ENOTFOUND. */
+int pt_store_recon_latest_done(struct pt_store *st, const char *gateway, char **body);
 
 /* ---- the lane's clock (SPEC 17, core/clock.h) --------------------------- */
 

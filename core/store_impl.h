@@ -72,7 +72,8 @@
     X(RECON_CHARGES)                                                                               \
     X(RECON_REFUNDS)                                                                               \
     X(RECON_INSERT)                                                                                \
-    X(RECON_LATEST)
+    X(RECON_LATEST)                                                                                \
+    X(RECON_LATEST_DONE)
 
 enum {
 #define PT__Q_ENUM(id) PT_Q_##id,

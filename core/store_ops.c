@@ -730,6 +730,21 @@ int pt_store_z_insert(struct pt_store *st, int64_t z, const char *lane, int64_t 
     return q_exec_one(&q, PT_ESTORAGE);
 }
 
+/* The body of the one row a statement finds (malloc'd); PT_ENOTFOUND. */
+static int body_of(struct pt_q *q, char **body)
+{
+    int rc = q_step(q);
+    if (rc == PT_Q_ROW) {
+        const char *t = q_text_at(q, 0);
+        *body = strdup(t ? t : "");
+        rc = *body ? PT_OK : PT_ENOMEM;
+    } else if (rc == PT_OK) {
+        rc = PT_ENOTFOUND;
+    }
+    q_done(q);
+    return rc;
+}
+
 int pt_store_z_get(struct pt_store *st, int64_t z, char **body)
 {
     struct pt_q q;
@@ -738,15 +753,7 @@ int pt_store_z_get(struct pt_store *st, int64_t z, char **body)
     if (rc)
         return rc;
     q_int(&q, 1, z);
-    if ((rc = q_step(&q)) == PT_Q_ROW) {
-        const char *t = q_text_at(&q, 0);
-        *body = strdup(t ? t : "");
-        rc = *body ? PT_OK : PT_ENOMEM;
-    } else if (rc == PT_OK) {
-        rc = PT_ENOTFOUND;
-    }
-    q_done(&q);
-    return rc;
+    return body_of(&q, body);
 }
 
 /* ---- reconciliation ---- */
@@ -809,13 +816,16 @@ int pt_store_recon_latest(struct pt_store *st, const char *gateway, const char *
         return rc;
     q_text(&q, 1, gateway);
     q_text(&q, 2, date);
-    if ((rc = q_step(&q)) == PT_Q_ROW) {
-        const char *t = q_text_at(&q, 0);
-        *body = strdup(t ? t : "");
-        rc = *body ? PT_OK : PT_ENOMEM;
-    } else if (rc == PT_OK) {
-        rc = PT_ENOTFOUND;
-    }
-    q_done(&q);
-    return rc;
+    return body_of(&q, body);
+}
+
+int pt_store_recon_latest_done(struct pt_store *st, const char *gateway, char **body)
+{
+    struct pt_q q;
+    *body = NULL;
+    int rc = q_open(st, PT_Q_RECON_LATEST_DONE, &q);
+    if (rc)
+        return rc;
+    q_text(&q, 1, gateway);
+    return body_of(&q, body);
 }

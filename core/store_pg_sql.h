@@ -281,6 +281,8 @@
                     " VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint)")                \
     X(RECON_LATEST, "SELECT body FROM reconciliations WHERE gateway = $1::text"                    \
                     " AND bill_date = $2::text ORDER BY id DESC LIMIT 1")                          \
+    X(RECON_LATEST_DONE, "SELECT body FROM reconciliations WHERE gateway = $1::text"               \
+                         " AND state = 'done' ORDER BY bill_date DESC, id DESC LIMIT 1")           \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \
     X(CHARGES_CLAIM, "SELECT id FROM charges WHERE id = ANY ($1::bigint[]) AND state = 'INIT'"     \

@@ -251,6 +251,8 @@
                     " VALUES (?1, ?2, ?3, ?4, ?5)")                                                \
     X(RECON_LATEST, "SELECT body FROM reconciliations WHERE gateway = ?1 AND bill_date = ?2"       \
                     " ORDER BY id DESC LIMIT 1")                                                   \
+    X(RECON_LATEST_DONE, "SELECT body FROM reconciliations WHERE gateway = ?1 AND state = 'done'"  \
+                         " ORDER BY bill_date DESC, id DESC LIMIT 1")                              \
     X(REFUND_STATS,                                                                                \
       "SELECT state, count(*) FROM refunds WHERE id >= ?1 AND " ACTIVE " GROUP BY state")          \
     X(REFUND_STATS_REVIEW, "SELECT count(*) FROM refunds WHERE review = 1")                        \

@@ -3,6 +3,7 @@
  * status, health, metrics.
  */
 #include "api_impl.h"
+#include "recon_run.h"
 
 /* ---- read-only handlers ------------------------------------------------------------ */
 
@@ -463,6 +464,15 @@ api_outcome pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, str
         rc = pt_store_refund_stats(st, &rs);
     if (rc == PT_OK)
         storage_health(api, st, &h);
+    /* What each gateway's latest reconciled day found (SPEC 19). */
+    int64_t recon[PT_GW_MAX][PT_RECON__KINDS];
+    char recon_date[PT_GW_MAX][11];
+    int recon_has[PT_GW_MAX] = {0};
+    for (int g = 0; rc == PT_OK && g < pt_gateway_count() && g < PT_GW_MAX; g++) {
+        int r = pt_recon_latest_counts(st, pt_gateway_at(g)->name, recon[g], recon_date[g]);
+        recon_has[g] = r == PT_OK;
+        rc = r == PT_ENOTFOUND ? PT_OK : r;
+    }
     pt_pool_put(api->pool, st);
     if (rc)
         return pt__api_storage_error(conn, rq, rc);
@@ -487,6 +497,20 @@ api_outcome pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, str
             "# HELP payterm_refunds_review Refunds waiting for an operator.\n"
             "# TYPE payterm_refunds_review gauge\npayterm_refunds_review %lld\n",
             (long long)rs.review);
+    tprintf(&t, "# HELP payterm_reconciliation_discrepancies What the latest reconciled bill "
+                "date of each gateway found, by kind.\n"
+                "# TYPE payterm_reconciliation_discrepancies gauge\n");
+    for (int g = 0; g < pt_gateway_count() && g < PT_GW_MAX; g++)
+        for (int k = 0; recon_has[g] && k < PT_RECON__KINDS; k++)
+            tprintf(&t, "payterm_reconciliation_discrepancies{gateway=\"%s\",kind=\"%s\"} %lld\n",
+                    pt_gateway_at(g)->name, pt_recon_kind_name((enum pt_recon_kind)k),
+                    (long long)recon[g][k]);
+    tprintf(&t, "# HELP payterm_reconciliation_bill_date That bill date, as YYYYMMDD.\n"
+                "# TYPE payterm_reconciliation_bill_date gauge\n");
+    for (int g = 0; g < pt_gateway_count() && g < PT_GW_MAX; g++)
+        if (recon_has[g] && strlen(recon_date[g]) == 10)
+            tprintf(&t, "payterm_reconciliation_bill_date{gateway=\"%s\"} %.4s%.2s%.2s\n",
+                    pt_gateway_at(g)->name, recon_date[g], recon_date[g] + 5, recon_date[g] + 8);
     tprintf(&t,
             "# HELP payterm_queue_depth Charges queued offline (INIT).\n"
             "# TYPE payterm_queue_depth gauge\npayterm_queue_depth %lld\n",

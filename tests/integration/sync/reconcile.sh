@@ -94,6 +94,14 @@ audits() { api "/v1/charges/$1/events" | jq --arg r "$2" '[.data[] | select(.cau
 expect "B's review audited once" 1 "$(audits RECON-WX-B reconciliation_amount_mismatch)"
 expect "a charge.review event for C" 1 "$(events_of RECON-WX-C charge.review)"
 
+# ---- /metrics: the day's discrepancies by kind ---------------------------------------
+metrics() { curl -sS "$API/metrics"; }
+expect "metrics: gateway_only" 1 "$(metrics | awk '/^payterm_reconciliation_discrepancies\{gateway="wechat",kind="gateway_only"\}/ {print $2}')"
+expect "metrics: amount_mismatch" 1 "$(metrics | awk '/^payterm_reconciliation_discrepancies\{gateway="wechat",kind="amount_mismatch"\}/ {print $2}')"
+expect "metrics: refund_local_only" 0 "$(metrics | awk '/^payterm_reconciliation_discrepancies\{gateway="wechat",kind="refund_local_only"\}/ {print $2}')"
+expect "metrics: the bill date" "${DAY//-/}" "$(metrics | awk '/^payterm_reconciliation_bill_date\{gateway="wechat"\}/ {print $2}')"
+expect "metrics: nothing for Stripe (no run)" 0 "$(metrics | grep -c 'reconciliation.*gateway="stripe"')"
+
 # ---- the same bill again: the same discrepancies, nothing audited twice -------------
 cli reconcile --gateway wechat --date "$DAY" --bill "$T/bill.csv"
 expect "reconcile again: exit status ($ERR)" 3 "$RC"
