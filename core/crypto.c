@@ -52,6 +52,21 @@ int pt_sha256(const void *data, size_t len, unsigned char out[32])
     return pt_sha256_portable(data, len, out);
 }
 
+int pt_sha1_hex(const void *data, size_t len, char out[41])
+{
+    unsigned char md[20];
+    const mbedtls_md_info_t *info = mbedtls_md_info_from_type(MBEDTLS_MD_SHA1);
+    if (!info || mbedtls_md(info, data, len, md) != 0)
+        return PT_ECRYPTO;
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 20; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[40] = '\0';
+    return PT_OK;
+}
+
 int pt_sha256_portable(const void *data, size_t len, unsigned char out[32])
 {
     const mbedtls_md_info_t *md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);

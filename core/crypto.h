@@ -27,6 +27,11 @@ int pt_sha256(const void *data, size_t len, unsigned char out[32]);
 /* The same, always with mbedTLS (the reference the tests hold the other to). */
 int pt_sha256_portable(const void *data, size_t len, unsigned char out[32]);
 
+/* SHA-1 of len bytes, as lower-case hex (40 chars + NUL): only where a
+ * gateway names a file by it (WeChat Pay's bill hash_value); never for a
+ * signature.  PT_OK or PT_ECRYPTO. */
+int pt_sha1_hex(const void *data, size_t len, char out[41]);
+
 /* HMAC-SHA256 of len bytes at data with a keylen-byte key. PT_OK or PT_ECRYPTO. */
 int pt_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,
                    unsigned char out[32]);

@@ -24,7 +24,7 @@
 static const char help[] =
     "usage: payterm sim --dir DIR [--listen HOST:PORT] [--notify-base URL]\n"
     "                   [--pay-delay-ms N] [--idle-timeout-ms N] [--pm-refund-pending]\n"
-    "                   [--quiet]\n\n"
+    "                   [--bill-ready-after HH:MM] [--quiet]\n\n"
     "Runs the gateway simulator: Alipay, WeChat Pay, Stripe and 2C2P over HTTPS on one\n"
     "port, until SIGTERM or SIGINT.\n\n"
     "  --dir DIR           keys, certificates, gateways.json and the ledger (sim.db);\n"
@@ -39,11 +39,14 @@ static const char help[] =
     "                      N ms (it documents 5 minutes: 300000; default: at once)\n"
     "  --pm-refund-pending 2C2P refunds are answered RP (pending) and become RF after\n"
     "                      the pay delay, as 2C2P refunds alternative payment methods\n"
+    "  --bill-ready-after HH:MM  a day's bill is ready this long after the day ends,\n"
+    "                      in the gateway's bill time zone (default: at once)\n"
     "  --quiet             no line per request\n"
     "  -c/--config FILE    accepted and ignored: the simulator needs no configuration\n\n"
     "Use it with:  payterm serve -c payterm.json -c DIR/gateways.json\n"
     "Control:      POST /_sim/faults, GET /_sim/ledger, GET /_sim/notifications,\n"
-    "              POST /_sim/pay, /_sim/scan, /_sim/clock (docs/simulator.md)\n"
+    "              POST /_sim/pay, /_sim/scan, /_sim/clock, /_sim/ledger/alter,\n"
+    "              /_sim/ledger/forget (docs/simulator.md)\n"
     "Amounts ending in 51 minor units are declined, in 52 stay pending.\n";
 
 static int int_arg(const char *opt, const char *v, int *out)
@@ -92,6 +95,8 @@ int pt_cmd_sim(int argc, char **argv)
             o.dir = v;
         else if (strcmp(a, "--notify-base") == 0)
             o.notify_base = v;
+        else if (strcmp(a, "--bill-ready-after") == 0)
+            o.bill_ready_after = v;
         else if (strcmp(a, "--pay-delay-ms") == 0) {
             if (int_arg(a, v, &o.pay_delay_ms))
                 return PT_EXIT_USAGE;

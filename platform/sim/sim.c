@@ -71,6 +71,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,6 +457,43 @@ out:
 }
 
 /*
+ * POST /_sim/ledger/alter {"gateway","order_id","amount"} and POST
+ * /_sim/ledger/forget {"gateway","order_id"} | {"gateway","refund_id"}
+ * (SPEC 19): what the gateway's books say changes - the trade's amount, or
+ * a line left out of the bills - so that a test reaches every discrepancy.
+ */
+static void post_ledger_change(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs,
+                               int forget)
+{
+    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
+    const char *gwname = pt__sim_json_str(j, "gateway"), *order = pt__sim_json_str(j, "order_id");
+    const char *refund = pt__sim_json_str(j, "refund_id");
+    int gw = gwname ? pt__sim_gw_parse(gwname) : -2;
+    int64_t amount = -1;
+    if (gw < 0 || (forget ? !order == !refund
+                          : !order || pt__sim_json_int(j, "amount", &amount) || amount <= 0)) {
+        bad_request(rs, forget ? "body must be {\"gateway\": alipay|wechat|stripe|2c2p, "
+                                 "\"order_id\": ...} or {\"gateway\", \"refund_id\"}"
+                               : "body must be {\"gateway\": alipay|wechat|stripe|2c2p, "
+                                 "\"order_id\": ..., \"amount\": minor units > 0}");
+        cJSON_Delete(j);
+        return;
+    }
+    pt__sim_lock(s);
+    int rc = forget ? pt__sim_ledger_forget(s, gw, order, refund)
+                    : pt__sim_ledger_alter(s, gw, order, amount);
+    pt__sim_unlock(s);
+    if (rc == PT_OK) {
+        pt__sim_resp_set(rs, 200, "application/json", "{\"ok\":true}", 11);
+        pt__sim_note(rs, "%s %s %s", forget ? "forgot" : "altered", gwname, order ? order : refund);
+    } else {
+        bad_request(rs, rc == PT_ENOTFOUND ? "no such trade or refund" : "ledger error");
+        rs->status = rc == PT_ENOTFOUND ? 404 : 500;
+    }
+    cJSON_Delete(j);
+}
+
+/*
  * POST /_sim/scan {"gateway":name,"order_id":id}: the customer of a pending
  * code scans it and leaves without paying.  Alipay creates the trade of a
  * precreated code at the scan (an unscanned code's close is answered
@@ -608,6 +646,10 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
         free(blob);
     } else if (strcmp(rq->path, "/_sim/pay") == 0 && strcmp(rq->method, "POST") == 0) {
         post_pay(s, rq, rs);
+    } else if (strcmp(rq->path, "/_sim/ledger/alter") == 0 && strcmp(rq->method, "POST") == 0) {
+        post_ledger_change(s, rq, rs, 0);
+    } else if (strcmp(rq->path, "/_sim/ledger/forget") == 0 && strcmp(rq->method, "POST") == 0) {
+        post_ledger_change(s, rq, rs, 1);
     } else if (strcmp(rq->path, "/_sim/rotate") == 0 && strcmp(rq->method, "POST") == 0) {
         post_rotate(s, rq, rs);
     } else if (strcmp(rq->path, "/_sim/scan") == 0 && strcmp(rq->method, "POST") == 0) {
@@ -624,7 +666,8 @@ static void control(struct pt_sim *s, struct sim_conn *c, const struct sim_req *
                                 "simulator control endpoints: POST/GET /_sim/faults, "
                                 "GET /_sim/ledger, GET /_sim/notifications, GET /_sim/health, "
                                 "GET /_sim/blob?bytes=N, POST /_sim/pay, POST /_sim/rotate, "
-                                "POST /_sim/scan, POST /_sim/clock");
+                                "POST /_sim/scan, POST /_sim/clock, POST /_sim/ledger/alter, "
+                                "POST /_sim/ledger/forget");
         pt__sim_resp_json(rs, 404, o);
     }
 }
@@ -1324,6 +1367,21 @@ int pt_sim_start(const struct pt_sim_options *opt, struct pt_sim **out, char *er
         s->notify_base[--nbl] = '\0';
     s->pay_delay_ms = opt->pay_delay_ms > 0 ? opt->pay_delay_ms : 1000;
     s->wechat_close_after_ms = opt->wechat_close_after_ms;
+    s->bill_ready_min = -1;
+    if (opt->bill_ready_after) {
+        const char *b = opt->bill_ready_after;
+        int ok = strlen(b) == 5 && b[2] == ':' && isdigit((unsigned char)b[0]) &&
+                 isdigit((unsigned char)b[1]) && isdigit((unsigned char)b[3]) &&
+                 isdigit((unsigned char)b[4]);
+        int h = ok ? (b[0] - '0') * 10 + (b[1] - '0') : 0,
+            m = ok ? (b[3] - '0') * 10 + (b[4] - '0') : 0;
+        if (!ok || h > 23 || m > 59) {
+            snprintf(err, errlen,
+                     "sim: --bill-ready-after must be HH:MM, 00:00 to 23:59 (got \"%s\")", b);
+            goto fail;
+        }
+        s->bill_ready_min = h * 60 + m;
+    }
     s->idle_timeout_ms = opt->idle_timeout_ms > 0 ? opt->idle_timeout_ms : 30000;
     s->notify_retry_ms = opt->notify_retry_ms > 0 ? opt->notify_retry_ms : 1000;
     s->stripe_key_ttl_ms = (opt->stripe_key_ttl_s > 0 ? opt->stripe_key_ttl_s : 86400) * 1000;

@@ -56,6 +56,11 @@ struct pt_sim_options {
      * 5 minutes: 300000); 0 = closes at once, which client cancels of a
      * fresh code rely on in the tests. */
     int wechat_close_after_ms;
+    /* "HH:MM": a day's bill is ready this long after the day ends, in the
+     * gateway's bill time zone (China time for WeChat Pay and Alipay, UTC
+     * for Stripe); before then the gateway's "not ready" answer.  NULL =
+     * every bill is ready at once (SPEC 19). */
+    const char *bill_ready_after;
 };
 
 struct pt_sim;

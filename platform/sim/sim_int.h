@@ -55,7 +55,7 @@ struct sqlite3_stmt;
 #define SIM_NOTE_MAX_ATTEMPTS 25
 #define SIM_PATH_MAX 512
 #define SIM_EXTRA_MAX 4096
-#define SIM_MAX_STMTS 32
+#define SIM_MAX_STMTS 40
 
 enum sim_gw {
     SIM_GW_ANY = -1,
@@ -184,6 +184,7 @@ struct pt_sim {
     int pay_delay_ms, idle_timeout_ms, notify_retry_ms, key_bits, quiet;
     int pm_refund_pending;     /* 2C2P refunds answer RP first, RF after the pay delay */
     int wechat_close_after_ms; /* see pt_sim_options */
+    int bill_ready_min;        /* --bill-ready-after in minutes; -1 = at once */
     int64_t stripe_key_ttl_ms;
 
     int listen_fd;
@@ -395,6 +396,20 @@ int pt__sim_note_add(struct pt_sim *s, struct sim_note *n);
 int pt__sim_note_next(struct pt_sim *s, struct sim_note *n);
 int pt__sim_note_update(struct pt_sim *s, const struct sim_note *n);
 cJSON *pt__sim_notes_json(struct pt_sim *s);
+/*
+ * The gateway's books of [from, to) (gateways' ms): trade_cb for each trade
+ * captured then (by paid_at), then refund_cb for each refund that succeeded
+ * then; lines forgotten by POST /_sim/ledger/forget left out.  A callback's
+ * non-zero stops the walk.
+ */
+int pt__sim_bill_each(struct pt_sim *s, int gw, int64_t from, int64_t to,
+                      int (*trade_cb)(void *ctx, const struct sim_trade *t),
+                      int (*refund_cb)(void *ctx, const struct sim_refund *r), void *ctx);
+/* POST /_sim/ledger/alter: the order's trade now says amount (minor units). */
+int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, int64_t amount);
+/* POST /_sim/ledger/forget: the order's trade (order_id) or the refund
+ * (refund_id) is left out of the bills.  PT_ENOTFOUND. */
+int pt__sim_ledger_forget(struct pt_sim *s, int gw, const char *order_id, const char *refund_id);
 void pt__sim_idem_free(struct sim_idem *r);
 void pt__sim_note_free(struct sim_note *n);
 
@@ -494,6 +509,14 @@ int pt__sim_local_time(const char *text, const char *zone, int64_t *ms);
 void pt__sim_time_cn(int64_t ms, char out[20]);
 /* RFC 3339 with offset +08:00, as WeChat writes times. */
 void pt__sim_time_rfc3339_cn(int64_t ms, char out[32]);
+
+/*
+ * A bill date ("YYYY-MM-DD") of a gateway whose bill day is at offset_min
+ * east of UTC: its 00:00 in the gateways' ms.  PT_OK, PT_EPARSE.
+ */
+int pt__sim_bill_day(const char *date, int offset_min, int64_t *start);
+/* 1 when the bill of the day starting at start is ready (--bill-ready-after). */
+int pt__sim_bill_ready(const struct pt_sim *s, int64_t start);
 
 /* cJSON helpers: string member or NULL; integer member (exact) or -1. */
 const char *pt__sim_json_str(const cJSON *o, const char *name);

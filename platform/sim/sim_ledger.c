@@ -776,3 +776,101 @@ cJSON *pt__sim_notes_json(struct pt_sim *s)
     done(s, st);
     return root;
 }
+
+/* ---- the gateways' books (SPEC 19) ---------------------------------------- */
+
+int pt__sim_bill_each(struct pt_sim *s, int gw, int64_t from, int64_t to,
+                      int (*trade_cb)(void *ctx, const struct sim_trade *t),
+                      int (*refund_cb)(void *ctx, const struct sim_refund *r), void *ctx)
+{
+    /* Money taken: a trade captured, dated by its payment; a refund
+     * succeeded, dated by its success.  A line the test told the books to
+     * forget (POST /_sim/ledger/forget) is not there. */
+    sqlite3_stmt *st =
+        prep(s, "SELECT " TRADE_COLS " FROM trades WHERE gateway=?1 AND "
+                "status='captured' AND paid_at >= ?2 AND paid_at < ?3 AND "
+                "json_extract(extra, '$.bill_forgotten') IS NULL ORDER BY paid_at, id");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, from);
+    sqlite3_bind_int64(st, 3, to);
+    int rc, stop = 0;
+    struct sim_trade *t = malloc(sizeof *t);
+    struct sim_refund *r = malloc(sizeof *r);
+    if (!t || !r) {
+        done(s, st);
+        free(t);
+        free(r);
+        return PT_ENOMEM;
+    }
+    while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        row_to_trade(st, t);
+        stop = trade_cb(ctx, t);
+    }
+    done(s, st);
+    if (!stop && rc != SQLITE_DONE) {
+        free(t);
+        free(r);
+        return db_err(s, "bill trades");
+    }
+    st = prep(s, "SELECT " REFUND_COLS " FROM refunds WHERE gateway=?1 AND status='succeeded' "
+                 "AND succeeded_at >= ?2 AND succeeded_at < ?3 AND "
+                 "json_extract(extra, '$.bill_forgotten') IS NULL ORDER BY succeeded_at, id");
+    if (!st) {
+        free(t);
+        free(r);
+        return PT_ESTORAGE;
+    }
+    sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, from);
+    sqlite3_bind_int64(st, 3, to);
+    while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        row_to_refund(st, r);
+        stop = refund_cb(ctx, r);
+    }
+    done(s, st);
+    free(t);
+    free(r);
+    return stop || rc == SQLITE_DONE ? PT_OK : db_err(s, "bill refunds");
+}
+
+int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, int64_t amount)
+{
+    sqlite3_stmt *st = prep(s, "UPDATE trades SET amount=?3 WHERE gateway=?1 AND order_id=?2");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, order_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, amount);
+    int rc = sqlite3_step(st);
+    int n = sqlite3_changes(s->db);
+    done(s, st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "alter a trade");
+    return n ? PT_OK : PT_ENOTFOUND;
+}
+
+int pt__sim_ledger_forget(struct pt_sim *s, int gw, const char *order_id, const char *refund_id)
+{
+    /* A refund is named by the merchant's refund id: its key (WeChat,
+     * Alipay) or, where the key is not the merchant's (Stripe, 2C2P), the
+     * refund_id its metadata or request carried. */
+    sqlite3_stmt *st =
+        order_id ? prep(s, "UPDATE trades SET extra=json_set(extra, '$.bill_forgotten', 1) "
+                           "WHERE gateway=?1 AND order_id=?2")
+                 : prep(s, "UPDATE refunds SET extra=json_set(extra, '$.bill_forgotten', 1) "
+                           "WHERE gateway=?1 AND (refund_key=?2 OR "
+                           "json_extract(extra, '$.metadata.refund_id')=?2 OR "
+                           "json_extract(extra, '$.refund_id')=?2)");
+    if (!st)
+        return PT_ESTORAGE;
+    sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, order_id ? order_id : refund_id, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    int n = sqlite3_changes(s->db);
+    done(s, st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, "forget a line");
+    return n ? PT_OK : PT_ENOTFOUND;
+}

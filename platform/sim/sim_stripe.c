@@ -47,6 +47,7 @@
 #include "money.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1019,6 +1020,153 @@ static int list_cb(void *ctx, const struct sim_refund *r)
     return 0;
 }
 
+/* ---- a day's charges and refunds (SPEC 19: Stripe's books) ------------------------ */
+
+static cJSON *charge_json(const struct sim_trade *t)
+{
+    cJSON *x = cJSON_Parse(t->extra);
+    cJSON *o = cJSON_CreateObject();
+    char cur[4], id[80];
+    lower3(t->currency, cur);
+    const char *ch = pt__sim_json_str(x, "latest_charge");
+    snprintf(id, sizeof id, "%s", ch ? ch : t->trade_no);
+    if (!ch && strncmp(id, "pi_", 3) == 0)
+        memcpy(id, "ch_", 3);
+    int64_t amount = pt__sim_stripe_amount_out(t->currency, t->amount);
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "object", "charge");
+    cJSON_AddNumberToObject(o, "amount", (double)amount);
+    cJSON_AddNumberToObject(o, "amount_captured", (double)amount);
+    cJSON_AddBoolToObject(o, "captured", 1);
+    cJSON_AddNumberToObject(o, "created", (double)(t->paid_at / 1000));
+    cJSON_AddStringToObject(o, "currency", cur);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(x, "metadata");
+    cJSON_AddItemToObject(o, "metadata", md ? cJSON_Duplicate(md, 1) : cJSON_CreateObject());
+    cJSON_AddBoolToObject(o, "paid", 1);
+    cJSON_AddStringToObject(o, "payment_intent", t->trade_no);
+    cJSON_AddStringToObject(o, "status", "succeeded");
+    cJSON_Delete(x);
+    return o;
+}
+
+struct day_list {
+    int refunds;
+    cJSON *all; /* oldest first */
+};
+
+static int day_trade(void *ctx, const struct sim_trade *t)
+{
+    struct day_list *l = ctx;
+    if (!l->refunds)
+        cJSON_AddItemToArray(l->all, charge_json(t));
+    return 0;
+}
+
+static int day_refund(void *ctx, const struct sim_refund *r)
+{
+    struct day_list *l = ctx;
+    if (l->refunds)
+        cJSON_AddItemToArray(l->all, refund_json(r));
+    return 0;
+}
+
+/* A created[...] bound: Unix seconds. */
+static int created_bound(const struct pt_form *f, const char *key, int64_t *out)
+{
+    const char *v = pt_form_get(f, key);
+    if (!v)
+        return 0;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || n < 0)
+        return -1;
+    *out = n;
+    return 1;
+}
+
+/*
+ * GET /v1/charges and GET /v1/refunds with created[gte] / created[lt]
+ * (Unix seconds), limit (1-100, default 10) and starting_after: what moved
+ * in that time, newest first, as Stripe pages its lists.  Charges are the
+ * captured ones; the lines a test told the books to forget are not there.
+ */
+static void list_day(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs, int refunds)
+{
+    struct pt_form f;
+    char msg[200];
+    int64_t gte = 0, lt = INT64_MAX / 1000 - 1;
+    int limit = 10;
+    pt_form_init(&f);
+    if (pt_form_parse(rq->query, strlen(rq->query), &f) != PT_OK) {
+        stripe_error(rs, 400, "invalid_request_error", NULL, "Invalid query string.", NULL);
+        goto out;
+    }
+    for (size_t i = 0; i < f.n; i++) {
+        const char *k = f.pairs[i].key;
+        if (strcmp(k, "created[gte]") && strcmp(k, "created[lt]") && strcmp(k, "limit") &&
+            strcmp(k, "starting_after")) {
+            snprintf(msg, sizeof msg, "Received unknown parameter: %.100s", k);
+            stripe_error(rs, 400, "invalid_request_error", "parameter_unknown", msg, k);
+            goto out;
+        }
+    }
+    const char *lim = pt_form_get(&f, "limit"), *after = pt_form_get(&f, "starting_after");
+    if (created_bound(&f, "created[gte]", &gte) < 0 || created_bound(&f, "created[lt]", &lt) < 0) {
+        stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer",
+                     "Invalid integer: created must be a Unix timestamp.", "created");
+        goto out;
+    }
+    if (lim) {
+        char *end;
+        long v = strtol(lim, &end, 10);
+        if (!*lim || *end || v < 1 || v > 100) {
+            stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer",
+                         "limit must be between 1 and 100.", "limit");
+            goto out;
+        }
+        limit = (int)v;
+    }
+    struct day_list l = {.refunds = refunds, .all = cJSON_CreateArray()};
+    pt__sim_lock(s);
+    int rc = pt__sim_bill_each(s, SIM_GW_STRIPE, gte * 1000, lt * 1000, day_trade, day_refund, &l);
+    pt__sim_unlock(s);
+    if (rc != PT_OK) {
+        cJSON_Delete(l.all);
+        error_500(s, rs);
+        goto out;
+    }
+    /* Newest first; a page starts after starting_after's object. */
+    int n = cJSON_GetArraySize(l.all), start = n - 1, found = !after;
+    for (int i = n - 1; after && i >= 0; i--) {
+        const char *id = pt__sim_json_str(cJSON_GetArrayItem(l.all, i), "id");
+        if (id && !strcmp(id, after)) {
+            start = i - 1;
+            found = 1;
+            break;
+        }
+    }
+    if (!found) {
+        cJSON_Delete(l.all);
+        snprintf(msg, sizeof msg, "No such %s: '%.64s'", refunds ? "refund" : "charge", after);
+        stripe_error(rs, 400, "invalid_request_error", "resource_missing", msg, "starting_after");
+        goto out;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    int taken = 0;
+    for (int i = start; i >= 0 && taken < limit; i--, taken++)
+        cJSON_AddItemToArray(data, cJSON_Duplicate(cJSON_GetArrayItem(l.all, i), 1));
+    cJSON_AddBoolToObject(o, "has_more", start - taken >= 0);
+    cJSON_AddStringToObject(o, "url", refunds ? "/v1/refunds" : "/v1/charges");
+    cJSON_Delete(l.all);
+    pt__sim_resp_json(rs, 200, o);
+    pt__sim_note(rs, "%s created %lld..%lld -> %d", refunds ? "refunds" : "charges", (long long)gte,
+                 (long long)lt, taken);
+out:
+    pt_form_free(&f);
+}
+
 static void list_refunds(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
 {
     struct pt_form f;
@@ -1147,6 +1295,11 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         pt_form_free(&f);
         return;
     }
+    if ((strcmp(rq->path, "/v1/refunds") == 0 || strcmp(rq->path, "/v1/charges") == 0) && get &&
+        strstr(rq->query, "created")) {
+        list_day(s, rq, rs, rq->path[4] == 'r');
+        return;
+    }
     if (strcmp(rq->path, "/v1/refunds") == 0 && get) {
         list_refunds(s, rq, rs);
         return;
@@ -1165,10 +1318,10 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         retrieve(s, rest + 1, rs);
         return;
     }
-    char msg[300];
+    char msg[400];
     snprintf(msg, sizeof msg,
-             "Unrecognized request URL (%s: %.200s). The simulator serves PaymentIntents and "
-             "Refunds only.",
+             "Unrecognized request URL (%s: %.200s). The simulator serves PaymentIntents, "
+             "Refunds and the day's lists of charges and refunds only.",
              rq->method, rq->path);
     stripe_error(rs, 404, "invalid_request_error", NULL, msg, NULL);
 }

@@ -182,6 +182,37 @@ int pt__sim_local_time(const char *text, const char *zone, int64_t *ms)
     return PT_OK;
 }
 
+int pt__sim_bill_day(const char *date, int offset_min, int64_t *start)
+{
+    char text[24], zone[24];
+    if (!date || strlen(date) != 10 || date[4] != '-' || date[7] != '-')
+        return PT_EPARSE;
+    for (int i = 0; i < 10; i++)
+        if (i != 4 && i != 7 && (date[i] < '0' || date[i] > '9'))
+            return PT_EPARSE;
+    snprintf(text, sizeof text, "%s 00:00:00", date);
+    snprintf(zone, sizeof zone, "+%02d:%02d", offset_min / 60, offset_min % 60);
+    int rc = pt__sim_local_time(text, zone, start);
+    if (rc == PT_OK) {
+        /* A date that does not exist (02-30) comes back as another day. */
+        char back[20];
+        int64_t ms = *start + (int64_t)offset_min * 60000;
+        time_t t = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(back, sizeof back, "%Y-%m-%d", &tm);
+        if (strcmp(back, date) != 0)
+            rc = PT_EPARSE;
+    }
+    return rc;
+}
+
+int pt__sim_bill_ready(const struct pt_sim *s, int64_t start)
+{
+    return s->bill_ready_min < 0 ||
+           pt__sim_now_ms(s) >= start + 86400000LL + (int64_t)s->bill_ready_min * 60000;
+}
+
 void pt__sim_time_cn(int64_t ms, char out[20])
 {
     pt_alipay_timestamp(ms, out); /* the adapter's own "yyyy-MM-dd HH:mm:ss" in UTC+8 */

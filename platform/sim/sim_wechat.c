@@ -54,10 +54,12 @@
 
 #include "crypto.h"
 #include "err.h"
+#include "gateways/form.h"
 #include "gateways/jscan.h"
 #include "gateways/wechat.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -820,6 +822,201 @@ static void refund_query(struct sim_call *c, const char *key, struct sim_resp *r
     free(r);
 }
 
+/* ---- the trade bill (交易账单, SPEC 19) ------------------------------------------- */
+
+#define BILL_PATH "/v3/bill/tradebill"
+#define BILL_FILE_PATH "/v3/billdownload/file"
+#define BILL_HEADER                                                                                                                       \
+    "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状" \
+    "态,付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款" \
+    "金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,费率备注\n"
+#define BILL_SUMMARY_HEADER                                                                                                                \
+    "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金" \
+    "额\n"
+
+struct bill {
+    struct pt_sim *s;
+    int trades, refunds; /* which rows (bill_type) */
+    char *text;
+    size_t len, cap;
+    int64_t rows, paid_fen, refunded_fen, fee; /* fee in 1/100000 yuan */
+    int failed;
+};
+
+__attribute__((format(printf, 2, 3))) static void bill_add(struct bill *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || b->failed)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t want = (b->len + (size_t)n + 1) * 2;
+        char *more = realloc(b->text, want);
+        if (!more) {
+            b->failed = 1;
+            return;
+        }
+        b->text = more;
+        b->cap = want;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->text + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Yuan of fen ("12.34"), and the 0.6 % fee in yuan to 5 decimals. */
+static void yuan(int64_t fen, char out[32])
+{
+    snprintf(out, 32, "%s%lld.%02lld", fen < 0 ? "-" : "", (long long)(llabs(fen) / 100),
+             (long long)(llabs(fen) % 100));
+}
+
+static void fee_text(int64_t fee, char out[32])
+{
+    snprintf(out, 32, "%s%lld.%05lld", fee < 0 ? "-" : "", (long long)(llabs(fee) / 100000),
+             (long long)(llabs(fee) % 100000));
+}
+
+static int bill_trade(void *ctx, const struct sim_trade *t)
+{
+    struct bill *b = ctx;
+    if (!b->trades)
+        return 0;
+    char at[20], amt[32], fee[32];
+    pt__sim_time_cn(t->paid_at, at);
+    yuan(t->amount, amt);
+    fee_text(t->amount * 6, fee);
+    cJSON *x = cJSON_Parse(t->extra);
+    const char *desc = pt__sim_json_str(x, "description");
+    if (!desc)
+        desc = pt__sim_json_str(x, "body");
+    /* Commas would cut the line: WeChat's bill has none in a value. */
+    char goods[128];
+    snprintf(goods, sizeof goods, "%s", desc ? desc : "");
+    for (char *p = goods; *p; p++)
+        if (*p == ',' || *p == '`' || *p == '\n' || *p == '\r')
+            *p = ' ';
+    cJSON_Delete(x);
+    bill_add(b,
+             "`%s,`%s,`%s,`0,`,`%s,`%s,`oSim%.20s,`%s,`SUCCESS,`OTHERS,`%s,`%s,`0.00,`0,`0,`0.00,"
+             "`0.00,`,`,`%s,`,`%s,`0.60%%,`%s,`0.00,`\n",
+             at, b->s->k.wechat_appid, b->s->k.wechat_mchid, t->trade_no, t->order_id, t->trade_no,
+             strcmp(t->method, "micropay") == 0 ? "MICROPAY" : "NATIVE", t->currency, amt, goods,
+             fee, amt);
+    b->rows++;
+    b->paid_fen += t->amount;
+    b->fee += t->amount * 6;
+    return 0;
+}
+
+static int bill_refund(void *ctx, const struct sim_refund *r)
+{
+    struct bill *b = ctx;
+    if (!b->refunds)
+        return 0;
+    char at[20], amt[32], fee[32];
+    pt__sim_time_cn(r->succeeded_at, at);
+    yuan(r->amount, amt);
+    fee_text(-r->amount * 6, fee);
+    bill_add(b,
+             "`%s,`%s,`%s,`0,`,`%s,`%s,`oSim%.20s,`NATIVE,`REFUND,`OTHERS,`%s,`0.00,`0.00,`%s,`%s,"
+             "`%s,`0.00,`ORIGINAL,`SUCCESS,`,`,`%s,`0.60%%,`0.00,`%s,`\n",
+             at, b->s->k.wechat_appid, b->s->k.wechat_mchid, r->trade_no, r->order_id, r->trade_no,
+             r->currency, r->refund_no, r->refund_key, amt, fee, amt);
+    b->rows++;
+    b->refunded_fen += r->amount;
+    b->fee -= r->amount * 6;
+    return 0;
+}
+
+/*
+ * The bill of date (China time) and bill_type, as WeChat Pay's
+ * 交易账单文件格式说明 lays it out (docs/reconcile.md), from the ledger.
+ * PT_OK (b->text), PT_ENOTFOUND (no trade that day: NO_STATEMENT_EXIST),
+ * PT_EPARSE (date), PT_EAGAIN (not ready: STATEMENT_CREATING).
+ */
+static int make_bill(struct pt_sim *s, const char *date, const char *type, struct bill *b)
+{
+    int64_t start;
+    memset(b, 0, sizeof *b);
+    b->s = s;
+    b->trades = !type || !strcmp(type, "ALL") || !strcmp(type, "SUCCESS");
+    b->refunds = !type || !strcmp(type, "ALL") || !strcmp(type, "REFUND");
+    if (pt__sim_bill_day(date, 8 * 60, &start) != PT_OK || (!b->trades && !b->refunds))
+        return PT_EPARSE;
+    if (!pt__sim_bill_ready(s, start))
+        return PT_EAGAIN;
+    bill_add(b, "%s", BILL_HEADER);
+    pt__sim_lock(s);
+    int rc =
+        pt__sim_bill_each(s, SIM_GW_WECHAT, start, start + 86400000LL, bill_trade, bill_refund, b);
+    pt__sim_unlock(s);
+    if (rc == PT_OK && !b->rows)
+        rc = PT_ENOTFOUND;
+    char paid[32], refunded[32], fee[32];
+    yuan(b->paid_fen, paid);
+    yuan(b->refunded_fen, refunded);
+    fee_text(b->fee, fee);
+    bill_add(b, "%s`%lld,`%s,`%s,`0.00,`%s,`%s,`%s\n", BILL_SUMMARY_HEADER, (long long)b->rows,
+             paid, refunded, fee, paid, refunded);
+    if (rc == PT_OK && b->failed)
+        rc = PT_ENOMEM;
+    if (rc) {
+        free(b->text);
+        b->text = NULL;
+    }
+    return rc;
+}
+
+/* GET /v3/bill/tradebill and GET /v3/billdownload/file: the same query
+ * (bill_date, bill_type), the first answers where and what hash, the second
+ * the file - unsigned, as WeChat Pay serves it. */
+static void tradebill(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs, int file)
+{
+    struct pt_form f;
+    pt_form_init(&f);
+    const char *date = NULL, *type = NULL, *tar = NULL;
+    if (pt_form_parse(rq->query, strlen(rq->query), &f) == PT_OK) {
+        date = pt_form_get(&f, file ? "token" : "bill_date");
+        type = pt_form_get(&f, "bill_type");
+        tar = pt_form_get(&f, "tar_type");
+    }
+    struct bill b;
+    int rc = !date ? PT_EPARSE : tar ? PT_EUNSUPPORTED : make_bill(s, date, type, &b);
+    if (rc == PT_EPARSE) {
+        error(rs, 400, "PARAM_ERROR",
+              "bill_date 或 bill_type 格式错误 (yyyy-MM-DD; ALL, SUCCESS, REFUND)");
+    } else if (rc == PT_EUNSUPPORTED) {
+        error(rs, 400, "PARAM_ERROR", "tar_type: the simulator serves the bill uncompressed");
+    } else if (rc == PT_EAGAIN) {
+        error(rs, 400, "STATEMENT_CREATING", "账单生成中，请稍后再试");
+    } else if (rc == PT_ENOTFOUND) {
+        error(rs, 400, "NO_STATEMENT_EXIST", "账单文件不存在");
+    } else if (rc != PT_OK) {
+        error(rs, 500, "SYSTEM_ERROR", "系统错误");
+    } else if (file) {
+        pt__sim_resp_set(rs, 200, "application/octet-stream", b.text, b.len);
+        pt__sim_note(rs, "bill %s: %lld rows, %zu bytes", date, (long long)b.rows, b.len);
+    } else {
+        char hash[41], url[512];
+        pt_sha1_hex(b.text, b.len, hash);
+        snprintf(url, sizeof url, "https://%s:%d" BILL_FILE_PATH "?token=%s&bill_type=%s",
+                 s->gw_host[SIM_GW_WECHAT], s->port, date, type ? type : "ALL");
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "download_url", url);
+        cJSON_AddStringToObject(o, "hash_type", "SHA1");
+        cJSON_AddStringToObject(o, "hash_value", hash);
+        pt__sim_resp_json(rs, 200, o);
+        pt__sim_note(rs, "bill %s: %lld rows", date, (long long)b.rows);
+    }
+    if (rc == PT_OK)
+        free(b.text);
+    pt_form_free(&f);
+}
+
 static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
@@ -848,6 +1045,12 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
                strncmp(rq->path, REFUNDS_PATH "/", sizeof REFUNDS_PATH) == 0 &&
                !strchr(rq->path + sizeof REFUNDS_PATH, '/')) {
         refund_query(c, rq->path + sizeof REFUNDS_PATH, rs);
+    } else if (strcmp(rq->method, "GET") == 0 && strcmp(rq->path, BILL_PATH) == 0) {
+        tradebill(s, rq, rs, 0);
+    } else if (strcmp(rq->method, "GET") == 0 && strcmp(rq->path, BILL_FILE_PATH) == 0) {
+        tradebill(s, rq, rs, 1);
+        if (rs->status == 200)
+            return; /* the file is not signed (WeChat Pay: check its hash_value) */
     } else {
         error(rs, 404, "NOT_FOUND", "请求的资源不存在 (the simulator serves Native payments)");
     }
