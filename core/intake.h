@@ -117,6 +117,10 @@ struct pt_online_ops {
      */
     int (*refund_now)(void *ctx, struct pt_store *st, const struct pt_charge *c,
                       struct pt_refund *r, int *verdict);
+    /* A reconciliation run with the gateway's bill (pt_sync_reconcile):
+     * stored, its body in *body.  NULL: none. */
+    int (*reconcile)(void *ctx, struct pt_store *st, const char *gateway, const char *date,
+                     const char *actor, int64_t now, char **body);
     /* A charge now waits for the background sync (queued, UNKNOWN, PENDING):
      * look at the work list again. */
     void (*wake)(void *ctx);
@@ -211,6 +215,12 @@ int pt_intake_close_day(const struct pt_intake *in, struct pt_store *st, const c
  * one. */
 int pt_intake_reconciliation(const struct pt_intake *in, struct pt_store *st, const char *gateway,
                              const char *date, struct pt_reply *out);
+
+/* POST /v1/reconciliations {"gateway","date"}: a run with the gateway's
+ * bill, once per Idempotency-Key; 201 and the run (done, pending or
+ * failed), 400 naming the field. */
+int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                        const char *body, size_t len, int64_t now, struct pt_reply *out);
 
 /* POST /v1/charges/{order_id}/review. */
 int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char *order_id,

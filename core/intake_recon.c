@@ -43,3 +43,77 @@ int pt_intake_reconciliation(const struct pt_intake *in, struct pt_store *st, co
     out->len = strlen(json);
     return PT_OK;
 }
+
+#define PATH_RUNS "/v1/reconciliations"
+
+int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const char *key_header,
+                        const char *body, size_t len, int64_t now, struct pt_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    struct guard g;
+    struct pt_idem_result res;
+    if (!pt__intake_guard_enter(in, st, PATH_RUNS, key_header, body, len, 0, now, &g, out, &res))
+        return out->status == 503 ? PT_ESTORAGE : PT_OK;
+    int rc = PT_OK;
+    char msg[512] = "";
+    const cJSON *gw = cJSON_GetObjectItemCaseSensitive(g.json, "gateway");
+    const cJSON *date = cJSON_GetObjectItemCaseSensitive(g.json, "date");
+    if (g.refused[0]) {
+        snprintf(msg, sizeof msg, "%s", g.refused);
+    } else if (!cJSON_IsObject(g.json)) {
+        pt__intake_problem(msg, sizeof msg, "body", "must be a JSON object");
+    } else {
+        for (const cJSON *m = g.json->child; m; m = m->next)
+            if (strcmp(m->string, "gateway") && strcmp(m->string, "date"))
+                pt__intake_problem(msg, sizeof msg, m->string, "unknown field (gateway, date)");
+        if (!cJSON_IsString(gw) || pt_recon_bill_offset_min(gw->valuestring) < 0)
+            pt__intake_problem(msg, sizeof msg, "gateway",
+                               "required: one of alipay, wechat, stripe, 2c2p");
+        else if (!pt_gateway_find(gw->valuestring) || !in->cfg ||
+                 !pt_config_gateway_configured(in->cfg, gw->valuestring))
+            pt__intake_problem(msg, sizeof msg, "gateway", "is not configured on this lane");
+        if (!cJSON_IsString(date) || !pt_recon_date_ok(date->valuestring))
+            pt__intake_problem(msg, sizeof msg, "date",
+                               "required: the bill date, YYYY-MM-DD (a real day)");
+    }
+    if (msg[0]) {
+        pt_reply_error(out, 400, "invalid_request", "%s", msg);
+        goto complete;
+    }
+    if (!in->online.reconcile) {
+        pt_reply_error(out, 503, "offline_not_allowed",
+                       "reconciling needs the gateway's bill, which this build cannot fetch");
+        out->retry_after_s = RETRY_OFFLINE_S;
+        pt__intake_guard_abandon(st, &g);
+        goto out;
+    }
+    /* The key's lock is committed (held, naming no order: a run recovered
+     * after a crash is run again, which is what a run is for), the
+     * download runs outside any transaction (it takes seconds), the run is
+     * stored in its own, then the key takes the run as its answer. */
+    if ((rc = pt_store_key_set_order(st, g.scope, g.key, &g.lock, NULL)) ||
+        (rc = pt_store_commit(st)))
+        goto storage;
+    g.in_txn = 0;
+    char *run = NULL;
+    rc = in->online.reconcile(in->online.ctx, st, gw->valuestring, date->valuestring, "api", now,
+                              &run);
+    if (rc == PT_OK && (rc = pt_store_begin(st)) != PT_OK)
+        free(run);
+    if (rc)
+        goto storage;
+    g.in_txn = 1;
+    out->status = 201;
+    pt__intake_set_body(out, run);
+    out->len = strlen(run);
+complete:
+    rc = pt__intake_guard_complete(st, &g, out, now);
+    goto out;
+storage:
+    pt__intake_guard_abandon(st, &g);
+    pt__intake_storage_unavailable(out, st, rc);
+out:
+    pt_idem_result_free(&res);
+    pt__intake_guard_free(&g);
+    return out->status == 503 && rc ? rc : PT_OK;
+}

@@ -45,6 +45,9 @@ struct pt_http_request {
      */
     const char *client_cert_file;
     const char *client_key_file;
+    /* Largest answer body taken (bytes); 0 = PT_HTTP_MAX_BODY.  Only a
+     * file a gateway serves (a day's bill) asks for more. */
+    size_t max_body;
 };
 
 /* A received response (or, for notifications, a received request). */

@@ -71,8 +71,19 @@ void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11])
     out[10] = '\0';
 }
 
-/* The bill date's 00:00 in its gateway's time zone, lane ms. */
-static int day_start(const char *gateway, const char *date, int64_t *start)
+int pt_recon_shift_date(const char *date, int days, char out[11])
+{
+    int y, m, d;
+    if (!parse_date(date, &y, &m, &d))
+        return PT_EINVAL;
+    char iso[32];
+    pt_rfc3339((days_from_civil(y, m, d) + days) * DAY_MS, iso);
+    memcpy(out, iso, 10);
+    out[10] = '\0';
+    return PT_OK;
+}
+
+int pt_recon_day_start(const char *gateway, const char *date, int64_t *start)
 {
     int y, m, d, off = pt_recon_bill_offset_min(gateway);
     if (off < 0 || !parse_date(date, &y, &m, &d))
@@ -105,7 +116,7 @@ int pt_recon_local(struct pt_store *st, const char *gateway, const char *date,
     struct collect c = {0};
     *rows = NULL;
     *n = 0;
-    int rc = day_start(gateway, date, &c.start);
+    int rc = pt_recon_day_start(gateway, date, &c.start);
     for (int refunds = 0; refunds < 2 && rc == PT_OK; refunds++)
         rc = pt_store_recon_local(st, gateway, refunds, c.start - DAY_MS, c.start + 2 * DAY_MS,
                                   collect_row, &c);

@@ -29,6 +29,13 @@ int pt_recon_date_ok(const char *date);
  * gateway's bill time zone ("YYYY-MM-DD"): the day the daily run checks. */
 void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11]);
 
+/* The date days after date (negative: before), "YYYY-MM-DD"; PT_EINVAL. */
+int pt_recon_shift_date(const char *date, int days, char out[11]);
+
+/* The bill date's 00:00 in the gateway's bill time zone, lane ms;
+ * PT_EINVAL. */
+int pt_recon_day_start(const char *gateway, const char *date, int64_t *start);
+
 /*
  * payterm's SUCCESS charges and refunds of the gateway that became SUCCESS
  * on the bill date or the day before or after (in the gateway's bill time

@@ -1028,6 +1028,7 @@ struct pt_online_ops pt_sync_online_ops(struct pt_sync *s)
                                   .refund_send = pt_sync_refund_send,
                                   .refund_settle = pt_sync_refund_settle,
                                   .refund_now = pt_sync_refund_now,
+                                  .reconcile = pt_sync_reconcile,
                                   .wake = pt_sync_wake,
                                   .ctx = s};
 }

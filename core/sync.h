@@ -121,6 +121,15 @@ int pt_sync_payment_link(void *s, struct pt_store *st, struct pt_charge *c);
 
 /* Cancels a PROCESSING/PENDING/UNKNOWN charge at the gateway. */
 int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c);
+/*
+ * A reconciliation run (SPEC 19): downloads the gateway's bill of date
+ * (and of the days around it, where there) and runs it against the
+ * records (core/recon_run.h), storing the run - done, pending (the
+ * gateway has no bill yet) or failed (why) - and its body in *body
+ * (malloc'd).  PT_OK, PT_EINVAL, a store error (nothing stored).
+ */
+int pt_sync_reconcile(void *s, struct pt_store *st, const char *gateway, const char *date,
+                      const char *actor, int64_t now, char **body);
 
 /* The online refund's steps (struct pt_online_ops, intake.h). */
 int pt_sync_refund_claim(void *s, struct pt_store *st, struct pt_refund *r, int64_t now);

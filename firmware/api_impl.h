@@ -261,6 +261,8 @@ api_outcome pt__api_report_z(struct pt_api *api, struct MHD_Connection *conn, st
                              const char *number);
 api_outcome pt__api_close_day(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                               const char *arg);
+api_outcome pt__api_reconcile(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                              const char *arg);
 api_outcome pt__api_reconciliation(struct pt_api *api, struct MHD_Connection *conn,
                                    struct request *rq, const char *gateway_date);
 api_outcome pt__api_guarded(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,

@@ -163,7 +163,9 @@ static const struct route routes[] = {
     {"GET", "/v1/reports/x", pt__api_report_x, 0},
     {"POST", "/v1/reports/z", pt__api_close_day, 0},
     {"GET", "/v1/reports/z/{z}", pt__api_report_z, R_QUICK},
-    /* Reconciliation runs (SPEC 19): the day's latest, one row. */
+    /* Reconciliation runs (SPEC 19): a run downloads the gateway's bill (a
+     * worker's); the day's latest is one row. */
+    {"POST", "/v1/reconciliations", pt__api_reconcile, 0},
     {"GET", "/v1/reconciliations/{gateway}/{date}", pt__api_reconciliation, R_QUICK},
     /* The gateways may reach these (notify_listen); their binding may ask
      * the gateway.  The signature is their credential. */

@@ -1,11 +1,14 @@
 /*
- * cmd_reconcile.c - `payterm reconcile --gateway G --date D --bill FILE`
- * (SPEC 19): a gateway's bill of a day, as the merchant downloaded it,
- * against the lane's records.  The run is stored (GET
+ * cmd_reconcile.c - `payterm reconcile --gateway G --date D [--bill FILE]`
+ * (SPEC 19): a gateway's bill of a day against the lane's records.
+ *
+ * Without --bill the running daemon downloads the bill and runs it (POST
+ * /v1/reconciliations, like `payterm refund` through the API).  With
+ * --bill the bill is the file the merchant downloaded: the command opens
+ * the database itself, like `payterm sweep`, so it needs no network and no
+ * running daemon.  Either way the run is stored (GET
  * /v1/reconciliations/{gateway}/{date} serves it) and raises the reviews
- * its discrepancies call for, exactly as the daemon's own runs do
- * (core/recon_run.c); the command opens the database itself, like `payterm
- * sweep`, so it needs no network and no running daemon.
+ * its discrepancies call for (core/recon_run.c).
  */
 #include "cli.h"
 #include "err.h"
@@ -19,23 +22,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char help[] =
-    "usage: payterm reconcile --gateway G --date YYYY-MM-DD --bill FILE [-c FILE]...\n\n"
+    "usage: payterm reconcile --gateway G --date YYYY-MM-DD [--bill FILE] [--key K]\n"
+    "                         [-c FILE]...\n\n"
     "Compares a gateway's bill of a day with payterm's own records (SPEC 19), trade\n"
     "by trade and refund by refund, and stores the run: the daemon's GET\n"
     "/v1/reconciliations/G/D serves it.  Each local charge a discrepancy concerns is\n"
     "put under review (reason reconciliation_<kind>, audited once per kind).  The\n"
     "run is printed as one line of JSON, a summary on stderr.\n\n"
-    "  --gateway G   wechat (the other gateways' bills come with their downloads)\n"
+    "  --gateway G   wechat or stripe (downloaded); wechat with --bill\n"
     "  --date D      the bill date, in the gateway's bill time zone (WeChat Pay:\n"
-    "                China time)\n"
-    "  --bill FILE   the bill as the gateway gives it: WeChat Pay's trade bill\n"
-    "                (交易账单, GET /v3/bill/tradebill or APIv2 downloadbill, ALL)\n\n"
+    "                China time; Stripe: UTC)\n"
+    "  --bill FILE   compare this file instead of downloading: WeChat Pay's trade\n"
+    "                bill (交易账单, GET /v3/bill/tradebill or APIv2 downloadbill, ALL)\n"
+    "  --key K       the Idempotency-Key of the daemon's run (default: a new one,\n"
+    "                printed on stderr: each run is a new run)\n\n"
     "A bill that does not hold together is refused whole, naming its line; the\n"
     "run is stored as failed with that reason.\n\n"
     "Exit status: 0 every record matched; 3 the run found discrepancies (listed in\n"
-    "the JSON); 1 no run (the bill refused, the database unavailable); 2 usage.\n";
+    "the JSON); 1 no comparison (the bill refused, not ready yet - state pending -,\n"
+    "the daemon or the database unavailable); 2 usage.\n";
 
 #define CMD "reconcile"
 
@@ -119,17 +128,67 @@ static int run(struct pt_store *st, const char *gateway, const char *date,
     return found ? PT_EXIT_INVALID : PT_EXIT_OK;
 }
 
+/* Through the daemon: POST /v1/reconciliations.  PT_EXIT_*. */
+static int run_on_daemon(const struct pt_config *cfg, const char *gateway, const char *date,
+                         const char *key_arg)
+{
+    char key[96], body[128];
+    if (key_arg)
+        snprintf(key, sizeof key, "%s", key_arg);
+    else
+        snprintf(key, sizeof key, "cli-reconcile-%s-%s-%lld-%ld", gateway, date,
+                 (long long)time(NULL), (long)getpid()); /* a new key: a new run */
+    fprintf(stderr, "payterm %s: Idempotency-Key %s\n", CMD, key);
+    snprintf(body, sizeof body, "{\"gateway\":\"%s\",\"date\":\"%s\"}", gateway, date);
+    struct pt_cli_answer a;
+    if (pt_cli_api(CMD, cfg, "/v1/reconciliations", key, body, 600000, &a) != PT_CLI_API_ANSWER)
+        return PT_EXIT_FAIL;
+    int rc = PT_EXIT_FAIL;
+    cJSON *o = a.status == 201 ? cJSON_Parse(a.body) : NULL;
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
+    if (!cJSON_IsString(state)) {
+        pt_cli_error(CMD, "the daemon answered HTTP %ld: %s", a.status, a.body);
+    } else if (strcmp(state->valuestring, "done") != 0) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+        puts(a.body);
+        pt_cli_error(CMD, "%s: %s", state->valuestring, cJSON_IsString(e) ? e->valuestring : "");
+    } else {
+        size_t found =
+            (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "discrepancies"));
+        puts(a.body);
+        summary(a.body, found);
+        rc = found ? PT_EXIT_INVALID : PT_EXIT_OK;
+    }
+    cJSON_Delete(o);
+    pt_cli_answer_free(&a);
+    return rc;
+}
+
 int pt_cmd_reconcile(int argc, char **argv)
 {
-    static const char *const names[] = {"--gateway", "--date", "--bill", NULL};
+    static const char *const names[] = {"--gateway", "--date", "--bill", "--key", NULL};
     struct pt_cli_args args = {.names = names};
     int r = pt_cli_parse(CMD, help, argc, argv, &args);
     if (r)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     const char *gateway = args.values[0], *date = args.values[1], *file = args.values[2];
-    if (!gateway || !date || !file) {
-        pt_cli_error(CMD, "needs --gateway, --date and --bill (see payterm reconcile --help)");
+    if (!gateway || !date) {
+        pt_cli_error(CMD, "needs --gateway and --date (see payterm reconcile --help)");
         return PT_EXIT_USAGE;
+    }
+    if (!pt_recon_date_ok(date)) {
+        pt_cli_error(CMD, "--date %s: not a bill date (YYYY-MM-DD, a real day)", date);
+        return PT_EXIT_USAGE;
+    }
+    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
+    if (!file) {
+        if (pt_recon_bill_offset_min(gateway) < 0) {
+            pt_cli_error(CMD, "--gateway %s: not one of alipay, wechat, stripe, 2c2p", gateway);
+            return PT_EXIT_USAGE;
+        }
+        if (pt_cli_load_config(&args.common, &cfg))
+            return PT_EXIT_FAIL;
+        return run_on_daemon(&cfg, gateway, date, args.values[3]);
     }
     if (strcmp(gateway, "wechat") != 0) {
         pt_cli_error(CMD,
@@ -138,15 +197,10 @@ int pt_cmd_reconcile(int argc, char **argv)
                      gateway);
         return PT_EXIT_USAGE;
     }
-    if (!pt_recon_date_ok(date)) {
-        pt_cli_error(CMD, "--date %s: not a bill date (YYYY-MM-DD, a real day)", date);
-        return PT_EXIT_USAGE;
-    }
     size_t len = 0;
     char *text = read_bill(file, PT_WXBILL_MAX_BYTES, &len);
     if (!text)
         return PT_EXIT_FAIL;
-    static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
     if (pt_cli_load_config(&args.common, &cfg) ||
         pt_cli_open_existing(CMD, &cfg, PT_CLI_DB_MAINTAIN, &st)) {

@@ -303,6 +303,13 @@ static int stripe_request(const struct pt_gw_config *cfg, const char *method, co
     return rc;
 }
 
+int pt__stripe_get(const struct pt_gw_config *cfg, const char *path, struct pt_http_request *out)
+{
+    if (!secret_ok(cfg))
+        return PT_EINVAL;
+    return stripe_request(cfg, "GET", path, NULL, 0, NULL, out);
+}
+
 static int stripe_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                         const struct pt_gw_env *env, struct pt_http_request *out)
 {

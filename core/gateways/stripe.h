@@ -38,4 +38,10 @@ struct pt_gateway;
 /* The adapter's table (listed in registry.c). */
 extern const struct pt_gateway pt_gateway_stripe;
 
+/* For the adapter's other files (stripe_bill.c): GET endpoint + path with
+ * the secret key's Bearer auth.  PT_OK, PT_EINVAL (no usable key). */
+struct pt_gw_config;
+struct pt_http_request;
+int pt__stripe_get(const struct pt_gw_config *cfg, const char *path, struct pt_http_request *out);
+
 #endif

@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "gwcommon.h"
+#include "stripe.h"
 
 extern const struct pt_gateway pt_gateway_stripe;
 
@@ -162,4 +163,19 @@ void pt_stripe_bill_free(struct pt_stripe_bill *b)
 {
     free(b->rows);
     memset(b, 0, sizeof *b);
+}
+
+int pt_stripe_bill_request(const struct pt_gw_config *cfg, int refunds, int64_t from_s,
+                           int64_t to_s, const char *after, struct pt_http_request *out)
+{
+    char path[256];
+    if (after && (!after[0] || strlen(after) > 100 || !pt__id_safe(after)))
+        return PT_EINVAL;
+    int n = snprintf(path, sizeof path,
+                     "/v1/%s?created%%5Bgte%%5D=%lld&created%%5Blt%%5D=%lld&limit=%d%s%s",
+                     refunds ? "refunds" : "charges", (long long)from_s, (long long)to_s,
+                     PT_STRIPE_BILL_PAGE, after ? "&starting_after=" : "", after ? after : "");
+    if (n < 0 || (size_t)n >= sizeof path)
+        return PT_EINVAL;
+    return pt__stripe_get(cfg, path, out);
 }

@@ -40,4 +40,15 @@ int pt_stripe_bill_page(const char *json, size_t len, int refunds, int64_t from_
                         struct pt_stripe_bill *b, char *err, size_t errlen);
 void pt_stripe_bill_free(struct pt_stripe_bill *b);
 
+struct pt_gw_config;
+struct pt_http_request;
+
+/*
+ * GET {endpoint}/v1/charges (refunds: /v1/refunds)?created[gte]=from_s
+ * &created[lt]=to_s&limit=100[&starting_after=after], with the secret
+ * key's Bearer auth.  PT_OK, PT_EINVAL (no key, an id that cannot be one).
+ */
+int pt_stripe_bill_request(const struct pt_gw_config *cfg, int refunds, int64_t from_s,
+                           int64_t to_s, const char *after, struct pt_http_request *out);
+
 #endif

@@ -414,6 +414,14 @@ static int finish_request(const struct pt_gw_config *cfg, const struct pt_gw_env
     return rc;
 }
 
+int pt__wechat_v3_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                          const char *method, const char *path, struct pt_http_request *out)
+{
+    if (!can_sign(cfg, env))
+        return PT_EINVAL;
+    return finish_request(cfg, env, method, path, NULL, out);
+}
+
 static int wechat_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                         const struct pt_gw_env *env, struct pt_http_request *out)
 {
@@ -544,6 +552,11 @@ static int verify_platform(const struct pt_gw_config *cfg, const struct pt_http_
     int rc = m ? pt_gw_keyring_verify(cfg->peer_keys, serial, m, len, sig) : PT_ENOMEM;
     free(m);
     return rc == PT_OK ? PT_OK : PT_ESIG;
+}
+
+int pt__wechat_v3_verify(const struct pt_gw_config *cfg, const struct pt_http_response *msg)
+{
+    return verify_platform(cfg, msg);
 }
 
 static int code_in(const char *code, const char *const *list)

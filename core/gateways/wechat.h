@@ -141,4 +141,12 @@ struct pt_gateway;
 /* The adapter's table (listed in registry.c). */
 extern const struct pt_gateway pt_gateway_wechat;
 
+/* For the adapter's other files (wxbill.c): a signed APIv3 request without
+ * a body (method, path with its query) - PT_OK, PT_EINVAL when the
+ * configuration cannot sign - and the check of an answer's signature with
+ * the platform keys payterm trusts (PT_OK, PT_ESIG). */
+int pt__wechat_v3_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                          const char *method, const char *path, struct pt_http_request *out);
+int pt__wechat_v3_verify(const struct pt_gw_config *cfg, const struct pt_http_response *msg);
+
 #endif

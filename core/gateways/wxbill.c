@@ -13,8 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "crypto.h"
 #include "err.h"
+#include "gateway.h"
+#include "gwcommon.h"
+#include "wechat.h"
+
+#include <cjson/cJSON.h>
 #include "money.h"
 
 #define MAX_COLS 64
@@ -333,4 +340,113 @@ void pt_wxbill_free(struct pt_wxbill *b)
 {
     free(b->rows);
     memset(b, 0, sizeof *b);
+}
+
+/* ---- the download ---- */
+
+int pt_wxbill_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env, const char *date,
+                      struct pt_http_request *out)
+{
+    char path[96];
+    if (!date || strlen(date) != 10 || strspn(date, "0123456789-") != 10)
+        return PT_EINVAL;
+    snprintf(path, sizeof path, "/v3/bill/tradebill?bill_date=%s&bill_type=ALL", date);
+    return pt__wechat_v3_request(cfg, env, "GET", path, out);
+}
+
+/* The scheme, host and port of url ("https://h:p"): its length, 0 when it
+ * is not an https URL. */
+static size_t origin_len(const char *url)
+{
+    if (strncmp(url, "https://", 8) != 0)
+        return 0;
+    size_t n = 8 + strcspn(url + 8, "/?#");
+    return n > 8 ? n : 0;
+}
+
+__attribute__((format(printf, 3, 4))) static int say(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (why && whylen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, whylen, fmt, ap);
+        va_end(ap);
+    }
+    return PT_OK;
+}
+
+int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                     char *path, size_t pathlen, char sha1[41], char *why, size_t whylen)
+{
+    path[0] = sha1[0] = '\0';
+    say(why, whylen, "%s", "");
+    if (pt__wechat_v3_verify(cfg, resp) != PT_OK) {
+        say(why, whylen,
+            "the answer (HTTP %d) is not signed by a WeChat Pay platform key payterm "
+            "trusts",
+            resp->status);
+        return PT_ESIG;
+    }
+    cJSON *o = cJSON_ParseWithLength(resp->body ? resp->body : "", resp->body_len);
+    const char *code = pt__jstr(o, "code"), *msg = pt__jstr(o, "message");
+    const char *url = pt__jstr(o, "download_url"), *type = pt__jstr(o, "hash_type");
+    const char *hash = pt__jstr(o, "hash_value");
+    int rc = PT_OK;
+    if (resp->status != 200) {
+        int later =
+            code && (!strcmp(code, "NO_STATEMENT_EXIST") || !strcmp(code, "STATEMENT_CREATING"));
+        say(why, whylen, "WeChat Pay answered HTTP %d %s%s%.200s", resp->status,
+            code ? code : "(no code)", msg ? ": " : "", msg ? msg : "");
+        rc = later ? PT_EAGAIN : PT_EPARSE;
+    } else if (!url || !type || !hash) {
+        say(why, whylen, "the answer lacks download_url, hash_type or hash_value");
+        rc = PT_EPARSE;
+    } else if (strcmp(type, "SHA1") != 0 || strlen(hash) != 40 ||
+               strspn(hash, "0123456789abcdefABCDEF") != 40) {
+        say(why, whylen, "hash_type '%.16s' / hash_value: not a SHA1 hex digest", type);
+        rc = PT_EPARSE;
+    } else {
+        size_t ol = origin_len(url), el = origin_len(cfg->endpoint);
+        if (!ol || ol != el || strncasecmp(url, cfg->endpoint, ol) != 0 || url[ol] != '/' ||
+            strlen(url + ol) >= pathlen) {
+            say(why, whylen, "download_url is not on the configured endpoint's host (%.*s)",
+                (int)el, cfg->endpoint);
+            rc = PT_EPARSE;
+        } else {
+            snprintf(path, pathlen, "%s", url + ol);
+            for (int i = 0; i < 40; i++)
+                sha1[i] = (char)((hash[i] >= 'A' && hash[i] <= 'F') ? hash[i] + 32 : hash[i]);
+            sha1[40] = '\0';
+        }
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+int pt_wxbill_file_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                           const char *path, struct pt_http_request *out)
+{
+    int rc = pt__wechat_v3_request(cfg, env, "GET", path, out);
+    if (rc == PT_OK)
+        out->max_body = PT_WXBILL_DOWNLOAD_MAX;
+    return rc;
+}
+
+int pt_wxbill_file_check(const struct pt_http_response *resp, const char *sha1, char *why,
+                         size_t whylen)
+{
+    say(why, whylen, "%s", "");
+    if (resp->status != 200) {
+        say(why, whylen, "the bill file's download answered HTTP %d", resp->status);
+        return PT_EPARSE;
+    }
+    char got[41];
+    if (pt_sha1_hex(resp->body ? resp->body : "", resp->body_len, got) != PT_OK)
+        return PT_ECRYPTO;
+    if (strcmp(got, sha1) != 0) {
+        say(why, whylen, "the bill file's SHA-1 is %s, the answer said %s: not the bill asked for",
+            got, sha1);
+        return PT_ESIG;
+    }
+    return PT_OK;
 }

@@ -39,4 +39,42 @@ int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct 
                     char *err, size_t errlen);
 void pt_wxbill_free(struct pt_wxbill *b);
 
+/* ---- the download (GET /v3/bill/tradebill, then its file) ---- */
+
+struct pt_gw_config;
+struct pt_gw_env;
+struct pt_http_request;
+struct pt_http_response;
+
+/* Largest bill file payterm downloads (bytes): a merchant's day of tens of
+ * thousands of lines, not what would exhaust a board's memory. */
+#define PT_WXBILL_DOWNLOAD_MAX (16u << 20)
+
+/* GET {endpoint}/v3/bill/tradebill?bill_date=D&bill_type=ALL, signed like
+ * every APIv3 call.  PT_OK, PT_EINVAL (cannot sign, bad date). */
+int pt_wxbill_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env, const char *date,
+                      struct pt_http_request *out);
+
+/*
+ * Its answer, signature checked: PT_OK with the file's path on the
+ * endpoint (path, "/v3/billdownload/file?token=...") and its SHA-1 (hex,
+ * lower case); PT_EAGAIN when WeChat Pay has no bill yet
+ * (NO_STATEMENT_EXIST, STATEMENT_CREATING: why names it); PT_ESIG; PT_EPARSE
+ * or PT_EPARSE (another error of WeChat's) with why.  A download_url not
+ * on the configured endpoint's host is refused: payterm signs what it
+ * fetches and sends its signature nowhere else.
+ */
+int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                     char *path, size_t pathlen, char sha1[41], char *why, size_t whylen);
+
+/* GET the file at path, signed (its answer is not: the SHA-1 vouches for
+ * it); max_body PT_WXBILL_DOWNLOAD_MAX. */
+int pt_wxbill_file_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                           const char *path, struct pt_http_request *out);
+
+/* The file's answer: PT_OK when HTTP 200 and its SHA-1 is sha1; PT_ESIG
+ * (another file); PT_EPARSE (an error answer) with why. */
+int pt_wxbill_file_check(const struct pt_http_response *resp, const char *sha1, char *why,
+                         size_t whylen);
+
 #endif

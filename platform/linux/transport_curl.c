@@ -120,7 +120,7 @@ struct channel {
     size_t bytes_out; /* request bytes curl reported written */
     int resend_refused;
     struct pt_http_response *resp;
-    struct pt_buf body; /* the answer's body, bounded by PT_HTTP_MAX_BODY (buf.h) */
+    struct pt_buf body; /* the answer's body, bounded by the request's max_body (buf.h) */
     int body_overflow;
     int headers_dropped;
     char errbuf[CURL_ERROR_SIZE];
@@ -288,7 +288,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *userp)
     size_t len = size * n;
     pt_buf_put(&ch->body, data, len);
     if (ch->body.failed) {
-        ch->body_overflow = ch->body.len + len > PT_HTTP_MAX_BODY;
+        ch->body_overflow = ch->body.len + len > ch->body.max;
         return 0; /* CURLE_WRITE_ERROR: the answer is not usable */
     }
     return len;
@@ -420,7 +420,8 @@ static int configure(struct pt_curl *t, struct channel *ch, const struct pt_http
     SET(CURLOPT_TCP_NODELAY, 1L);
     SET(CURLOPT_USERAGENT, t->user_agent);
     SET(CURLOPT_HTTPHEADER, *hdrs);
-    SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)PT_HTTP_MAX_BODY);
+    SET(CURLOPT_MAXFILESIZE_LARGE,
+        (curl_off_t)(req->max_body ? req->max_body : (size_t)PT_HTTP_MAX_BODY));
     SET(CURLOPT_ERRORBUFFER, ch->errbuf);
     SET(CURLOPT_VERBOSE, 1L); /* the debug callback only runs in verbose mode */
     SET(CURLOPT_DEBUGFUNCTION, debug_cb);
@@ -541,7 +542,7 @@ int pt_curl_send(struct pt_curl *t, const char *channel, const struct pt_http_re
     ch->bytes_out = 0;
     ch->resend_refused = 0;
     ch->resp = resp;
-    pt_buf_init(&ch->body, PT_HTTP_MAX_BODY);
+    pt_buf_init(&ch->body, req->max_body ? req->max_body : PT_HTTP_MAX_BODY);
     ch->body_overflow = 0;
     ch->headers_dropped = 0;
     ch->errbuf[0] = '\0';

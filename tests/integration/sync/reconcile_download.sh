@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# reconcile_download.sh PAYTERM [ready|pending] - reconciliation with the
+# bills the gateways serve (SPEC 19), through the real daemon and simulator:
+# POST /v1/reconciliations downloads WeChat Pay's trade bill (GET
+# /v3/bill/tradebill, then its file, SHA-1 checked) and Stripe's day of
+# charges and refunds (paged lists) and compares them with the lane's
+# records.  The simulator's books are changed the ways a gateway's can
+# differ (/_sim/ledger/alter, /_sim/ledger/forget, a sale made at the
+# gateway outside payterm), so every discrepancy kind is reached from real
+# downloads.  "pending": the simulator's bills are not ready yet
+# (--bill-ready-after), and the run says so.
+. "$(dirname "$0")/synclib.sh" "$@"
+MODE=${2:-ready}
+[ "$MODE" != pending ] || SIM_EXTRA_ARGS="--bill-ready-after 00:00"
+
+echo '{"sync": {"max_attempts": 10}}' >"$T/extra.json"
+sync_start "$T/extra.json"
+CFG=(-c "$T/base.json" -c "$T/sim/gateways.json" -c "$T/extra.json")
+[ -z "$STORE_CONFIG" ] || CFG+=(-c "$STORE_CONFIG")
+cli() { # cli ARGS... -> RC, OUT (stdout), ERR (stderr)
+    RC=0
+    OUT=$(timeout 120 "$PAYTERM" "$@" "${CFG[@]}" 2>"$T/cli.err" </dev/null) || RC=$?
+    ERR=$(cat "$T/cli.err")
+    [ "$RC" != 124 ] || fail "payterm $* did not end within 120 s"
+}
+expect_match() { [[ $3 =~ $2 ]] || fail "$1: '$3' does not match /$2/"; }
+reconcile() { # reconcile KEY GATEWAY DATE -> ST, BODY (file), REPLAYED
+    BODY=$T/run.json
+    ST=$(curl -sS --max-time 120 -D "$T/run.h" -o "$BODY" -w '%{http_code}' -X POST \
+        "$API/v1/reconciliations" -H "Idempotency-Key: $1" -H 'Content-Type: application/json' \
+        -d "{\"gateway\":\"$2\",\"date\":\"$3\"}")
+    REPLAYED=0
+    if grep -qi '^Idempotency-Replayed: *true' "$T/run.h"; then REPLAYED=1; fi
+}
+kinds() { jq -r '[.discrepancies[] | "\(.kind) \(.order_id)\(if .refund_id then "/" + .refund_id else "" end)"] | join("; ")' "$1"; }
+sim_books() { sim "/_sim/ledger/$1" -H 'Content-Type: application/json' -d "$2" >/dev/null || fail "POST /_sim/ledger/$1 $2"; }
+
+# The bill days: China time for WeChat Pay, UTC for Stripe.  Payments a
+# minute before either midnight would be the next day's: wait it out.
+while [ "$(date -u +%H%M)" -ge 2358 ] || [ "$(date -u -d '+8 hours' +%H%M)" -ge 2358 ]; do sleep 5; done
+WX_DAY=$(date -u -d '+8 hours' +%F)
+ST_DAY=$(date -u +%F)
+
+paid() { # paid ORDER BODY
+    charge "k-$1" "$1" "$2"
+    wait_state "$1" SUCCESS 30
+}
+refund_paid() { # refund_paid ORDER REFUND_ID AMOUNT
+    curl -sS -o /dev/null -X POST "$API/v1/charges/$1/refunds" -H "Idempotency-Key: k-$2" \
+        -H 'Content-Type: application/json' -d "{\"refund_id\":\"$2\",\"amount\":$3}"
+    REFUND=$2
+    ok() { [ "$(api "/v1/refunds/$REFUND" | jq -r .state)" = SUCCESS ]; }
+    wait_until 60 ok || fail "refund $2 is not SUCCESS: $(api "/v1/refunds/$2")"
+}
+
+if [ "$MODE" = pending ]; then
+    paid DL-WX-P "$(wechat_barcode 1000)"
+    reconcile k-pending wechat "$WX_DAY"
+    expect "pending: 201" 201 "$ST"
+    expect "pending: state" pending "$(jq -r .state "$BODY")"
+    expect_match "pending: WeChat's own answer" 'STATEMENT_CREATING' "$(jq -r .error "$BODY")"
+    expect "pending: the latest run" pending \
+        "$(api "/v1/reconciliations/wechat/$WX_DAY" | jq -r .state)"
+    expect "pending: no review" false "$(api /v1/charges/DL-WX-P | jq -r .review)"
+    # Yesterday's bill is ready (00:00 today): a run of it is done, and the
+    # payment of today is no discrepancy of yesterday's.
+    reconcile k-yesterday wechat "$(date -u -d '+8 hours -1 day' +%F)"
+    expect "yesterday: 201 $(cat "$BODY")" "201 pending" "$ST $(jq -r .state "$BODY")"
+    expect_match "yesterday: no bill (no trade that day)" 'NO_STATEMENT_EXIST' "$(jq -r .error "$BODY")"
+    pass
+    exit 0
+fi
+
+# ---- WeChat Pay ---------------------------------------------------------------------
+paid DL-WX-A "$(wechat_barcode 1000)"
+paid DL-WX-B "$(wechat_barcode 2000)"
+paid DL-WX-C "$(wechat_barcode 1500)"
+refund_paid DL-WX-A DL-WX-A-R1 300
+refund_paid DL-WX-B DL-WX-B-R1 400
+
+reconcile k-wx-1 wechat "$WX_DAY"
+expect "wechat, books as taken: 201" 201 "$ST"
+expect "wechat, books as taken: done, from a download" "done download" "$(jq -r '"\(.state) \(.source)"' "$BODY")"
+expect "wechat, books as taken: no discrepancy" "" "$(kinds "$BODY")"
+expect "wechat, books as taken: matched (3 payments, 2 refunds)" 5 "$(jq .matched "$BODY")"
+expect "wechat, books as taken: the bill's side" '{"trades":3,"amount":4500,"refunds":2,"refunded":700}' "$(jq -c .bill "$BODY")"
+
+# The books now say B was 21.00, know nothing of C, nor of B's refund.
+sim_books alter '{"gateway":"wechat","order_id":"DL-WX-B","amount":2100}'
+sim_books forget '{"gateway":"wechat","order_id":"DL-WX-C"}'
+sim_books forget '{"gateway":"wechat","refund_id":"DL-WX-B-R1"}'
+reconcile k-wx-2 wechat "$WX_DAY"
+cp "$BODY" "$T/wx2.json"
+expect "wechat, books changed: 201 done" "201 done" "$ST $(jq -r .state "$BODY")"
+expect "wechat, books changed: the discrepancies" \
+    "local_only DL-WX-C; amount_mismatch DL-WX-B; refund_local_only DL-WX-B/DL-WX-B-R1" "$(kinds "$BODY")"
+expect "wechat, books changed: B's amounts" "2000 2100" \
+    "$(jq -r '.discrepancies[] | select(.kind == "amount_mismatch") | "\(.amount_local) \(.amount_gateway)"' "$BODY")"
+expect "wechat: B under review" "true reconciliation_amount_mismatch" "$(api /v1/charges/DL-WX-B | jq -r '"\(.review) \(.review_reason)"')"
+expect "wechat: C under review" "true reconciliation_local_only" "$(api /v1/charges/DL-WX-C | jq -r '"\(.review) \(.review_reason)"')"
+reconcile k-wx-2 wechat "$WX_DAY"
+expect "wechat, the same key: replayed" "201 1" "$ST $REPLAYED"
+cmp -s "$T/wx2.json" "$BODY" || fail "the same key's run differs: $(cat "$BODY")"
+{ api "/v1/reconciliations/wechat/$WX_DAY"; } >"$T/wx2.get"
+expect "wechat: GET serves the latest run" "$(cat "$T/wx2.json")" "$(cat "$T/wx2.get")"
+
+# ---- Stripe -----------------------------------------------------------------------------
+paid DL-ST-A "$(stripe_card 1000)"
+paid DL-ST-B "$(stripe_card 2500)"
+refund_paid DL-ST-A DL-ST-A-R1 250
+# A sale made at Stripe outside payterm (another till, the dashboard).
+SK=$(cat "$T/sim/stripe_secret_key")
+curl -sS --cacert "$T/sim/ca.pem" -u "$SK:" "$(jq -r .gateways.stripe.endpoint "$T/sim/gateways.json")/v1/payment_intents" \
+    -H 'Idempotency-Key: outside-1' -d amount=4200 -d currency=usd -d confirm=true \
+    -d payment_method=pm_card_visa -d 'metadata[order_id]=DL-ST-OUTSIDE' | jq -e '.status == "succeeded"' >/dev/null ||
+    fail "the outside sale was not taken"
+sim_books alter '{"gateway":"stripe","order_id":"DL-ST-B","amount":2600}'
+cli reconcile --gateway stripe --date "$ST_DAY"
+expect "stripe via the CLI: exit status 3 ($ERR)" 3 "$RC"
+printf '%s\n' "$OUT" >"$T/st.json"
+expect "stripe: the discrepancies" "gateway_only DL-ST-OUTSIDE; amount_mismatch DL-ST-B" "$(kinds "$T/st.json")"
+expect "stripe: matched (A, A's refund)" 2 "$(jq .matched "$T/st.json")"
+expect_match "stripe via the CLI: names its key" 'Idempotency-Key cli-reconcile-stripe-' "$ERR"
+cli reconcile --gateway stripe --date "$ST_DAY" --key fixed-1
+expect "stripe, a named key: exit status" 3 "$RC"
+cli reconcile --gateway stripe --date "$ST_DAY" --key fixed-1
+expect "stripe, the same key again: the same run" "$(jq -c 'del(.run_at)' "$T/st.json")" "$(jq -c 'del(.run_at)' <<<"$OUT")"
+
+# ---- refusals: the request, an unreachable gateway, a gateway without downloads -----
+reconcile "" wechat "$WX_DAY"
+expect "no key" "400 idempotency_key_missing" "$ST $(jq -r .error.code "$BODY")"
+reconcile k-bad-date wechat 2026-02-30
+expect "a date that is none" "400 invalid_request" "$ST $(jq -r .error.code "$BODY")"
+expect_match "names the field" '^date: ' "$(jq -r .error.message "$BODY")"
+reconcile k-bad-gw paypal "$WX_DAY"
+expect_match "a gateway that is none" '^gateway: ' "$(jq -r .error.message "$BODY")"
+sim_fault '{"gateway":"wechat","mode":"refuse_connect","count":-1}'
+reconcile k-wx-down wechat "$WX_DAY"
+expect "wechat unreachable: a failed run" "201 failed" "$ST $(jq -r .state "$BODY")"
+expect_match "wechat unreachable: says so" 'could not be asked' "$(jq -r .error "$BODY")"
+sim_clear
+expect "metrics keep the last done run" 1 \
+    "$(curl -sS "$API/metrics" | awk '/^payterm_reconciliation_discrepancies\{gateway="wechat",kind="local_only"\}/ {print $2}')"
+reconcile k-alipay alipay "$WX_DAY"
+expect "alipay: a failed run, saying why" "201 failed" "$ST $(jq -r .state "$BODY")"
+pass
