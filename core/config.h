@@ -78,6 +78,13 @@ struct pt_config {
     int64_t sync_backoff_max_ms;
     int64_t sync_resolve_timeout_s;
     int64_t sync_request_timeout_ms;
+    /* SPEC 19: the daily reconciliation of each gateway's previous bill
+     * date runs after this time of day, minutes, in the gateway's bill
+     * time zone (reconcile.after "HH:MM", default 10:30); reconcile.daily
+     * false turns it off (runs are then asked for: POST
+     * /v1/reconciliations, payterm reconcile). */
+    int reconcile_after_min;
+    int reconcile_daily;
 
     char ca_file[PT_CFG_PATH_MAX];
 

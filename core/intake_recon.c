@@ -98,6 +98,24 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
     char *run = NULL;
     rc = in->online.reconcile(in->online.ctx, st, gw->valuestring, date->valuestring, "api", now,
                               &run);
+    if (rc == PT_EBUSY) {
+        /* Another run is on (asked for, the daily one, another lane's):
+         * the key is given back, so the same request can come again. */
+        if ((rc = pt_store_begin(st)) != PT_OK)
+            goto storage;
+        g.in_txn = 1;
+        if ((rc = pt_store_key_delete(st, g.scope, g.key, &g.lock)) && rc != PT_ESTATE)
+            goto storage;
+        if ((rc = pt_store_commit(st)) != PT_OK)
+            goto storage;
+        g.in_txn = 0;
+        pt_reply_error(out, 409, "reconciliation_running",
+                       "a reconciliation is running on this store (%s %s or another): retry "
+                       "with the same Idempotency-Key",
+                       gw->valuestring, date->valuestring);
+        out->retry_after_s = RETRY_OFFLINE_S;
+        goto out;
+    }
     if (rc == PT_OK && (rc = pt_store_begin(st)) != PT_OK)
         free(run);
     if (rc)

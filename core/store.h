@@ -789,6 +789,10 @@ int pt_store_recon_latest(struct pt_store *st, const char *gateway, const char *
 /* The body of the gateway's done run of the latest bill date (any date;
  * malloc'd); PT_ENOTFOUND. */
 int pt_store_recon_latest_done(struct pt_store *st, const char *gateway, char **body);
+/* The run of gateway and date may start: PT_OK (held until
+ * pt_store_recon_unlock), PT_EBUSY (another lane runs it: PostgreSQL). */
+int pt_store_recon_lock(struct pt_store *st, const char *gateway, const char *date);
+void pt_store_recon_unlock(struct pt_store *st, const char *gateway, const char *date);
 
 /* ---- the lane's clock (SPEC 17, core/clock.h) --------------------------- */
 

@@ -73,7 +73,9 @@
     X(RECON_REFUNDS)                                                                               \
     X(RECON_INSERT)                                                                                \
     X(RECON_LATEST)                                                                                \
-    X(RECON_LATEST_DONE)
+    X(RECON_LATEST_DONE)                                                                           \
+    X(RECON_LOCK)                                                                                  \
+    X(RECON_UNLOCK)
 
 enum {
 #define PT__Q_ENUM(id) PT_Q_##id,

@@ -829,3 +829,29 @@ int pt_store_recon_latest_done(struct pt_store *st, const char *gateway, char **
     q_text(&q, 1, gateway);
     return body_of(&q, body);
 }
+
+static int recon_lock_stmt(struct pt_store *st, int id, const char *gateway, const char *date,
+                           int64_t *got)
+{
+    char name[32];
+    snprintf(name, sizeof name, "%s %s", gateway, date);
+    struct pt_q q;
+    int rc = q_open(st, id, &q);
+    if (rc)
+        return rc;
+    q_text(&q, 1, name);
+    return q_scalar(&q, got);
+}
+
+int pt_store_recon_lock(struct pt_store *st, const char *gateway, const char *date)
+{
+    int64_t got = 0;
+    int rc = recon_lock_stmt(st, PT_Q_RECON_LOCK, gateway, date, &got);
+    return rc ? rc : got == 1 ? PT_OK : PT_EBUSY;
+}
+
+void pt_store_recon_unlock(struct pt_store *st, const char *gateway, const char *date)
+{
+    int64_t got = 0;
+    (void)recon_lock_stmt(st, PT_Q_RECON_UNLOCK, gateway, date, &got);
+}

@@ -281,6 +281,10 @@
                     " VALUES ($1::text, $2::text, $3::text, $4::text, $5::bigint)")                \
     X(RECON_LATEST, "SELECT body FROM reconciliations WHERE gateway = $1::text"                    \
                     " AND bill_date = $2::text ORDER BY id DESC LIMIT 1")                          \
+    /* One run of a gateway and date at a time across the lanes: a                                 \
+     * session lock, held over the download (no transaction is open then). */                      \
+    X(RECON_LOCK, "SELECT pg_try_advisory_lock(73020628, hashtext($1::text))::integer")            \
+    X(RECON_UNLOCK, "SELECT pg_advisory_unlock(73020628, hashtext($1::text))::integer")            \
     X(RECON_LATEST_DONE, "SELECT body FROM reconciliations WHERE gateway = $1::text"               \
                          " AND state = 'done' ORDER BY bill_date DESC, id DESC LIMIT 1")           \
     X(REFUND_STATS, "SELECT state, count(*) FROM refunds WHERE " ACTIVE " GROUP BY state")         \

@@ -251,6 +251,10 @@
                     " VALUES (?1, ?2, ?3, ?4, ?5)")                                                \
     X(RECON_LATEST, "SELECT body FROM reconciliations WHERE gateway = ?1 AND bill_date = ?2"       \
                     " ORDER BY id DESC LIMIT 1")                                                   \
+    /* One run of a gateway and date at a time: SQLite has one process,                            \
+     * whose own mutex does it (sync_recon.c). */                                                  \
+    X(RECON_LOCK, "SELECT 1")                                                                      \
+    X(RECON_UNLOCK, "SELECT 1")                                                                    \
     X(RECON_LATEST_DONE, "SELECT body FROM reconciliations WHERE gateway = ?1 AND state = 'done'"  \
                          " ORDER BY bill_date DESC, id DESC LIMIT 1")                              \
     X(REFUND_STATS,                                                                                \

@@ -990,6 +990,7 @@ int pt_sync_new(const struct pt_sync_options *opt, struct pt_sync **out)
         pthread_mutex_init(&s->charge_mu[i], &ra);
     pthread_mutexattr_destroy(&ra);
     pthread_mutex_init(&s->trial_mu, NULL);
+    pthread_mutex_init(&s->recon_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1010,6 +1011,7 @@ void pt_sync_destroy(struct pt_sync *s)
         pthread_mutex_destroy(&s->charge_mu[i]);
     pthread_cond_destroy(&s->trial_cv);
     pthread_mutex_destroy(&s->trial_mu);
+    pthread_mutex_destroy(&s->recon_mu);
     free(s);
 }
 

@@ -130,6 +130,15 @@ int pt_sync_cancel_now(void *s, struct pt_store *st, struct pt_charge *c);
  */
 int pt_sync_reconcile(void *s, struct pt_store *st, const char *gateway, const char *date,
                       const char *actor, int64_t now, char **body);
+/*
+ * The daily runs (SPEC 19): for each configured gateway whose bill payterm
+ * downloads, once its clock in the bill time zone is past reconcile.after,
+ * the previous bill date - unless its latest run is done; one that is not
+ * is tried again after 15 minutes, doubling to 4 hours.  PT_EBUSY (another
+ * run on) is tried again in a minute.  Returns how long until it should be
+ * called again (ms, at least 1000); mono is the caller's monotonic now.
+ */
+int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t mono);
 
 /* The online refund's steps (struct pt_online_ops, intake.h). */
 int pt_sync_refund_claim(void *s, struct pt_store *st, struct pt_refund *r, int64_t now);

@@ -85,6 +85,13 @@ struct pt_sync {
     pthread_cond_t trial_cv; /* CLOCK_MONOTONIC */
     int trial[PT_GW_MAX];
     _Atomic int64_t last_probe[PT_GW_MAX];
+    /* Reconciliation (SPEC 19, sync_recon.c): one run at a time in the
+     * process (recon_mu, tried: a second is told to come back), and the
+     * daily schedule's retry of a day that is not done: when and after
+     * how long, per gateway, for the bill date in recon_date. */
+    pthread_mutex_t recon_mu;
+    int64_t recon_retry_at[PT_GW_MAX], recon_backoff[PT_GW_MAX];
+    char recon_date[PT_GW_MAX][11];
 };
 
 /* Set while this thread runs pt_sync_drain (a gateway call counts as its

@@ -165,11 +165,37 @@ static enum got stripe_day(struct fetch *f, const char *date, int day)
     return g == GOT_BILL ? stripe_list(f, 1, start / 1000, start / 1000 + 86400, day) : g;
 }
 
+static enum got (*day_fetcher(const char *gateway))(struct fetch *, const char *, int)
+{
+    return !strcmp(gateway, "wechat") ? wechat_day : !strcmp(gateway, "stripe") ? stripe_day : NULL;
+}
+
+static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gateway, const char *date,
+                      const char *actor, int64_t now, char **body);
+
 int pt_sync_reconcile(void *ctx, struct pt_store *st, const char *gateway, const char *date,
                       const char *actor, int64_t now, char **body)
 {
     struct pt_sync *s = ctx;
     *body = NULL;
+    if (pt_recon_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
+        return PT_EINVAL;
+    /* One run at a time: in this process (the mutex), and of this gateway
+     * and date across the lanes of a PostgreSQL store (its lock). */
+    if (pthread_mutex_trylock(&s->recon_mu) != 0)
+        return PT_EBUSY;
+    int rc = pt_store_recon_lock(st, gateway, date);
+    if (rc == PT_OK) {
+        rc = run_locked(s, st, gateway, date, actor, now, body);
+        pt_store_recon_unlock(st, gateway, date);
+    }
+    pthread_mutex_unlock(&s->recon_mu);
+    return rc;
+}
+
+static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gateway, const char *date,
+                      const char *actor, int64_t now, char **body)
+{
     int i = pt_gateway_index(gateway);
     struct fetch f = {
         .s = s, .gw = i >= 0 ? pt_gateway_at(i) : NULL, .cfg = i >= 0 ? s->opt.gw[i] : NULL};
@@ -216,4 +242,79 @@ int pt_sync_reconcile(void *ctx, struct pt_store *st, const char *gateway, const
     }
     free(f.rows);
     return rc;
+}
+
+/* ---- the daily runs ---- */
+
+#define MINUTE_MS 60000LL
+#define DAY_MIN 1440
+#define RETRY_FIRST_MS (15 * MINUTE_MS)
+#define RETRY_MAX_MS (240 * MINUTE_MS)
+
+/* The state a stored run body says ("done", "pending", "failed"). */
+static int is_done(const char *body)
+{
+    return body && strstr(body, "\"state\":\"done\"") != NULL;
+}
+
+/* Gateway i's daily run, if due; how long until it should be looked at
+ * again (monotonic ms). */
+static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t wall, int64_t mono)
+{
+    const char *name = pt_gateway_at(i)->name;
+    int64_t after = s->opt.cfg->reconcile_after_min;
+    int64_t local = wall + (int64_t)pt_recon_bill_offset_min(name) * MINUTE_MS;
+    int64_t minute = (local / MINUTE_MS) % DAY_MIN;
+    int64_t tomorrow = (DAY_MIN - minute + after) * MINUTE_MS;
+    if (minute < after)
+        return (after - minute) * MINUTE_MS;
+    char date[11];
+    pt_recon_previous_date(name, wall, date);
+    char *latest = NULL;
+    int rc = pt_store_recon_latest(st, name, date, &latest);
+    int done = rc == PT_OK && is_done(latest);
+    free(latest);
+    if (done)
+        return tomorrow;
+    if (rc != PT_OK && rc != PT_ENOTFOUND)
+        return MINUTE_MS; /* the store will answer again */
+    if (strcmp(s->recon_date[i], date) != 0) {
+        snprintf(s->recon_date[i], sizeof s->recon_date[i], "%s", date);
+        s->recon_retry_at[i] = s->recon_backoff[i] = 0;
+    }
+    if (mono < s->recon_retry_at[i])
+        return s->recon_retry_at[i] - mono;
+    char *body = NULL;
+    rc = pt_sync_reconcile(s, st, name, date, "schedule", pt__sync_now_ms(s), &body);
+    done = rc == PT_OK && is_done(body);
+    free(body);
+    if (rc == PT_EBUSY)
+        return MINUTE_MS; /* a run is on (asked for, or another lane's) */
+    if (done)
+        return tomorrow;
+    int64_t b = s->recon_backoff[i];
+    s->recon_backoff[i] = b ? (2 * b > RETRY_MAX_MS ? RETRY_MAX_MS : 2 * b) : RETRY_FIRST_MS;
+    s->recon_retry_at[i] = mono + s->recon_backoff[i];
+    pt_log_info("reconciliation %s %s: not done; tried again in %lld min", name, date,
+                (long long)(s->recon_backoff[i] / MINUTE_MS));
+    return s->recon_backoff[i];
+}
+
+int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t mono)
+{
+    int64_t wall, next = DAY_MIN * MINUTE_MS;
+    if (!s->opt.cfg->reconcile_daily)
+        return next;
+    if (pt__sync_wall_ms(s, &wall) != PT_OK)
+        return MINUTE_MS; /* which day it is is not known yet (SPEC 17) */
+    for (int i = 0; i < pt_gateway_count() && i < PT_GW_MAX; i++) {
+        if (!s->opt.gw[i] || !day_fetcher(pt_gateway_at(i)->name))
+            continue; /* not configured, or no bill to download (docs/reconcile.md) */
+        int64_t d = daily_one(s, st, i, wall, mono);
+        if (d < next)
+            next = d;
+        if (pt__sync_tl_drain == s)
+            pt__sync_mark_progress(s);
+    }
+    return next < 1000 ? 1000 : next;
 }

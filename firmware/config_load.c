@@ -14,6 +14,7 @@
 #include "money.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -258,6 +259,35 @@ static int load_sync(struct ctx *c, const cJSON *o, struct pt_config *cfg)
         return rc;
     if (cfg->sync_backoff_max_ms < cfg->sync_backoff_base_ms)
         return fail(c, "sync.backoff_max_ms", "must not be smaller than sync.backoff_base_ms");
+    return PT_OK;
+}
+
+/* reconcile: {"after": "HH:MM", "daily": true} (SPEC 19). */
+static int load_reconcile(struct ctx *c, const cJSON *o, struct pt_config *cfg)
+{
+    static const char *const known[] = {"after", "daily", NULL};
+    int rc;
+    if ((rc = want_object(c, o, "reconcile")) || (rc = check_known(c, o, "reconcile", known)))
+        return rc;
+    const cJSON *after = cJSON_GetObjectItemCaseSensitive(o, "after");
+    if (after) {
+        const char *t = cJSON_IsString(after) ? after->valuestring : "";
+        int ok = strlen(t) == 5 && t[2] == ':' && isdigit((unsigned char)t[0]) &&
+                 isdigit((unsigned char)t[1]) && isdigit((unsigned char)t[3]) &&
+                 isdigit((unsigned char)t[4]);
+        int h = ok ? (t[0] - '0') * 10 + (t[1] - '0') : 0, m = ok ? (t[3] - '0') * 10 + (t[4] - '0') : 0;
+        if (!ok || h > 23 || m > 59)
+            return fail(c, "reconcile.after",
+                        "must be a time of day \"HH:MM\", 00:00 to 23:59, in the gateway's "
+                        "bill time zone (e.g. \"10:30\")");
+        cfg->reconcile_after_min = h * 60 + m;
+    }
+    const cJSON *daily = cJSON_GetObjectItemCaseSensitive(o, "daily");
+    if (daily) {
+        if (!cJSON_IsBool(daily))
+            return fail(c, "reconcile.daily", "must be true or false");
+        cfg->reconcile_daily = cJSON_IsTrue(daily);
+    }
     return PT_OK;
 }
 
@@ -578,7 +608,7 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
     static const char *const known[] = {
         "data_dir",     "listen", "notify_listen", "api_token_file", "log_level", "storage",
         "idempotency",  "limits", "offline",       "sync",           "tls",       "gateways",
-        "cors_origins", "store",  "log",           "qr_timeout_s",   NULL};
+        "cors_origins", "store",  "log",           "qr_timeout_s",   "reconcile", NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -635,6 +665,9 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "offline")) && (rc = load_offline(c, v, cfg)))
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "sync")) && (rc = load_sync(c, v, cfg)))
+        return rc;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "reconcile")) &&
+        (rc = load_reconcile(c, v, cfg)))
         return rc;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "log"))) {
         static const char *const k[] = {"max_bytes", NULL};

@@ -136,7 +136,8 @@ static void *run(void *p)
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
-    int64_t next_keys = 0; /* peer certificates: at start, then every 12 h */
+    int64_t next_keys = 0;  /* peer certificates: at start, then every 12 h */
+    int64_t next_recon = 0; /* the daily reconciliation (SPEC 19): when to look */
     /* Every gateway, once per probe_idle_s (not at start: the first charge
      * tries an untried gateway itself). */
     int64_t next_idle_probe = pt_host_mono_ms() + y->cfg->sync_probe_idle_s * 1000;
@@ -199,6 +200,12 @@ static void *run(void *p)
                                                  ? PT_SYNC_KEYS_INTERVAL_MS
                                                  : PT_SYNC_KEYS_RETRY_MS);
         step(y);
+        /* The gateways' bills of yesterday, once a day (SPEC 19). */
+        if (pt_host_mono_ms() >= next_recon) {
+            next_recon =
+                pt_host_mono_ms() + pt_sync_reconcile_daily(y->sync, y->st, pt_host_mono_ms());
+            step(y);
+        }
         int local_waiting = 0;
         if (y->local) {
             int moved = 0;
@@ -261,6 +268,8 @@ static void *run(void *p)
         }
         if (!next || next_keys < next)
             next = next_keys;
+        if (next_recon < next)
+            next = next_recon;
         if (next_idle_probe < next)
             next = next_idle_probe;
         if (pt_store_wipe_due() || wipe_at_start) {

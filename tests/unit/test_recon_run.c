@@ -335,12 +335,36 @@ static void test_unfinished_runs_are_stored(void **state)
     pt_store_close(st);
 }
 
+/* One run of a gateway and date at a time across the lanes of a shared
+ * store (PostgreSQL's session lock); SQLite's one process uses its mutex
+ * (sync_recon.c), so its store lock always answers yes. */
+static void test_one_run_at_a_time(void **state)
+{
+    (void)state;
+    struct pt_store *a = open_store(), *b = open_store();
+    assert_int_equal(pt_store_recon_lock(a, "wechat", "2026-12-05"), PT_OK);
+    int shared = pt_test_pg();
+    assert_int_equal(pt_store_recon_lock(b, "wechat", "2026-12-05"), shared ? PT_EBUSY : PT_OK);
+    if (!shared)
+        pt_store_recon_unlock(b, "wechat", "2026-12-05");
+    assert_int_equal(pt_store_recon_lock(b, "wechat", "2026-12-06"), PT_OK); /* another day */
+    assert_int_equal(pt_store_recon_lock(b, "stripe", "2026-12-05"), PT_OK); /* another gateway */
+    pt_store_recon_unlock(b, "wechat", "2026-12-06");
+    pt_store_recon_unlock(b, "stripe", "2026-12-05");
+    pt_store_recon_unlock(a, "wechat", "2026-12-05");
+    assert_int_equal(pt_store_recon_lock(b, "wechat", "2026-12-05"), PT_OK);
+    pt_store_recon_unlock(b, "wechat", "2026-12-05");
+    pt_store_close(b);
+    pt_store_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_kind_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bill_day_is_the_gateways, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_runs_are_stored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_run_at_a_time, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,12 @@
 MODE=${2:-ready}
 [ "$MODE" != pending ] || SIM_EXTRA_ARGS="--bill-ready-after 00:00"
 
-echo '{"sync": {"max_attempts": 10}}' >"$T/extra.json"
+if [ "$MODE" = daily ]; then
+    # The daily run, due at once: yesterday's bills at start.
+    echo '{"sync": {"max_attempts": 10}, "reconcile": {"daily": true, "after": "00:00"}}' >"$T/extra.json"
+else
+    echo '{"sync": {"max_attempts": 10}}' >"$T/extra.json"
+fi
 sync_start "$T/extra.json"
 CFG=(-c "$T/base.json" -c "$T/sim/gateways.json" -c "$T/extra.json")
 [ -z "$STORE_CONFIG" ] || CFG+=(-c "$STORE_CONFIG")
@@ -52,6 +57,25 @@ refund_paid() { # refund_paid ORDER REFUND_ID AMOUNT
     ok() { [ "$(api "/v1/refunds/$REFUND" | jq -r .state)" = SUCCESS ]; }
     wait_until 60 ok || fail "refund $2 is not SUCCESS: $(api "/v1/refunds/$2")"
 }
+
+if [ "$MODE" = daily ]; then
+    # Yesterday in each bill time zone; the daemon ran both on its own.
+    WX_YDAY=$(date -u -d '+8 hours -1 day' +%F) ST_YDAY=$(date -u -d '-1 day' +%F)
+    ran() { [ "$(status_of_run "$1" "$2")" = 200 ]; }
+    status_of_run() { curl -s -o /dev/null -w '%{http_code}' "$API/v1/reconciliations/$1/$2"; }
+    wait_until 30 ran stripe "$ST_YDAY" || fail "no daily run of stripe $ST_YDAY"
+    wait_until 30 ran wechat "$WX_YDAY" || fail "no daily run of wechat $WX_YDAY"
+    expect "daily: stripe yesterday, done (no sale)" "done 0 []" \
+        "$(api "/v1/reconciliations/stripe/$ST_YDAY" | jq -r '"\(.state) \(.matched) \(.discrepancies | tostring)"')"
+    expect "daily: wechat yesterday, pending (no bill: no trade)" pending \
+        "$(api "/v1/reconciliations/wechat/$WX_YDAY" | jq -r .state)"
+    expect "daily: only yesterday" 404 "$(status_of_run stripe "$ST_DAY")"
+    grep -q "reconciliation wechat $WX_YDAY: not done; tried again in 15 min" "$T"/payterm*.log ||
+        fail "the pending day is not scheduled again: $(grep reconciliation "$T"/payterm*.log)"
+    expect "daily: no alipay run (no download yet)" 404 "$(status_of_run alipay "$WX_YDAY")"
+    pass
+    exit 0
+fi
 
 if [ "$MODE" = pending ]; then
     paid DL-WX-P "$(wechat_barcode 1000)"

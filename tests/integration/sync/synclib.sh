@@ -153,7 +153,9 @@ sim_start() {
 }
 
 # The base configuration: short intervals and timeouts so that every path
-# (backoff, resolve, resend) happens within seconds.
+# (backoff, resolve, resend) happens within seconds; no daily reconciliation
+# (its bill requests would meet the faults a test arms for its charges:
+# reconcile_download.sh daily turns it on).
 write_base_config() {
     cat >"$T/base.json" <<EOF
 {
@@ -167,7 +169,8 @@ write_base_config() {
     "max_count": 500
   },
   "sync": {"interval_s": 1, "backoff_base_ms": 200, "backoff_max_ms": 1000,
-           "request_timeout_ms": ${SYNC_REQUEST_TIMEOUT_MS:-1500}, "max_attempts": ${SYNC_MAX_ATTEMPTS:-5}}
+           "request_timeout_ms": ${SYNC_REQUEST_TIMEOUT_MS:-1500}, "max_attempts": ${SYNC_MAX_ATTEMPTS:-5}},
+  "reconcile": {"daily": false}
 }
 EOF
 }
