@@ -275,7 +275,8 @@ static int load_reconcile(struct ctx *c, const cJSON *o, struct pt_config *cfg)
         int ok = strlen(t) == 5 && t[2] == ':' && isdigit((unsigned char)t[0]) &&
                  isdigit((unsigned char)t[1]) && isdigit((unsigned char)t[3]) &&
                  isdigit((unsigned char)t[4]);
-        int h = ok ? (t[0] - '0') * 10 + (t[1] - '0') : 0, m = ok ? (t[3] - '0') * 10 + (t[4] - '0') : 0;
+        int h = ok ? (t[0] - '0') * 10 + (t[1] - '0') : 0,
+            m = ok ? (t[3] - '0') * 10 + (t[4] - '0') : 0;
         if (!ok || h > 23 || m > 59)
             return fail(c, "reconcile.after",
                         "must be a time of day \"HH:MM\", 00:00 to 23:59, in the gateway's "
