@@ -75,8 +75,20 @@
 #include "platform.h"
 #include "refund.h"
 
-struct pt_pk;     /* an RSA key (crypto.h) */
-struct pt_gw_cli; /* sign/verify command options (gateways/gwcli.h) */
+struct pt_pk;         /* an RSA key (crypto.h) */
+struct pt_gw_cli;     /* sign/verify command options (gateways/gwcli.h) */
+struct pt_recon_rows; /* records of a gateway's bill (reconcile.h) */
+struct pt_gw_env;
+
+/* A gateway conversation's caller, for adapters that make more than one
+ * request (a bill and its file; pages): env fills the signing clock and
+ * nonce (PT_ECLOCK when the wall clock is not trusted), send sends
+ * (transport.h's results; req is freed). */
+struct pt_gw_exchange {
+    int (*env)(void *ctx, struct pt_gw_env *env, char nonce[33]);
+    int (*send)(void *ctx, struct pt_http_request *req, struct pt_http_response *resp);
+    void *ctx;
+};
 struct cJSON;
 
 #define PT_GW_MAX_CURRENCIES 16
@@ -559,6 +571,27 @@ struct pt_gateway {
                       const struct pt_gw_env *env, struct pt_gw_peer_cert *out, int max, int *n);
     const char *(*peer_serial)(const struct pt_http_response *msg);
 
+    /*
+     * Reconciliation (SPEC 19).  bill_offset_min: the gateway's bill day,
+     * minutes east of UTC (Alipay, WeChat Pay: China time, 480).
+     * fetch_bill: the gateway's side of bill date `date` (its daily bill,
+     * or its lists of that day), each record appended to *rows with day
+     * set to `day`, through x (requests go out, signed with x's clock and
+     * nonce).  PT_OK; PT_EAGAIN the gateway has no bill of it yet;
+     * PT_ENOTSENT / PT_ENOANSWER the gateway could not be asked; another
+     * error with why filled.  NULL: no bill - each local record is asked
+     * about instead (build PT_GW_QUERY; "coverage":"local").
+     */
+    int bill_offset_min;
+    int (*fetch_bill)(const struct pt_gw_config *cfg, struct pt_gw_exchange *x, const char *date,
+                      int day, struct pt_recon_rows *rows, char *why, size_t whylen);
+    /* Its bill as a file the merchant downloaded (payterm reconcile
+     * --bill): the records of bill date `date` (day 0) appended to rows;
+     * PT_OK, PT_EPARSE with err naming the line, PT_ETOOBIG, PT_ENOMEM.
+     * NULL: no file payterm reads. */
+    int (*parse_bill)(const char *text, size_t len, const char *date, struct pt_recon_rows *rows,
+                      char *err, size_t errlen);
+
     /* Its section of the configuration (SPEC section 10): the URL used when
      * none is configured, the keys it takes, the default barcode_timeout_s. */
     const char *default_endpoint;
@@ -640,6 +673,9 @@ const struct pt_gw_method *pt_gateway_method(const struct pt_gateway *gw, const 
 int pt_gateway_has_method(const struct pt_gateway *gw, const char *method);
 /* The method of gateway/method names (NULL when either is unknown). */
 const struct pt_gw_method *pt_gateway_lookup(const char *gateway, const char *method);
+/* Minutes east of UTC of the gateway's bill day (SPEC 19); -1 for a name
+ * that is no gateway. */
+int pt_gateway_bill_offset_min(const char *name);
 /* "alipay, wechat, stripe or 2c2p" (every gateway of the registry). */
 const char *pt_gateway_names(void);
 /* True when the first n bytes of gateway name a gateway offering method. */

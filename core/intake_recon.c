@@ -12,9 +12,8 @@ int pt_intake_reconciliation(const struct pt_intake *in, struct pt_store *st, co
     (void)in;
     memset(out, 0, sizeof *out);
     if (pt_recon_bill_offset_min(gateway) < 0) {
-        pt_reply_error(out, 400, "invalid_request",
-                       "path: gateway '%s' is not one of alipay, wechat, stripe, 2c2p",
-                       gateway ? gateway : "");
+        pt_reply_error(out, 400, "invalid_request", "path: gateway '%s' is not one of %s",
+                       gateway ? gateway : "", pt_gateway_names());
         return PT_OK;
     }
     if (!pt_recon_date_ok(date)) {
@@ -67,14 +66,17 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
             if (strcmp(m->string, "gateway") && strcmp(m->string, "date"))
                 pt__intake_problem(msg, sizeof msg, m->string, "unknown field (gateway, date)");
         if (!cJSON_IsString(gw) || pt_recon_bill_offset_min(gw->valuestring) < 0)
-            pt__intake_problem(msg, sizeof msg, "gateway",
-                               "required: one of alipay, wechat, stripe, 2c2p");
+            pt__intake_problem(msg, sizeof msg, "gateway", "required: a gateway's name");
         else if (!pt_gateway_find(gw->valuestring) || !in->cfg ||
                  !pt_config_gateway_configured(in->cfg, gw->valuestring))
             pt__intake_problem(msg, sizeof msg, "gateway", "is not configured on this lane");
         if (!cJSON_IsString(date) || !pt_recon_date_ok(date->valuestring))
             pt__intake_problem(msg, sizeof msg, "date",
                                "required: the bill date, YYYY-MM-DD (a real day)");
+        else if (cJSON_IsString(gw) && pt_recon_bill_offset_min(gw->valuestring) >= 0 &&
+                 pt_recon_date_after_today(gw->valuestring, date->valuestring, now))
+            pt__intake_problem(msg, sizeof msg, "date",
+                               "is after today in the gateway's bill time zone: no bill yet");
     }
     if (msg[0]) {
         pt_reply_error(out, 400, "invalid_request", "%s", msg);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "charges.h"
+#include "gateway.h"
 #include "err.h"
 #include "log.h"
 
@@ -17,79 +18,26 @@
 
 int pt_recon_bill_offset_min(const char *gateway)
 {
-    if (!gateway)
-        return -1;
-    if (!strcmp(gateway, "alipay") || !strcmp(gateway, "wechat"))
-        return 8 * 60;
-    if (!strcmp(gateway, "stripe") || !strcmp(gateway, "2c2p"))
-        return 0;
-    return -1;
+    return pt_gateway_bill_offset_min(gateway);
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
-static int64_t days_from_civil(int64_t y, int m, int d)
+int pt_recon_date_after_today(const char *gateway, const char *date, int64_t now_ms)
 {
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int parse_date(const char *s, int *y, int *m, int *d)
-{
-    if (!s || strlen(s) != 10 || s[4] != '-' || s[7] != '-')
-        return 0;
-    for (int i = 0; i < 10; i++)
-        if (i != 4 && i != 7 && (s[i] < '0' || s[i] > '9'))
-            return 0;
-    *y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
-    *m = (s[5] - '0') * 10 + (s[6] - '0');
-    *d = (s[8] - '0') * 10 + (s[9] - '0');
-    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (*y < 2000 || *y > 2999 || *m < 1 || *m > 12 || *d < 1 || *d > mdays[*m - 1])
-        return 0;
-    int leap = (*y % 4 == 0 && *y % 100 != 0) || *y % 400 == 0;
-    return !(*m == 2 && *d == 29 && !leap);
-}
-
-int pt_recon_date_ok(const char *date)
-{
-    int y, m, d;
-    return parse_date(date, &y, &m, &d);
+    char today[11];
+    pt_recon_previous_date(gateway, now_ms + DAY_MS, today);
+    return strcmp(date, today) > 0; /* ISO dates order as text */
 }
 
 void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11])
 {
     int off = pt_recon_bill_offset_min(gateway);
-    int64_t local = now_ms + (int64_t)(off > 0 ? off : 0) * 60000;
-    int64_t days = (local >= 0 ? local / DAY_MS : (local - DAY_MS + 1) / DAY_MS) - 1;
-    char iso[32];
-    pt_rfc3339(days * DAY_MS, iso);
-    memcpy(out, iso, 10);
-    out[10] = '\0';
-}
-
-int pt_recon_shift_date(const char *date, int days, char out[11])
-{
-    int y, m, d;
-    if (!parse_date(date, &y, &m, &d))
-        return PT_EINVAL;
-    char iso[32];
-    pt_rfc3339((days_from_civil(y, m, d) + days) * DAY_MS, iso);
-    memcpy(out, iso, 10);
-    out[10] = '\0';
-    return PT_OK;
+    pt_recon_date_of(now_ms - DAY_MS, off > 0 ? off : 0, out);
 }
 
 int pt_recon_day_start(const char *gateway, const char *date, int64_t *start)
 {
-    int y, m, d, off = pt_recon_bill_offset_min(gateway);
-    if (off < 0 || !parse_date(date, &y, &m, &d))
-        return PT_EINVAL;
-    *start = days_from_civil(y, m, d) * DAY_MS - (int64_t)off * 60000;
-    return PT_OK;
+    int off = pt_recon_bill_offset_min(gateway);
+    return off < 0 ? PT_EINVAL : pt_recon_date_start(date, off, start);
 }
 
 struct collect {
@@ -190,12 +138,12 @@ static char *print(cJSON *o)
     return s;
 }
 
-static char *done_json(const char *gateway, const char *date, const char *source, int64_t now,
-                       const struct pt_recon_result *res)
+static char *done_json(const char *gateway, const char *date, const struct pt_recon_bill *bill,
+                       int64_t now, const struct pt_recon_result *res)
 {
     cJSON *o = head(gateway, date, "done", now);
-    if (!o || !add_text(o, "source", source) ||
-        !add_text(o, "coverage", strcmp(gateway, "2c2p") ? "bill" : "local") ||
+    if (!o || !add_text(o, "source", bill->source) ||
+        !add_text(o, "coverage", bill->local ? "local" : "bill") ||
         !add_totals(o, "bill", "trades", &res->bill) ||
         !add_totals(o, "local", "charges", &res->local) || !add_int(o, "matched", res->matched)) {
         cJSON_Delete(o);
@@ -218,7 +166,10 @@ static char *done_json(const char *gateway, const char *date, const char *source
 
 /* ---- reviews ---- */
 
-/* 1 when the charge's trail already holds this reason's review_raised. */
+/* 1 when the charge's trail holds this reason's review_raised since its
+ * review was last cleared: an operator who cleared it has seen it, and a
+ * new finding of the same kind (another refund, another day) raises it
+ * again. */
 static int already_audited(struct pt_store *st, int64_t charge_id, const char *reason, int *rc)
 {
     enum { MAX = 512 };
@@ -229,11 +180,14 @@ static int already_audited(struct pt_store *st, int64_t charge_id, const char *r
         return 0;
     }
     if ((*rc = pt_store_audit_list(st, charge_id, MAX, rows, &n)) == PT_OK)
-        for (int i = 0; i < n && !found; i++) {
+        for (int i = 0; i < n; i++) {
             const char *d = rows[i].detail;
             size_t dl = strlen(d), rl = strlen(reason);
-            found =
-                !strcmp(rows[i].cause, "review_raised") && dl >= rl && !strcmp(d + dl - rl, reason);
+            if (!strcmp(rows[i].cause, "review_cleared"))
+                found = 0;
+            else if (!strcmp(rows[i].cause, "review_raised") && dl >= rl &&
+                     !strcmp(d + dl - rl, reason))
+                found = 1;
         }
     free(rows);
     return found;
@@ -296,7 +250,7 @@ int pt_recon_run(struct pt_store *st, const char *gateway, const char *date,
     free(local);
     if (rc)
         return rc;
-    char *json = done_json(gateway, date, bill->source, now, &res);
+    char *json = done_json(gateway, date, bill, now, &res);
     if (!json)
         rc = PT_ENOMEM;
     else

@@ -22,15 +22,13 @@
  * know. */
 int pt_recon_bill_offset_min(const char *gateway);
 
-/* 1 when date is "YYYY-MM-DD", a real day of years 2000-2999. */
-int pt_recon_date_ok(const char *date);
+/* 1 when date is after the day that holds lane time now_ms in the
+ * gateway's bill time zone: no gateway has a bill of it. */
+int pt_recon_date_after_today(const char *gateway, const char *date, int64_t now_ms);
 
 /* The bill date before the one that holds lane time now_ms in the
  * gateway's bill time zone ("YYYY-MM-DD"): the day the daily run checks. */
 void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11]);
-
-/* The date days after date (negative: before), "YYYY-MM-DD"; PT_EINVAL. */
-int pt_recon_shift_date(const char *date, int days, char out[11]);
 
 /* The bill date's 00:00 in the gateway's bill time zone, lane ms;
  * PT_EINVAL. */
@@ -49,7 +47,10 @@ int pt_recon_local(struct pt_store *st, const char *gateway, const char *date,
 struct pt_recon_bill {
     const struct pt_recon_record *rows; /* day set: -1, 0, +1 */
     size_t n;
-    const char *source; /* "file", "download" */
+    const char *source; /* "file", "download", "queries" */
+    /* 1: not a bill - the gateway was asked about each local record (a
+     * gateway without one: "coverage":"local", gateway_only unknowable). */
+    int local;
 };
 
 /*

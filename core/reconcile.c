@@ -307,3 +307,84 @@ int pt_recon_vfail(char *err, size_t errlen, const char *where, const char *fmt,
     }
     return PT_EPARSE;
 }
+
+/* ---- bill dates ---- */
+
+#define DAY_MS 86400000LL
+
+/* Days since 1970-01-01 of a proleptic Gregorian date, and back (H.
+ * Hinnant's algorithms). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int *y, int *m, int *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+static int parse_date(const char *s, int *y, int *m, int *d)
+{
+    if (!s || strlen(s) != 10 || s[4] != '-' || s[7] != '-')
+        return 0;
+    for (int i = 0; i < 10; i++)
+        if (i != 4 && i != 7 && (s[i] < '0' || s[i] > '9'))
+            return 0;
+    *y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
+    *m = (s[5] - '0') * 10 + (s[6] - '0');
+    *d = (s[8] - '0') * 10 + (s[9] - '0');
+    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (*y < 2000 || *y > 2999 || *m < 1 || *m > 12 || *d < 1 || *d > mdays[*m - 1])
+        return 0;
+    int leap = (*y % 4 == 0 && *y % 100 != 0) || *y % 400 == 0;
+    return !(*m == 2 && *d == 29 && !leap);
+}
+
+int pt_recon_date_ok(const char *date)
+{
+    int y, m, d;
+    return parse_date(date, &y, &m, &d);
+}
+
+int pt_recon_date_start(const char *date, int offset_min, int64_t *start)
+{
+    int y, m, d;
+    if (!parse_date(date, &y, &m, &d))
+        return PT_EINVAL;
+    *start = days_from_civil(y, m, d) * DAY_MS - (int64_t)offset_min * 60000;
+    return PT_OK;
+}
+
+void pt_recon_date_of(int64_t ms, int offset_min, char out[11])
+{
+    int64_t local = ms + (int64_t)offset_min * 60000;
+    int64_t days = local >= 0 ? local / DAY_MS : (local - DAY_MS + 1) / DAY_MS;
+    int y, m, d;
+    civil_from_days(days, &y, &m, &d);
+    if (y < 0 || y > 9999)
+        y = y < 0 ? 0 : 9999;
+    snprintf(out, 11, "%04d-%02d-%02d", y, m, d);
+}
+
+int pt_recon_shift_date(const char *date, int days, char out[11])
+{
+    int64_t start;
+    if (pt_recon_date_start(date, 0, &start) != PT_OK)
+        return PT_EINVAL;
+    pt_recon_date_of(start + (int64_t)days * DAY_MS, 0, out);
+    return PT_OK;
+}

@@ -81,7 +81,24 @@ int pt_recon_compare(const struct pt_recon_record *bill, size_t nbill,
                      struct pt_recon_result *out);
 void pt_recon_result_free(struct pt_recon_result *r);
 
+/* ---- bill dates ("YYYY-MM-DD") ---- */
+
+/* 1 when date is "YYYY-MM-DD", a real day of years 2000-2999. */
+int pt_recon_date_ok(const char *date);
+/* The date's 00:00 at offset_min east of UTC, Unix ms; PT_EINVAL. */
+int pt_recon_date_start(const char *date, int offset_min, int64_t *start);
+/* The date that holds Unix ms `ms` at offset_min east of UTC. */
+void pt_recon_date_of(int64_t ms, int offset_min, char out[11]);
+/* The date days after date (negative: before); PT_EINVAL. */
+int pt_recon_shift_date(const char *date, int days, char out[11]);
+
 /* ---- what the bill parsers share ---- */
+
+/* A growing array of records (pt_recon_push on its three members). */
+struct pt_recon_rows {
+    struct pt_recon_record *rows;
+    size_t n, cap;
+};
 
 /* A new, zeroed record at the end of rows[0..*n), growing the array (cap
  * its room); NULL when memory runs out (rows and *n unchanged). */

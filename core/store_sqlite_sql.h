@@ -234,7 +234,8 @@
      * record to another day.  updated_at >= ?2 keeps the trail reads to the                       \
      * rows that changed since (a success's time is never after its row's).  */                    \
     X(RECON_CHARGES, "SELECT * FROM (SELECT c.order_id, c.gateway_trade_no, c.amount, c.currency," \
-                     " (SELECT min(e.created_at) FROM charge_events e WHERE e.charge_id = c.id"    \
+                     " (SELECT min(e.created_at) FROM charge_events e WHERE e.id BETWEEN"          \
+                     " c.id * 4294967296 + 1 AND c.id * 4294967296 + 4294967295"                   \
                      " AND e.refund_id IS NULL AND e.to_state = 'SUCCESS' AND e.refused = 0"       \
                      " AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"             \
                      " FROM charges c WHERE c.gateway = ?1 AND c.state = 'SUCCESS'"                \
@@ -242,7 +243,8 @@
     X(RECON_REFUNDS,                                                                               \
       "SELECT * FROM (SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no,"    \
       " r.amount, c.currency, (SELECT min(e.created_at) FROM charge_events e"                      \
-      " WHERE e.charge_id = r.charge_id AND e.refund_id = r.refund_id AND e.to_state = 'SUCCESS'"  \
+      " WHERE e.id BETWEEN r.charge_id * 4294967296 + 1 AND r.charge_id * 4294967296 + 4294967295" \
+      " AND e.refund_id = r.refund_id AND e.to_state = 'SUCCESS'"                                  \
       " AND e.refused = 0 AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"          \
       " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE c.gateway = ?1"                  \
       " AND r.state = 'SUCCESS' AND r.updated_at >= ?2) WHERE at >= ?2 AND at < ?3"                \

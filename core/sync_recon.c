@@ -4,27 +4,21 @@
  * its neighbours (it owns the transport, the clock, the nonce and the
  * gateway configurations), then core/recon_run.c compares and stores.
  *
- *   WeChat Pay  GET /v3/bill/tradebill, then its file, SHA-1 checked
- *               (core/gateways/wxbill.c)
- *   Stripe      GET /v1/charges and /v1/refunds of the day, paged
- *               (core/gateways/stripe_bill.c)
+ * What a gateway's side is, is its adapter's fetch_bill (gateway.h): a
+ * daily bill and its file, or its lists of a day; a gateway without one is
+ * asked about each local record instead ("coverage":"local").
  *
  * The day before and after are fetched too, where the gateway has them, so
  * that a payment at midnight is found on either side; a neighbour that is
  * not there yet is left out (its records can only show as a discrepancy
  * of that day's own run, never of this one's - see reconcile.h).
  */
-#include "gateways/stripe_bill.h"
-#include "gateways/wxbill.h"
 #include "log.h"
 #include "recon_run.h"
 #include "sync_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Stripe pages one list of a day holds at most (100 objects each). */
-#define STRIPE_PAGES_MAX 1000
 
 /* What fetching one day came to. */
 enum got { GOT_BILL, GOT_PENDING, GOT_FAILED, GOT_OFFLINE };
@@ -56,16 +50,17 @@ static enum got keep(struct fetch *f, const struct pt_recon_record *rows, size_t
 static enum got ask(struct fetch *f, struct pt_http_request *req, struct pt_http_response *resp)
 {
     const struct pt_transport *t = f->s->opt.platform->transport;
-    int rc =
-        t ? t->send(t->ctx, f->gw->name, req, (int)f->s->opt.cfg->sync_request_timeout_ms, resp)
-          : PT_ENOTSENT;
+    /* A channel of its own: a bill's download never holds the connection
+     * a customer's payment waits for. */
+    char channel[32];
+    snprintf(channel, sizeof channel, "%s-bill", f->gw->name);
+    int rc = t ? t->send(t->ctx, channel, req, (int)f->s->opt.cfg->sync_request_timeout_ms, resp)
+               : PT_ENOTSENT;
     pt_http_request_free(req);
-    if (rc == PT_OK) {
-        pt__sync_set_reach(f->s, f->gw->name, 1);
+    /* Not taken as the gateway's reachability (SPEC 18): its own channel,
+     * and a charge's first contact with a gateway is the charge's. */
+    if (rc == PT_OK)
         return GOT_BILL;
-    }
-    if (rc == PT_ENOTSENT)
-        pt__sync_set_reach(f->s, f->gw->name, 0);
     snprintf(f->why, sizeof f->why, "%s could not be asked: %s", f->gw->name, pt_strerror(rc));
     return GOT_OFFLINE;
 }
@@ -83,91 +78,203 @@ static int env_of(struct fetch *f, struct pt_gw_env *env, char nonce[33])
     return PT_OK;
 }
 
-static enum got wechat_day(struct fetch *f, const char *date, int day)
+/* The exchange the adapters' fetch_bill talks through. */
+static int x_env(void *ctx, struct pt_gw_env *env, char nonce[33])
+{
+    return env_of(ctx, env, nonce);
+}
+
+static int x_send(void *ctx, struct pt_http_request *req, struct pt_http_response *resp)
+{
+    struct fetch *f = ctx;
+    return ask(f, req, resp) == GOT_BILL ? PT_OK : PT_ENOTSENT;
+}
+
+/* The gateway's side of one date, through its adapter. */
+static enum got bill_day(struct fetch *f, const char *date, int day)
+{
+    struct pt_gw_exchange x = {.env = x_env, .send = x_send, .ctx = f};
+    struct pt_recon_rows rows = {.rows = f->rows, .n = f->n, .cap = f->cap};
+    char why[sizeof f->why] = "";
+    int rc = f->gw->fetch_bill(f->cfg, &x, date, day, &rows, why, sizeof why);
+    f->rows = rows.rows;
+    f->n = rows.n;
+    f->cap = rows.cap;
+    if (rc == PT_OK)
+        return GOT_BILL;
+    if (why[0] || !f->why[0])
+        snprintf(f->why, sizeof f->why, "%s: %s", f->gw->name, why[0] ? why : pt_strerror(rc));
+    return rc == PT_EAGAIN                           ? GOT_PENDING
+           : rc == PT_ENOTSENT || rc == PT_ENOANSWER ? GOT_OFFLINE
+                                                     : GOT_FAILED;
+}
+
+/* ---- a gateway without a bill: each local record asked about ---- */
+
+/* One query through the gateway's own adapter: its request, the answer. */
+static enum got query(struct fetch *f, int refund_op, const struct pt_charge *c,
+                      const struct pt_refund *r, struct pt_http_response *resp)
 {
     struct pt_gw_env env;
-    char nonce[33], path[PT_URL_MAX], sha1[41];
+    char nonce[33];
     struct pt_http_request req = {0};
-    struct pt_http_response resp = {0};
-    if (env_of(f, &env, nonce) || pt_wxbill_request(f->cfg, &env, date, &req) != PT_OK) {
+    int rc = env_of(f, &env, nonce);
+    if (rc == PT_OK)
+        rc = refund_op ? f->gw->build_refund(f->cfg, PT_GW_REFUND_QUERY, c, r, &env, &req)
+                       : f->gw->build(f->cfg, PT_GW_QUERY, c, &env, &req);
+    if (rc != PT_OK) {
         if (!f->why[0])
-            snprintf(f->why, sizeof f->why, "wechat: the bill request cannot be signed");
+            snprintf(f->why, sizeof f->why, "%s: the query of %s cannot be made: %s", f->gw->name,
+                     c->order_id, pt_strerror(rc));
         return GOT_FAILED;
     }
-    enum got g = ask(f, &req, &resp);
+    return ask(f, &req, resp);
+}
+
+/* The local refund of charge charge_id whose gateway number is no. */
+static int refund_of_no(struct pt_store *st, int64_t charge_id, const char *no,
+                        struct pt_refund *out)
+{
+    enum { PAGE = 32 };
+    struct pt_refund *rows = malloc(PAGE * sizeof *rows);
+    int64_t after = 0;
+    int n = 0, more = 1, rc = rows ? PT_ENOTFOUND : PT_ENOMEM;
+    while (rc == PT_ENOTFOUND && more &&
+           pt_store_refunds_list(st, charge_id, -1, after, PAGE, rows, &n, &more) == PT_OK) {
+        for (int i = 0; i < n && rc == PT_ENOTFOUND; i++)
+            if (no[0] && strcmp(rows[i].gateway_refund_no, no) == 0) {
+                *out = rows[i];
+                rc = PT_OK;
+            }
+        if (n == 0)
+            break;
+        after = rows[n - 1].id;
+    }
+    free(rows);
+    return rc;
+}
+
+/* What the gateway says of local charge c: a record when it took the money. */
+static enum got charge_asked(struct fetch *f, const struct pt_charge *c)
+{
+    struct pt_http_response resp = {0};
+    enum got g = query(f, 0, c, NULL, &resp);
     if (g != GOT_BILL)
         return g;
-    int rc = pt_wxbill_answer(f->cfg, &resp, path, sizeof path, sha1, f->why, sizeof f->why);
+    struct pt_gw_result res = {0};
+    int rc = f->gw->parse(f->cfg, PT_GW_QUERY, c, &resp, &res);
     pt_http_response_free(&resp);
-    if (rc == PT_EAGAIN)
-        return GOT_PENDING;
-    if (rc != PT_OK)
+    if (rc != PT_OK || res.outcome == PT_OUTCOME_AMBIGUOUS) {
+        snprintf(f->why, sizeof f->why, "%s: the query of %s has no answer to go by (%s %s)",
+                 f->gw->name, c->order_id, res.code, res.message);
         return GOT_FAILED;
-    if (env_of(f, &env, nonce) || pt_wxbill_file_request(f->cfg, &env, path, &req) != PT_OK)
-        return GOT_FAILED;
-    if ((g = ask(f, &req, &resp)) != GOT_BILL)
-        return g;
-    struct pt_wxbill b = {0};
-    rc = pt_wxbill_file_check(&resp, sha1, f->why, sizeof f->why);
-    if (rc == PT_OK)
-        rc = pt_wxbill_parse(resp.body, resp.body_len, date, &b, f->why, sizeof f->why);
-    pt_http_response_free(&resp);
-    g = rc == PT_OK ? keep(f, b.rows, b.n, day) : GOT_FAILED;
-    pt_wxbill_free(&b);
-    return g;
-}
-
-static enum got stripe_list(struct fetch *f, int refunds, int64_t from_s, int64_t to_s, int day)
-{
-    struct pt_stripe_bill b = {0};
-    enum got g = GOT_BILL;
-    for (int page = 0; g == GOT_BILL; page++) {
-        if (page == STRIPE_PAGES_MAX) {
-            snprintf(f->why, sizeof f->why, "stripe: more than %d pages of %s in a day",
-                     STRIPE_PAGES_MAX, refunds ? "refunds" : "charges");
-            g = GOT_FAILED;
-            break;
-        }
-        struct pt_http_request req = {0};
-        struct pt_http_response resp = {0};
-        if (pt_stripe_bill_request(f->cfg, refunds, from_s, to_s, page ? b.last_id : NULL, &req) !=
-            PT_OK) {
-            snprintf(f->why, sizeof f->why, "stripe: the list request cannot be made");
-            g = GOT_FAILED;
-            break;
-        }
-        if ((g = ask(f, &req, &resp)) != GOT_BILL)
-            break;
-        if (resp.status != 200) {
-            snprintf(f->why, sizeof f->why, "stripe: GET /v1/%s answered HTTP %d: %.200s",
-                     refunds ? "refunds" : "charges", resp.status, resp.body ? resp.body : "");
-            g = GOT_FAILED;
-        } else if (pt_stripe_bill_page(resp.body, resp.body_len, refunds, from_s, to_s, &b, f->why,
-                                       sizeof f->why) != PT_OK) {
-            g = GOT_FAILED;
-        }
-        pt_http_response_free(&resp);
-        if (g == GOT_BILL && !b.has_more)
-            break;
     }
-    if (g == GOT_BILL)
-        g = keep(f, b.rows, b.n, day);
-    pt_stripe_bill_free(&b);
-    return g;
+    if (res.outcome != PT_OUTCOME_SUCCESS)
+        return GOT_BILL; /* the gateway has no money for it: local_only */
+    struct pt_recon_record r = {
+        .refund = 0, .day = 0, .amount = res.amount ? res.amount : c->amount};
+    snprintf(r.order_id, sizeof r.order_id, "%s", c->order_id);
+    snprintf(r.gateway_trade_no, sizeof r.gateway_trade_no, "%s",
+             res.trade_no[0] ? res.trade_no : c->gateway_trade_no);
+    snprintf(r.currency, sizeof r.currency, "%s", res.currency[0] ? res.currency : c->currency);
+    return keep(f, &r, 1, 0);
 }
 
-static enum got stripe_day(struct fetch *f, const char *date, int day)
+/* The gateway's refunds of charge c (a keyless gateway lists them all:
+ * each SUCCESS entry is a record, named by the local refund of the same
+ * gateway number when there is one); else local refund rf asked about. */
+static enum got refunds_asked(struct fetch *f, const struct pt_charge *c,
+                              const struct pt_refund *rf, struct pt_store *st)
 {
-    int64_t start;
-    if (pt_recon_day_start("stripe", date, &start) != PT_OK)
+    struct pt_http_response resp = {0};
+    enum got g = query(f, 1, c, rf, &resp);
+    if (g != GOT_BILL)
+        return g;
+    struct pt_recon_record r = {.refund = 1, .day = 0};
+    snprintf(r.order_id, sizeof r.order_id, "%s", c->order_id);
+    snprintf(r.gateway_trade_no, sizeof r.gateway_trade_no, "%s", c->gateway_trade_no);
+    snprintf(r.currency, sizeof r.currency, "%s", c->currency);
+    if (f->gw->refund_keyless) {
+        struct pt_gw_refund_list *l = malloc(sizeof *l);
+        if (!l) {
+            pt_http_response_free(&resp);
+            return GOT_FAILED;
+        }
+        f->gw->parse_refund_list(f->cfg, c, &resp, l);
+        pt_http_response_free(&resp);
+        g = l->res.outcome == PT_OUTCOME_SUCCESS ? GOT_BILL : GOT_FAILED;
+        if (g == GOT_FAILED)
+            snprintf(f->why, sizeof f->why, "%s: the refunds of %s cannot be read (%s %s)",
+                     f->gw->name, c->order_id, l->res.code, l->res.message);
+        for (int i = 0; g == GOT_BILL && i < l->n; i++) {
+            if (l->e[i].status != PT_OUTCOME_SUCCESS)
+                continue;
+            struct pt_refund mine;
+            r.refund_id[0] = '\0';
+            if (refund_of_no(st, c->id, l->e[i].refund_no, &mine) == PT_OK)
+                snprintf(r.refund_id, sizeof r.refund_id, "%s", mine.refund_id);
+            snprintf(r.gateway_refund_no, sizeof r.gateway_refund_no, "%s", l->e[i].refund_no);
+            r.amount = l->e[i].amount;
+            g = keep(f, &r, 1, 0);
+        }
+        free(l);
+        return g;
+    }
+    struct pt_gw_result res = {0};
+    int rc = f->gw->parse_refund(f->cfg, PT_GW_REFUND_QUERY, c, rf, &resp, &res);
+    pt_http_response_free(&resp);
+    if (rc != PT_OK || res.outcome == PT_OUTCOME_AMBIGUOUS) {
+        snprintf(f->why, sizeof f->why, "%s: the query of refund %s has no answer to go by",
+                 f->gw->name, rf->refund_id);
         return GOT_FAILED;
-    enum got g = stripe_list(f, 0, start / 1000, start / 1000 + 86400, day);
-    return g == GOT_BILL ? stripe_list(f, 1, start / 1000, start / 1000 + 86400, day) : g;
+    }
+    if (res.outcome != PT_OUTCOME_SUCCESS)
+        return GOT_BILL;
+    snprintf(r.refund_id, sizeof r.refund_id, "%s", rf->refund_id);
+    snprintf(r.gateway_refund_no, sizeof r.gateway_refund_no, "%s",
+             res.trade_no[0] ? res.trade_no : rf->gateway_refund_no);
+    r.amount = res.amount ? res.amount : rf->amount;
+    return keep(f, &r, 1, 0);
 }
 
-static enum got (*day_fetcher(const char *gateway))(struct fetch *, const char *, int)
+/*
+ * A gateway without a daily bill (2C2P; Alipay until its bill is
+ * downloaded): each of the day's local SUCCESS charges and refunds is asked
+ * about, so the run can find local_only and mismatches but never
+ * gateway_only ("coverage":"local").  A keyless gateway's list is read once
+ * per charge.
+ */
+static enum got local_coverage(struct fetch *f, struct pt_store *st, const char *date)
 {
-    return !strcmp(gateway, "wechat") ? wechat_day : !strcmp(gateway, "stripe") ? stripe_day : NULL;
+    struct pt_recon_record *loc = NULL;
+    size_t n = 0;
+    if (pt_recon_local(st, f->gw->name, date, &loc, &n) != PT_OK) {
+        snprintf(f->why, sizeof f->why, "the local records could not be read");
+        return GOT_FAILED;
+    }
+    enum got g = GOT_BILL;
+    char listed[PT_ORDER_ID_MAX] = ""; /* the last charge whose refund list was read */
+    for (size_t i = 0; g == GOT_BILL && i < n; i++) {
+        if (loc[i].day != 0)
+            continue;
+        struct pt_charge c;
+        struct pt_refund rf;
+        if (pt_store_charge_get(st, loc[i].order_id, &c) != PT_OK ||
+            (loc[i].refund && pt_store_refund_get(st, loc[i].refund_id, &rf) != PT_OK)) {
+            snprintf(f->why, sizeof f->why, "the local record %s could not be read",
+                     loc[i].order_id);
+            g = GOT_FAILED;
+        } else if (!loc[i].refund) {
+            g = charge_asked(f, &c);
+        } else if (!f->gw->refund_keyless || strcmp(listed, c.order_id) != 0) {
+            g = refunds_asked(f, &c, &rf, st);
+            snprintf(listed, sizeof listed, "%s", c.order_id);
+        }
+        if (pt__sync_tl_drain == f->s)
+            pt__sync_mark_progress(f->s);
+    }
+    free(loc);
+    return g;
 }
 
 static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gateway, const char *date,
@@ -199,31 +306,33 @@ static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gatewa
     int i = pt_gateway_index(gateway);
     struct fetch f = {
         .s = s, .gw = i >= 0 ? pt_gateway_at(i) : NULL, .cfg = i >= 0 ? s->opt.gw[i] : NULL};
-    if (!f.gw || pt_recon_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
+    if (!f.gw)
         return PT_EINVAL;
-    enum got (*day_of)(struct fetch *, const char *, int) = !strcmp(gateway, "wechat") ? wechat_day
-                                                            : !strcmp(gateway, "stripe")
-                                                                ? stripe_day
-                                                                : NULL;
+    enum got (*day_of)(struct fetch *, const char *, int) = f.gw->fetch_bill ? bill_day : NULL;
     enum got g;
+    int local = 0;
     if (!f.cfg) {
         snprintf(f.why, sizeof f.why, "%s is not configured (gateways.%s)", gateway, gateway);
         g = GOT_FAILED;
     } else if (!day_of) {
-        snprintf(f.why, sizeof f.why,
-                 "downloading %s's bill is not built yet (docs/reconcile.md): nothing compared",
-                 gateway);
-        g = GOT_FAILED;
+        g = local_coverage(&f, st, date);
+        local = 1;
     } else {
         g = day_of(&f, date, 0);
     }
     /* The neighbouring days, where the gateway has them already. */
-    for (int d = -1; g == GOT_BILL && d <= 1; d += 2) {
+    for (int d = -1; g == GOT_BILL && !local && d <= 1; d += 2) {
         char other[11];
         size_t before = f.n;
         if (pt_recon_shift_date(date, d, other) != PT_OK)
             continue;
         enum got n = day_of(&f, other, d);
+        if (n == GOT_FAILED || n == GOT_OFFLINE) {
+            /* Not "not there yet": a neighbour that cannot be read would
+             * make a payment at midnight look like a discrepancy. */
+            g = n;
+            break;
+        }
         if (n != GOT_BILL) {
             pt_log_debug("reconciliation %s %s: the bill of %s is left out: %s", gateway, date,
                          other, f.why);
@@ -233,7 +342,8 @@ static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gatewa
     }
     int rc;
     if (g == GOT_BILL) {
-        struct pt_recon_bill bill = {.rows = f.rows, .n = f.n, .source = "download"};
+        struct pt_recon_bill bill = {
+            .rows = f.rows, .n = f.n, .source = local ? "queries" : "download", .local = local};
         size_t found = 0;
         rc = pt_recon_run(st, gateway, date, &bill, actor, now, body, &found);
     } else {
@@ -308,7 +418,7 @@ int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t 
     if (pt__sync_wall_ms(s, &wall) != PT_OK)
         return MINUTE_MS; /* which day it is is not known yet (SPEC 17) */
     for (int i = 0; i < pt_gateway_count() && i < PT_GW_MAX; i++) {
-        if (!s->opt.gw[i] || !day_fetcher(pt_gateway_at(i)->name))
+        if (!s->opt.gw[i] || !pt_gateway_at(i)->fetch_bill)
             continue; /* not configured, or no bill to download (docs/reconcile.md) */
         int64_t d = daily_one(s, st, i, wall, mono);
         if (d < next)

@@ -12,7 +12,7 @@
  */
 #include "cli.h"
 #include "err.h"
-#include "gateways/wxbill.h"
+#include "gateway.h"
 #include "pt_config.h"
 #include "recon_run.h"
 #include "store.h"
@@ -33,11 +33,12 @@ static const char help[] =
     "/v1/reconciliations/G/D serves it.  Each local charge a discrepancy concerns is\n"
     "put under review (reason reconciliation_<kind>, audited once per kind).  The\n"
     "run is printed as one line of JSON, a summary on stderr.\n\n"
-    "  --gateway G   wechat or stripe (downloaded); wechat with --bill\n"
-    "  --date D      the bill date, in the gateway's bill time zone (WeChat Pay:\n"
-    "                China time; Stripe: UTC)\n"
-    "  --bill FILE   compare this file instead of downloading: WeChat Pay's trade\n"
-    "                bill (交易账单, GET /v3/bill/tradebill or APIv2 downloadbill, ALL)\n"
+    "  --gateway G   a configured gateway (docs/reconcile.md says which have a bill)\n"
+    "  --date D      the bill date, in the gateway's bill time zone (China time or\n"
+    "                UTC: docs/reconcile.md)\n"
+    "  --bill FILE   compare this file instead of downloading: the gateway's own\n"
+    "                daily bill, as its merchant platform gives it (docs/reconcile.md\n"
+    "                names the gateways whose file payterm reads)\n"
     "  --key K       the Idempotency-Key of the daemon's run (default: a new one,\n"
     "                printed on stderr: each run is a new run)\n\n"
     "A bill that does not hold together is refused whole, naming its line; the\n"
@@ -47,6 +48,8 @@ static const char help[] =
     "the daemon or the database unavailable); 2 usage.\n";
 
 #define CMD "reconcile"
+/* Largest bill file read: the parsers' own bound (64 MiB). */
+#define BILL_FILE_MAX (64u << 20)
 
 /* The whole file, NUL-terminated (malloc'd), or NULL with the error said. */
 static char *read_bill(const char *path, size_t max, size_t *len)
@@ -111,7 +114,7 @@ static void summary(const char *body, size_t found)
 
 /* Runs the parsed bill; PT_EXIT_*. */
 static int run(struct pt_store *st, const char *gateway, const char *date,
-               const struct pt_wxbill *b)
+               const struct pt_recon_rows *b)
 {
     struct pt_recon_bill bill = {.rows = b->rows, .n = b->n, .source = "file"};
     char *body = NULL;
@@ -183,22 +186,23 @@ int pt_cmd_reconcile(int argc, char **argv)
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     if (!file) {
         if (pt_recon_bill_offset_min(gateway) < 0) {
-            pt_cli_error(CMD, "--gateway %s: not one of alipay, wechat, stripe, 2c2p", gateway);
+            pt_cli_error(CMD, "--gateway %s: not one of %s", gateway, pt_gateway_names());
             return PT_EXIT_USAGE;
         }
         if (pt_cli_load_config(&args.common, &cfg))
             return PT_EXIT_FAIL;
         return run_on_daemon(&cfg, gateway, date, args.values[3]);
     }
-    if (strcmp(gateway, "wechat") != 0) {
+    const struct pt_gateway *gw = pt_gateway_find(gateway);
+    if (!gw || !gw->parse_bill) {
         pt_cli_error(CMD,
-                     "--gateway %s: a bill file is read for wechat only (WeChat Pay's trade "
-                     "bill); the others' come with their downloads (docs/reconcile.md)",
+                     "--gateway %s: payterm reads no bill file of it (its books are downloaded "
+                     "or asked about: run without --bill; docs/reconcile.md)",
                      gateway);
         return PT_EXIT_USAGE;
     }
     size_t len = 0;
-    char *text = read_bill(file, PT_WXBILL_MAX_BYTES, &len);
+    char *text = read_bill(file, BILL_FILE_MAX, &len);
     if (!text)
         return PT_EXIT_FAIL;
     struct pt_store *st;
@@ -207,13 +211,18 @@ int pt_cmd_reconcile(int argc, char **argv)
         free(text);
         return PT_EXIT_FAIL;
     }
-    struct pt_wxbill b = {0};
+    struct pt_recon_rows b = {0};
     char err[256];
-    int rc = pt_wxbill_parse(text, len, date, &b, err, sizeof err);
+    int rc = gw->parse_bill(text, len, date, &b, err, sizeof err);
     free(text);
     int exit;
-    if (rc == PT_OK) {
+    if (rc == PT_OK && pt_store_recon_lock(st, gateway, date) == PT_EBUSY) {
+        pt_cli_error(CMD, "another lane is reconciling %s %s now; run it again later", gateway,
+                     date);
+        exit = PT_EXIT_FAIL;
+    } else if (rc == PT_OK) {
         exit = run(st, gateway, date, &b);
+        pt_store_recon_unlock(st, gateway, date);
     } else {
         char why[400], *body = NULL;
         snprintf(why, sizeof why, "%s: %s", file, rc == PT_EPARSE ? err : pt_strerror(rc));
@@ -224,7 +233,7 @@ int pt_cmd_reconcile(int argc, char **argv)
         free(body);
         exit = PT_EXIT_FAIL;
     }
-    pt_wxbill_free(&b);
+    free(b.rows);
     pt_store_close(st);
     return exit;
 }

@@ -447,4 +447,5 @@ const struct pt_gateway pt_gateway_2c2p = {
     .notify_ok_body = "",
     .notify_fail_type = "text/plain",
     .notify_fail_body = "invalid signature",
+    .bill_offset_min = 0, /* no daily bill: each charge is asked about (UTC days) */
 };

@@ -1000,4 +1000,5 @@ const struct pt_gateway pt_gateway_alipay = {
     .notify_ok_body = "success",
     .notify_fail_type = "text/plain",
     .notify_fail_body = "fail",
+    .bill_offset_min = 8 * 60, /* Alipay's bill day: China time; its bill file is to come */
 };

@@ -117,6 +117,12 @@ static void names_once(void)
                               gateways[i]->name);
 }
 
+int pt_gateway_bill_offset_min(const char *name)
+{
+    const struct pt_gateway *gw = name ? pt_gateway_find(name) : NULL;
+    return gw ? gw->bill_offset_min : -1;
+}
+
 const char *pt_gateway_names(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -12,6 +12,7 @@
  * charge.refunded webhooks (see "refunds" and "webhooks" below).
  */
 #include "gateways/stripe.h"
+#include "gateways/stripe_bill.h"
 #include "buf.h"
 #include "crypto.h"
 #include "err.h"
@@ -932,4 +933,6 @@ const struct pt_gateway pt_gateway_stripe = {
     .notify_ok_body = "{\"received\":true}",
     .notify_fail_type = "application/json",
     .notify_fail_body = "{\"error\":\"invalid signature\"}",
+    .bill_offset_min = 0, /* Stripe's day: UTC */
+    .fetch_bill = pt__stripe_fetch_bill,
 };

@@ -177,5 +177,72 @@ int pt_stripe_bill_request(const struct pt_gw_config *cfg, int refunds, int64_t 
                      PT_STRIPE_BILL_PAGE, after ? "&starting_after=" : "", after ? after : "");
     if (n < 0 || (size_t)n >= sizeof path)
         return PT_EINVAL;
-    return pt__stripe_get(cfg, path, out);
+    int rc = pt__stripe_get(cfg, path, out);
+    if (rc == PT_OK)
+        out->max_body = PT_STRIPE_BILL_PAGE_MAX_BYTES; /* 100 objects, pretty-printed */
+    return rc;
+}
+
+/* Stripe pages one list of a day holds at most (100 objects each). */
+#define PAGES_MAX 1000
+
+/* One list of the day, paged, into rows with day. */
+static int fetch_list(const struct pt_gw_config *cfg, struct pt_gw_exchange *x, int refunds,
+                      int64_t from_s, int64_t to_s, int day, struct pt_recon_rows *rows, char *why,
+                      size_t whylen)
+{
+    struct pt_stripe_bill b = {0};
+    int rc = PT_OK;
+    for (int page = 0; rc == PT_OK; page++) {
+        struct pt_http_request req = {0};
+        struct pt_http_response resp = {0};
+        if (page == PAGES_MAX) {
+            snprintf(why, whylen, "more than %d pages of %s in a day", PAGES_MAX,
+                     refunds ? "refunds" : "charges");
+            rc = PT_ETOOBIG;
+        } else if ((rc = pt_stripe_bill_request(cfg, refunds, from_s, to_s, page ? b.last_id : NULL,
+                                                &req)) != PT_OK) {
+            snprintf(why, whylen, "the list request cannot be made (%s)", pt_strerror(rc));
+        } else if ((rc = x->send(x->ctx, &req, &resp)) == PT_OK) {
+            if (resp.status != 200) {
+                snprintf(why, whylen, "GET /v1/%s answered HTTP %d: %.200s",
+                         refunds ? "refunds" : "charges", resp.status, resp.body ? resp.body : "");
+                rc = PT_EPARSE;
+            } else {
+                rc = pt_stripe_bill_page(resp.body, resp.body_len, refunds, from_s, to_s, &b, why,
+                                         whylen);
+            }
+            pt_http_response_free(&resp);
+            if (rc == PT_OK && !b.has_more)
+                break;
+        }
+    }
+    for (size_t i = 0; rc == PT_OK && i < b.n; i++) {
+        struct pt_recon_record *r = pt_recon_push(&rows->rows, &rows->n, &rows->cap);
+        if (!r) {
+            rc = PT_ENOMEM;
+            break;
+        }
+        *r = b.rows[i];
+        r->day = day;
+    }
+    pt_stripe_bill_free(&b);
+    return rc;
+}
+
+int pt__stripe_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange *x,
+                          const char *date, int day, struct pt_recon_rows *rows, char *why,
+                          size_t whylen)
+{
+    int64_t start;
+    if (pt_recon_date_start(date, 0, &start) != PT_OK)
+        return PT_EINVAL;
+    size_t keep = rows->n;
+    int64_t from = start / 1000, to = from + 86400;
+    int rc = fetch_list(cfg, x, 0, from, to, day, rows, why, whylen);
+    if (rc == PT_OK)
+        rc = fetch_list(cfg, x, 1, from, to, day, rows, why, whylen);
+    if (rc != PT_OK)
+        rows->n = keep;
+    return rc;
 }

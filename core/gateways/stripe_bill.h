@@ -19,6 +19,8 @@
 
 /* Items per page payterm asks for (limit=, Stripe's maximum). */
 #define PT_STRIPE_BILL_PAGE 100
+/* Largest page taken (bytes): Stripe's objects are a few KiB each. */
+#define PT_STRIPE_BILL_PAGE_MAX_BYTES (4u << 20)
 
 struct pt_stripe_bill {
     struct pt_recon_record *rows; /* malloc'd; pt_stripe_bill_free */
@@ -42,6 +44,13 @@ void pt_stripe_bill_free(struct pt_stripe_bill *b);
 
 struct pt_gw_config;
 struct pt_http_request;
+struct pt_gw_exchange;
+struct pt_recon_rows;
+
+/* The adapter's fetch_bill (gateway.h): the day's charges, then refunds. */
+int pt__stripe_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange *x,
+                          const char *date, int day, struct pt_recon_rows *rows, char *why,
+                          size_t whylen);
 
 /*
  * GET {endpoint}/v1/charges (refunds: /v1/refunds)?created[gte]=from_s

@@ -25,6 +25,7 @@
 #include "gateways/gwcommon.h"
 #include "gateways/jscan.h"
 #include "gateways/wechat_v2.h"
+#include "gateways/wxbill.h"
 #include "money.h"
 #include "pt_config.h"
 
@@ -1397,4 +1398,7 @@ const struct pt_gateway pt_gateway_wechat = {
     .notify_ok_body = "{\"code\":\"SUCCESS\"}",
     .notify_fail_type = "application/json",
     .notify_fail_body = "{\"code\":\"FAIL\",\"message\":\"signature verification failed\"}",
+    .bill_offset_min = 8 * 60, /* WeChat Pay's bill day: China time */
+    .fetch_bill = pt__wechat_fetch_bill,
+    .parse_bill = pt__wechat_parse_bill,
 };

@@ -375,6 +375,16 @@ __attribute__((format(printf, 3, 4))) static int say(char *why, size_t whylen, c
     return PT_OK;
 }
 
+int pt_wxbill_download_path(const char *endpoint, const char *url, char *path, size_t pathlen)
+{
+    size_t ol = origin_len(url), el = origin_len(endpoint);
+    if (!ol || ol != el || strncasecmp(url, endpoint, ol) != 0 || url[ol] != '/' ||
+        strlen(url + ol) >= pathlen)
+        return 0;
+    snprintf(path, pathlen, "%s", url + ol);
+    return 1;
+}
+
 int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
                      char *path, size_t pathlen, char sha1[41], char *why, size_t whylen)
 {
@@ -405,19 +415,14 @@ int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_respon
                strspn(hash, "0123456789abcdefABCDEF") != 40) {
         say(why, whylen, "hash_type '%.16s' / hash_value: not a SHA1 hex digest", type);
         rc = PT_EPARSE;
+    } else if (!pt_wxbill_download_path(cfg->endpoint, url, path, pathlen)) {
+        say(why, whylen, "download_url is not on the configured endpoint's host (%.*s)",
+            (int)origin_len(cfg->endpoint), cfg->endpoint);
+        rc = PT_EPARSE;
     } else {
-        size_t ol = origin_len(url), el = origin_len(cfg->endpoint);
-        if (!ol || ol != el || strncasecmp(url, cfg->endpoint, ol) != 0 || url[ol] != '/' ||
-            strlen(url + ol) >= pathlen) {
-            say(why, whylen, "download_url is not on the configured endpoint's host (%.*s)",
-                (int)el, cfg->endpoint);
-            rc = PT_EPARSE;
-        } else {
-            snprintf(path, pathlen, "%s", url + ol);
-            for (int i = 0; i < 40; i++)
-                sha1[i] = (char)((hash[i] >= 'A' && hash[i] <= 'F') ? hash[i] + 32 : hash[i]);
-            sha1[40] = '\0';
-        }
+        for (int i = 0; i < 40; i++)
+            sha1[i] = (char)((hash[i] >= 'A' && hash[i] <= 'F') ? hash[i] + 32 : hash[i]);
+        sha1[40] = '\0';
     }
     cJSON_Delete(o);
     return rc;
@@ -449,4 +454,60 @@ int pt_wxbill_file_check(const struct pt_http_response *resp, const char *sha1, 
         return PT_ESIG;
     }
     return PT_OK;
+}
+
+/* Appends rows[0..n) to out with day; PT_ENOMEM. */
+static int append_day(struct pt_recon_rows *out, const struct pt_recon_record *rows, size_t n,
+                      int day)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct pt_recon_record *r = pt_recon_push(&out->rows, &out->n, &out->cap);
+        if (!r)
+            return PT_ENOMEM;
+        *r = rows[i];
+        r->day = day;
+    }
+    return PT_OK;
+}
+
+int pt__wechat_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange *x,
+                          const char *date, int day, struct pt_recon_rows *rows, char *why,
+                          size_t whylen)
+{
+    struct pt_gw_env env;
+    char nonce[33], path[1025], sha1[41];
+    struct pt_http_request req = {0};
+    struct pt_http_response resp = {0};
+    int rc = x->env(x->ctx, &env, nonce);
+    if (rc == PT_OK && (rc = pt_wxbill_request(cfg, &env, date, &req)) != PT_OK)
+        say(why, whylen, "the bill request cannot be signed (%s)", pt_strerror(rc));
+    if (rc == PT_OK && (rc = x->send(x->ctx, &req, &resp)) == PT_OK) {
+        rc = pt_wxbill_answer(cfg, &resp, path, sizeof path, sha1, why, whylen);
+        pt_http_response_free(&resp);
+    }
+    if (rc == PT_OK && (rc = x->env(x->ctx, &env, nonce)) == PT_OK &&
+        (rc = pt_wxbill_file_request(cfg, &env, path, &req)) != PT_OK)
+        say(why, whylen, "the bill file's request cannot be signed (%s)", pt_strerror(rc));
+    if (rc == PT_OK && (rc = x->send(x->ctx, &req, &resp)) == PT_OK) {
+        struct pt_wxbill b = {0};
+        rc = pt_wxbill_file_check(&resp, sha1, why, whylen);
+        if (rc == PT_OK)
+            rc = pt_wxbill_parse(resp.body, resp.body_len, date, &b, why, whylen);
+        if (rc == PT_OK)
+            rc = append_day(rows, b.rows, b.n, day);
+        pt_wxbill_free(&b);
+        pt_http_response_free(&resp);
+    }
+    return rc;
+}
+
+int pt__wechat_parse_bill(const char *text, size_t len, const char *date,
+                          struct pt_recon_rows *rows, char *err, size_t errlen)
+{
+    struct pt_wxbill b = {0};
+    int rc = pt_wxbill_parse(text, len, date, &b, err, errlen);
+    if (rc == PT_OK)
+        rc = append_day(rows, b.rows, b.n, 0);
+    pt_wxbill_free(&b);
+    return rc;
 }

@@ -67,6 +67,21 @@ int pt_wxbill_request(const struct pt_gw_config *cfg, const struct pt_gw_env *en
 int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
                      char *path, size_t pathlen, char sha1[41], char *why, size_t whylen);
 
+struct pt_gw_exchange;
+struct pt_recon_rows;
+/* The adapter's fetch_bill (gateway.h): tradebill, its file, parsed. */
+int pt__wechat_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange *x,
+                          const char *date, int day, struct pt_recon_rows *rows, char *why,
+                          size_t whylen);
+
+/* The adapter's parse_bill (gateway.h): pt_wxbill_parse into rows. */
+int pt__wechat_parse_bill(const char *text, size_t len, const char *date,
+                          struct pt_recon_rows *rows, char *err, size_t errlen);
+
+/* 1 when url is on endpoint's scheme, host and port, with its path (and
+ * query) copied into path; 0 otherwise. */
+int pt_wxbill_download_path(const char *endpoint, const char *url, char *path, size_t pathlen);
+
 /* GET the file at path, signed (its answer is not: the SHA-1 vouches for
  * it); max_body PT_WXBILL_DOWNLOAD_MAX. */
 int pt_wxbill_file_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,

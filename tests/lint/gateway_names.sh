@@ -16,7 +16,9 @@
 #   * when firmware/openapi.json's lists are not the registry's: the enum of
 #     components.schemas.Gateway; the enum of the "gateway" parameter of a
 #     path with "{gateway}" (the gateways whose notify_route that template
-#     writes, /notify/{gateway}: those with /notify/<name>); and a "const"
+#     writes, /notify/{gateway}: those with /notify/<name>), unless the
+#     parameter is the Gateway schema itself (a route about any gateway:
+#     /v1/reconciliations/{gateway}/{date}); and a "const"
 #     or "enum" of any "gateway" property (qr_code's dependentSchemas ...)
 #     may name only gateways of the registry.
 # The registry: the .name of each table in core/gateways/ (and each table's
@@ -142,7 +144,12 @@ if ! perl -MJSON::PP -e '
         my @params = grep { ref $_ eq "HASH" && ($_->{name} // "") eq "gateway" }
             @{$api->{paths}{$path}{parameters} || []};
         my $enum = @params ? $params[0]{schema}{enum} : undef;
-        if (ref $enum eq "ARRAY") {
+        my $ref = @params ? ($params[0]{schema}{"\$ref"} // "") : "";
+        if ($ref eq "#/components/schemas/Gateway") {
+            # Every gateway (a route about any gateway, not its notify
+            # route): the Gateway enum, checked above, is the registry.
+            print "gateway_names: $doc paths.$path gateway parameter is the Gateway schema\n";
+        } elsif (ref $enum eq "ARRAY") {
             $same->("paths.$path gateway parameter enum", \%want, @$enum);
         } else {
             print STDERR "gateway_names: $doc paths.$path: its gateway parameter has no enum\n";

@@ -5,8 +5,10 @@
  */
 #include "testutil.h"
 
+#include "crypto.h"
 #include "err.h"
 #include "gateways/wxbill.h"
+#include "platform.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +168,56 @@ static void test_refused_with_the_line(void **state)
     }
 }
 
+/* The download goes to the configured host only: payterm signs what it
+ * fetches, and a signature sent elsewhere would be a stolen request. */
+static void test_download_stays_on_the_endpoint(void **state)
+{
+    (void)state;
+    char path[256];
+    const char *ep = "https://api.mch.weixin.qq.com";
+    assert_true(pt_wxbill_download_path(
+        ep, "https://api.mch.weixin.qq.com/v3/billdownload/file?token=x", path, sizeof path));
+    assert_string_equal(path, "/v3/billdownload/file?token=x");
+    assert_true(pt_wxbill_download_path("https://wechat.localhost:8443",
+                                        "https://WECHAT.localhost:8443/f", path, sizeof path));
+    static const char *const refused[] = {
+        "http://api.mch.weixin.qq.com/v3/billdownload/file",    /* not TLS */
+        "https://api.mch.weixin.qq.com.evil.example/f",         /* another host */
+        "https://evil.example/https://api.mch.weixin.qq.com/f", /* another host */
+        "https://api.mch.weixin.qq.com@evil.example/f",         /* userinfo */
+        "https://api.mch.weixin.qq.com:444/f",                  /* another port */
+        "https://api.mch.weixin.qq.com",                        /* no path */
+        "https://api.mch.weixin.qq.com?x=/",                    /* no path */
+        "",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        assert_false(pt_wxbill_download_path(ep, refused[i], path, sizeof path));
+    char tiny[4];
+    assert_false(
+        pt_wxbill_download_path(ep, "https://api.mch.weixin.qq.com/long", tiny, sizeof tiny));
+}
+
+/* The file is believed by its SHA-1 only (its answer is not signed). */
+static void test_file_checked_by_its_hash(void **state)
+{
+    (void)state;
+    char body[] = HEADER PAY SUMMARY_HEADER "`1,`12.00,`0.00,`0.00,`0.07000,`12.34,`0.00\n";
+    char sha1[41], why[256];
+    assert_int_equal(pt_sha1_hex(body, strlen(body), sha1), PT_OK);
+    struct pt_http_response r = {.status = 200, .body = body, .body_len = strlen(body)};
+    assert_int_equal(pt_wxbill_file_check(&r, sha1, why, sizeof why), PT_OK);
+    body[3] ^= 1; /* one bit of another file */
+    assert_int_equal(pt_wxbill_file_check(&r, sha1, why, sizeof why), PT_ESIG);
+    assert_non_null(strstr(why, "SHA-1"));
+    body[3] ^= 1;
+    r.status = 404;
+    assert_int_equal(pt_wxbill_file_check(&r, sha1, why, sizeof why), PT_EPARSE);
+    assert_non_null(strstr(why, "HTTP 404"));
+    /* SHA-1 of "abc" (FIPS 180-1's example). */
+    assert_int_equal(pt_sha1_hex("abc", 3, sha1), PT_OK);
+    assert_string_equal(sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +225,8 @@ int main(void)
         cmocka_unit_test(test_bom_and_crlf),
         cmocka_unit_test(test_older_layout),
         cmocka_unit_test(test_refused_with_the_line),
+        cmocka_unit_test(test_download_stays_on_the_endpoint),
+        cmocka_unit_test(test_file_checked_by_its_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,8 +147,12 @@ expect "stripe: matched (A, A's refund)" 2 "$(jq .matched "$T/st.json")"
 expect_match "stripe via the CLI: names its key" 'Idempotency-Key cli-reconcile-stripe-' "$ERR"
 cli reconcile --gateway stripe --date "$ST_DAY" --key fixed-1
 expect "stripe, a named key: exit status" 3 "$RC"
+FIRST=$OUT
+sleep 1 # a new run would have another run_at
 cli reconcile --gateway stripe --date "$ST_DAY" --key fixed-1
-expect "stripe, the same key again: the same run" "$(jq -c 'del(.run_at)' "$T/st.json")" "$(jq -c 'del(.run_at)' <<<"$OUT")"
+expect "stripe, the same key again: the same run, byte for byte" "$FIRST" "$OUT"
+reconcile k-tomorrow stripe "$(date -u -d '+2 days' +%F)"
+expect_match "a date after today: refused, naming it" '^date: ' "$(jq -r .error.message "$BODY")"
 
 # ---- refusals: the request, an unreachable gateway, a gateway without downloads -----
 reconcile "" wechat "$WX_DAY"
@@ -165,6 +169,19 @@ expect_match "wechat unreachable: says so" 'could not be asked' "$(jq -r .error 
 sim_clear
 expect "metrics keep the last done run" 1 \
     "$(curl -sS "$API/metrics" | awk '/^payterm_reconciliation_discrepancies\{gateway="wechat",kind="local_only"\}/ {print $2}')"
+# ---- gateways without a downloaded bill: each local record asked about ------------------
+paid DL-AP-A "$(alipay_barcode 1250)"
+paid DL-AP-B "$(alipay_barcode 800)"
+sim_books alter '{"gateway":"alipay","order_id":"DL-AP-B","amount":900}'
 reconcile k-alipay alipay "$WX_DAY"
-expect "alipay: a failed run, saying why" "201 failed" "$ST $(jq -r .state "$BODY")"
+expect "alipay: done by queries, coverage local" "201 done queries local" \
+    "$ST $(jq -r '"\(.state) \(.source) \(.coverage)"' "$BODY")"
+expect "alipay: B's amount as the gateway says it" "amount_mismatch DL-AP-B" "$(kinds "$BODY")"
+expect "alipay: matched A" 1 "$(jq .matched "$BODY")"
+paid DL-2C-A "$(c2p_redirect 150000)"
+refund_paid DL-2C-A DL-2C-A-R1 50000
+reconcile k-2c2p 2c2p "$ST_DAY"
+expect "2c2p: done by queries, coverage local" "201 done queries local" \
+    "$ST $(jq -r '"\(.state) \(.source) \(.coverage)"' "$BODY")"
+expect "2c2p: the charge and its refund matched" "2 " "$(jq .matched "$BODY") $(kinds "$BODY")"
 pass
