@@ -160,19 +160,29 @@ api_outcome pt__api_reconciliation(struct pt_api *api, struct MHD_Connection *co
     return pt__api_send_reply(conn, rq, &rep);
 }
 
-/* POST /v1/reconciliations: a worker's (it downloads the gateway's bill). */
-api_outcome pt__api_reconcile(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
-                              const char *arg)
+/* A write of the lane as a whole (no order in its path), under its
+ * Idempotency-Key: the intake operation op answers. */
+typedef int (*lane_op)(const struct pt_intake *, struct pt_store *, const char *, const char *,
+                       size_t, int64_t, struct pt_reply *);
+static api_outcome keyed(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                         lane_op op)
 {
-    (void)arg;
     const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
     struct pt_store *st = pt_pool_get(api->pool);
     if (!st)
         return pt__api_storage_error(conn, rq, PT_EIO);
     struct pt_reply rep;
-    pt_intake_reconcile(&api->opt.intake, st, key, rq->body, rq->len, pt_host_now_ms(), &rep);
+    op(&api->opt.intake, st, key, rq->body, rq->len, pt_host_now_ms(), &rep);
     pt_pool_put(api->pool, st);
     return pt__api_send_reply(conn, rq, &rep);
+}
+
+/* POST /v1/reconciliations: a worker's (it downloads the gateway's bill). */
+api_outcome pt__api_reconcile(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
+                              const char *arg)
+{
+    (void)arg;
+    return keyed(api, conn, rq, pt_intake_reconcile);
 }
 
 /* POST /v1/reports/z: a worker's (a close reads every row of the day). */
@@ -180,12 +190,5 @@ api_outcome pt__api_close_day(struct pt_api *api, struct MHD_Connection *conn, s
                               const char *arg)
 {
     (void)arg;
-    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
-    struct pt_store *st = pt_pool_get(api->pool);
-    if (!st)
-        return pt__api_storage_error(conn, rq, PT_EIO);
-    struct pt_reply rep;
-    pt_intake_close_day(&api->opt.intake, st, key, rq->body, rq->len, pt_host_now_ms(), &rep);
-    pt_pool_put(api->pool, st);
-    return pt__api_send_reply(conn, rq, &rep);
+    return keyed(api, conn, rq, pt_intake_close_day);
 }
