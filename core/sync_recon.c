@@ -103,7 +103,7 @@ static enum got bill_day(struct fetch *f, const char *date, int day)
     if (rc == PT_OK)
         return GOT_BILL;
     if (why[0] || !f->why[0])
-        snprintf(f->why, sizeof f->why, "%s: %s", f->gw->name, why[0] ? why : pt_strerror(rc));
+        snprintf(f->why, sizeof f->why, "%s: %.400s", f->gw->name, why[0] ? why : pt_strerror(rc));
     return rc == PT_EAGAIN                           ? GOT_PENDING
            : rc == PT_ENOTSENT || rc == PT_ENOANSWER ? GOT_OFFLINE
                                                      : GOT_FAILED;
