@@ -35,7 +35,9 @@
  *   delay                 the answer (and the commit) waits delay_ms.
  * "method" and "path" (a prefix) narrow a fault to some requests: with
  * "path":"/v3/certificates" WeChat's certificate download fails while its
- * payments go through.  "process_type" (R, RS, I) narrows one to 2C2P
+ * payments go through.  The prefix is matched against the request's target,
+ * query included: "/v3/bill/tradebill?bill_date=2026-12-04" fails one day's
+ * bill.  "process_type" (R, RS, I) narrows one to 2C2P
  * Payment Maintenance requests of that processType, so a fault can hit a
  * refund and not its status query; the request has to be read for that,
  * so it does not combine with refuse_connect.
@@ -338,8 +340,9 @@ static void post_faults(struct pt_sim *s, struct sim_conn *self, const struct si
         bad_request(rs, "method: GET or POST");
         goto out;
     }
-    /* "path": only requests whose path starts so (e.g. /v3/certificates:
-     * the certificate download fails, the payments do not). */
+    /* "path": only requests whose target (path and query) starts so (e.g.
+     * /v3/certificates: the certificate download fails, the payments do
+     * not). */
     const char *path = pt__sim_json_str(j, "path");
     if (path && (path[0] != '/' || strlen(path) >= sizeof(((struct sim_fault *)0)->path))) {
         bad_request(rs, "path: a path prefix starting with /, at most 63 characters");
@@ -1029,7 +1032,7 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
             pt__sim_resp_set(&rs, 404, "application/json", no_gateway, sizeof no_gateway - 1);
     } else {
         pthread_mutex_lock(&s->lk);
-        call.mode = fault_take(s, rq->gw, rq->method, rq->path, NULL, 0, &call.delay_ms);
+        call.mode = fault_take(s, rq->gw, rq->method, rq->target, NULL, 0, &call.delay_ms);
         pthread_mutex_unlock(&s->lk);
         pt__sim_gateway(rq->gw)->handle(&call, rq, &rs);
         /* A handler that never reached its commit point (a query, a refused

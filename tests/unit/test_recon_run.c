@@ -275,6 +275,36 @@ static void test_every_kind_once(void **state)
     pt_store_close(st);
 }
 
+/* An operator who cleared a review has seen the finding; the same kind
+ * found again (the next run of the day, another day) raises it again. */
+static void test_cleared_review_is_raised_again(void **state)
+{
+    (void)state;
+    struct pt_store *st = open_store();
+    the_day(st);
+    size_t found = 0;
+    cJSON_Delete(run(st, DAY0 + 34 * HOUR, &found, NULL));
+    assert_int_equal(raised(st, "B", "reconciliation_amount_mismatch", NULL), 1);
+
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "B", &c), PT_OK);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_review(st, &c, 0, "checked with the bank", "op", DAY0 + 35 * HOUR),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    int review = 1;
+    raised(st, "B", "reconciliation_", &review);
+    assert_int_equal(review, 0);
+
+    cJSON_Delete(run(st, DAY0 + 36 * HOUR, &found, NULL));
+    assert_int_equal(found, 6);
+    assert_int_equal(raised(st, "B", "reconciliation_amount_mismatch", &review), 2);
+    assert_int_equal(review, 1);
+    /* The charges nobody cleared keep their one row. */
+    assert_int_equal(raised(st, "C", "reconciliation_local_only", NULL), 1);
+    pt_store_close(st);
+}
+
 static void test_bill_day_is_the_gateways(void **state)
 {
     (void)state;
@@ -362,6 +392,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_every_kind_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cleared_review_is_raised_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bill_day_is_the_gateways, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_runs_are_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_run_at_a_time, setup, teardown),

@@ -128,6 +128,17 @@ cmp -s "$T/wx2.json" "$BODY" || fail "the same key's run differs: $(cat "$BODY")
 { api "/v1/reconciliations/wechat/$WX_DAY"; } >"$T/wx2.get"
 expect "wechat: GET serves the latest run" "$(cat "$T/wx2.json")" "$(cat "$T/wx2.get")"
 
+# A neighbouring day's bill that cannot be read fails the run: without it a
+# payment at midnight would look like a discrepancy.
+WX_BEFORE=$(date -u -d "$WX_DAY - 1 day" +%F)
+sim_fault "{\"gateway\":\"wechat\",\"mode\":\"http_500_after_commit\",\"count\":-1,\"path\":\"/v3/bill/tradebill?bill_date=$WX_BEFORE\"}"
+reconcile k-wx-3 wechat "$WX_DAY"
+expect "wechat, the day before unreadable: 201 failed" "201 failed" "$ST $(jq -r .state "$BODY")"
+expect "wechat, the day before unreadable: no discrepancy claimed" "null" "$(jq -c .discrepancies "$BODY")"
+sim_clear
+{ api "/v1/reconciliations/wechat/$WX_DAY"; } >"$T/wx3.get"
+expect "wechat: a failed run is the latest" failed "$(jq -r .state "$T/wx3.get")"
+
 # ---- Stripe -----------------------------------------------------------------------------
 paid DL-ST-A "$(stripe_card 1000)"
 paid DL-ST-B "$(stripe_card 2500)"
