@@ -23,7 +23,7 @@
 set -eu
 
 base="gcc libc6-dev cmake make pkg-config libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev
-libcjson-dev libmicrohttpd-dev libcmocka-dev curl jq sqlite3 ca-certificates procps busybox systemd strace
+libcjson-dev libmicrohttpd-dev zlib1g-dev libcmocka-dev curl jq sqlite3 ca-certificates procps busybox systemd strace
 python3-jsonschema chromium python3-websocket libpq-dev postgresql"
 cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static cmake make pkg-config
 ca-certificates"

@@ -13,7 +13,7 @@ seconds=${PT_FUZZ_SECONDS:-20}
 build=build/fuzz
 targets=${*:-"fuzz_form fuzz_json fuzz_jscan fuzz_jwt fuzz_pem fuzz_stripe_sig fuzz_notify_alipay
 fuzz_notify_wechat fuzz_notify_stripe fuzz_notify_2c2p fuzz_responses fuzz_wechat_v2_xml
-fuzz_wechat_certs fuzz_jose fuzz_pm_xml fuzz_wxbill fuzz_stripe_bill"}
+fuzz_wechat_certs fuzz_jose fuzz_pm_xml fuzz_wxbill fuzz_stripe_bill fuzz_alipaybill"}
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is missing (scripts/deps.sh fuzz)" >&2; exit 1; }
 CC=clang cmake -S . -B "$build" -DPT_FUZZ=ON -DPT_BUILD_BENCH=OFF -DPT_WERROR=ON \
@@ -99,6 +99,9 @@ printf '%s' '{"object":"list","has_more":true,"data":[{"id":"ch_1","object":"cha
     seed fuzz_stripe_bill charges '\000'
 printf '%s' '{"object":"list","has_more":false,"data":[{"id":"re_1","object":"refund","amount":300,"created":1796486000,"currency":"usd","payment_intent":"pi_1","status":"succeeded","metadata":{"refund_id":"O-1-R","order_id":"O-1"}}]}' |
     seed fuzz_stripe_bill refunds '\001'
+# Alipay's trade bill (GBK), as its detail file and as the zip it comes in.
+seed fuzz_alipaybill detail '\000' <$v/alipay_bill/detail.csv
+seed fuzz_alipaybill zip '\001' <$v/alipay_bill/bill.zip
 
 for t in $targets; do
     mkdir -p "$build/corpus/$t" "$build/artifacts/$t"

@@ -6,7 +6,7 @@
 # usage: scripts/musl.sh            (prints the prefix it made or found)
 #
 # SQLite, mbed TLS, libcurl (with mbed TLS, nothing else), cJSON,
-# libmicrohttpd and, for the unit tests, cmocka: `apt-get source` of
+# libmicrohttpd, zlib and, for the unit tests, cmocka: `apt-get source` of
 # bookworm's packages (the newest of bookworm, -updates and -security, so
 # that Debian's security patches are in), unpacked with dpkg-source (which
 # applies Debian's patches), configured the way Debian configures them where
@@ -29,7 +29,7 @@ set -eu
 
 cache=${PT_MUSL_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/payterm-musl}
 jobs=${JOBS:-2}
-srcpkgs="sqlite3 mbedtls curl cjson libmicrohttpd cmocka"
+srcpkgs="sqlite3 mbedtls curl cjson libmicrohttpd zlib cmocka"
 
 for tool in musl-gcc apt-get dpkg-source cmake make tclsh flock; do
     command -v $tool >/dev/null || {
@@ -224,6 +224,11 @@ EOF
             make -s -C src/microhttpd install >/dev/null &&
             make -s -C src/include install >/dev/null &&
             make -s install-pkgconfigDATA >/dev/null) >&2
+        ;;
+    zlib)
+        # Static, as Debian's own libz.a (Alipay's bill is a zip).
+        (cd "$SRC" && CFLAGS="$cflags" ./configure --static --prefix="$prefix" >/dev/null &&
+            make -s -j"$jobs" libz.a >/dev/null && make -s install >/dev/null) >&2
         ;;
     curl)
         # HTTPS through mbed TLS and nothing else payterm does not use.  The

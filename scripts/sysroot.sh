@@ -40,7 +40,7 @@ out=${PT_SYSROOT:-$top/build/sysroot-$arch}
 work=$out.work                         # apt's private state, lists and .debs
 # What payterm builds against (scripts/deps.sh base, the :$arch versions).
 pkgs="libsqlite3-dev libmbedtls-dev libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
-libcmocka-dev"
+zlib1g-dev libcmocka-dev"
 # Provided by the cross toolchain (libc6-dev-$arch-cross, libgcc-s1-$arch-cross)
 # or not needed to link and run: never unpacked into the sysroot.
 skip="libc6 libc6-dev libgcc-s1 gcc-12-base libcrypt1 libcrypt-dev libnsl2 libnsl-dev

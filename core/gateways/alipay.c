@@ -12,6 +12,7 @@
  * and verified the same way (see "refunds" below).
  */
 #include "gateways/alipay.h"
+#include "gateways/alipaybill.h"
 #include "buf.h"
 #include "err.h"
 #include "gateway.h"
@@ -334,6 +335,12 @@ out:
     pt_form_free(&f);
     pt_buf_free(&body, 0);
     return rc;
+}
+
+int pt__alipay_signed_request(const struct pt_gw_config *cfg, const char *method, const char *biz,
+                              const struct pt_gw_env *env, struct pt_http_request *out)
+{
+    return signed_request(cfg, method, 0, biz, env, out);
 }
 
 static int alipay_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
@@ -1000,5 +1007,7 @@ const struct pt_gateway pt_gateway_alipay = {
     .notify_ok_body = "success",
     .notify_fail_type = "text/plain",
     .notify_fail_body = "fail",
-    .bill_offset_min = 8 * 60, /* Alipay's bill day: China time; its bill file is to come */
+    .bill_offset_min = 8 * 60, /* Alipay's bill day: China time */
+    .fetch_bill = pt__alipay_fetch_bill,
+    .parse_bill = pt__alipay_parse_bill,
 };

@@ -71,6 +71,14 @@ const char *pt_alipay_method_name(int op, const char *charge_method);
  * alipay.trade.refund, alipay.trade.fastpay.refund.query; "" otherwise. */
 const char *pt_alipay_refund_method_name(int op);
 
+struct pt_gw_config;
+struct pt_gw_env;
+struct pt_http_request;
+/* The signed gateway.do POST of method with biz_content biz (no
+ * notify_url): how every call is signed, for the adapter's other files. */
+int pt__alipay_signed_request(const struct pt_gw_config *cfg, const char *method, const char *biz,
+                              const struct pt_gw_env *env, struct pt_http_request *out);
+
 struct pt_gateway;
 /* The adapter's table (listed in registry.c). */
 extern const struct pt_gateway pt_gateway_alipay;

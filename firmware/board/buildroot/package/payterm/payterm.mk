@@ -11,7 +11,7 @@ PAYTERM_VERSION = 0.2.0
 PAYTERM_SITE = https://github.com/payterm/payterm/releases/download/v$(PAYTERM_VERSION)
 PAYTERM_LICENSE = MIT
 PAYTERM_LICENSE_FILES = LICENSE
-PAYTERM_DEPENDENCIES = cjson host-pkgconf libcurl libmicrohttpd mbedtls sqlite
+PAYTERM_DEPENDENCIES = cjson host-pkgconf libcurl libmicrohttpd mbedtls sqlite zlib
 
 # One TLS library on the board: libcurl must use mbed TLS, which payterm
 # uses itself.  libcurl's SSL/TLS library is a Kconfig choice that
