@@ -849,7 +849,7 @@ static void simple(struct sim_conn *c, int status, const char *msg)
 
 static int gw_from_path(const char *path)
 {
-    if (strcmp(path, "/gateway.do") == 0)
+    if (strcmp(path, "/gateway.do") == 0 || pt__sim_alipay_bill_path(path))
         return SIM_GW_ALIPAY;
     if (strncmp(path, "/v3/", 4) == 0 || pt__sim_wechat_v2_path(path))
         return SIM_GW_WECHAT;

@@ -821,6 +821,10 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
     struct pt_form f;
     cJSON *biz = NULL;
     pt_form_init(&f);
+    if (pt__sim_alipay_bill_path(rq->path)) {
+        pt__sim_alipay_bill_file(s, rq, rs); /* the bill's zip: not signed */
+        goto out;
+    }
     if (strcmp(rq->method, "POST") != 0 && strcmp(rq->method, "GET") != 0) {
         pt__sim_resp_set(rs, 405, "text/plain", "method not allowed", 18);
         goto out;
@@ -837,6 +841,7 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
                                           "alipay.trade.close",
                                           "alipay.trade.refund",
                                           "alipay.trade.fastpay.refund.query",
+                                          "alipay.data.dataservice.bill.downloadurl.query",
                                           NULL};
     int known = 0;
     for (const char *const *m = methods; method && *m; m++)
@@ -894,11 +899,24 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
         refund(c, method, biz, rs);
     else if (strcmp(method, "alipay.trade.fastpay.refund.query") == 0)
         refund_query(c, method, biz, rs);
+    else if (strcmp(method, "alipay.data.dataservice.bill.downloadurl.query") == 0)
+        pt__sim_alipay_bill_url(c, method, biz, rs);
     else
         pay(c, method, &f, biz, rs);
 out:
     cJSON_Delete(biz);
     pt_form_free(&f);
+}
+
+void pt__sim_alipay_respond(struct pt_sim *s, struct sim_resp *rs, const char *method, cJSON *o)
+{
+    respond(s, rs, method, o);
+}
+
+void pt__sim_alipay_fail(struct pt_sim *s, struct sim_resp *rs, const char *method,
+                         const char *code, const char *sub_code, const char *sub_msg)
+{
+    fail(s, rs, method, code, sub_code, sub_msg);
 }
 
 static void autopay(struct pt_sim *s, struct sim_trade *t)

@@ -485,6 +485,17 @@ enum sim_rule pt__sim_amount_rule(int64_t minor);
 int pt__sim_stripe_amount_in(const char *cur, int64_t wire, int64_t *minor, char *why, size_t cap);
 int64_t pt__sim_stripe_amount_out(const char *cur, int64_t minor);
 int pt__sim_alipay_amount_in(const char *s, const char *cur, int64_t *minor);
+/* Alipay's signed answer {"<method>_response":o,"sign":...} (o is taken),
+ * and its error answer. */
+void pt__sim_alipay_respond(struct pt_sim *s, struct sim_resp *rs, const char *method, cJSON *o);
+void pt__sim_alipay_fail(struct pt_sim *s, struct sim_resp *rs, const char *method,
+                         const char *code, const char *sub_code, const char *sub_msg);
+/* The trade bill (sim_alipay_bill.c): downloadurl.query's answer, the
+ * download's path, and the zip it serves. */
+void pt__sim_alipay_bill_url(struct sim_call *c, const char *method, const cJSON *biz,
+                             struct sim_resp *rs);
+int pt__sim_alipay_bill_path(const char *path);
+void pt__sim_alipay_bill_file(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs);
 void pt__sim_alipay_amount_out(int64_t minor, const char *cur, char out[PT_MONEY_DECIMAL_MAX]);
 
 /*

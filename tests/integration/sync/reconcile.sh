@@ -132,4 +132,18 @@ expect "CLI without --bill: a download" download "$(jq -r .source <<<"$OUT")"
 cli reconcile --gateway wechat --date "$DAY" --bill "$T/nothing.csv"
 expect "CLI: a bill that is not there" 1 "$RC"
 expect_match "CLI: names the file" 'nothing.csv' "$ERR"
+
+# ---- Alipay's bill as the merchant portal gives it: the zip, GBK inside -------------
+VEC=$(cd "$(dirname "$0")/../../vectors/alipay_bill" && pwd)
+cli reconcile --gateway alipay --date 2026-12-05 --bill "$VEC/bill.zip"
+expect "alipay zip: exit status 3, none of its sales is this lane's ($ERR)" 3 "$RC"
+expect "alipay zip: the bill's side" '{"trades":3,"amount":2035,"refunds":1,"refunded":500}' "$(jq -c .bill <<<"$OUT")"
+expect "alipay zip: the discrepancies" \
+    "gateway_only -; gateway_only LANE1-0001; gateway_only LANE1-0002; refund_gateway_only LANE1-0001/LANE1-0001-R1" \
+    "$(jq -r '[.discrepancies[] | "\(.kind) \(.order_id // "-")\(if .refund_id then "/" + .refund_id else "" end)"] | join("; ")' <<<"$OUT")"
+cli reconcile --gateway alipay --date 2026-12-05 --bill "$VEC/detail.csv"
+expect "alipay detail file alone: the same" 3 "$RC"
+cli reconcile --gateway alipay --date 2026-12-06 --bill "$VEC/bill.zip"
+expect "alipay zip of another day: refused" 1 "$RC"
+expect_match "alipay zip of another day: names the line" 'Alipay bill line 6: ' "$ERR"
 pass

@@ -72,7 +72,9 @@ if [ "$MODE" = daily ]; then
     expect "daily: only yesterday" 404 "$(status_of_run stripe "$ST_DAY")"
     grep -q "reconciliation wechat $WX_YDAY: not done; tried again in 15 min" "$T"/payterm*.log ||
         fail "the pending day is not scheduled again: $(grep reconciliation "$T"/payterm*.log)"
-    expect "daily: no alipay run (no download yet)" 404 "$(status_of_run alipay "$WX_YDAY")"
+    wait_until 30 ran alipay "$WX_YDAY" || fail "no daily run of alipay $WX_YDAY"
+    expect "daily: alipay yesterday, done (an empty bill: no trade)" "done download 0" \
+        "$(api "/v1/reconciliations/alipay/$WX_YDAY" | jq -r '"\(.state) \(.source) \(.matched)"')"
     pass
     exit 0
 fi
@@ -86,6 +88,9 @@ if [ "$MODE" = pending ]; then
     expect "pending: the latest run" pending \
         "$(api "/v1/reconciliations/wechat/$WX_DAY" | jq -r .state)"
     expect "pending: no review" false "$(api /v1/charges/DL-WX-P | jq -r .review)"
+    reconcile k-pending-alipay alipay "$WX_DAY"
+    expect "pending, alipay: 201 pending" "201 pending" "$ST $(jq -r .state "$BODY")"
+    expect_match "pending, alipay: Alipay's own answer" 'isp.bill_not_exist' "$(jq -r .error "$BODY")"
     # Yesterday's bill is ready (00:00 today): a run of it is done, and the
     # payment of today is no discrepancy of yesterday's.
     reconcile k-yesterday wechat "$(date -u -d '+8 hours -1 day' +%F)"
@@ -180,15 +185,28 @@ expect_match "wechat unreachable: says so" 'could not be asked' "$(jq -r .error 
 sim_clear
 expect "metrics keep the last done run" 1 \
     "$(curl -sS "$API/metrics" | awk '/^payterm_reconciliation_discrepancies\{gateway="wechat",kind="local_only"\}/ {print $2}')"
-# ---- gateways without a downloaded bill: each local record asked about ------------------
+# ---- Alipay: the link, the zip, its GBK detail file -----------------------------------
 paid DL-AP-A "$(alipay_barcode 1250)"
 paid DL-AP-B "$(alipay_barcode 800)"
-sim_books alter '{"gateway":"alipay","order_id":"DL-AP-B","amount":900}'
-reconcile k-alipay alipay "$WX_DAY"
-expect "alipay: done by queries, coverage local" "201 done queries local" \
+paid DL-AP-C "$(alipay_barcode 300)"
+refund_paid DL-AP-A DL-AP-A-R1 250
+refund_paid DL-AP-B DL-AP-B-R1 100
+reconcile k-alipay-1 alipay "$WX_DAY"
+expect "alipay, books as taken: done from a download, coverage bill" "201 done download bill" \
     "$ST $(jq -r '"\(.state) \(.source) \(.coverage)"' "$BODY")"
-expect "alipay: B's amount as the gateway says it" "amount_mismatch DL-AP-B" "$(kinds "$BODY")"
-expect "alipay: matched A" 1 "$(jq .matched "$BODY")"
+expect "alipay, books as taken: no discrepancy" "" "$(kinds "$BODY")"
+expect "alipay, books as taken: the bill's side" '{"trades":3,"amount":2350,"refunds":2,"refunded":350}' "$(jq -c .bill "$BODY")"
+sim_books alter '{"gateway":"alipay","order_id":"DL-AP-B","amount":900}'
+sim_books forget '{"gateway":"alipay","order_id":"DL-AP-C"}'
+sim_books forget '{"gateway":"alipay","refund_id":"DL-AP-B-R1"}'
+reconcile k-alipay-2 alipay "$WX_DAY"
+expect "alipay, books changed: the discrepancies" \
+    "local_only DL-AP-C; amount_mismatch DL-AP-B; refund_local_only DL-AP-B/DL-AP-B-R1" "$(kinds "$BODY")"
+expect "alipay, books changed: matched A and its refund" 2 "$(jq .matched "$BODY")"
+# The link lives 30 s; a link of a day not ready is Alipay's isp.bill_not_exist.
+reconcile k-alipay-3 alipay "$(date -u -d '+8 hours +1 day' +%F)"
+expect_match "alipay: tomorrow refused" '^date: ' "$(jq -r .error.message "$BODY")"
+# ---- gateways without a downloaded bill: each local record asked about ------------------
 paid DL-2C-A "$(c2p_redirect 150000)"
 refund_paid DL-2C-A DL-2C-A-R1 50000
 reconcile k-2c2p 2c2p "$ST_DAY"
