@@ -199,9 +199,28 @@ expect "alipay, books as taken: the bill's side" '{"trades":3,"amount":2350,"ref
 sim_books alter '{"gateway":"alipay","order_id":"DL-AP-B","amount":900}'
 sim_books forget '{"gateway":"alipay","order_id":"DL-AP-C"}'
 sim_books forget '{"gateway":"alipay","refund_id":"DL-AP-B-R1"}'
+# A sale and a refund made at Alipay outside payterm (another till, the
+# merchant portal): gateway.do calls signed with the merchant's key.
+alipay_call() { # alipay_call METHOD BIZ_JSON -> the answer's code
+    local params sign ep=$(jq -r .gateways.alipay.endpoint "$T/sim/gateways.json")
+    params=$(jq -nc --arg m "$1" --arg biz "$2" --arg ts "$(TZ=Asia/Shanghai date '+%F %T')" \
+        --arg app "$(jq -r .gateways.alipay.app_id "$T/sim/gateways.json")" \
+        '{app_id:$app,method:$m,charset:"utf-8",sign_type:"RSA2",timestamp:$ts,version:"1.0",biz_content:$biz}')
+    sign=$("$PAYTERM" sign --gateway alipay --key "$T/sim/alipay_app_private_key.pem" <<<"$params" | jq -r .sign)
+    local args=() k
+    for k in app_id method charset sign_type timestamp version biz_content; do
+        args+=(--data-urlencode "$k=$(jq -r --arg k "$k" '.[$k]' <<<"$params")")
+    done
+    curl -sS --cacert "$T/sim/ca.pem" "$ep" "${args[@]}" --data-urlencode "sign=$sign" |
+        jq -r 'to_entries[0].value.code'
+}
+expect "an outside alipay sale is taken" 10000 "$(alipay_call alipay.trade.pay \
+    "{\"out_trade_no\":\"DL-AP-OUTSIDE\",\"scene\":\"bar_code\",\"auth_code\":\"$AUTH_CODE\",\"total_amount\":\"42.00\",\"subject\":\"Outside\"}")"
+expect "an outside alipay refund is made" 10000 "$(alipay_call alipay.trade.refund \
+    '{"out_trade_no":"DL-AP-A","refund_amount":"1.00","out_request_no":"DL-AP-A-OUTSIDE"}')"
 reconcile k-alipay-2 alipay "$WX_DAY"
 expect "alipay, books changed: the discrepancies" \
-    "local_only DL-AP-C; amount_mismatch DL-AP-B; refund_local_only DL-AP-B/DL-AP-B-R1" "$(kinds "$BODY")"
+    "gateway_only DL-AP-OUTSIDE; local_only DL-AP-C; amount_mismatch DL-AP-B; refund_gateway_only DL-AP-A/DL-AP-A-OUTSIDE; refund_local_only DL-AP-B/DL-AP-B-R1" "$(kinds "$BODY")"
 expect "alipay, books changed: matched A and its refund" 2 "$(jq .matched "$BODY")"
 # The link lives 30 s; a link of a day not ready is Alipay's isp.bill_not_exist.
 reconcile k-alipay-3 alipay "$(date -u -d '+8 hours +1 day' +%F)"
