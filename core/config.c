@@ -80,6 +80,14 @@ int pt_config_gateway_configured(const struct pt_config *cfg, const char *gatewa
     return g && g->configured;
 }
 
+int pt_config_bill_covers(const struct pt_config *cfg, const char *gateway, char beyond[4])
+{
+    const struct pt_gw_settings *g = pt_config_gateway_c(cfg, gateway);
+    beyond[0] = '\0';
+    return !g ||
+           pt_gateway_bill_covers(pt_gateway_find(gateway), g->currencies, g->ncurrencies, beyond);
+}
+
 int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
                                const char *currency)
 {

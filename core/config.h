@@ -122,6 +122,11 @@ int64_t pt_config_offline_max_age(const struct pt_config *cfg, const char *gatew
 int pt_config_currency_allowed(const struct pt_config *cfg, const char *gateway,
                                const char *currency);
 
+/* 1 when the configured gateway's bill covers every currency it may charge
+ * in (SPEC 19: cross-border Alipay is not reconciled); else 0 with the
+ * first currency beyond it in beyond. */
+int pt_config_bill_covers(const struct pt_config *cfg, const char *gateway, char beyond[4]);
+
 /* True when the named gateway is configured. */
 int pt_config_gateway_configured(const struct pt_config *cfg, const char *gateway);
 

@@ -591,6 +591,10 @@ struct pt_gateway {
      * NULL: no file payterm reads. */
     int (*parse_bill)(const char *text, size_t len, const char *date, struct pt_recon_rows *rows,
                       char *err, size_t errlen);
+    /* The currencies its bill covers (Alipay's: CNY, domestic acquiring);
+     * NULL = whatever it charges in.  A lane allowed other currencies
+     * (gateways.<name>.currencies) is not reconciled (SPEC 19). */
+    const char *const *bill_currencies;
 
     /* Its section of the configuration (SPEC section 10): the URL used when
      * none is configured, the keys it takes, the default barcode_timeout_s. */
@@ -647,6 +651,11 @@ const struct pt_gateway *pt_gateway_find(const char *name);
  * default_currencies (none: any currency). */
 int pt_gateway_takes_currency(const struct pt_gateway *gw, const char (*listed)[4], int n,
                               const char *currency);
+/* 1 when gw's bill covers every currency of listed[0..n) (the configured
+ * list; none: the gateway's default currencies); else 0 with the first
+ * one it does not cover in beyond. */
+int pt_gateway_bill_covers(const struct pt_gateway *gw, const char (*listed)[4], int n,
+                           char beyond[4]);
 
 /*
  * The unit gw writes amounts of currency in (ISO 4217's minor unit when

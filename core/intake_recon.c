@@ -78,8 +78,16 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
             pt__intake_problem(msg, sizeof msg, "date",
                                "is after today in the gateway's bill time zone: no bill yet");
     }
+    char beyond[4];
     if (msg[0]) {
         pt_reply_error(out, 400, "invalid_request", "%s", msg);
+        goto complete;
+    }
+    if (!pt_config_bill_covers(in->cfg, gw->valuestring, beyond)) {
+        pt_reply_error(out, 422, "reconciliation_unsupported",
+                       "gateway: %s's bill does not cover %s, which gateways.%s.currencies "
+                       "allows (cross-border acquiring): not reconciled on the lane",
+                       gw->valuestring, beyond, gw->valuestring);
         goto complete;
     }
     if (!in->online.reconcile) {

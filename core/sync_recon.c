@@ -418,8 +418,12 @@ int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t 
     if (pt__sync_wall_ms(s, &wall) != PT_OK)
         return MINUTE_MS; /* which day it is is not known yet (SPEC 17) */
     for (int i = 0; i < pt_gateway_count() && i < PT_GW_MAX; i++) {
+        char beyond[4];
         if (!s->opt.gw[i] || !pt_gateway_at(i)->fetch_bill)
             continue; /* not configured, or no bill to download (docs/reconcile.md) */
+        if (!pt_gateway_bill_covers(pt_gateway_at(i), s->opt.gw[i]->currencies,
+                                    s->opt.gw[i]->ncurrencies, beyond))
+            continue; /* cross-border: its bill does not cover the lane's sales (SPEC 19) */
         int64_t d = daily_one(s, st, i, wall, mono);
         if (d < next)
             next = d;

@@ -206,8 +206,20 @@ int pt_cmd_reconcile(int argc, char **argv)
     if (!text)
         return PT_EXIT_FAIL;
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) ||
-        pt_cli_open_existing(CMD, &cfg, PT_CLI_DB_MAINTAIN, &st)) {
+    char beyond[4];
+    if (pt_cli_load_config(&args.common, &cfg)) {
+        free(text);
+        return PT_EXIT_FAIL;
+    }
+    if (!pt_config_bill_covers(&cfg, gateway, beyond)) {
+        pt_cli_error(CMD,
+                     "--gateway %s: its bill does not cover %s, which gateways.%s.currencies "
+                     "allows (cross-border acquiring): not reconciled on the lane",
+                     gateway, beyond, gateway);
+        free(text);
+        return PT_EXIT_FAIL;
+    }
+    if (pt_cli_open_existing(CMD, &cfg, PT_CLI_DB_MAINTAIN, &st)) {
         free(text);
         return PT_EXIT_FAIL;
     }

@@ -1010,4 +1010,5 @@ const struct pt_gateway pt_gateway_alipay = {
     .bill_offset_min = 8 * 60, /* Alipay's bill day: China time */
     .fetch_bill = pt__alipay_fetch_bill,
     .parse_bill = pt__alipay_parse_bill,
+    .bill_currencies = (const char *const[]){"CNY", NULL}, /* the bill is in yuan */
 };

@@ -161,6 +161,30 @@ void pt_gw_config_free(struct pt_gw_config *cfg)
     pt_zeroize(cfg, sizeof *cfg);
 }
 
+static int covered(const struct pt_gateway *gw, const char *currency, char beyond[4])
+{
+    for (const char *const *c = gw->bill_currencies; *c; c++)
+        if (strcmp(*c, currency) == 0)
+            return 1;
+    snprintf(beyond, 4, "%s", currency);
+    return 0;
+}
+
+int pt_gateway_bill_covers(const struct pt_gateway *gw, const char (*listed)[4], int n,
+                           char beyond[4])
+{
+    beyond[0] = '\0';
+    if (!gw || !gw->bill_currencies)
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (!covered(gw, listed[i], beyond))
+            return 0;
+    for (const char *const *c = gw->default_currencies; !n && c && *c; c++)
+        if (!covered(gw, *c, beyond))
+            return 0;
+    return 1;
+}
+
 int pt_gateway_takes_currency(const struct pt_gateway *gw, const char (*listed)[4], int n,
                               const char *currency)
 {

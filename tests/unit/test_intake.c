@@ -324,6 +324,43 @@ static void test_alipay_currency_rule(void **state)
     assert_int_equal(count("charges"), 1);
 }
 
+static int recon_runs;
+static int fake_reconcile(void *ctx, struct pt_store *s, const char *gateway, const char *date,
+                          const char *actor, int64_t now, char **run)
+{
+    (void)ctx, (void)s, (void)actor, (void)now;
+    recon_runs++;
+    char buf[128];
+    snprintf(buf, sizeof buf, "{\"gateway\":\"%s\",\"date\":\"%s\",\"state\":\"done\"}", gateway,
+             date);
+    *run = strdup(buf);
+    return *run ? PT_OK : PT_ENOMEM;
+}
+
+/* SPEC 19: cross-border Alipay (currencies beyond CNY) is not reconciled -
+ * its bill, in yuan, does not cover the lane's other sales: a 422 that
+ * names the currency and the key, and no run; domestic Alipay runs. */
+static void test_cross_border_alipay_not_reconciled(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    const char *body = "{\"gateway\":\"alipay\",\"date\":\"2023-11-13\"}";
+    in.online.reconcile = fake_reconcile;
+    recon_runs = 0;
+    pt_intake_reconcile(&in, st, "recon-1", body, strlen(body), 1700000000000, &r);
+    assert_int_equal(r.status, 422);
+    assert_string_equal(err_code(&r), "reconciliation_unsupported");
+    assert_non_null(strstr(r.body, "does not cover USD"));
+    assert_non_null(strstr(r.body, "gateways.alipay.currencies"));
+    assert_int_equal(recon_runs, 0);
+    pt_reply_free(&r);
+    cfg.gw[pt_gateway_index("alipay")].ncurrencies = 0; /* domestic: CNY only */
+    pt_intake_reconcile(&in, st, "recon-2", body, strlen(body), 1700000000000, &r);
+    assert_int_equal(r.status, 201);
+    assert_int_equal(recon_runs, 1);
+    pt_reply_free(&r);
+}
+
 /* SPEC 18: an amount the gateway cannot represent in its own units is a 400
  * naming amount, before anything is stored (and the 400 is replayed). */
 static void test_amount_in_the_gateways_units(void **state)
@@ -1711,6 +1748,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_offline_limits_release_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alipay_currency_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cross_border_alipay_not_reconciled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_amount_in_the_gateways_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovered_key_keeps_one_answer, setup, teardown),
