@@ -45,12 +45,28 @@ int pt_intake_reconciliation(const struct pt_intake *in, struct pt_store *st, co
 
 #define PATH_RUNS "/v1/reconciliations"
 
+/* Gives the key back (its lock committed, nothing else): the same request
+ * may come again at once.  PT_OK, or the store's error. */
+static int release_lock(struct pt_store *st, struct guard *g)
+{
+    int rc = pt_store_begin(st);
+    if (rc != PT_OK)
+        return rc;
+    rc = pt_store_key_delete(st, g->scope, g->key, &g->lock);
+    if (rc == PT_OK || rc == PT_ESTATE)
+        rc = pt_store_commit(st);
+    else
+        pt_store_rollback(st);
+    return rc;
+}
+
 int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const char *key_header,
                         const char *body, size_t len, int64_t now, struct pt_reply *out)
 {
     memset(out, 0, sizeof *out);
     struct guard g;
     struct pt_idem_result res;
+    int committed = 0; /* the key's lock is committed (naming no order) */
     if (!pt__intake_guard_enter(in, st, PATH_RUNS, key_header, body, len, 0, now, &g, out, &res))
         return out->status == 503 ? PT_ESTORAGE : PT_OK;
     int rc = PT_OK;
@@ -105,20 +121,16 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
         (rc = pt_store_commit(st)))
         goto storage;
     g.in_txn = 0;
+    committed = 1;
     char *run = NULL;
     rc = in->online.reconcile(in->online.ctx, st, gw->valuestring, date->valuestring, "api", now,
                               &run);
     if (rc == PT_EBUSY) {
         /* Another run is on (asked for, the daily one, another lane's):
          * the key is given back, so the same request can come again. */
-        if ((rc = pt_store_begin(st)) != PT_OK)
+        if ((rc = release_lock(st, &g)) != PT_OK)
             goto storage;
-        g.in_txn = 1;
-        if ((rc = pt_store_key_delete(st, g.scope, g.key, &g.lock)) && rc != PT_ESTATE)
-            goto storage;
-        if ((rc = pt_store_commit(st)) != PT_OK)
-            goto storage;
-        g.in_txn = 0;
+        committed = 0;
         pt_reply_error(out, 409, "reconciliation_running",
                        "a reconciliation is running on this store (%s %s or another): retry "
                        "with the same Idempotency-Key",
@@ -139,6 +151,9 @@ complete:
     goto out;
 storage:
     pt__intake_guard_abandon(st, &g);
+    if (committed && release_lock(st, &g) != PT_OK)
+        pt_log_warn("reconciliation key %s: kept until its lock times out (%s)", g.key,
+                    pt_strerror(rc)); /* then a retry takes it over and runs again */
     pt__intake_storage_unavailable(out, st, rc);
 out:
     pt_idem_result_free(&res);

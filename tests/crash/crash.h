@@ -11,6 +11,9 @@
 #ifndef PT_CRASH_H
 #define PT_CRASH_H
 
+/* The longest ledger line (a reconciliation run's answer, hex). */
+#define CRASH_LEDGER_LINE_MAX (1 << 20)
+
 #include <stddef.h>
 
 #include "config.h"

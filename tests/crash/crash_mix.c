@@ -6,7 +6,9 @@
  * online (a fake sync engine answers by amount, as tests/unit/test_intake.c
  * does) and offline, replays, the sync engine's transitions, gateway
  * notifications (and their duplicates), refunds online and queued, their
- * sync, a cancel, truncating checkpoints.  Every answer the client received
+ * sync, a cancel, truncating checkpoints, the day's close (a Z report) and
+ * a reconciliation run (its bill empty: every Stripe sale of the day is
+ * local_only and goes under review in the run's transaction).  Every answer the client received
  * with a stored status and every transaction whose commit returned goes to
  * the ledger, a plain file outside the faulty disk (the client's memory,
  * which survives the terminal's power cut).
@@ -20,6 +22,7 @@
 
 #include "charges.h"
 #include "err.h"
+#include "recon_run.h"
 #include "refunds.h"
 
 #include <fcntl.h>
@@ -81,13 +84,20 @@ static void die(const char *fmt, ...)
 
 static void ledger(const char *fmt, ...)
 {
-    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n <= 0 || (size_t)n >= sizeof line || write(D.ledger, line, (size_t)n) != n)
+    /* (A reconciliation's answer names every discrepancy: lines grow.) */
+    char *line = n > 0 && n < CRASH_LEDGER_LINE_MAX ? malloc((size_t)n + 1) : NULL;
+    if (line) {
+        va_start(ap, fmt);
+        vsnprintf(line, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!line || write(D.ledger, line, (size_t)n) != n)
         die("cannot write the ledger");
+    free(line);
 }
 
 static void ledger_answer(const char *scope, const char *key, const struct pt_reply *r)
@@ -210,8 +220,9 @@ static int is_storage_503(const struct pt_reply *r)
 }
 
 /* After a 503: the key is free for a retry - absent, or (an online charge
- * or refund whose first commit stood) still locked and linked to its row,
- * which a retry after lock_timeout_s recovers.  Returns 1 for the latter. */
+ * or refund whose first commit stood, a reconciliation whose lock was
+ * committed before its download) still locked, linked to its row, which a
+ * retry after lock_timeout_s recovers.  Returns 1 for the latter. */
 static int key_released(const char *scope, const char *key)
 {
     struct pt_key_row row = {0};
@@ -228,7 +239,8 @@ static int key_released(const char *scope, const char *key)
             row.order_id[0] &&
             (strstr(scope, "/refunds") ? pt_store_refund_get(D.st, row.order_id, &r)
                                        : pt_store_charge_get(D.st, row.order_id, &c)) == PT_OK;
-        if (!linked)
+        /* A reconciliation's lock names no order (its run is run again). */
+        if (!linked && !(strstr(scope, "/reconciliations") && !row.order_id[0]))
             die("key %s answered 503: still locked, with nothing to recover it from", key);
         locked = 1;
     } else if (rc != PT_ENOTFOUND) {
@@ -590,6 +602,56 @@ static void cancel_one(void)
 
 /* What the daemon's background thread does after erasing payment codes:
  * the WAL copied into the database and truncated. */
+static int do_close(const struct pt_intake *in, struct pt_store *st, const char *order,
+                    const char *key, const char *body, size_t len, int64_t now,
+                    struct pt_reply *out)
+{
+    (void)order;
+    return pt_intake_close_day(in, st, key, body, len, now, out);
+}
+
+/* The day closed, as an operator does at the till. */
+static void close_day(void)
+{
+    char scope[PT_CFG_LANE_MAX + 32], key[32], lane[PT_CFG_LANE_MAX];
+    pt_intake_lane_name(&D.in, lane);
+    snprintf(scope, sizeof scope, "POST /v1/reports/z lane=%s", lane);
+    snprintf(key, sizeof key, "close-%d", D.seq++);
+    struct pt_reply r;
+    request(do_close, scope, NULL, key, NULL, &r);
+    pt_reply_free(&r);
+}
+
+/* The gateway's side of the day as the fake engine downloads it: nothing,
+ * so every local sale of the day is a discrepancy (and its review). */
+static int fake_reconcile(void *ctx, struct pt_store *st, const char *gateway, const char *date,
+                          const char *actor, int64_t now, char **run)
+{
+    (void)ctx;
+    struct pt_recon_bill bill = {.rows = NULL, .n = 0, .source = "download"};
+    size_t found = 0;
+    return pt_recon_run(st, gateway, date, &bill, actor, now, run, &found);
+}
+
+static int do_reconcile(const struct pt_intake *in, struct pt_store *st, const char *order,
+                        const char *key, const char *body, size_t len, int64_t now,
+                        struct pt_reply *out)
+{
+    (void)order;
+    return pt_intake_reconcile(in, st, key, body, len, now, out);
+}
+
+static void reconcile(void)
+{
+    char key[32], date[11], body[64];
+    pt_recon_date_of(D.now, 0, date);
+    snprintf(key, sizeof key, "recon-%d", D.seq++);
+    snprintf(body, sizeof body, "{\"gateway\":\"stripe\",\"date\":\"%s\"}", date);
+    struct pt_reply r;
+    request(do_reconcile, "POST /v1/reconciliations", NULL, key, body, &r);
+    pt_reply_free(&r);
+}
+
 static void checkpoint(void)
 {
     int rc = pt_store_checkpoint_truncate(D.st);
@@ -650,6 +712,10 @@ static void step(int i)
     case 10:
         sync_one();
         charge(0, "stripe", 300 + i);
+        if ((i / 12) % 2 == 0)
+            close_day();
+        else
+            reconcile();
         break;
     default:
         checkpoint();
@@ -673,7 +739,8 @@ static void setup(const struct crash_run *run)
                                          .settle = fake_settle,
                                          .refund_claim = fake_refund_claim,
                                          .refund_send = fake_refund_send,
-                                         .refund_settle = fake_refund_settle};
+                                         .refund_settle = fake_refund_settle,
+                                         .reconcile = fake_reconcile};
     D.ledger = open(run->ledger, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
     if (D.ledger < 0)
         die("cannot create %s", run->ledger);
