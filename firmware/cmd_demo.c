@@ -27,8 +27,10 @@
 #include "config_load.h"
 #include "daemon.h"
 #include "err.h"
+#include "gateway.h"
 #include "linux.h"
 #include "log.h"
+#include "reconcile.h"
 #include "sim.h"
 
 #include <cjson/cJSON.h>
@@ -65,6 +67,8 @@ struct demo {
     CURL *h;
     int replays;
     int failures;
+    time_t day; /* when the session began: its bill dates (a sale after midnight is the
+                   next day's, which a run fetches as its neighbour) */
 };
 
 /* ---- HTTP as the kiosk does it ---------------------------------------------------- */
@@ -382,9 +386,12 @@ static void refunds(struct demo *d)
     refunds_2c2p(d);
 }
 
+static void day_end(struct demo *d);
+
 static void session(struct demo *d)
 {
     char f[512];
+    d->day = time(NULL);
     say("1. Online: one charge per gateway and method");
     printf("   %-10s %3s  %-22s %s\n", "order", "HTTP", "state", "detail");
     snprintf(f, sizeof f, BARCODE, 2350);
@@ -496,6 +503,7 @@ static void session(struct demo *d)
     }
     sleep(3); /* the simulator's deliberate late duplicates */
     refunds(d);
+    day_end(d);
 }
 
 /* Sums a counter family from /metrics by its result label. */
@@ -544,6 +552,76 @@ static int accepted_refunds(struct demo *d, const char *order, int *succeeded)
     }
     cJSON_Delete(list);
     return n;
+}
+
+/* POST a guarded request without a body's echo; the answer parsed. */
+static cJSON *post_json(struct demo *d, const char *path, const char *key, const char *body,
+                        long *status)
+{
+    char url[160];
+    snprintf(url, sizeof url, "%s%s", d->api, path);
+    struct answer a;
+    request(d, url, key, body ? body : "", &a);
+    cJSON *o = a.body ? cJSON_Parse(a.body) : NULL;
+    *status = a.status;
+    free(a.body);
+    return o;
+}
+
+/*
+ * The day ends: the till is closed (a Z report, chained to the last) and
+ * each gateway's books are checked against the lane's (SPEC 19).  One
+ * line of Alipay's books was changed at the simulator first: exactly that
+ * one discrepancy must be found, and its charge put under review.
+ */
+static void day_end(struct demo *d)
+{
+    say("9. The day ends: close the till, check each gateway's books");
+    post_quiet(d, d->sim, "/_sim/ledger/alter",
+               "{\"gateway\":\"alipay\",\"order_id\":\"DEMO-A1\",\"amount\":2530}");
+    note("(planted at the simulator: Alipay's books now say DEMO-A1 was 25.30, not 23.50)");
+    long status;
+    cJSON *z = post_json(d, "/v1/reports/z", "k-close-1", NULL, &status);
+    const cJSON *open = cJSON_GetObjectItem(z, "open");
+    note("Z report %d: %ld, hash %.16s..., prev_hash %.16s..., still open %d", (int)num(z, "z"),
+         status, str(z, "hash"), str(z, "prev_hash"), (int)num(open, "queued"));
+    if (status != 201)
+        d->failures++;
+    cJSON_Delete(z);
+    int found = 0, wanted = 0;
+    printf("   %-8s %-10s %3s  %-7s %-8s %-7s %s\n", "gateway", "bill date", "HTTP", "state",
+           "source", "matched", "discrepancies");
+    for (int i = 0; i < pt_gateway_count(); i++) {
+        const char *gw = pt_gateway_at(i)->name;
+        char date[11], body[96], key[48];
+        pt_recon_date_of((int64_t)d->day * 1000, pt_gateway_bill_offset_min(gw), date);
+        snprintf(body, sizeof body, "{\"gateway\":\"%s\",\"date\":\"%s\"}", gw, date);
+        snprintf(key, sizeof key, "k-recon-%s", gw);
+        cJSON *r = post_json(d, "/v1/reconciliations", key, body, &status);
+        char kinds[256] = "";
+        size_t k = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(r, "discrepancies"))
+        {
+            k += (size_t)snprintf(kinds + k, k < sizeof kinds ? sizeof kinds - k : 0, "%s%s %s",
+                                  k ? "; " : "", str(e, "kind"), str(e, "order_id"));
+            found++;
+            wanted += strcmp(str(e, "kind"), "amount_mismatch") == 0 &&
+                      strcmp(str(e, "order_id"), "DEMO-A1") == 0;
+        }
+        printf("   %-8s %-10s %3ld  %-7s %-8s %-7d %s\n", gw, date, status, str(r, "state"),
+               str(r, "source"), (int)num(r, "matched"), k ? kinds : "none");
+        if (status != 201 || strcmp(str(r, "state"), "done") != 0)
+            d->failures++;
+        cJSON_Delete(r);
+    }
+    cJSON *c = get_json(d, d->api, "/v1/charges/DEMO-A1");
+    note("found %d discrepancy (the planted one: %s); DEMO-A1 under review: %s (%s)", found,
+         wanted ? "yes" : "no", cJSON_IsTrue(cJSON_GetObjectItem(c, "review")) ? "yes" : "no",
+         str(c, "review_reason"));
+    if (found != 1 || wanted != 1 || !cJSON_IsTrue(cJSON_GetObjectItem(c, "review")))
+        d->failures++;
+    cJSON_Delete(c);
 }
 
 static int verdict(struct demo *d)
@@ -716,7 +794,8 @@ int pt_cmd_demo(int argc, char **argv)
             "               \"THB\": {\"max_amount\": 500000, \"max_total\": 5000000}},\n"
             "    \"max_count\": 100\n  },\n"
             "  \"sync\": {\"interval_s\": 1, \"backoff_base_ms\": 200, \"backoff_max_ms\": 2000,\n"
-            "           \"request_timeout_ms\": 3000}\n}\n",
+            "           \"request_timeout_ms\": 3000},\n"
+            "  \"reconcile\": {\"daily\": false}\n}\n",
             api_port);
     fclose(f);
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
