@@ -232,14 +232,17 @@
     /* A gateway's SUCCESS charges (refunds) that became SUCCESS in [?2, ?3),                      \
      * lane ms, by their audit row: a review or a later note never moves a                         \
      * record to another day.  updated_at >= ?2 keeps the trail reads to the                       \
-     * rows that changed since (a success's time is never after its row's).  */                    \
+     * rows that changed since (a success's time is never after its row's).                        \
+     * LIMIT -1 keeps the inner query whole: flattened, its trail lookup                           \
+     * would run three times a row (the column and both bounds).  */                               \
     X(RECON_CHARGES, "SELECT * FROM (SELECT c.order_id, c.gateway_trade_no, c.amount, c.currency," \
                      " (SELECT min(e.created_at) FROM charge_events e WHERE e.id BETWEEN"          \
                      " c.id * 4294967296 + 1 AND c.id * 4294967296 + 4294967295"                   \
                      " AND e.refund_id IS NULL AND e.to_state = 'SUCCESS' AND e.refused = 0"       \
                      " AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"             \
                      " FROM charges c WHERE c.gateway = ?1 AND c.state = 'SUCCESS'"                \
-                     " AND c.updated_at >= ?2) WHERE at >= ?2 AND at < ?3 ORDER BY order_id")      \
+                     " AND c.updated_at >= ?2 LIMIT -1) WHERE at >= ?2 AND at < ?3"                \
+                     " ORDER BY order_id")                                                         \
     X(RECON_REFUNDS,                                                                               \
       "SELECT * FROM (SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no,"    \
       " r.amount, c.currency, (SELECT min(e.created_at) FROM charge_events e"                      \
@@ -247,7 +250,7 @@
       " AND e.refund_id = r.refund_id AND e.to_state = 'SUCCESS'"                                  \
       " AND e.refused = 0 AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"          \
       " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE c.gateway = ?1"                  \
-      " AND r.state = 'SUCCESS' AND r.updated_at >= ?2) WHERE at >= ?2 AND at < ?3"                \
+      " AND r.state = 'SUCCESS' AND r.updated_at >= ?2 LIMIT -1) WHERE at >= ?2 AND at < ?3"       \
       " ORDER BY refund_id")                                                                       \
     X(RECON_INSERT, "INSERT INTO reconciliations (gateway, bill_date, state, body, created_at)"    \
                     " VALUES (?1, ?2, ?3, ?4, ?5)")                                                \

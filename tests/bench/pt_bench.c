@@ -8,15 +8,18 @@
  * noisy neighbour hits both alike.
  *
  * usage: pt_bench [--dir DIR] [--json FILE] [--quick] [--only PART]
- *   PART: storage, http, concurrent, drain, queue, footprint, online or pg (default: all;
- *   pg only in a build with the PostgreSQL store)
+ *   PART: storage, http, concurrent, drain, queue, footprint, online, flash, day or pg
+ *   (default: all; pg only in a build with the PostgreSQL store)
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
  */
 #include "charges.h"
 #include "err.h"
+#include "gateways/wxbill.h"
 #include "idem.h"
+#include "intake.h"
 #include "log.h"
+#include "recon_run.h"
 #include "refunds.h"
 #include "store.h"
 
@@ -2420,10 +2423,193 @@ static void bench_pg(const char *dir)
 }
 #endif
 
+/* ---- the day: reconciliation and the Z report over 100 000 charges (SPEC 13, 19) ---- */
+
+/* 2026-12-05 00:00 China time, in ms: the bill date of the day's sales. */
+#define DAY_CN 1796400000000LL
+#define DAY_SALES 100000
+
+/* n SUCCESS WeChat sales of DAY_CN, audited as the daemon does (created,
+ * then succeeded), committed in batches: the lane's day. */
+static void day_sales(struct pt_store *st, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int rc;
+        if (i % 5000 == 0 && (rc = pt_store_begin(st)))
+            die("begin", rc);
+        struct pt_charge c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.order_id, sizeof c.order_id, "DAY-%06d", i);
+        strcpy(c.gateway, "wechat");
+        strcpy(c.method, "barcode");
+        strcpy(c.currency, "CNY");
+        c.amount = 100 + i % 5000;
+        c.state = PT_STATE_INIT;
+        char trade[32];
+        snprintf(trade, sizeof trade, "42000026120500%06d", i);
+        struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+        p.gateway_trade_no = trade;
+        int64_t at = DAY_CN + 3600000LL + (int64_t)i * 400; /* 01:00 to 12:06 */
+        if ((rc = pt_charge_create(st, &c, "api", at - 100)) ||
+            (rc = pt_charge_gateway_succeeded(st, &c, &p, "sync", NULL, at)))
+            die("day sale", rc);
+        if ((i % 5000 == 4999 || i == n - 1) && (rc = pt_store_commit(st)))
+            die("commit", rc);
+    }
+}
+
+/* WeChat's trade bill of those sales (the layout wxbill.c reads). */
+static char *day_bill(int n, size_t *len)
+{
+    size_t cap = (size_t)n * 260 + 4096, k = 0;
+    char *b = malloc(cap);
+    if (!b)
+        die("bill", PT_ENOMEM);
+    k += (size_t)snprintf(
+        b + k, cap - k,
+        "交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,"
+        "交易状态,付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,"
+        "充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,"
+        "费率备注\n");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t amount = 100 + i % 5000, at = 3600 + (int64_t)i * 400 / 1000;
+        total += amount;
+        k += (size_t)snprintf(
+            b + k, cap - k,
+            "`2026-12-05 %02d:%02d:%02d,`wx2421b1c4370ec43b,`1900000109,`0,`,"
+            "`42000026120500%06d,`DAY-%06d,`oUpF8uMuAJO_M2pxb1Q9zNjWeS6o,`MICROPAY,`SUCCESS,"
+            "`OTHERS,`CNY,`%lld.%02lld,`0.00,`0,`0,`0.00,`0.00,`,`,`Latte,`,`0.00000,`0.60%%,"
+            "`%lld.%02lld,`0.00,`\n",
+            (int)(at / 3600), (int)(at / 60 % 60), (int)(at % 60), i, i, (long long)(amount / 100),
+            (long long)(amount % 100), (long long)(amount / 100), (long long)(amount % 100));
+    }
+    k += (size_t)snprintf(b + k, cap - k,
+                          "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,"
+                          "订单总金额,申请退款总金额\n`%d,`%lld.%02lld,`0.00,`0.00,`0.00000,"
+                          "`%lld.%02lld,`0.00\n",
+                          n, (long long)(total / 100), (long long)(total % 100),
+                          (long long)(total / 100), (long long)(total % 100));
+    *len = k;
+    return b;
+}
+
+/* One scan of the day's charges by the state index, as a close reads them. */
+static double scan_us(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *s;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT gateway, method, currency, count(*), sum(amount) FROM charges "
+                           "WHERE state = 'SUCCESS' GROUP BY gateway, method, currency",
+                           -1, &s, NULL) != SQLITE_OK) {
+        fprintf(stderr, "pt_bench: scan: %s\n", sqlite3_errmsg(db));
+        exit(1);
+    }
+    double t = now_us();
+    while (sqlite3_step(s) == SQLITE_ROW)
+        ;
+    t = now_us() - t;
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return t;
+}
+
+static void bench_day(const char *dir)
+{
+    char path[PATH_MAX + 64], err[256];
+    snprintf(path, sizeof path, "%s/day.db", dir);
+    unlink(path);
+    struct pt_store_options o = {.path = path, .busy_timeout_ms = 20000, .lane_id = "lane-1"};
+    struct pt_store *st;
+    if (pt_store_open(&o, &st, err, sizeof err) != PT_OK) {
+        fprintf(stderr, "pt_bench: day store: %s\n", err);
+        exit(1);
+    }
+    int n = quick ? 10000 : DAY_SALES;
+    double t0 = now_us();
+    day_sales(st, n);
+    fprintf(stderr, "pt_bench: %d sales of a day stored in %.1f s\n", n, (now_us() - t0) / 1e6);
+    size_t len;
+    char *text = day_bill(n, &len);
+
+    /* reconcile_100k: parsing the bill alone, against parsing it and the
+     * whole run (the day's local records read, compared, the run stored),
+     * alternating (ABBA). */
+    enum { ROUNDS = 4 };
+    double parse[ROUNDS], run[ROUNDS];
+    int np = 0, nr = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int half = 0; half < 2; half++) {
+            int whole = (r % 2) ^ half;
+            struct pt_wxbill b;
+            char why[256];
+            double t = now_us();
+            int rc = pt_wxbill_parse(text, len, "2026-12-05", &b, why, sizeof why);
+            if (rc)
+                fprintf(stderr, "pt_bench: bill: %s\n", why), die("parse", rc);
+            if (whole) {
+                struct pt_recon_bill bill = {.rows = b.rows, .n = b.n, .source = "download"};
+                char *body = NULL;
+                size_t found = 0;
+                if ((rc = pt_recon_run(st, "wechat", "2026-12-05", &bill, "bench",
+                                       DAY_CN + 86400000LL * 2, &body, &found)))
+                    die("run", rc);
+                if (found)
+                    fprintf(stderr, "pt_bench: %zu discrepancies in a clean day\n", found), exit(1);
+                free(body);
+            }
+            t = now_us() - t;
+            pt_wxbill_free(&b);
+            if (whole)
+                run[nr++] = t;
+            else
+                parse[np++] = t;
+        }
+    }
+    double tp = pct(parse, np, 0.5), tr = pct(run, nr, 0.5);
+    char note[400];
+    snprintf(note, sizeof note,
+             "a %d-trade WeChat bill matched against %d local SUCCESS charges (parse, local "
+             "records by their audit rows, compare, run stored): trades/s, floor = parsing the "
+             "bill alone, same run; ratio = run rate / parse rate; budget >= 0.33",
+             n, n);
+    add_result("reconcile_100k", "trades/s", tr / 1e3, pct(run, nr, 0.99) / 1e3, n / (tr / 1e6),
+               n / (tp / 1e6), tp / tr, note);
+
+    /* z_report_100k: the close (every final row stamped, totals, the chain,
+     * one commit) against one scan of the rows it adds up. */
+    double scans[3];
+    scans[0] = scan_us(path);
+    scans[1] = scan_us(path);
+    struct pt_config cfg;
+    pt_config_defaults(&cfg);
+    struct pt_intake in = {.cfg = &cfg, .idem = idem_opt};
+    struct pt_reply rep;
+    double t = now_us();
+    pt_intake_close_day(&in, st, "bench-close", NULL, 0, DAY_CN + 86400000LL, &rep);
+    double tz = now_us() - t;
+    if (rep.status != 201)
+        fprintf(stderr, "pt_bench: close: %d %.200s\n", rep.status, rep.body), exit(1);
+    pt_reply_free(&rep);
+    scans[2] = scan_us(path);
+    double ts = pct(scans, 3, 0.5);
+    snprintf(note, sizeof note,
+             "the day's close over %d final charges (each stamped, totals, hash chain, one "
+             "durable commit) in ms; floor = one scan of those charges' totals by state, same "
+             "run; ratio = close / scan; budget <= 2",
+             n);
+    add_result("z_report_100k", "ms", tz / 1e3, tz / 1e3, 0, ts / 1e3, tz / ts, note);
+    free(text);
+    pt_store_close(st);
+    unlink(path);
+}
+
 static int is_part(const char *name)
 {
     static const char *const parts[] = {"storage",   "http",   "concurrent", "drain", "queue",
-                                        "footprint", "online", "flash",      "pg"};
+                                        "footprint", "online", "flash",      "day",   "pg"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strcmp(name, parts[i]) == 0)
             return 1;
@@ -2445,7 +2631,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: pt_bench [--dir DIR] [--json FILE] [--quick] "
                             "[--only storage|http|concurrent|drain|queue|footprint|online|flash|"
-                            "pg]\n");
+                            "day|pg]\n");
             return 2;
         }
     }
@@ -2482,6 +2668,8 @@ int main(int argc, char **argv)
         bench_footprint(dir);
     if (PART("flash"))
         bench_device_bytes(dir);
+    if (PART("day"))
+        bench_day(dir);
 #ifdef PT_WITH_PG
     if (PART("pg"))
         bench_pg(dir);
