@@ -2,6 +2,7 @@
  * charges.c - state machine operations, audit and fulfilment events.
  */
 #include "charges.h"
+#include "civil.h"
 #include "err.h"
 #include "gateway.h"
 #include "json.h"
@@ -16,21 +17,14 @@
 void pt_rfc3339(int64_t ms, char out[32])
 {
     /* By hand (gmtime_r + strftime cost more than the rest of rendering a
-     * charge).  Days to civil date: H. Hinnant's algorithm, exact for the
-     * proleptic Gregorian calendar. */
+     * charge; civil.h). */
     int64_t secs = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
     int msec = (int)(ms - secs * 1000);
     int64_t days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400;
     int sod = (int)(secs - days * 86400);
-    int64_t z = days + 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    int d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    int m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    int64_t y = yoe + era * 400 + (m <= 2);
+    int64_t y;
+    int m, d;
+    pt_civil_from_days(days, &y, &m, &d);
     if (y < 0 || y > 9999) {
         /* Not a time payterm writes; keep the shape. */
         snprintf(out, 32, "%s", y < 0 ? "0000-01-01T00:00:00.000Z" : "9999-12-31T23:59:59.999Z");

@@ -8,6 +8,7 @@
  * in the records of three days.
  */
 #include "reconcile.h"
+#include "civil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,31 +313,6 @@ int pt_recon_vfail(char *err, size_t errlen, const char *where, const char *fmt,
 
 #define DAY_MS 86400000LL
 
-/* Days since 1970-01-01 of a proleptic Gregorian date, and back (H.
- * Hinnant's algorithms). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int *y, int *m, int *d)
-{
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
 static int parse_date(const char *s, int *y, int *m, int *d)
 {
     if (!s || strlen(s) != 10 || s[4] != '-' || s[7] != '-')
@@ -365,7 +341,7 @@ int pt_recon_date_start(const char *date, int offset_min, int64_t *start)
     int y, m, d;
     if (!parse_date(date, &y, &m, &d))
         return PT_EINVAL;
-    *start = days_from_civil(y, m, d) * DAY_MS - (int64_t)offset_min * 60000;
+    *start = pt_days_from_civil(y, m, d) * DAY_MS - (int64_t)offset_min * 60000;
     return PT_OK;
 }
 
@@ -373,11 +349,12 @@ void pt_recon_date_of(int64_t ms, int offset_min, char out[11])
 {
     int64_t local = ms + (int64_t)offset_min * 60000;
     int64_t days = local >= 0 ? local / DAY_MS : (local - DAY_MS + 1) / DAY_MS;
-    int y, m, d;
-    civil_from_days(days, &y, &m, &d);
+    int64_t y;
+    int m, d;
+    pt_civil_from_days(days, &y, &m, &d);
     if (y < 0 || y > 9999)
         y = y < 0 ? 0 : 9999;
-    snprintf(out, 11, "%04d-%02d-%02d", y, m, d);
+    snprintf(out, 11, "%04d-%02d-%02d", (int)y, m, d);
 }
 
 int pt_recon_shift_date(const char *date, int days, char out[11])

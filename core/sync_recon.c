@@ -17,6 +17,7 @@
 #include "recon_run.h"
 #include "sync_impl.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,10 +362,15 @@ static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gatewa
 #define RETRY_FIRST_MS (15 * MINUTE_MS)
 #define RETRY_MAX_MS (240 * MINUTE_MS)
 
-/* The state a stored run body says ("done", "pending", "failed"). */
+/* 1 when a stored run's state is "done" (its JSON read, not searched:
+ * nothing else in a run may pass for it). */
 static int is_done(const char *body)
 {
-    return body && strstr(body, "\"state\":\"done\"") != NULL;
+    cJSON *o = body ? cJSON_Parse(body) : NULL;
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
+    int done = cJSON_IsString(state) && strcmp(state->valuestring, "done") == 0;
+    cJSON_Delete(o);
+    return done;
 }
 
 /* Gateway i's daily run, if due; how long until it should be looked at

@@ -18,6 +18,7 @@
  * APIv3 refunds by out_trade_no like any other.
  */
 #include "gateways/wechat.h"
+#include "civil.h"
 #include "buf.h"
 #include "err.h"
 #include "gateway.h"
@@ -1010,18 +1011,6 @@ int pt_wechat_certs_build(const struct pt_gw_config *cfg, const struct pt_gw_env
     return finish_request(cfg, env, "GET", "/v3/certificates", NULL, out);
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
- * days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 /* Reads n digits at s into *v; 0 when they are not all digits. */
 static int digits(const char *s, int n, int *v)
 {
@@ -1058,8 +1047,8 @@ int pt_wechat_parse_time(const char *s, int64_t *out)
         return PT_EPARSE;
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60 || oh > 23 || om > 59)
         return PT_EPARSE;
-    *out =
-        days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - sign * (oh * 3600 + om * 60);
+    *out = pt_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se -
+           sign * (oh * 3600 + om * 60);
     return PT_OK;
 }
 
