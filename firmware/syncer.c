@@ -200,12 +200,6 @@ static void *run(void *p)
                                                  ? PT_SYNC_KEYS_INTERVAL_MS
                                                  : PT_SYNC_KEYS_RETRY_MS);
         step(y);
-        /* The gateways' bills of yesterday, once a day (SPEC 19). */
-        if (pt_host_mono_ms() >= next_recon) {
-            next_recon =
-                pt_host_mono_ms() + pt_sync_reconcile_daily(y->sync, y->st, pt_host_mono_ms());
-            step(y);
-        }
         int local_waiting = 0;
         if (y->local) {
             int moved = 0;
@@ -227,6 +221,13 @@ static void *run(void *p)
         else if (ds.examined)
             pt_log_info("sync: %d examined, %d sent, %d queried, %d not sent, %d expired",
                         ds.examined, ds.sent, ds.queries, ds.not_sent, ds.expired);
+        /* The gateways' bills of yesterday, once a day (SPEC 19): after the
+         * queue, whose customers' money goes first. */
+        if (pt_host_mono_ms() >= next_recon) {
+            next_recon =
+                pt_host_mono_ms() + pt_sync_reconcile_daily(y->sync, y->st, pt_host_mono_ms());
+            step(y);
+        }
 #if PT_HAVE_MALLOC_TRIM
         /* A pass that moved many charges freed what it read them with; glibc
          * keeps freed memory for the next malloc, and a drained queue of
