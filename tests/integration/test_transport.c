@@ -180,6 +180,25 @@ static void test_response_body_is_capped(void **state)
     assert_null(r.body);
 }
 
+/* A request may take a larger answer than the default (a day's bill: the
+ * bills' downloads set max_body), and still no more than it says. */
+static void test_response_body_cap_per_request(void **state)
+{
+    (void)state;
+    struct pt_http_response r = {0};
+    struct pt_http_request rq = {.method = "GET", .max_body = 700000};
+    char url[300];
+    snprintf(url, sizeof url, "https://localhost:%d/_sim/blob?bytes=600000", T.port);
+    rq.url = url;
+    assert_int_equal(pt_curl_send(T.curl, "blob", &rq, 5000, &r), PT_OK);
+    assert_int_equal(r.body_len, 600000);
+    pt_http_response_free(&r);
+    snprintf(url, sizeof url, "https://localhost:%d/_sim/blob?bytes=700001", T.port);
+    assert_int_equal(pt_curl_send(T.curl, "blob", &rq, 5000, &r), PT_ENOANSWER);
+    assert_null(r.body);
+    rq.url = NULL;
+}
+
 /* ---- requests that cannot be sent ----------------------------------------------- */
 
 static void test_bad_options_and_requests_refused(void **state)
@@ -676,6 +695,7 @@ int main(void)
         cmocka_unit_test_setup(test_server_closed_idle_connection_is_not_reused, clear),
         cmocka_unit_test_setup(test_threads_share_one_connection_per_channel, clear),
         cmocka_unit_test_setup(test_response_body_is_capped, clear),
+        cmocka_unit_test_setup(test_response_body_cap_per_request, clear),
         cmocka_unit_test_setup(test_bad_options_and_requests_refused, clear),
         cmocka_unit_test_setup(test_wrong_ca_not_sent, clear),
         cmocka_unit_test_setup(test_connection_refused_not_sent, clear),
