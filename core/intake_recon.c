@@ -147,14 +147,22 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
     pt__intake_set_body(out, run);
     out->len = strlen(run);
 complete:
-    rc = pt__intake_guard_complete(st, &g, out, now);
-    goto out;
+    if ((rc = pt__intake_guard_complete(st, &g, out, now)) == PT_OK || !committed)
+        goto out;
+    /* The run is stored (its own transaction), its answer is not: the key
+     * is given back, and the same request runs the day again. */
 storage:
     pt__intake_guard_abandon(st, &g);
+    pt__intake_storage_unavailable(out, st, rc);
     if (committed && release_lock(st, &g) != PT_OK)
         pt_log_warn("reconciliation key %s: kept until its lock times out (%s)", g.key,
                     pt_strerror(rc)); /* then a retry takes it over and runs again */
-    pt__intake_storage_unavailable(out, st, rc);
+    if (committed)
+        pt_reply_error(out, 503, "storage_unavailable",
+                       "the reconciliation's answer could not be stored (%s); retry with the "
+                       "same Idempotency-Key: the day is run again",
+                       pt_strerror(rc));
+    out->retry_after_s = RETRY_STORAGE_S;
 out:
     pt_idem_result_free(&res);
     pt__intake_guard_free(&g);

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DAY_MS 86400000LL
+
 /* What fetching one day came to. */
 enum got { GOT_BILL, GOT_PENDING, GOT_FAILED, GOT_OFFLINE };
 
@@ -328,6 +330,10 @@ static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gatewa
         if (pt_recon_shift_date(date, d, other) != PT_OK)
             continue;
         enum got n = day_of(&f, other, d);
+        /* Today's bill is not there to be had (Alipay: 不支持下载当日账单),
+         * whatever a gateway answers for it: left out, as a bill not ready. */
+        if (n == GOT_FAILED && d > 0 && pt_recon_date_after_today(gateway, other, now - DAY_MS))
+            n = GOT_PENDING;
         if (n == GOT_FAILED || n == GOT_OFFLINE) {
             /* Not "not there yet": a neighbour that cannot be read would
              * make a payment at midnight look like a discrepancy. */

@@ -162,6 +162,10 @@ int pt_unzip_find(const void *zip, size_t len, const char *const *suffixes, size
         return say(err, errlen, PT_EUNSUPPORTED, "ZIP64");
     if (e.usize > max)
         return say(err, errlen, PT_ETOOBIG, "an entry larger than payterm reads");
+    /* Deflate expands at most 1032 times: a larger stated size is a lie,
+     * refused before memory is taken for it. */
+    if (e.method == 8 && (uint64_t)e.usize > (uint64_t)e.csize * 1032 + 64)
+        return say(err, errlen, PT_EPARSE, "an entry's stated size is beyond what its data holds");
     if ((size_t)e.local > len || len - e.local < LOC_LEN || le32(z + e.local) != LOC_SIG)
         return say(err, errlen, PT_EPARSE, "an entry's local header is not where it is said to be");
     size_t data = (size_t)e.local + LOC_LEN + le16(z + e.local + 26) + le16(z + e.local + 28);

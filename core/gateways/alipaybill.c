@@ -2,9 +2,12 @@
  * alipaybill.c - Alipay's trade bill (see alipaybill.h).
  *
  * One pass over the lines of the detail file.  A line is split at commas:
- * GBK's second bytes (0x40-0xFE) never spell a comma, and Alipay's values
- * hold none (every reader of the format splits so).  A value may carry the
- * one tab Alipay puts after ids and text; nothing else is trimmed.
+ * GBK's second bytes (0x40-0xFE) never spell a comma (nor a quote, a tab,
+ * CR or LF).  A value with a comma of its own (a goods name, a store name
+ * typed at Alipay) must be quoted as RFC 4180 does ("Tea, large", "" for a
+ * quote), as the CSV readers of the format take it; an unquoted one makes
+ * a row of another width, refused with its line.  A value may carry the one
+ * tab Alipay puts after ids and text; nothing else is trimmed.
  */
 #include "alipaybill.h"
 
@@ -112,8 +115,24 @@ static int next_line(const char **p, const char *end, const char **line, size_t 
     return 1;
 }
 
-/* Splits at commas, each value without its one trailing tab; the count,
- * or -1 past MAX_COLS. */
+/* The end of the quoted value at p (after its closing quote), or NULL
+ * when it is not closed on the line. */
+static const char *quoted_end(const char *p, const char *end)
+{
+    for (const char *q = p + 1; q < end; q++)
+        if (*q == '"') {
+            if (q + 1 < end && q[1] == '"')
+                q++; /* "" is a quote inside */
+            else
+                return q + 1;
+        }
+    return NULL;
+}
+
+/* Splits at commas, each value without its one trailing tab and a quoted
+ * one without its quotes (its "" left as they are: no value payterm reads
+ * is quoted); the count, -1 past MAX_COLS, -2 for a quote not closed or
+ * followed by more than a tab. */
 static int split(const char *p, size_t n, struct field *f)
 {
     int k = 0;
@@ -121,16 +140,29 @@ static int split(const char *p, size_t n, struct field *f)
     for (;;) {
         if (k == MAX_COLS)
             return -1;
-        const char *c = memchr(p, ',', (size_t)(end - p));
-        const char *stop = c ? c : end;
-        f[k].p = p;
-        f[k].n = (size_t)(stop - p);
-        if (f[k].n && p[f[k].n - 1] == '\t')
-            f[k].n--;
+        const char *from = p, *to;
+        if (p < end && *p == '"') {
+            if (!(to = quoted_end(p, end)))
+                return -2;
+            from = p + 1;
+            p = to;
+            to--;
+            if (p < end && *p == '\t')
+                p++;
+            if (p < end && *p != ',')
+                return -2;
+        } else {
+            const char *c = p < end ? memchr(p, ',', (size_t)(end - p)) : NULL;
+            p = to = c ? c : end;
+            if (to > from && to[-1] == '\t')
+                to--;
+        }
+        f[k].p = from;
+        f[k].n = (size_t)(to - from);
         k++;
-        if (!c)
+        if (p >= end)
             return k;
-        p = c + 1;
+        p++; /* the comma */
     }
 }
 
@@ -179,7 +211,8 @@ static int header(struct parse *ps, const char *line, size_t n, size_t lineno, c
     struct field f[MAX_COLS];
     ps->ncols = split(line, n, f);
     if (ps->ncols < 0)
-        return fail(err, errlen, lineno, "more than %d columns", MAX_COLS);
+        return fail(err, errlen, lineno, "%s",
+                    ps->ncols == -1 ? "more than 64 columns" : "a quote that is not closed");
     for (int c = 0; c < C__COUNT; c++) {
         ps->col[c] = -1;
         for (int i = 0; i < ps->ncols; i++)
@@ -199,6 +232,8 @@ static int detail(struct parse *ps, const char *line, size_t n, size_t lineno, c
 {
     struct field f[MAX_COLS];
     int k = split(line, n, f);
+    if (k == -2)
+        return fail(err, errlen, lineno, "a quoted value not closed, or followed by more");
     if (k != ps->ncols)
         return fail(err, errlen, lineno, "%d values, the header has %d columns", k, ps->ncols);
     if (ps->trades + ps->refunds >= PT_ALIPAYBILL_MAX_ROWS)
@@ -237,13 +272,12 @@ static int detail(struct parse *ps, const char *line, size_t n, size_t lineno, c
     if (!slot)
         return PT_ENOMEM;
     *slot = r;
-    if (refund) {
-        ps->refunds++;
-        ps->received_refunds += received;
-    } else {
-        ps->trades++;
-        ps->received_trades += received;
+    int64_t *sum = refund ? &ps->received_refunds : &ps->received_trades;
+    if (__builtin_add_overflow(*sum, received, sum)) {
+        ps->rows->n--;
+        return fail(err, errlen, lineno, "商家实收（元） adds up past what payterm counts");
     }
+    *(refund ? &ps->refunds : &ps->trades) += 1;
     return PT_OK;
 }
 

@@ -53,16 +53,38 @@ __attribute__((format(printf, 2, 3))) static void add(struct bill *b, const char
     pt_buf_puts(&b->text, "\r\n");
 }
 
-/* The goods' name without what would cut a line or a value. */
+/* The goods' name as a CSV value: without what would cut a line, quoted
+ * (RFC 4180) when it holds a comma or a quote. */
 static void goods_of(const char *extra, char out[128])
 {
     cJSON *x = cJSON_Parse(extra);
     const char *subject = pt__sim_json_str(x, "subject");
-    snprintf(out, 128, "%s", subject ? subject : "");
+    char name[60];
+    snprintf(name, sizeof name, "%s", subject ? subject : "");
     cJSON_Delete(x);
-    for (char *p = out; *p; p++)
-        if (*p == ',' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '#')
-            *p = ' ';
+    /* Cut at a character, not inside one (iconv would refuse the rest). */
+    size_t n = strlen(name), i = n;
+    while (i && ((unsigned char)name[i - 1] & 0xC0) == 0x80)
+        i--;
+    if (i && (unsigned char)name[i - 1] >= 0xC0) {
+        unsigned char lead = (unsigned char)name[i - 1];
+        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (n - (i - 1) < need)
+            name[i - 1] = '\0';
+    }
+    int quote = strpbrk(name, ",\"") != NULL;
+    size_t k = 0;
+    if (quote)
+        out[k++] = '"';
+    for (const char *p = name; *p && k < 124; p++) {
+        char ch = *p == '\t' || *p == '\n' || *p == '\r' ? ' ' : *p;
+        if (ch == '"')
+            out[k++] = '"';
+        out[k++] = ch;
+    }
+    if (quote)
+        out[k++] = '"';
+    out[k] = '\0';
 }
 
 static int bill_trade(void *ctx, const struct sim_trade *t)

@@ -78,6 +78,23 @@ static void test_a_day_read(void **state)
     free(text);
 }
 
+/* A value with a comma of its own comes quoted (RFC 4180, "" a quote):
+ * the row keeps its width, and every value after it its place. */
+static void test_quoted_values(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = edited(",Tea,2026", ",\"Tea, large \"\"grande\"\"\",2026", &len);
+    struct pt_recon_rows rows = {0};
+    char err[256];
+    assert_int_equal(parse(text, len, &rows, err, sizeof err), PT_OK);
+    assert_int_equal(rows.n, 4);
+    assert_string_equal(rows.rows[2].order_id, "LANE1-0002");
+    assert_int_equal(rows.rows[2].amount, 1);
+    free(rows.rows);
+    free(text);
+}
+
 /* The zip as Alipay serves it: the detail entry (named in GBK) found among
  * the two, inflated, CRC checked; the same records as the file. */
 static void test_the_zip(void **state)
@@ -115,6 +132,18 @@ static void test_the_zip(void **state)
     assert_int_equal(rc, PT_EPARSE);
     assert_null(out);
     assert_non_null(strstr(err, "Alipay bill: zip: "));
+    /* A stated size deflate could not reach from its data (a bomb's
+     * promise): refused before any memory is taken for it. */
+    memcpy(bad, zip, zlen);
+    char *cen = NULL;
+    for (size_t i = 0; !cen && i + 4 <= zlen; i++)
+        if (memcmp(bad + i, "PK\1\2", 4) == 0)
+            cen = bad + i; /* the first entry's, the detail file's */
+    assert_non_null(cen);
+    memcpy(cen + 24, "\0\0\0\2", 4); /* 32 MiB */
+    assert_int_equal(pt_alipaybill_unzip(bad, zlen, &out, &len, err, sizeof err), PT_EPARSE);
+    assert_non_null(strstr(err, "beyond what its data holds"));
+    assert_null(out);
     /* Cut short: no end of central directory. */
     assert_int_equal(pt_alipaybill_unzip(zip, zlen - 30, &out, &len, err, sizeof err), PT_EPARSE);
     assert_non_null(strstr(err, "end of central directory"));
@@ -156,6 +185,10 @@ static void test_refused_with_the_line(void **state)
         {"-5.00\xd4\xaa", "-5.01\xd4\xaa", "line 12: #退款合计"},
         /* A column missing from the header (商户订单号 renamed). */
         {"\xc9\xcc\xbb\xa7\xb6\xa9\xb5\xa5\xba\xc5", "order", "line 5: "},
+        /* A goods name with a comma of its own, not quoted (RFC 4180). */
+        {",Tea,2026", ",Tea, large,2026", "line 8: 26 values"},
+        /* A quote not closed. */
+        {",Tea,2026", ",\"Tea,2026", "line 8: a quoted value"},
         /* A 业务类型 payterm does not know (冻结). */
         {",\xbd\xbb\xd2\xd7\t,", ",\xb6\xb3\xbd\xe1\t,", "line 6: "},
         /* Not the title line. */
@@ -194,12 +227,46 @@ static void test_refused_with_the_line(void **state)
     free(text);
 }
 
+/* 商家实收 that add up past int64 fen: refused with the line, no wrap. */
+static void test_sums_do_not_wrap(void **state)
+{
+    (void)state;
+    size_t n;
+    char *text = vector("alipay_bill/detail.csv", &n);
+    char *row = strstr(text, "2026120522001458860515315454"); /* the 23:59:59 tea */
+    char *end = row ? strstr(row, "\r\n") : NULL;
+    assert_non_null(end);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)(end - row), row);
+    /* Its amounts, 0.01 and 0.01, made the largest a value may be. */
+    char *amt = strstr(line, ",0.01,0.01,");
+    assert_non_null(amt);
+    char big[1100];
+    snprintf(big, sizeof big, "%.*s,9999999999999.99,9999999999999.99,%s", (int)(amt - line), line,
+             amt + strlen(",0.01,0.01,"));
+    size_t head = (size_t)(row - text), cap = head + 10000 * (strlen(big) + 2) + 1;
+    char *bill = malloc(cap);
+    assert_non_null(bill);
+    memcpy(bill, text, head);
+    size_t k = head;
+    for (int i = 0; i < 10000; i++)
+        k += (size_t)snprintf(bill + k, cap - k, "%s\r\n", big);
+    struct pt_recon_rows rows = {0};
+    char err[256];
+    assert_int_equal(parse(bill, k, &rows, err, sizeof err), PT_EPARSE);
+    assert_non_null(strstr(err, "adds up past"));
+    assert_int_equal(rows.n, 0);
+    free(rows.rows);
+    free(bill);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_a_day_read),
-        cmocka_unit_test(test_the_zip),
-        cmocka_unit_test(test_refused_with_the_line),
+        cmocka_unit_test(test_a_day_read),       cmocka_unit_test(test_quoted_values),
+        cmocka_unit_test(test_the_zip),          cmocka_unit_test(test_refused_with_the_line),
+        cmocka_unit_test(test_sums_do_not_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

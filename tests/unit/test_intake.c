@@ -324,12 +324,15 @@ static void test_alipay_currency_rule(void **state)
     assert_int_equal(count("charges"), 1);
 }
 
-static int recon_runs;
+static int recon_runs, recon_rc;
 static int fake_reconcile(void *ctx, struct pt_store *s, const char *gateway, const char *date,
                           const char *actor, int64_t now, char **run)
 {
     (void)ctx, (void)s, (void)actor, (void)now;
     recon_runs++;
+    *run = NULL;
+    if (recon_rc)
+        return recon_rc;
     char buf[128];
     snprintf(buf, sizeof buf, "{\"gateway\":\"%s\",\"date\":\"%s\",\"state\":\"done\"}", gateway,
              date);
@@ -359,6 +362,40 @@ static void test_cross_border_alipay_not_reconciled(void **state)
     assert_int_equal(r.status, 201);
     assert_int_equal(recon_runs, 1);
     pt_reply_free(&r);
+}
+
+/* A run that could not be stored (the disk) or could not start (another
+ * run is on) gives its key back: the same request runs at once, not after
+ * the lock's timeout with a 409 idempotency_key_in_use meanwhile. */
+static void test_reconcile_key_given_back(void **state)
+{
+    (void)state;
+    struct pt_reply r;
+    const char *body = "{\"gateway\":\"stripe\",\"date\":\"2023-11-13\"}";
+    in.online.reconcile = fake_reconcile;
+    static const struct {
+        int rc, status;
+        const char *code;
+    } cases[] = {{PT_ESTORAGE, 503, "storage_unavailable"},
+                 {PT_EBUSY, 409, "reconciliation_running"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "recon-back-%zu", i);
+        recon_runs = 0;
+        recon_rc = cases[i].rc;
+        pt_intake_reconcile(&in, st, key, body, strlen(body), 1700000000000, &r);
+        assert_int_equal(r.status, cases[i].status);
+        assert_string_equal(err_code(&r), cases[i].code);
+        assert_true(r.retry_after_s > 0);
+        pt_reply_free(&r);
+        struct pt_key_row row = {0};
+        assert_int_equal(pt_store_key_get(st, "POST /v1/reconciliations", key, &row), PT_ENOTFOUND);
+        recon_rc = PT_OK;
+        pt_intake_reconcile(&in, st, key, body, strlen(body), 1700000001000, &r);
+        assert_int_equal(r.status, 201);
+        assert_int_equal(recon_runs, 2);
+        pt_reply_free(&r);
+    }
 }
 
 /* SPEC 18: an amount the gateway cannot represent in its own units is a 400
@@ -1749,6 +1786,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_offline_limits_release_the_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alipay_currency_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cross_border_alipay_not_reconciled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reconcile_key_given_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_amount_in_the_gateways_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_online_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovered_key_keeps_one_answer, setup, teardown),
