@@ -11,7 +11,7 @@ int pt_intake_reconciliation(const struct pt_intake *in, struct pt_store *st, co
 {
     (void)in;
     memset(out, 0, sizeof *out);
-    if (pt_recon_bill_offset_min(gateway) < 0) {
+    if (pt_gateway_bill_offset_min(gateway) < 0) {
         pt_reply_error(out, 400, "invalid_request", "path: gateway '%s' is not one of %s",
                        gateway ? gateway : "", pt_gateway_names());
         return PT_OK;
@@ -81,7 +81,7 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
         for (const cJSON *m = g.json->child; m; m = m->next)
             if (strcmp(m->string, "gateway") && strcmp(m->string, "date"))
                 pt__intake_problem(msg, sizeof msg, m->string, "unknown field (gateway, date)");
-        if (!cJSON_IsString(gw) || pt_recon_bill_offset_min(gw->valuestring) < 0)
+        if (!cJSON_IsString(gw) || pt_gateway_bill_offset_min(gw->valuestring) < 0)
             pt__intake_problem(msg, sizeof msg, "gateway", "required: a gateway's name");
         else if (!pt_gateway_find(gw->valuestring) || !in->cfg ||
                  !pt_config_gateway_configured(in->cfg, gw->valuestring))
@@ -89,7 +89,7 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
         if (!cJSON_IsString(date) || !pt_recon_date_ok(date->valuestring))
             pt__intake_problem(msg, sizeof msg, "date",
                                "required: the bill date, YYYY-MM-DD (a real day)");
-        else if (cJSON_IsString(gw) && pt_recon_bill_offset_min(gw->valuestring) >= 0 &&
+        else if (cJSON_IsString(gw) && pt_gateway_bill_offset_min(gw->valuestring) >= 0 &&
                  pt_recon_date_after_today(gw->valuestring, date->valuestring, now))
             pt__intake_problem(msg, sizeof msg, "date",
                                "is after today in the gateway's bill time zone: no bill yet");

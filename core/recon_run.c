@@ -16,11 +16,6 @@
 
 #define DAY_MS 86400000LL
 
-int pt_recon_bill_offset_min(const char *gateway)
-{
-    return pt_gateway_bill_offset_min(gateway);
-}
-
 int pt_recon_date_after_today(const char *gateway, const char *date, int64_t now_ms)
 {
     char today[11];
@@ -30,13 +25,13 @@ int pt_recon_date_after_today(const char *gateway, const char *date, int64_t now
 
 void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11])
 {
-    int off = pt_recon_bill_offset_min(gateway);
+    int off = pt_gateway_bill_offset_min(gateway);
     pt_recon_date_of(now_ms - DAY_MS, off > 0 ? off : 0, out);
 }
 
 int pt_recon_day_start(const char *gateway, const char *date, int64_t *start)
 {
-    int off = pt_recon_bill_offset_min(gateway);
+    int off = pt_gateway_bill_offset_min(gateway);
     return off < 0 ? PT_EINVAL : pt_recon_date_start(date, off, start);
 }
 
@@ -238,7 +233,7 @@ int pt_recon_run(struct pt_store *st, const char *gateway, const char *date,
 {
     *body = NULL;
     *found = 0;
-    if (pt_recon_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
+    if (pt_gateway_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
         return PT_EINVAL;
     struct pt_recon_record *local = NULL;
     size_t nlocal = 0;
@@ -275,7 +270,7 @@ int pt_recon_run_unfinished(struct pt_store *st, const char *gateway, const char
                             const char *state, const char *error, int64_t now, char **body)
 {
     *body = NULL;
-    if (pt_recon_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
+    if (pt_gateway_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
         return PT_EINVAL;
     cJSON *o = head(gateway, date, state, now);
     if (o && !add_text(o, "error", error)) {

@@ -17,10 +17,8 @@
 #include "reconcile.h"
 #include "store.h"
 
-/* Minutes east of UTC of the gateway's bill day: Alipay and WeChat Pay
- * China time (+08:00), Stripe and 2C2P UTC.  -1 for a name it does not
- * know. */
-int pt_recon_bill_offset_min(const char *gateway);
+/* (A gateway's bill day, minutes east of UTC: pt_gateway_bill_offset_min,
+ * gateway.h.) */
 
 /* 1 when date is after the day that holds lane time now_ms in the
  * gateway's bill time zone: no gateway has a bill of it. */

@@ -288,7 +288,7 @@ int pt_sync_reconcile(void *ctx, struct pt_store *st, const char *gateway, const
 {
     struct pt_sync *s = ctx;
     *body = NULL;
-    if (pt_recon_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
+    if (pt_gateway_bill_offset_min(gateway) < 0 || !pt_recon_date_ok(date))
         return PT_EINVAL;
     /* One run at a time: in this process (the mutex), and of this gateway
      * and date across the lanes of a PostgreSQL store (its lock). */
@@ -385,7 +385,7 @@ static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t 
 {
     const char *name = pt_gateway_at(i)->name;
     int64_t after = s->opt.cfg->reconcile_after_min;
-    int64_t local = wall + (int64_t)pt_recon_bill_offset_min(name) * MINUTE_MS;
+    int64_t local = wall + (int64_t)pt_gateway_bill_offset_min(name) * MINUTE_MS;
     int64_t minute = (local / MINUTE_MS) % DAY_MIN;
     int64_t tomorrow = (DAY_MIN - minute + after) * MINUTE_MS;
     if (minute < after)

@@ -185,7 +185,7 @@ int pt_cmd_reconcile(int argc, char **argv)
     }
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     if (!file) {
-        if (pt_recon_bill_offset_min(gateway) < 0) {
+        if (pt_gateway_bill_offset_min(gateway) < 0) {
             pt_cli_error(CMD, "--gateway %s: not one of %s", gateway, pt_gateway_names());
             return PT_EXIT_USAGE;
         }
