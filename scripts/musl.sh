@@ -101,11 +101,26 @@ if [ "$updated" = 0 ]; then
     echo "musl.sh: apt-get update failed; using the source lists fetched before" >&2
 fi
 
-# The newest version of each source package among the suites.
+# PKG=VERSION's .dsc, where fetch puts it.
+dsc_of() { echo "$apt/src/${1%%=*}_$(echo "${1#*=}" | sed 's/^[0-9]*://').dsc"; }
+# The newest version of each source package among the suites whose source
+# can be had: a mirror's security index can list a version whose files it
+# does not serve yet (404), and then the one before it is built.  Without a
+# network the newest listed decides (a cached prefix may still match it).
 version_of() {
+    first=""
     # shellcheck disable=SC2086
-    apt-cache $aptopts showsrc "$1" 2>/dev/null | awk '/^Version:/ { print $2 }' |
-        while read -r v; do echo "$v"; done | sort -V | tail -n 1
+    for v in $(apt-cache $aptopts showsrc "$1" 2>/dev/null | awk '/^Version:/ { print $2 }' |
+        sort -Vru); do
+        [ -n "$first" ] || first=$v
+        if [ -f "$(dsc_of "$1=$v")" ] ||
+            (cd "$apt/src" && apt-get $aptopts -qq source --download-only "$1=$v") >/dev/null 2>&1; then
+            echo "$v"
+            return
+        fi
+        echo "musl.sh: $1 $v is listed but cannot be downloaded; trying the one before" >&2
+    done
+    echo "$first"
 }
 versions=""
 for p in $srcpkgs; do
@@ -127,7 +142,6 @@ mkdir -p "$prefix/include" "$prefix/lib/pkgconfig" "$prefix.build"
 build=$prefix.build
 
 # fetch PKG=VERSION - the source package into $apt/src (once).
-dsc_of() { echo "$apt/src/${1%%=*}_$(echo "${1#*=}" | sed 's/^[0-9]*://').dsc"; }
 fetch() {
     if [ ! -f "$(dsc_of "$1")" ]; then
         # shellcheck disable=SC2086
