@@ -34,6 +34,7 @@ void pt_config_defaults(struct pt_config *cfg)
     cfg->sync_probe_idle_s = 60;
     cfg->reconcile_after_min = 10 * 60 + 30;
     cfg->reconcile_daily = 1;
+    cfg->retention_days = 400;
     cfg->sync_max_attempts = 3;
     cfg->sync_backoff_base_ms = 500;
     cfg->sync_backoff_max_ms = 60000;

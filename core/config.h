@@ -85,6 +85,9 @@ struct pt_config {
      * /v1/reconciliations, payterm reconcile). */
     int reconcile_after_min;
     int reconcile_daily;
+    /* SPEC 19: charges and refunds final longer ago than this many days
+     * (and closed, reconciled) move to data_dir/archive (default 400). */
+    int64_t retention_days;
 
     char ca_file[PT_CFG_PATH_MAX];
 

@@ -1238,6 +1238,9 @@ static int create_once(const struct pt_intake *in, struct pt_store *st, const ch
         if ((rc = pt_store_charge_get(st, c.order_id, &have)) == PT_OK) {
             rc = existing_order(&have, &c, out);
             next = STEP_COMPLETE;
+        } else if (rc == PT_ENOTFOUND && pt__intake_archived(st, "charge", c.order_id, out)) {
+            rc = PT_OK; /* SQLite: the order_id of an archived charge */
+            next = STEP_COMPLETE;
         }
     }
     if (rc == PT_EAGAIN || rc == TRY_FIRST) {
@@ -1347,8 +1350,22 @@ int pt__intake_find_order(struct pt_store *st, struct guard *g, const char *orde
 {
     int rc = pt_store_charge_get(st, order_id, c);
     if (rc == PT_ENOTFOUND) {
-        pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
+        if (!pt__intake_archived(st, "charge", order_id, out))
+            pt_reply_error(out, 404, "not_found", "no charge with order_id '%s'", order_id);
         pt__intake_guard_abandon(st, g);
     }
     return rc;
+}
+
+int pt__intake_archived(struct pt_store *st, const char *kind, const char *id, struct pt_reply *out)
+{
+    char month[PT_ARCHIVE_MONTH_LEN];
+    if (pt_store_archived_month(st, kind, id, month) != PT_OK)
+        return 0; /* not archived, PostgreSQL, or unreadable: the usual answer */
+    int charge = strcmp(kind, "charge") == 0;
+    pt_reply_error(out, 409, charge ? "order_id_archived" : "refund_id_archived",
+                   "%s '%s' belongs to a %s archived in %s (retention_days): it is never used "
+                   "again, and the %s can only be read (GET)",
+                   charge ? "order_id" : "refund_id", id, kind, month, kind);
+    return 1;
 }

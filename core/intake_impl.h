@@ -87,5 +87,10 @@ void pt__intake_metadata_field(const cJSON *v, char *out, size_t outcap, char *m
 int pt__intake_needs_gateway(const struct pt_charge *c);
 int pt__intake_find_order(struct pt_store *st, struct guard *g, const char *order_id,
                           struct pt_charge *c, struct pt_reply *out);
+/* When id (kind "charge": an order_id, "refund": a refund_id) belongs to a
+ * record retention archived (SPEC 19): *out is the 409 that says so, and 1.
+ * Else 0 and *out untouched. */
+int pt__intake_archived(struct pt_store *st, const char *kind, const char *id,
+                        struct pt_reply *out);
 
 #endif

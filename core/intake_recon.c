@@ -93,6 +93,13 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
                  pt_recon_date_after_today(gw->valuestring, date->valuestring, now))
             pt__intake_problem(msg, sizeof msg, "date",
                                "is after today in the gateway's bill time zone: no bill yet");
+        else if (cJSON_IsString(gw) && pt_gateway_bill_offset_min(gw->valuestring) >= 0 &&
+                 in->cfg && (pt_store_caps(st) & PT_STORE_CAP_DATADIR_FILE) &&
+                 pt_recon_date_archived(gw->valuestring, date->valuestring, now,
+                                        in->cfg->retention_days))
+            pt__intake_problem(msg, sizeof msg, "date",
+                               "is older than retention_days allows (the day before it too): "
+                               "its records may have moved to the archive");
     }
     char beyond[4];
     if (msg[0]) {

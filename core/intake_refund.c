@@ -326,6 +326,9 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
     }
     if (rc != PT_ENOTFOUND)
         goto storage;
+    rc = PT_OK;
+    if (pt__intake_archived(st, "refund", r.refund_id, out))
+        goto complete;
     int release = 0;
     if (refund_refused(in, st, &c, &r, out, &rc, &release)) {
         if (rc)

@@ -23,6 +23,14 @@ int pt_recon_date_after_today(const char *gateway, const char *date, int64_t now
     return strcmp(date, today) > 0; /* ISO dates order as text */
 }
 
+int pt_recon_date_archived(const char *gateway, const char *date, int64_t now_ms,
+                           int64_t retention_days)
+{
+    int64_t start;
+    return pt_recon_day_start(gateway, date, &start) == PT_OK &&
+           start - DAY_MS < now_ms - retention_days * DAY_MS;
+}
+
 void pt_recon_previous_date(const char *gateway, int64_t now_ms, char out[11])
 {
     int off = pt_gateway_bill_offset_min(gateway);

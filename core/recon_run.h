@@ -23,6 +23,11 @@
 /* 1 when date is after the day that holds lane time now_ms in the
  * gateway's bill time zone: no gateway has a bill of it. */
 int pt_recon_date_after_today(const char *gateway, const char *date, int64_t now_ms);
+/* 1 when retention (retention_days, SPEC 19) may have moved records of the
+ * date, or of the day before it a run also reads, to the archive: a run
+ * would not find them and call the bill's trades gateway_only. */
+int pt_recon_date_archived(const char *gateway, const char *date, int64_t now_ms,
+                           int64_t retention_days);
 
 /* The bill date before the one that holds lane time now_ms in the
  * gateway's bill time zone ("YYYY-MM-DD"): the day the daily run checks. */

@@ -1,15 +1,19 @@
 /*
  * reconcile.c - a bill against the local records (see reconcile.h).
  *
- * Both sides go into one array of entries sorted by (kind, merchant id,
- * side, day); each run of equal ids is one group, almost always one bill
- * record and one local record.  Within a group each bill record takes the
- * unused local record nearest in day (at most one day apart).  O(n log n)
- * in the records of three days.
+ * Both sides go into one array of entries, grouped by (kind, merchant id)
+ * through a hash table: a group is almost always one bill record and one
+ * local record.  Within a group, sorted by (side, day, amount), each bill
+ * record takes the unused local record nearest in day (at most one day
+ * apart).  Groups are independent and the discrepancies are sorted at the
+ * end, so the result does not depend on the order of either input.  O(n)
+ * in the records of three days, but for the rare bill record named only by
+ * the gateway's number (a binary search among the local records).
  */
 #include "reconcile.h"
 #include "civil.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,27 +230,102 @@ static int discrepancy_cmp(const void *a, const void *b)
     return c ? c : (x->amount < y->amount ? -1 : x->amount > y->amount);
 }
 
+/* FNV-1a of a group's key, its kind mixed in. */
+static uint64_t key_hash(const struct entry *x)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)x->r->refund;
+    for (const unsigned char *p = (const unsigned char *)x->key; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+static int same_group(const struct entry *x, const struct entry *y)
+{
+    return x->r->refund == y->r->refund && !strcmp(x->key, y->key);
+}
+
+/* The groups of e[0..n): each entry's slot of an open-addressing table of
+ * cap slots (a power of two above n), then the entries counted into their
+ * slots' order, so that each group is one run of g; group() is called on
+ * each run, sorted.  An entry without a key is a group of its own. */
+static int compare_groups(struct out *o, const struct entry *e, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    uint32_t *slot = calloc(cap, sizeof *slot); /* first entry + 1; 0: free */
+    uint32_t *at = malloc((n ? n : 1) * sizeof *at);
+    size_t *start = calloc(cap + 1, sizeof *start);
+    struct entry *g = malloc((n ? n : 1) * sizeof *g);
+    int rc = slot && at && start && g ? PT_OK : PT_ENOMEM;
+    for (size_t i = 0; rc == PT_OK && i < n; i++) {
+        if (!e[i].key[0]) {
+            at[i] = UINT32_MAX;
+            continue;
+        }
+        size_t h = (size_t)key_hash(&e[i]) & (cap - 1);
+        while (slot[h] && !same_group(&e[slot[h] - 1], &e[i]))
+            h = (h + 1) & (cap - 1);
+        if (!slot[h])
+            slot[h] = (uint32_t)i + 1;
+        at[i] = (uint32_t)h;
+        start[h + 1]++;
+    }
+    for (size_t h = 0; rc == PT_OK && h < cap; h++)
+        start[h + 1] += start[h];
+    size_t keyed = rc == PT_OK ? start[cap] : 0, lone = keyed;
+    for (size_t i = 0; rc == PT_OK && i < n; i++)
+        g[at[i] == UINT32_MAX ? lone++ : start[at[i]]++] = e[i];
+    /* start[h] is now the end of slot h's run, and the start of h + 1's. */
+    for (size_t b = 0, h = 0; rc == PT_OK && b < n; h++) {
+        size_t end = h < cap ? start[h] : b + 1; /* past the table: the lone ones */
+        if (end == b)
+            continue;
+        if (end - b == 2) {
+            if (entry_cmp(&g[b], &g[b + 1]) > 0) {
+                struct entry t = g[b];
+                g[b] = g[b + 1];
+                g[b + 1] = t;
+            }
+        } else if (end - b > 2) {
+            qsort(g + b, end - b, sizeof *g, entry_cmp);
+        }
+        group(o, g + b, end - b);
+        b = end;
+    }
+    free(slot);
+    free(at);
+    free(start);
+    free(g);
+    return rc;
+}
+
 int pt_recon_compare(const struct pt_recon_record *bill, size_t nbill,
                      const struct pt_recon_record *local, size_t nlocal,
                      struct pt_recon_result *out)
 {
     memset(out, 0, sizeof *out);
     size_t n = nbill + nlocal;
+    if (n >= UINT32_MAX / 4)
+        return PT_ENOMEM; /* the table's indexes are 32-bit, UINT32_MAX a marker */
     struct entry *e = n ? calloc(n, sizeof *e) : NULL;
     if (n && !e)
         return PT_ENOMEM;
-    const struct pt_recon_record **by_no = nlocal ? malloc(nlocal * sizeof *by_no) : NULL;
-    if (nlocal && !by_no) {
-        free(e);
-        return PT_ENOMEM;
-    }
-    for (size_t i = 0; i < nlocal; i++)
-        by_no[i] = &local[i];
-    if (nlocal)
-        qsort(by_no, nlocal, sizeof *by_no, by_number_cmp);
+    /* The local records by gateway number: only for a bill record that
+     * lacks the merchant's id. */
+    const struct pt_recon_record **by_no = NULL;
     for (size_t i = 0; i < nbill; i++) {
         const char *key = key_of(&bill[i]);
-        if (!key[0] && !(key = named_by_number(&bill[i], by_no, nlocal)))
+        if (!key[0] && nlocal && !by_no) {
+            if (!(by_no = malloc(nlocal * sizeof *by_no))) {
+                free(e);
+                return PT_ENOMEM;
+            }
+            for (size_t k = 0; k < nlocal; k++)
+                by_no[k] = &local[k];
+            qsort(by_no, nlocal, sizeof *by_no, by_number_cmp);
+        }
+        if (!key[0] && !(key = named_by_number(&bill[i], by_no, by_no ? nlocal : 0)))
             key = ""; /* nobody's: gateway_only on its day */
         e[i] = (struct entry){.r = &bill[i], .key = key, .side = BILL};
         add_totals(&out->bill, &bill[i]);
@@ -256,26 +335,30 @@ int pt_recon_compare(const struct pt_recon_record *bill, size_t nbill,
         e[nbill + i] = (struct entry){.r = &local[i], .key = key_of(&local[i]), .side = LOCAL};
         add_totals(&out->local, &local[i]);
     }
-    if (n)
-        qsort(e, n, sizeof *e, entry_cmp);
     struct out o = {.res = out};
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        /* A bill record with no id at all is a group of its own. */
-        while (j < n && e[i].key[0] && e[j].r->refund == e[i].r->refund &&
-               !strcmp(e[j].key, e[i].key))
-            j++;
-        group(&o, e + i, j - i);
-        i = j;
-    }
+    int rc = compare_groups(&o, e, n);
     free(e);
-    if (o.failed) {
+    if (rc || o.failed) {
         pt_recon_result_free(out);
         return PT_ENOMEM;
     }
     if (out->n > 1)
         qsort(out->d, out->n, sizeof *out->d, discrepancy_cmp);
     return PT_OK;
+}
+
+int pt_recon_next_line(const char **p, const char *end, const char **line, size_t *n)
+{
+    if (*p >= end)
+        return 0;
+    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+    const char *stop = nl ? nl : end;
+    *line = *p;
+    *n = (size_t)(stop - *p);
+    if (*n && (*line)[*n - 1] == '\r')
+        (*n)--;
+    *p = nl ? nl + 1 : end;
+    return 1;
 }
 
 void pt_recon_result_free(struct pt_recon_result *r)

@@ -94,6 +94,10 @@ int pt_recon_shift_date(const char *date, int days, char out[11]);
 
 /* ---- what the bill parsers share ---- */
 
+/* A bill file's lines: [*line, +*n) without its \n or \r\n, *p moved past
+ * it; 0 at end.  A last line without \n is a line. */
+int pt_recon_next_line(const char **p, const char *end, const char **line, size_t *n);
+
 /* A growing array of records (pt_recon_push on its three members). */
 struct pt_recon_rows {
     struct pt_recon_record *rows;

@@ -4,7 +4,9 @@
  *
  * An X report adds up the final charges and refunds not yet in a Z report,
  * and closes nothing.  A Z report closes them: it takes the next number,
- * puts every such row in it (core/store.h, pt_store_z_mark), adds them up,
+ * puts every such row in it (core/store.h, pt_store_z_mark: on SQLite a row
+ * already carries the open report's number from the transaction that made
+ * it final), adds them up,
  * chains itself to the previous report by its hash and is stored as the
  * exact text it is served as.  Both are canonical JSON (RFC 8785: keys in
  * order, no spaces, integers); a Z report's hash is the SHA-256 of its own

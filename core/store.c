@@ -174,6 +174,39 @@ int pt_store_commit_deferred(const struct pt_store *st)
     return ops(st)->commit_deferred(st);
 }
 
+int pt_store_archive_candidates(struct pt_store *st, int64_t before, const char *bill_offsets,
+                                int64_t after, int max, struct pt_archive_item *rows, int *n)
+{
+    *n = 0;
+    return ops(st)->archive_candidates
+               ? ops(st)->archive_candidates(st, before, bill_offsets, after, max, rows, n)
+               : PT_EUNSUPPORTED;
+}
+
+int pt_store_archive_copy(struct pt_store *st, const char *path,
+                          const struct pt_archive_item *items, int n, int *copied)
+{
+    if (copied)
+        *copied = 0;
+    return ops(st)->archive_copy ? ops(st)->archive_copy(st, path, items, n, copied)
+                                 : PT_EUNSUPPORTED;
+}
+
+int pt_store_archive_forget(struct pt_store *st, const struct pt_archive_item *items, int n,
+                            int *moved)
+{
+    *moved = 0;
+    return ops(st)->archive_forget ? ops(st)->archive_forget(st, items, n, moved) : PT_EUNSUPPORTED;
+}
+
+int pt_store_archived_month(struct pt_store *st, const char *kind, const char *ext_id,
+                            char month[PT_ARCHIVE_MONTH_LEN])
+{
+    month[0] = '\0';
+    return ops(st)->archived_month ? ops(st)->archived_month(st, kind, ext_id, month)
+                                   : PT_EUNSUPPORTED;
+}
+
 int pt_store_backup(struct pt_store *st, const char *dest)
 {
     return ops(st)->backup(st, dest);

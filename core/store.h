@@ -748,12 +748,14 @@ int pt_store_z_last(struct pt_store *st, int64_t *z, int64_t *to, char hash[65])
  * already is that).  Inside a write transaction. */
 int pt_store_z_lock(struct pt_store *st);
 /* Puts every final charge and refund of the lane that is in no Z report
- * into report z; *charges and *refunds (may be NULL) count them.  Inside a
- * write transaction. */
+ * into report z; *charges and *refunds (may be NULL) count the rows it
+ * changed.  Inside a write transaction.  PostgreSQL stamps them here; on
+ * SQLite a row already took the open report's number in the transaction
+ * that made it final (sql/015), so this writes nothing and counts 0. */
 int pt_store_z_mark(struct pt_store *st, int64_t z, int *charges, int *refunds);
 /*
- * The totals of report z, or (z = 0) of the final rows not yet in one (the
- * X report), ordered by gateway, method, currency: *lines malloc'd (free()),
+ * The totals of report z, or (z = 0) of the final rows not yet in a closed
+ * one (the X report), ordered by gateway, method, currency: *lines malloc'd (free()),
  * *n of them; *first (may be NULL) the earliest created_at among those
  * rows, 0 when there are none.
  */
@@ -793,6 +795,60 @@ int pt_store_recon_latest_done(struct pt_store *st, const char *gateway, char **
  * pt_store_recon_unlock), PT_EBUSY (another lane runs it: PostgreSQL). */
 int pt_store_recon_lock(struct pt_store *st, const char *gateway, const char *date);
 void pt_store_recon_unlock(struct pt_store *st, const char *gateway, const char *date);
+
+/* ---- retention (SPEC 19, core/archive.h) ------------------------------------
+ *
+ * SQLite only: PostgreSQL answers PT_EUNSUPPORTED (a shop's server keeps its
+ * history; its own backups and partitions are the place for that).
+ */
+
+#define PT_ARCHIVE_MONTH_LEN 8 /* "YYYY-MM" and its NUL */
+
+/* A charge that may leave the live database, as it was when read. */
+struct pt_archive_item {
+    int64_t id;
+    char order_id[PT_ORDER_ID_MAX];
+    char month[PT_ARCHIVE_MONTH_LEN]; /* the UTC month it became final: its file */
+    /* What the charge, its trail and its refunds were when read: the copy
+     * and the removal each go ahead only while it is unchanged. */
+    char mark[96];
+};
+
+/*
+ * Up to max charges with id > after (in id order) that retention may move
+ * now: the charge and each of its refunds final, not under review, in a
+ * closed Z report, final before `before` (lane ms), and - for a gateway in
+ * bill_offsets, a JSON object gateway -> its bill time zone's offset east
+ * of UTC in seconds - in a bill date whose reconciliation ran `done`.  A
+ * gateway not in it needs no run (no bill to check against); a done run
+ * counts only when it began after its bill day ended.  The newest charge
+ * and the newest refund never move: SQLite gives the next one max(id) + 1,
+ * which must stay above every id the sync engine's floors have passed, and
+ * never be an id an archive file already holds.
+ */
+int pt_store_archive_candidates(struct pt_store *st, int64_t before, const char *bill_offsets,
+                                int64_t after, int max, struct pt_archive_item *rows, int *n);
+/*
+ * Copies items (their charges, refunds, audit trails and fulfilment events)
+ * into the archive database at path, created 0600 with payterm's schema if
+ * missing, in one transaction committed before it returns PT_OK.  An item
+ * whose copy is already there as it is is left; one there but older is
+ * replaced.  *copied (may be NULL) counts the items written.
+ */
+int pt_store_archive_copy(struct pt_store *st, const char *path,
+                          const struct pt_archive_item *items, int n, int *copied);
+/*
+ * In one write transaction: each item still as it was read (its mark) has
+ * its order_id and refund_ids recorded as archived in its month and its
+ * rows removed from the live database; *moved counts them.  Call only after
+ * pt_store_archive_copy of the same items returned PT_OK.
+ */
+int pt_store_archive_forget(struct pt_store *st, const struct pt_archive_item *items, int n,
+                            int *moved);
+/* The month an archived order_id (kind "charge") or refund_id ("refund")
+ * went to; PT_ENOTFOUND when it is not archived. */
+int pt_store_archived_month(struct pt_store *st, const char *kind, const char *ext_id,
+                            char month[PT_ARCHIVE_MONTH_LEN]);
 
 /* ---- the lane's clock (SPEC 17, core/clock.h) --------------------------- */
 

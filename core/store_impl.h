@@ -202,6 +202,18 @@ struct pt_store_ops {
     int (*refund_event_insert)(struct pt_store *st, const char *type, const struct pt_refund *r,
                                const char *payload, int64_t now, int64_t *seq);
     int (*refund_stats)(struct pt_store *st, struct pt_refund_stats *out);
+    /* What a close finds open (pt_store_z_open); NULL: the shared Z_OPEN,
+     * unbound. */
+    int (*z_open)(struct pt_store *st, int64_t open[4]);
+    /* Retention (SPEC 19); NULL: PT_EUNSUPPORTED. */
+    int (*archive_candidates)(struct pt_store *st, int64_t before, const char *bill_offsets,
+                              int64_t after, int max, struct pt_archive_item *rows, int *n);
+    int (*archive_copy)(struct pt_store *st, const char *path, const struct pt_archive_item *items,
+                        int n, int *copied);
+    int (*archive_forget)(struct pt_store *st, const struct pt_archive_item *items, int n,
+                          int *moved);
+    int (*archived_month)(struct pt_store *st, const char *kind, const char *ext_id,
+                          char month[PT_ARCHIVE_MONTH_LEN]);
     /* NULL: PT_EUNSUPPORTED. */
     int (*clock_get)(struct pt_store *st, struct pt_clock_anchor *out);
     int (*clock_put)(struct pt_store *st, const struct pt_clock_anchor *a);

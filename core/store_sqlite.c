@@ -608,6 +608,17 @@ static const char *const schema_objects[] = {
     "table reconciliations",
     "index reconciliations_day",
     "trigger reconciliations_immutable_u",
+    "trigger charges_z_final",
+    "trigger charges_z_final_i",
+    "trigger refunds_z_final",
+    "trigger refunds_z_final_i",
+    "trigger charge_events_final_at",
+    "table archived",
+    "trigger archived_immutable_u",
+    "trigger archived_immutable_d",
+    "trigger charges_not_archived",
+    "trigger refunds_not_archived",
+    "index events_review",
 };
 #define SCHEMA_OBJECTS (sizeof schema_objects / sizeof schema_objects[0])
 

@@ -148,6 +148,16 @@ int pt__sq_writable(struct pt_store *st);
 
 /* store_sqlite_writer.c: transactions. */
 int pt__sq_in_txn(const struct pt_store *st);
+
+/* Retention (store_sqlite_archive.c). */
+int pt__sq_archive_candidates(struct pt_store *st, int64_t before, const char *bill_offsets,
+                              int64_t after, int max, struct pt_archive_item *rows, int *n);
+int pt__sq_archive_copy(struct pt_store *st, const char *path, const struct pt_archive_item *items,
+                        int n, int *copied);
+int pt__sq_archive_forget(struct pt_store *st, const struct pt_archive_item *items, int n,
+                          int *moved);
+int pt__sq_archived_month(struct pt_store *st, const char *kind, const char *ext_id,
+                          char month[PT_ARCHIVE_MONTH_LEN]);
 int pt__sq_begin(struct pt_store *st);
 int pt__sq_commit(struct pt_store *st);
 int pt__sq_rollback(struct pt_store *st);

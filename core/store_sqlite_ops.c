@@ -216,6 +216,8 @@ static int sq_charge_insert(struct pt_store *st, struct pt_charge *c, int64_t no
     sqlite3_bind_int64(s, 14, now);
     sqlite3_bind_int(s, 15, c->offline_accepted != 0);
     int rc = pt__sq_run(st, s);
+    if (rc == PT_EINVAL && strstr(sqlite3_errmsg(st->c->db), "order_id_archived"))
+        return PT_EEXIST; /* taken by a charge retention archived (sql/016) */
     if (rc)
         return rc;
     if (sqlite3_changes(st->c->db) != 1)
@@ -638,6 +640,8 @@ static int sq_refund_insert(struct pt_store *st, struct pt_refund *r, int64_t no
         rc = PT_ERANGE; /* the data layer's "never more than the charge" */
     else if (ext == SQLITE_CONSTRAINT_TRIGGER && strstr(msg, "charge_not_refundable"))
         rc = PT_ESTATE;
+    else if (ext == SQLITE_CONSTRAINT_TRIGGER && strstr(msg, "refund_id_archived"))
+        rc = PT_EEXIST; /* taken by a refund retention archived (sql/016) */
     else
         rc = pt__sq_xlate(ext);
     sqlite3_reset(s);
@@ -741,6 +745,31 @@ static int sq_refunds_next_due(struct pt_store *st, int64_t *when)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, floor);
     return scalar(st, s, when); /* 0 when there is none */
+}
+
+static int sq_z_open(struct pt_store *st, int64_t open[4])
+{
+    int64_t floor[2];
+    int rc = active_floor(st, &floor[0]);
+    if (rc == PT_OK)
+        rc = refund_floor(st, &floor[1]);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = pt__sq_stmt(st, S_Z_OPEN);
+    if (!s)
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(s, 1, floor[0]);
+    sqlite3_bind_int64(s, 2, floor[1]);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        for (int i = 0; i < 4; i++)
+            open[i] = sqlite3_column_int64(s, i); /* sum() of no rows: NULL, read 0 */
+        rc = PT_OK;
+    } else {
+        rc = rc == SQLITE_DONE ? PT_ESTORAGE /* an aggregate always has its row */
+                               : pt__sq_xlate(sqlite3_extended_errcode(st->c->db));
+    }
+    sqlite3_reset(s);
+    return rc;
 }
 
 static sqlite3_stmt *refund_transition_stmt(struct pt_store *st, unsigned mask)
@@ -1005,6 +1034,11 @@ const struct pt_store_ops pt__sqlite_ops = {
     .refund_insert = sq_refund_insert,
     .refunds_due = sq_refunds_due,
     .refunds_next_due = sq_refunds_next_due,
+    .z_open = sq_z_open,
+    .archive_candidates = pt__sq_archive_candidates,
+    .archive_copy = pt__sq_archive_copy,
+    .archive_forget = pt__sq_archive_forget,
+    .archived_month = pt__sq_archived_month,
     .refund_transition = sq_refund_transition,
     .refund_withdraw = sq_refund_withdraw,
     .refund_audit = sq_refund_audit,

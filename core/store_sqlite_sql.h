@@ -20,6 +20,9 @@
 /* Non-final states.  (An OR chain, not IN: see sql/001_init.sql.)  Queries
  * over them start at the connection's active floor (see active_floor()). */
 #define ACTIVE "(state = 'INIT' OR state = 'PROCESSING' OR state = 'PENDING' OR state = 'UNKNOWN')"
+/* The report a row with z = this is in: ?1, or the open one when ?1 is NULL
+ * (a row takes its number when it becomes final, sql/015). */
+#define Z_OR_OPEN "coalesce(?1, (SELECT coalesce(max(z), 0) + 1 FROM z_reports))"
 /* The charges waiting in the queue: the index charges_queued (sql/012). */
 #define QUEUED "state = 'INIT' AND offline_accepted = 1"
 
@@ -73,7 +76,8 @@
 #define SHIFTED(col) " " col " = CASE WHEN " col " >= ?1 THEN " col " + ?2 ELSE " col " END"
 #define SHIFT_ROWS(table)                                                                          \
     "UPDATE " table " SET" SHIFTED("created_at") "," SHIFTED("first_sent_at") "," SHIFTED(         \
-        "next_attempt_at") ", updated_at = updated_at + ?2 WHERE updated_at >= ?1"
+        "next_attempt_at") "," SHIFTED("final_at") ", updated_at = updated_at + ?2"                \
+                                                   " WHERE updated_at >= ?1"
 #define SHIFT_COLUMN(table, col) "UPDATE " table " SET " col " = " col " + ?2 WHERE " col " >= ?1"
 
 /* X(ID, "sql") - the prepared statement cache. */
@@ -208,50 +212,43 @@
     X(REFUND_WITHDRAW, "DELETE FROM refunds WHERE id = ?1 AND state = 'INIT'")                     \
     X(Z_LAST, "SELECT z, to_at, hash FROM z_reports ORDER BY z DESC LIMIT 1")                      \
     X(Z_LOCK, "SELECT 1") /* the write transaction is the lock */                                  \
-    X(Z_MARK_CHARGES, "UPDATE charges SET z = ?1 WHERE z IS NULL"                                  \
-                      " AND (state = 'SUCCESS' OR state = 'FAILED' OR state = 'CANCELED')")        \
-    X(Z_MARK_REFUNDS,                                                                              \
-      "UPDATE refunds SET z = ?1 WHERE z IS NULL AND (state = 'SUCCESS' OR state = 'FAILED')")     \
+    /* Nothing to mark: a row takes the open report's number in the                                \
+     * transaction that makes it final (sql/015). */                                               \
+    X(Z_MARK_CHARGES, "SELECT ?1 WHERE 0")                                                         \
+    X(Z_MARK_REFUNDS, "SELECT ?1 WHERE 0")                                                         \
+    /* ?1 NULL: the open report (the X report), one more than the last. */                         \
     X(Z_TOTALS_CHARGES, "SELECT gateway, method, currency, count(*), sum(amount), min(created_at)" \
-                        " FROM charges WHERE state = 'SUCCESS' AND z IS ?1"                        \
+                        " FROM charges WHERE state = 'SUCCESS' AND z = " Z_OR_OPEN                 \
                         " GROUP BY gateway, method, currency ORDER BY gateway, method, currency")  \
     X(Z_TOTALS_REFUNDS,                                                                            \
       "SELECT c.gateway, c.method, c.currency, count(*), sum(r.amount), min(r.created_at)"         \
       " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE r.state = 'SUCCESS'"             \
-      " AND r.z IS ?1 GROUP BY c.gateway, c.method, c.currency"                                    \
+      " AND r.z = " Z_OR_OPEN " GROUP BY c.gateway, c.method, c.currency"                          \
       " ORDER BY c.gateway, c.method, c.currency")                                                 \
     X(Z_INSERT, "INSERT INTO z_reports (z, lane, from_at, to_at, hash, body, created_at)"          \
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                                            \
     X(Z_GET, "SELECT body FROM z_reports WHERE z = ?1")                                            \
     /* What a close finds still open, charges and refunds together: queued                         \
-     * (INIT, PROCESSING), PENDING, UNKNOWN, under review.  A scan, as the                         \
-     * close's own reads are. */                                                                   \
+     * (INIT, PROCESSING), PENDING, UNKNOWN, under review.  The rows not                           \
+     * final from the tables' floors (?1 charges, ?2 refunds: sq_z_open),                          \
+     * the reviews by their partial indexes: never a scan of the day. */                           \
     X(Z_OPEN, "SELECT sum(state = 'INIT' OR state = 'PROCESSING'), sum(state = 'PENDING'),"        \
-              " sum(state = 'UNKNOWN'), sum(review) FROM (SELECT state, review FROM charges"       \
-              " UNION ALL SELECT state, review FROM refunds)")                                     \
+              " sum(state = 'UNKNOWN'), (SELECT count(*) FROM charges WHERE review = 1)"           \
+              " + (SELECT count(*) FROM refunds WHERE review = 1) FROM (SELECT state FROM"         \
+              " charges WHERE id >= ?1 AND " ACTIVE " UNION ALL SELECT state FROM refunds"         \
+              " WHERE id >= ?2 AND " ACTIVE ")")                                                   \
     /* A gateway's SUCCESS charges (refunds) that became SUCCESS in [?2, ?3),                      \
-     * lane ms, by their audit row: a review or a later note never moves a                         \
-     * record to another day.  updated_at >= ?2 keeps the trail reads to the                       \
-     * rows that changed since (a success's time is never after its row's).                        \
-     * LIMIT -1 keeps the inner query whole: flattened, its trail lookup                           \
-     * would run three times a row (the column and both bounds).  */                               \
-    X(RECON_CHARGES, "SELECT * FROM (SELECT c.order_id, c.gateway_trade_no, c.amount, c.currency," \
-                     " (SELECT min(e.created_at) FROM charge_events e WHERE e.id BETWEEN"          \
-                     " c.id * 4294967296 + 1 AND c.id * 4294967296 + 4294967295"                   \
-                     " AND e.refund_id IS NULL AND e.to_state = 'SUCCESS' AND e.refused = 0"       \
-                     " AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"             \
-                     " FROM charges c WHERE c.gateway = ?1 AND c.state = 'SUCCESS'"                \
-                     " AND c.updated_at >= ?2 LIMIT -1) WHERE at >= ?2 AND at < ?3"                \
-                     " ORDER BY order_id")                                                         \
+     * lane ms, by their audit row, whose time the row carries (sql/015): a                        \
+     * review or a later note never moves a record to another day.  One scan                       \
+     * of the table, as the close's, and no read of the trail. */                                  \
+    X(RECON_CHARGES, "SELECT order_id, gateway_trade_no, amount, currency, final_at"               \
+                     " FROM charges WHERE gateway = ?1 AND state = 'SUCCESS'"                      \
+                     " AND final_at >= ?2 AND final_at < ?3")                                      \
     X(RECON_REFUNDS,                                                                               \
-      "SELECT * FROM (SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no,"    \
-      " r.amount, c.currency, (SELECT min(e.created_at) FROM charge_events e"                      \
-      " WHERE e.id BETWEEN r.charge_id * 4294967296 + 1 AND r.charge_id * 4294967296 + 4294967295" \
-      " AND e.refund_id = r.refund_id AND e.to_state = 'SUCCESS'"                                  \
-      " AND e.refused = 0 AND (e.from_state IS NULL OR e.from_state <> 'SUCCESS')) AS at"          \
-      " FROM refunds r JOIN charges c ON c.id = r.charge_id WHERE c.gateway = ?1"                  \
-      " AND r.state = 'SUCCESS' AND r.updated_at >= ?2 LIMIT -1) WHERE at >= ?2 AND at < ?3"       \
-      " ORDER BY refund_id")                                                                       \
+      "SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no, r.amount,"         \
+      " c.currency, r.final_at FROM refunds r JOIN charges c ON c.id = r.charge_id"                \
+      " WHERE c.gateway = ?1 AND r.state = 'SUCCESS' AND r.final_at >= ?2"                         \
+      " AND r.final_at < ?3")                                                                      \
     X(RECON_INSERT, "INSERT INTO reconciliations (gateway, bill_date, state, body, created_at)"    \
                     " VALUES (?1, ?2, ?3, ?4, ?5)")                                                \
     X(RECON_LATEST, "SELECT body FROM reconciliations WHERE gateway = ?1 AND bill_date = ?2"       \

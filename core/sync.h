@@ -140,6 +140,13 @@ int pt_sync_reconcile(void *s, struct pt_store *st, const char *gateway, const c
  */
 int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t mono);
 
+/* Retention (SPEC 19, core/archive.h): one pass over the records final
+ * longer ago than retention_days, at lane time; how long until the next
+ * (monotonic ms: a day; a minute while the clock is not trusted, since
+ * which records are old is not known; an hour after a failed pass).  A
+ * store without archive files (PostgreSQL) is left alone. */
+int64_t pt_sync_archive_daily(struct pt_sync *s, struct pt_store *st);
+
 /* The online refund's steps (struct pt_online_ops, intake.h). */
 int pt_sync_refund_claim(void *s, struct pt_store *st, struct pt_refund *r, int64_t now);
 void pt_sync_refund_send(void *s, const struct pt_charge *c, const struct pt_refund *r,

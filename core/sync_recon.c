@@ -13,6 +13,7 @@
  * not there yet is left out (its records can only show as a discrepancy
  * of that day's own run, never of this one's - see reconcile.h).
  */
+#include "archive.h"
 #include "log.h"
 #include "recon_run.h"
 #include "sync_impl.h"
@@ -370,11 +371,16 @@ static int run_locked(struct pt_sync *s, struct pt_store *st, const char *gatewa
 
 /* 1 when a stored run's state is "done" (its JSON read, not searched:
  * nothing else in a run may pass for it). */
-static int is_done(const char *body)
+/* A run that is done and began at or after `since` (RFC 3339, as run_at is
+ * written): one that ran while its bill day was not over compared only
+ * part of it, and retention does not count it (store_sqlite_archive.c). */
+static int is_done(const char *body, const char *since)
 {
     cJSON *o = body ? cJSON_Parse(body) : NULL;
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
-    int done = cJSON_IsString(state) && strcmp(state->valuestring, "done") == 0;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "run_at");
+    int done = cJSON_IsString(state) && strcmp(state->valuestring, "done") == 0 &&
+               cJSON_IsString(at) && strcmp(at->valuestring, since) >= 0;
     cJSON_Delete(o);
     return done;
 }
@@ -390,11 +396,15 @@ static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t 
     int64_t tomorrow = (DAY_MIN - minute + after) * MINUTE_MS;
     if (minute < after)
         return (after - minute) * MINUTE_MS;
-    char date[11];
+    char date[11], day_end[32];
     pt_recon_previous_date(name, wall, date);
+    int64_t start = 0;
+    if (pt_recon_day_start(name, date, &start) != PT_OK)
+        return tomorrow;
+    pt_rfc3339(start + DAY_MIN * MINUTE_MS, day_end);
     char *latest = NULL;
     int rc = pt_store_recon_latest(st, name, date, &latest);
-    int done = rc == PT_OK && is_done(latest);
+    int done = rc == PT_OK && is_done(latest, day_end);
     free(latest);
     if (done)
         return tomorrow;
@@ -408,7 +418,7 @@ static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t 
         return s->recon_retry_at[i] - mono;
     char *body = NULL;
     rc = pt_sync_reconcile(s, st, name, date, "schedule", pt__sync_now_ms(s), &body);
-    done = rc == PT_OK && is_done(body);
+    done = rc == PT_OK && is_done(body, day_end);
     free(body);
     if (rc == PT_EBUSY)
         return MINUTE_MS; /* a run is on (asked for, or another lane's) */
@@ -420,6 +430,23 @@ static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t 
     pt_log_info("reconciliation %s %s: not done; tried again in %lld min", name, date,
                 (long long)(s->recon_backoff[i] / MINUTE_MS));
     return s->recon_backoff[i];
+}
+
+int64_t pt_sync_archive_daily(struct pt_sync *s, struct pt_store *st)
+{
+    int64_t wall;
+    if (!(pt_store_caps(st) & PT_STORE_CAP_DATADIR_FILE))
+        return DAY_MIN * MINUTE_MS;
+    if (pt__sync_wall_ms(s, &wall) != PT_OK)
+        return MINUTE_MS;
+    struct pt_archive_result res;
+    int rc = pt_archive_run(st, s->opt.cfg, pt__sync_now_ms(s), &res);
+    if (rc) {
+        pt_log_error("retention: the pass stopped: %s (%lld charges moved before)", pt_strerror(rc),
+                     (long long)res.moved);
+        return 60 * MINUTE_MS;
+    }
+    return DAY_MIN * MINUTE_MS;
 }
 
 int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t mono)

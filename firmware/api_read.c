@@ -3,6 +3,7 @@
  * status, health, metrics.
  */
 #include "api_impl.h"
+#include "archive.h"
 #include "recon_run.h"
 
 /* ---- read-only handlers ------------------------------------------------------------ */
@@ -20,6 +21,10 @@ api_outcome pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, 
         return pt__api_send_json_text(conn, rq, 200, pt_charge_json_text(&c));
     struct pt_store *st = pt_pool_get(api->pool);
     int rc = st ? pt_store_charge_get(st, order_id, &c) : PT_EIO;
+    /* Moved to its month's archive by retention (SPEC 19): read there. */
+    if (rc == PT_ENOTFOUND &&
+        (rc = pt_archive_charge_get(st, api->opt.cfg->data_dir, order_id, &c)) == PT_EUNSUPPORTED)
+        rc = PT_ENOTFOUND;
     pt_pool_put(api->pool, st);
     if (where == PT_LOCAL_SHADOW && (rc == PT_ENOTFOUND || rc == PT_EIO) &&
         pt_intake_local_charge(&api->opt.intake, order_id, &c) != PT_LOCAL_NONE)
@@ -98,6 +103,9 @@ api_outcome pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, 
     struct pt_store *st = pt_pool_get(api->pool);
     struct pt_refund r;
     int rc = st ? pt_store_refund_get(st, refund_id, &r) : PT_EIO;
+    if (rc == PT_ENOTFOUND &&
+        (rc = pt_archive_refund_get(st, api->opt.cfg->data_dir, refund_id, &r)) == PT_EUNSUPPORTED)
+        rc = PT_ENOTFOUND;
     pt_pool_put(api->pool, st);
     if (rc == PT_ENOTFOUND) {
         char msg[128];

@@ -223,6 +223,16 @@ int pt_cmd_reconcile(int argc, char **argv)
         free(text);
         return PT_EXIT_FAIL;
     }
+    if ((pt_store_caps(st) & PT_STORE_CAP_DATADIR_FILE) &&
+        pt_recon_date_archived(gateway, date, pt_cli_now(st), cfg.retention_days)) {
+        pt_cli_error(CMD,
+                     "--date %s: older than retention_days (%lld) allows, the day before it "
+                     "too: its records may have moved to the archive (SPEC 19)",
+                     date, (long long)cfg.retention_days);
+        free(text);
+        pt_store_close(st);
+        return PT_EXIT_USAGE;
+    }
     struct pt_recon_rows b = {0};
     char err[256];
     int rc = gw->parse_bill(text, len, date, &b, err, sizeof err);

@@ -606,10 +606,25 @@ static int load_store(struct ctx *c, const cJSON *v, struct pt_config *cfg)
 
 static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 {
-    static const char *const known[] = {
-        "data_dir",     "listen", "notify_listen", "api_token_file", "log_level", "storage",
-        "idempotency",  "limits", "offline",       "sync",           "tls",       "gateways",
-        "cors_origins", "store",  "log",           "qr_timeout_s",   "reconcile", NULL};
+    static const char *const known[] = {"data_dir",
+                                        "listen",
+                                        "notify_listen",
+                                        "api_token_file",
+                                        "log_level",
+                                        "storage",
+                                        "idempotency",
+                                        "limits",
+                                        "offline",
+                                        "sync",
+                                        "tls",
+                                        "gateways",
+                                        "cors_origins",
+                                        "store",
+                                        "log",
+                                        "qr_timeout_s",
+                                        "reconcile",
+                                        "retention_days",
+                                        NULL};
     int rc;
     if (!cJSON_IsObject(root))
         return fail(c, "(top level)", "the file must hold one JSON object");
@@ -634,6 +649,9 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
      * after the order; Alipay's timeout_express starts at 1m), a day at
      * most. */
     if ((rc = get_int(c, root, "", "qr_timeout_s", &cfg->qr_timeout_s, 60, 86400)))
+        return rc;
+    /* A day at least (tests), a century at most. */
+    if ((rc = get_int(c, root, "", "retention_days", &cfg->retention_days, 1, 36500)))
         return rc;
 
     const cJSON *v;

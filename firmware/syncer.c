@@ -136,8 +136,9 @@ static void *run(void *p)
     int64_t next = 0; /* monotonic ms of the next pass; 0 = only when woken */
     int64_t next_probe = 0;
     int64_t next_wipe = 0;
-    int64_t next_keys = 0;  /* peer certificates: at start, then every 12 h */
-    int64_t next_recon = 0; /* the daily reconciliation (SPEC 19): when to look */
+    int64_t next_keys = 0;    /* peer certificates: at start, then every 12 h */
+    int64_t next_recon = 0;   /* the daily reconciliation (SPEC 19): when to look */
+    int64_t next_archive = 0; /* retention (SPEC 19): the next pass */
     /* Every gateway, once per probe_idle_s (not at start: the first charge
      * tries an untried gateway itself). */
     int64_t next_idle_probe = pt_host_mono_ms() + y->cfg->sync_probe_idle_s * 1000;
@@ -226,6 +227,11 @@ static void *run(void *p)
         if (pt_host_mono_ms() >= next_recon) {
             next_recon =
                 pt_host_mono_ms() + pt_sync_reconcile_daily(y->sync, y->st, pt_host_mono_ms());
+            step(y);
+        }
+        /* Then what is old, closed and reconciled leaves the live database. */
+        if (pt_host_mono_ms() >= next_archive) {
+            next_archive = pt_host_mono_ms() + pt_sync_archive_daily(y->sync, y->st);
             step(y);
         }
 #if PT_HAVE_MALLOC_TRIM

@@ -100,21 +100,6 @@ static int marker(const char *p, size_t n, int end)
                : contains(p, n, GBK_LIST) && !contains(p, n, GBK_LIST_END);
 }
 
-/* The next line: [*line, +*n) without its \n or \r\n. */
-static int next_line(const char **p, const char *end, const char **line, size_t *n)
-{
-    if (*p >= end)
-        return 0;
-    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-    const char *stop = nl ? nl : end;
-    *line = *p;
-    *n = (size_t)(stop - *p);
-    if (*n && (*line)[*n - 1] == '\r')
-        (*n)--;
-    *p = nl ? nl + 1 : end;
-    return 1;
-}
-
 /* The end of the quoted value at p (after its closing quote), or NULL
  * when it is not closed on the line. */
 static const char *quoted_end(const char *p, const char *end)
@@ -320,7 +305,7 @@ int pt_alipaybill_parse(const char *text, size_t len, const char *date, int day,
     const char *p = text, *end = text + len, *line;
     enum { TITLE, HEAD, COLUMNS, ROWS, FOOT } at = TITLE;
     int trades_total = 0, refunds_total = 0, rc = PT_OK;
-    while (rc == PT_OK && next_line(&p, end, &line, &n)) {
+    while (rc == PT_OK && pt_recon_next_line(&p, end, &line, &n)) {
         lineno++;
         if (at == TITLE) {
             rc = n == strlen(GBK_TITLE) && starts(line, n, GBK_TITLE)

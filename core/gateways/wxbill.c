@@ -110,21 +110,6 @@ static int yuan(const char *s, int64_t *fen)
     return pt_money_from_decimal(s, strlen(s), "CNY", fen) == PT_OK;
 }
 
-/* The next line of the text: [*p, *eol) without its \n or \r\n. */
-static int next_line(const char **p, const char *end, const char **line, size_t *n)
-{
-    if (*p >= end)
-        return 0;
-    const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-    const char *stop = nl ? nl : end;
-    *line = *p;
-    *n = (size_t)(stop - *p);
-    if (*n && (*line)[*n - 1] == '\r')
-        (*n)--;
-    *p = nl ? nl + 1 : end;
-    return 1;
-}
-
 struct parse {
     int col[C__COUNT]; /* header index, -1 absent */
     int ncols;
@@ -286,7 +271,7 @@ int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct 
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) /* a BOM some downloads begin with */
         p += 3;
     int rc = PT_EPARSE;
-    if (!next_line(&p, end, &line, &n)) {
+    if (!pt_recon_next_line(&p, end, &line, &n)) {
         rc = fail(err, errlen, 1, "empty: no header");
         goto out;
     }
@@ -294,7 +279,7 @@ int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct 
     if ((rc = header(&ps, line, n, lineno, err, errlen)))
         goto out;
     for (;;) {
-        if (!next_line(&p, end, &line, &n)) {
+        if (!pt_recon_next_line(&p, end, &line, &n)) {
             rc = fail(err, errlen, lineno + 1, "ends before the summary (%s...): cut short",
                       SUMMARY_FIRST);
             goto out;
@@ -309,7 +294,7 @@ int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct 
         if (field_is(&f[0], SUMMARY_FIRST)) {
             const char *vline;
             size_t vn;
-            if (!next_line(&p, end, &vline, &vn)) {
+            if (!pt_recon_next_line(&p, end, &vline, &vn)) {
                 rc = fail(err, errlen, lineno + 1, "the summary has no values: cut short");
                 goto out;
             }
@@ -322,7 +307,7 @@ int pt_wxbill_parse(const char *text, size_t len, const char *bill_date, struct 
             goto out;
     }
     /* After the summary: nothing but an empty last line. */
-    while (next_line(&p, end, &line, &n)) {
+    while (pt_recon_next_line(&p, end, &line, &n)) {
         lineno++;
         if (n) {
             rc = fail(err, errlen, lineno, "text after the summary");

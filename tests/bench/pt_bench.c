@@ -13,6 +13,7 @@
  * Prints a table; writes one JSON object per benchmark to FILE:
  *   {"name","unit","p50","p99","rate","floor","ratio_to_floor"}
  */
+#include "archive.h"
 #include "charges.h"
 #include "err.h"
 #include "gateways/wxbill.h"
@@ -2516,6 +2517,28 @@ static double scan_us(const char *path)
     return t;
 }
 
+/* Bytes of the database's pages in use (its file less its free pages). */
+static int64_t used_bytes(const char *path)
+{
+    sqlite3 *db;
+    int64_t v[3] = {0, 0, 0};
+    static const char *const q[3] = {"PRAGMA page_count", "PRAGMA freelist_count",
+                                     "PRAGMA page_size"};
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        fprintf(stderr, "pt_bench: %s: %s\n", path, sqlite3_errmsg(db));
+        exit(1);
+    }
+    for (int i = 0; i < 3; i++) {
+        sqlite3_stmt *s;
+        if (sqlite3_prepare_v2(db, q[i], -1, &s, NULL) == SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW)
+            v[i] = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+    }
+    sqlite3_close(db);
+    return (v[0] - v[1]) * v[2];
+}
+
 static void bench_day(const char *dir)
 {
     char path[PATH_MAX + 64], err[256];
@@ -2572,14 +2595,14 @@ static void bench_day(const char *dir)
     char note[400];
     snprintf(note, sizeof note,
              "a %d-trade WeChat bill matched against %d local SUCCESS charges (parse, local "
-             "records by their audit rows, compare, run stored): trades/s, floor = parsing the "
+             "records of three days read, compare, run stored): trades/s, floor = parsing the "
              "bill alone, same run; ratio = run rate / parse rate; budget >= 0.33",
              n, n);
     add_result("reconcile_100k", "trades/s", tr / 1e3, pct(run, nr, 0.99) / 1e3, n / (tr / 1e6),
                n / (tp / 1e6), tp / tr, note);
 
-    /* z_report_100k: the close (every final row stamped, totals, the chain,
-     * one commit) against one scan of the rows it adds up. */
+    /* z_report_100k: the close (the open report's totals, what is open, the
+     * chain, one commit) against one scan of the rows it adds up. */
     double scans[3];
     scans[0] = scan_us(path);
     scans[1] = scan_us(path);
@@ -2596,11 +2619,44 @@ static void bench_day(const char *dir)
     scans[2] = scan_us(path);
     double ts = pct(scans, 3, 0.5);
     snprintf(note, sizeof note,
-             "the day's close over %d final charges (each stamped, totals, hash chain, one "
+             "the day's close over %d final charges (totals, what is open, hash chain, one "
              "durable commit) in ms; floor = one scan of those charges' totals by state, same "
              "run; ratio = close / scan; budget <= 2",
              n);
     add_result("z_report_100k", "ms", tz / 1e3, tz / 1e3, 0, ts / 1e3, tz / ts, note);
+
+    /* retention_100k: the day, closed and reconciled above, 401 days on:
+     * the live database's pages in use before and after the pass. */
+    pt_store_checkpoint_truncate(st);
+    int64_t live_before = used_bytes(path);
+    snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", dir);
+    struct pt_archive_result ar;
+    t = now_us();
+    int rc = pt_archive_run(st, &cfg, DAY_CN + 401 * 86400000LL, &ar);
+    double tr_us = now_us() - t;
+    if (rc || ar.moved != n - 1) /* the newest stays (archive.h) */
+        fprintf(stderr, "pt_bench: retention moved %lld of %d: %s\n", (long long)ar.moved, n,
+                pt_strerror(rc)),
+            exit(1);
+    pt_store_checkpoint_truncate(st);
+    int64_t live_after = used_bytes(path);
+    char arch[PATH_MAX + 64];
+    snprintf(arch, sizeof arch, "%s/archive/2026-12.db", dir);
+    struct stat ab;
+    int64_t arch_bytes = stat(arch, &ab) == 0 ? (int64_t)ab.st_size : -1;
+    snprintf(note, sizeof note,
+             "the live database's pages in use (bytes) after retention moved %lld of the day's "
+             "%d closed, reconciled charges (%.1f s, %.0f charges/s; archive file %lld bytes); "
+             "floor = before; ratio = after / before",
+             (long long)ar.moved, n, tr_us / 1e6, ar.moved / (tr_us / 1e6), (long long)arch_bytes);
+    add_result("retention_100k", "bytes", (double)live_after, (double)live_after,
+               ar.moved / (tr_us / 1e6), (double)live_before,
+               (double)live_after / (double)live_before, note);
+    snprintf(arch, sizeof arch, "%s/archive", dir);
+    char rm[PATH_MAX + 80];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", arch);
+    if (system(rm) != 0)
+        fprintf(stderr, "pt_bench: could not remove %s\n", arch);
     free(text);
     pt_store_close(st);
     unlink(path);

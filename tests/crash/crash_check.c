@@ -234,11 +234,26 @@ static void check_day_close(void)
          "IS NOT coalesce((SELECT p.hash FROM z_reports p WHERE p.z = r.z - 1), "
          "'0000000000000000000000000000000000000000000000000000000000000000')",
          violation, "Z report out of its chain");
-    each("SELECT 'charge', order_id, z FROM charges WHERE z IS NOT NULL AND (z NOT IN (SELECT z "
-         "FROM z_reports) OR state NOT IN ('SUCCESS', 'FAILED', 'CANCELED')) UNION ALL SELECT "
-         "'refund', refund_id, z FROM refunds WHERE z IS NOT NULL AND (z NOT IN (SELECT z FROM "
-         "z_reports) OR state NOT IN ('SUCCESS', 'FAILED'))",
-         violation, "row in a Z report that is not there, or not final");
+    /* A final row is in a closed report or in the open one (one after the
+     * last), and only a final row is in any (sql/015). */
+    each("SELECT 'charge', order_id, z FROM charges WHERE (z IS NOT NULL AND (z NOT IN (SELECT z "
+         "FROM z_reports) AND z <> (SELECT coalesce(max(z), 0) + 1 FROM z_reports) OR state NOT "
+         "IN ('SUCCESS', 'FAILED', 'CANCELED'))) OR (z IS NULL AND state IN ('SUCCESS', "
+         "'FAILED', 'CANCELED')) UNION ALL SELECT 'refund', refund_id, z FROM refunds WHERE (z "
+         "IS NOT NULL AND (z NOT IN (SELECT z FROM z_reports) AND z <> (SELECT coalesce(max(z), "
+         "0) + 1 FROM z_reports) OR state NOT IN ('SUCCESS', 'FAILED'))) OR (z IS NULL AND "
+         "state IN ('SUCCESS', 'FAILED'))",
+         violation, "row in a Z report that is not there, not final, or final in none");
+    each("SELECT 'charge', order_id FROM charges WHERE state IN ('SUCCESS', 'FAILED', "
+         "'CANCELED') AND final_at IS NOT (SELECT min(e.created_at) FROM charge_events e WHERE "
+         "e.charge_id = charges.id AND e.refund_id IS NULL AND e.to_state = charges.state AND "
+         "e.refused = 0 AND (e.from_state IS NULL OR e.from_state NOT IN ('SUCCESS', 'FAILED', "
+         "'CANCELED'))) UNION ALL SELECT 'refund', refund_id FROM refunds WHERE state IN "
+         "('SUCCESS', 'FAILED') AND final_at IS NOT (SELECT min(e.created_at) FROM charge_events "
+         "e WHERE e.charge_id = refunds.charge_id AND e.refund_id = refunds.refund_id AND "
+         "e.to_state = refunds.state AND e.refused = 0 AND (e.from_state IS NULL OR "
+         "e.from_state NOT IN ('SUCCESS', 'FAILED')))",
+         violation, "final row whose final_at is not its audit trail's");
     each("SELECT r.z, (SELECT coalesce(sum(t.value), 0) FROM json_tree(r.body, '$.totals') t "
          "WHERE t.key = 'charges') AS said, (SELECT count(*) FROM charges c WHERE c.z = r.z AND "
          "c.state = 'SUCCESS') AS rows, (SELECT coalesce(sum(t.value), 0) FROM "

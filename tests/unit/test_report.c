@@ -244,6 +244,87 @@ static void test_each_final_row_in_one_report(void **state)
 }
 
 /* The canonical JSON (RFC 8785) of a report: keys in order, no spaces. */
+/* open.<name> of a report's text. */
+static long long open_of(const char *json, const char *name)
+{
+    cJSON *o = cJSON_Parse(json);
+    assert_non_null(o);
+    const cJSON *v =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "open"), name);
+    assert_true(cJSON_IsNumber(v));
+    long long r = (long long)v->valuedouble;
+    cJSON_Delete(o);
+    return r;
+}
+
+/* What a close finds open, charges and refunds together, wherever the rows
+ * not final are among the final ones (SQLite reads them from the tables'
+ * floors, not by a scan). */
+static void test_close_counts_what_is_open(void **state)
+{
+    (void)state;
+    struct pt_store *st = open_store();
+    int64_t f1 = new_charge(st, "F1", "stripe", "card_on_file", 100, "USD");
+    int64_t q1 = new_charge(st, "Q1", "stripe", "card_on_file", 200, "USD");
+    int64_t p1 = new_charge(st, "P1", "stripe", "card_on_file", 300, "USD");
+    int64_t u1 = new_charge(st, "U1", "stripe", "card_on_file", 400, "USD");
+    int64_t f2 = new_charge(st, "F2", "stripe", "card_on_file", 500, "USD");
+    move_charge(st, f1, PT_STATE_INIT, PT_STATE_SUCCESS);
+    move_charge(st, p1, PT_STATE_INIT, PT_STATE_PROCESSING);
+    move_charge(st, u1, PT_STATE_INIT, PT_STATE_UNKNOWN);
+    move_charge(st, f2, PT_STATE_INIT, PT_STATE_SUCCESS);
+    assert_int_equal(pt_store_charge_set_review(st, f2, 1, "operator", 1500), PT_OK);
+    struct pt_refund r;
+    memset(&r, 0, sizeof r);
+    r.charge_id = f1;
+    snprintf(r.refund_id, sizeof r.refund_id, "F1-r1");
+    r.amount = 50;
+    r.state = PT_STATE_INIT;
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_refund_insert(st, &r, 3000), PT_OK);
+    assert_int_equal(
+        pt_store_refund_transition(st, r.id, 1u << PT_STATE_INIT, PT_STATE_UNKNOWN, &p, 3000),
+        PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+
+    int64_t z = 0;
+    char *r1 = close_day(st, 5000, &z);
+    assert_int_equal(open_of(r1, "queued"), 2); /* Q1 INIT, P1 PROCESSING */
+    assert_int_equal(open_of(r1, "pending"), 0);
+    assert_int_equal(open_of(r1, "unknown"), 2); /* U1 and F1-r1 */
+    assert_int_equal(open_of(r1, "review"), 1);  /* F2 */
+    assert_int_equal(line_of(r1, "stripe", "card_on_file", "USD", "charges"), 2);
+    free(r1);
+
+    /* The first of them ends: the others are still found. */
+    move_charge(st, q1, PT_STATE_INIT, PT_STATE_FAILED);
+    move_charge(st, u1, PT_STATE_UNKNOWN, PT_STATE_PENDING);
+    char *r2 = close_day(st, 6000, &z);
+    assert_int_equal(open_of(r2, "queued"), 1);
+    assert_int_equal(open_of(r2, "pending"), 1);
+    assert_int_equal(open_of(r2, "unknown"), 1);
+    assert_int_equal(line_of(r2, "stripe", "card_on_file", "USD", "charges"),
+                     -1); /* Q1 failed: moved nothing */
+    free(r2);
+
+    move_charge(st, p1, PT_STATE_PROCESSING, PT_STATE_SUCCESS);
+    move_charge(st, u1, PT_STATE_PENDING, PT_STATE_SUCCESS);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(
+        pt_store_refund_transition(st, r.id, 1u << PT_STATE_UNKNOWN, PT_STATE_SUCCESS, &p, 7000),
+        PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    char *r3 = close_day(st, 8000, &z);
+    assert_int_equal(z, 3);
+    assert_int_equal(open_of(r3, "queued") + open_of(r3, "pending") + open_of(r3, "unknown"), 0);
+    assert_int_equal(open_of(r3, "review"), 1);
+    assert_int_equal(line_of(r3, "stripe", "card_on_file", "USD", "charges"), 2);
+    assert_int_equal(line_of(r3, "stripe", "card_on_file", "USD", "refunded"), 50);
+    free(r3);
+    pt_store_close(st);
+}
+
 static void test_report_is_canonical(void **state)
 {
     (void)state;
@@ -453,6 +534,7 @@ static void test_same_key_two_lanes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_close_counts_what_is_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_each_final_row_in_one_report, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_is_canonical, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_racing_payments, setup, teardown),

@@ -433,6 +433,78 @@ static void test_refund_pages_migration(void **state)
     assert_string_equal(v, "0");
 }
 
+/* Migration 15 gives the rows already final their report - the open one,
+ * one after the last closed - and the time they became SUCCESS, from their
+ * audit trail; a row not final gets neither, and a row in a closed report
+ * keeps it.  From then on a row takes both as it becomes final. */
+static void test_at_final_migration(void **state)
+{
+    (void)state;
+    pt_test_sqlite_only("sql/ migrations (PostgreSQL's are sql/pg/)");
+    char path[300], err[512], v[256];
+    db_path(path, sizeof path, "atfinal14.db");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    migrate_by_hand(db, 14);
+    const char *h64 = "'0000000000000000000000000000000000000000000000000000000000000001'";
+    char sql[4096];
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO charges (order_id, gateway, method, amount, currency, state, offline_mode,"
+        " created_at, updated_at) VALUES"
+        " ('F-1', 'stripe', 'card_on_file', 5000, 'USD', 'SUCCESS', 'prefer_online', 1, 9000),"
+        " ('F-2', 'stripe', 'card_on_file', 700, 'USD', 'FAILED', 'prefer_online', 1, 1),"
+        " ('F-3', 'stripe', 'card_on_file', 900, 'USD', 'PENDING', 'prefer_online', 1, 1),"
+        " ('F-4', 'stripe', 'card_on_file', 300, 'USD', 'SUCCESS', 'prefer_online', 1, 1);"
+        "INSERT INTO charge_events (id, charge_id, seq, from_state, to_state, cause, actor,"
+        " refused, created_at, refund_id) VALUES"
+        " (4294967297, 1, 1, NULL, 'INIT', 'created', 'api', 0, 1000, NULL),"
+        " (4294967298, 1, 2, 'INIT', 'SUCCESS', 'gateway', 'sync', 0, 5000, NULL),"
+        " (4294967299, 1, 3, 'SUCCESS', 'SUCCESS', 'review_raised', 'op', 0, 9000, NULL),"
+        " (4294967300, 1, 4, 'PROCESSING', 'SUCCESS', 'gateway', 'sync', 0, 6000, 'RF-1');"
+        "INSERT INTO refunds (refund_id, charge_id, amount, state, offline_mode,"
+        " next_attempt_at, created_at, updated_at) VALUES"
+        " ('RF-1', 1, 1000, 'INIT', 'prefer_online', 0, 2, 2);"
+        "UPDATE refunds SET state = 'SUCCESS' WHERE id = 1;"
+        "INSERT INTO z_reports (z, lane, from_at, to_at, hash, body, created_at) VALUES"
+        " (1, 'lane-1', 0, 100, %s, '{}', 100);"
+        "UPDATE charges SET z = 1 WHERE order_id = 'F-4';",
+        h64);
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("version 14: %s", msg);
+    sqlite3_close(db);
+
+    struct pt_store *st;
+    struct pt_store_options o = {.path = path};
+    assert_int_equal(pt_test_store_open(&o, &st, err, sizeof err), PT_OK);
+    raw_query(path,
+              "SELECT group_concat(order_id || ':' || coalesce(z, '-') || ':'"
+              " || coalesce(final_at, '-'), ' ') FROM (SELECT * FROM charges ORDER BY id)",
+              v, sizeof v);
+    assert_string_equal(v, "F-1:2:5000 F-2:2:- F-3:-:- F-4:1:-");
+    raw_query(path, "SELECT z || ':' || final_at FROM refunds", v, sizeof v);
+    assert_string_equal(v, "2:6000");
+
+    /* A row becoming final now takes the open report and its audit time. */
+    struct pt_charge c;
+    assert_int_equal(pt_store_charge_get(st, "F-3", &c), PT_OK);
+    struct pt_charge_patch p = PT_CHARGE_PATCH_NONE;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(
+        pt_store_charge_transition(st, c.id, 1u << PT_STATE_PENDING, PT_STATE_SUCCESS, &p, 7000),
+        PT_OK);
+    assert_int_equal(
+        pt_store_audit(st, c.id, "PENDING", "SUCCESS", "gateway", "sync", 0, NULL, 7000), PT_OK);
+    assert_int_equal(
+        pt_store_audit(st, c.id, "SUCCESS", "SUCCESS", "review_raised", "op", 0, NULL, 7500),
+        PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    raw_query(path, "SELECT z || ':' || final_at FROM charges WHERE order_id = 'F-3'", v, sizeof v);
+    assert_string_equal(v, "2:7000");
+    pt_store_close(st);
+}
+
 /* At a daemon's start nothing is on its way: every PROCESSING charge and
  * refund becomes due now, however long its run's window was; nothing else
  * moves. */
@@ -1786,6 +1858,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refund_migration_keeps_the_feed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_audit_migration_keeps_the_trail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refund_pages_migration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_at_final_migration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sends_interrupted_due_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_new_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_database, setup, teardown),
