@@ -140,59 +140,108 @@ int pt__sq_archive_candidates(struct pt_store *st, int64_t before, const char *b
     return rc;
 }
 
-/* Copies one charge's rows of one table from `from` into `to`. */
-static int copy_table(sqlite3 *from, sqlite3 *to, int t, int64_t id)
+/* The statements a batch runs on one connection, prepared once: each
+ * table's rows of a charge (select and delete), its mark, the ids it
+ * leaves behind. */
+struct stmts {
+    sqlite3 *db;
+    sqlite3_stmt *sel[NROWS], *del[NROWS], *ins[NROWS], *mark, *ids;
+};
+
+static void stmts_free(struct stmts *x)
 {
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE %s", ROWS[t].table, ROWS[t].where);
-    sqlite3_stmt *sel, *ins = NULL;
-    int rc = prepare(from, sql, &sel);
+    for (int t = 0; t < NROWS; t++) {
+        sqlite3_finalize(x->sel[t]);
+        sqlite3_finalize(x->del[t]);
+        sqlite3_finalize(x->ins[t]);
+    }
+    sqlite3_finalize(x->mark);
+    sqlite3_finalize(x->ids);
+    memset(x, 0, sizeof *x);
+}
+
+static int stmts_prepare(struct stmts *x, sqlite3 *db, int sel, int ids)
+{
+    memset(x, 0, sizeof *x);
+    x->db = db;
+    int rc = prepare(db, MARK, &x->mark);
+    for (int t = 0; t < NROWS && rc == PT_OK; t++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE %s", ROWS[t].table, ROWS[t].where);
+        rc = prepare(db, sql, &x->del[t]);
+        if (rc == PT_OK && sel) {
+            snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE %s", ROWS[t].table, ROWS[t].where);
+            rc = prepare(db, sql, &x->sel[t]);
+        }
+    }
+    if (rc == PT_OK && ids)
+        rc = prepare(db,
+                     "INSERT INTO archived (kind, ext_id, month) SELECT 'charge', order_id, ?2"
+                     " FROM charges WHERE id = ?1 UNION ALL SELECT 'refund', refund_id, ?2"
+                     " FROM refunds WHERE charge_id = ?1",
+                     &x->ids);
     if (rc)
-        return rc;
+        stmts_free(x);
+    return rc;
+}
+
+/* One step of a statement that returns no row, then reset. */
+static int run_id(sqlite3 *db, sqlite3_stmt *s, int64_t id)
+{
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? PT_OK : xlate(db);
+    sqlite3_reset(s);
+    return rc;
+}
+
+/* Copies one charge's rows of table t from the live database (x->sel) into
+ * the archive (to->ins, prepared at the first row: as many columns). */
+static int copy_table(struct stmts *from, struct stmts *to, int t, int64_t id)
+{
+    sqlite3_stmt *sel = from->sel[t];
+    int rc;
     sqlite3_bind_int64(sel, 1, id);
     while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
         int nc = sqlite3_column_count(sel);
-        if (!ins) {
+        if (!to->ins[t]) {
+            char sql[512];
             size_t k = (size_t)snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (", ROWS[t].table);
             for (int i = 0; i < nc && k < sizeof sql; i++)
                 k += (size_t)snprintf(sql + k, sizeof sql - k, i ? ",?" : "?");
-            if (k + 2 >= sizeof sql || (rc = prepare(to, strcat(sql, ")"), &ins)))
+            if (k + 2 >= sizeof sql) {
+                rc = PT_ERANGE;
+                break;
+            }
+            memcpy(sql + k, ")", 2);
+            if ((rc = prepare(to->db, sql, &to->ins[t])))
                 break;
         }
+        sqlite3_stmt *ins = to->ins[t];
         for (int i = 0; i < nc; i++)
             sqlite3_bind_value(ins, i + 1, sqlite3_column_value(sel, i));
-        if (sqlite3_step(ins) != SQLITE_DONE) {
-            pt_log_error("store: archive: copying %s: %s", ROWS[t].table, sqlite3_errmsg(to));
-            rc = xlate(to);
+        rc = sqlite3_step(ins);
+        sqlite3_reset(ins);
+        if (rc != SQLITE_DONE) {
+            pt_log_error("store: archive: copying %s: %s", ROWS[t].table, sqlite3_errmsg(to->db));
+            rc = xlate(to->db);
             break;
         }
-        sqlite3_reset(ins);
     }
     if (rc == SQLITE_DONE)
         rc = PT_OK;
     else if (rc == SQLITE_ROW || rc > 0)
-        rc = xlate(from);
-    sqlite3_finalize(sel);
-    sqlite3_finalize(ins);
+        rc = xlate(from->db);
+    sqlite3_reset(sel);
     return rc;
 }
 
-/* Removes one charge's rows from db, in the copy's reverse order: the
- * events first (a refund's are found through its refund row), the charge
- * last. */
-static int remove_rows(sqlite3 *db, int64_t id)
+/* Removes one charge's rows, in the copy's reverse order: the events first
+ * (a refund's are found through its refund row), the charge last. */
+static int remove_rows(struct stmts *x, int64_t id)
 {
     int rc = PT_OK;
-    for (int t = NROWS - 1; t >= 0 && rc == PT_OK; t--) {
-        char sql[512];
-        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE %s", ROWS[t].table, ROWS[t].where);
-        sqlite3_stmt *s;
-        if ((rc = prepare(db, sql, &s)))
-            break;
-        sqlite3_bind_int64(s, 1, id);
-        rc = sqlite3_step(s) == SQLITE_DONE ? PT_OK : xlate(db);
-        sqlite3_finalize(s);
-    }
+    for (int t = NROWS - 1; t >= 0 && rc == PT_OK; t--)
+        rc = run_id(x->db, x->del[t], id);
     return rc;
 }
 
@@ -212,6 +261,43 @@ static int archive_ready(const char *path)
     return PT_OK;
 }
 
+/* A connection of its own to a database file (the VFS of `like`'s, so that
+ * it meets the daemon's connections at the same locks): no foreign keys
+ * (an archive holds copies; the live removal deletes children first, and
+ * their checks would scan the audit trail and the feed, which have no
+ * index on charge_id, once per row), triggers as `triggers` says. */
+static int open_own(const char *path, sqlite3 *like, int triggers, int busy_ms, sqlite3 **db)
+{
+    sqlite3_vfs *vfs = NULL;
+    if (like)
+        sqlite3_file_control(like, "main", SQLITE_FCNTL_VFS_POINTER, &vfs);
+    *db = NULL;
+    if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        vfs ? vfs->zName : NULL) != SQLITE_OK) {
+        pt_log_error("store: archive: %s: %s", path, *db ? sqlite3_errmsg(*db) : "out of memory");
+        sqlite3_close(*db);
+        *db = NULL;
+        return PT_EIO;
+    }
+    sqlite3_busy_timeout(*db, busy_ms);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_TRIGGER, triggers, (int *)NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_FKEY, 0, (int *)NULL);
+    int rc = exec(*db, "PRAGMA synchronous = FULL");
+    if (rc) {
+        sqlite3_close(*db);
+        *db = NULL;
+    }
+    return rc;
+}
+
+static void end(sqlite3 *db, int *rc)
+{
+    if (*rc == PT_OK)
+        *rc = exec(db, "COMMIT");
+    if (*rc)
+        (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+}
+
 int pt__sq_archive_copy(struct pt_store *st, const char *path, const struct pt_archive_item *items,
                         int n, int *copied)
 {
@@ -219,36 +305,34 @@ int pt__sq_archive_copy(struct pt_store *st, const char *path, const struct pt_a
     int rc = archive_ready(path);
     if (rc)
         return rc;
-    sqlite3 *db = NULL, *live = st->c->db;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
-        SQLITE_OK) {
-        pt_log_error("store: archive %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close(db);
-        return PT_EIO;
+    sqlite3 *db;
+    if ((rc = open_own(path, NULL, 0, 5000, &db)))
+        return rc;
+    struct stmts live, arch;
+    if ((rc = stmts_prepare(&live, st->c->db, 1, 0)))
+        goto out;
+    if ((rc = stmts_prepare(&arch, db, 0, 0))) {
+        stmts_free(&live);
+        goto out;
     }
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *)NULL);
-    sqlite3_stmt *mark = NULL;
-    if ((rc = exec(db, "PRAGMA synchronous = FULL; BEGIN IMMEDIATE")) == PT_OK)
-        rc = prepare(db, MARK, &mark);
+    rc = exec(db, "BEGIN IMMEDIATE");
     for (int i = 0; rc == PT_OK && i < n; i++) {
         char have[sizeof items[i].mark];
-        if ((rc = mark_of(db, mark, items[i].id, have, sizeof have)))
+        if ((rc = mark_of(db, arch.mark, items[i].id, have, sizeof have)))
             break;
         if (!strcmp(have, items[i].mark))
             continue; /* copied before, as it is */
-        if (have[0] && (rc = remove_rows(db, items[i].id)))
+        if (have[0] && (rc = remove_rows(&arch, items[i].id)))
             break; /* a copy of an older state: replaced */
         for (int t = 0; t < NROWS && rc == PT_OK; t++)
-            rc = copy_table(live, db, t, items[i].id);
+            rc = copy_table(&live, &arch, t, items[i].id);
         if (rc == PT_OK && copied)
             (*copied)++;
     }
-    sqlite3_finalize(mark);
-    if (rc == PT_OK)
-        rc = exec(db, "COMMIT");
-    if (rc)
-        (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    stmts_free(&live);
+    stmts_free(&arch);
+    end(db, &rc);
+out:
     if (sqlite3_close(db) != SQLITE_OK && rc == PT_OK)
         rc = PT_EIO;
     return rc;
@@ -258,38 +342,36 @@ int pt__sq_archive_forget(struct pt_store *st, const struct pt_archive_item *ite
                           int *moved)
 {
     *moved = 0;
-    int rc = pt__sq_begin(st);
+    assert(!pt__sq_in_txn(st));
+    /* Its own connection, meeting the daemon's writer at SQLite's lock as
+     * the CLI does: foreign keys cannot be turned off inside the writer's
+     * batch transaction (open_own says why they must be). */
+    sqlite3 *db;
+    int rc = open_own(st->path, st->c->db, 1, 30000, &db);
     if (rc)
         return rc;
-    sqlite3 *db = st->c->db;
-    sqlite3_stmt *mark = NULL, *ids = NULL;
-    if ((rc = prepare(db, MARK, &mark)) == PT_OK)
-        rc = prepare(db,
-                     "INSERT INTO archived (kind, ext_id, month) SELECT 'charge', order_id, ?2"
-                     " FROM charges WHERE id = ?1 UNION ALL SELECT 'refund', refund_id, ?2"
-                     " FROM refunds WHERE charge_id = ?1",
-                     &ids);
-    for (int i = 0; rc == PT_OK && i < n; i++) {
-        char have[sizeof items[i].mark];
-        if ((rc = mark_of(db, mark, items[i].id, have, sizeof have)))
-            break;
-        if (strcmp(have, items[i].mark) != 0)
-            continue; /* changed since it was read (and copied): the next pass */
-        sqlite3_bind_int64(ids, 1, items[i].id);
-        sqlite3_bind_text(ids, 2, items[i].month, -1, SQLITE_STATIC);
-        rc = sqlite3_step(ids) == SQLITE_DONE ? PT_OK : xlate(db);
-        sqlite3_reset(ids);
-        if (rc == PT_OK && (rc = remove_rows(db, items[i].id)) == PT_OK)
-            (*moved)++;
+    struct stmts x;
+    if ((rc = stmts_prepare(&x, db, 0, 1)) == PT_OK) {
+        rc = exec(db, "BEGIN IMMEDIATE");
+        for (int i = 0; rc == PT_OK && i < n; i++) {
+            char have[sizeof items[i].mark];
+            if ((rc = mark_of(db, x.mark, items[i].id, have, sizeof have)))
+                break;
+            if (strcmp(have, items[i].mark) != 0)
+                continue; /* changed since it was read (and copied): the next pass */
+            sqlite3_bind_text(x.ids, 2, items[i].month, -1, SQLITE_STATIC);
+            if ((rc = run_id(db, x.ids, items[i].id)) == PT_OK &&
+                (rc = remove_rows(&x, items[i].id)) == PT_OK)
+                (*moved)++;
+        }
+        stmts_free(&x);
+        end(db, &rc);
     }
-    sqlite3_finalize(mark);
-    sqlite3_finalize(ids);
-    if (rc) {
-        pt__sq_rollback(st);
+    if (rc)
         *moved = 0;
-        return rc;
-    }
-    return pt__sq_commit(st);
+    if (sqlite3_close(db) != SQLITE_OK && rc == PT_OK)
+        rc = PT_EIO;
+    return rc;
 }
 
 int pt__sq_archived_month(struct pt_store *st, const char *kind, const char *ext_id,
