@@ -156,6 +156,9 @@ struct pt_gw_config {
     char client_cert_file[512];
     char client_key_file[512];
     char client_ip[46];
+    /* WeChat: the daily bill through APIv2 downloadbill rather than APIv3
+     * tradebill (gateways.wechat.bill_api "v2"; SPEC 19). */
+    int bill_apiv2;
     /* The gateway's local time, minutes east of UTC, for the times it reads
      * without a zone (2C2P paymentExpiry). */
     int utc_offset_min;
@@ -273,6 +276,7 @@ struct pt_gw_settings {
     int ncurrencies;
     char settle_currency[4];
     char client_ip[46]; /* WeChat spbill_create_ip ("" = 127.0.0.1) */
+    char bill_api[8];   /* WeChat: "v3" (tradebill, "" = v3) or "v2" (downloadbill) */
     int utc_offset_min; /* minutes east of UTC (PT_GWK_UTC_OFFSET); the gateway's default */
     char files[PT_GW_FILES][PT_GW_PATH_MAX]; /* key and secret files, by the gateway's slots */
     /* A PT_GWK_KEYFILES key given as a list: its npeer_files entries are

@@ -1171,6 +1171,9 @@ static const struct pt_gw_key wechat_keys[] = {
     PT_GW_KEY("apiv2_key_file", PT_GWK_SECRET, files[WX_APIV2_KEY], 0),
     PT_GW_KEY("apiclient_cert_file", PT_GWK_FILE, files[WX_CLIENT_CERT], 0),
     PT_GW_KEY("spbill_create_ip", PT_GWK_TEXT, client_ip, 0),
+    /* The daily bill (SPEC 19): "v3" tradebill, or "v2" downloadbill for a
+     * merchant whose bills come through APIv2 (needs apiv2_key_file). */
+    PT_GW_KEY("bill_api", PT_GWK_TEXT, bill_api, 0),
     {.name = "barcode_timeout_s",
      .kind = PT_GWK_SECONDS,
      .offset = offsetof(struct pt_gw_settings, barcode_timeout_s),
@@ -1306,6 +1309,29 @@ static int check_merchant_cert(const struct pt_gw_settings *in, pt_gw_random_fn 
     return rc;
 }
 
+/* gateways.wechat.bill_api: which API the daily bill comes through. */
+static int load_bill_api(const struct pt_gw_settings *in, struct pt_gw_config *o, char *err,
+                         size_t errlen)
+{
+    if (!in->bill_api[0] || strcmp(in->bill_api, "v3") == 0)
+        return PT_OK;
+    if (strcmp(in->bill_api, "v2") != 0) {
+        snprintf(err, errlen,
+                 "gateways.wechat.bill_api: \"%s\" is neither \"v3\" (GET /v3/bill/tradebill) "
+                 "nor \"v2\" (POST /pay/downloadbill)",
+                 in->bill_api);
+        return PT_ECONFIG;
+    }
+    if (!o->apiv2_key_len) {
+        snprintf(err, errlen,
+                 "gateways.wechat.bill_api: \"v2\" signs downloadbill with the APIv2 key: "
+                 "gateways.wechat.apiv2_key_file is needed");
+        return PT_ECONFIG;
+    }
+    o->bill_apiv2 = 1;
+    return PT_OK;
+}
+
 static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, void *ctx,
                        struct pt_gw_config *o, char *err, size_t errlen)
 {
@@ -1333,6 +1359,8 @@ static int wechat_load(const struct pt_gw_settings *in, pt_gw_random_fn rnd, voi
                                 in->files[WX_PRIVATE_KEY], in->client_ip, rnd, ctx, o, err, errlen);
     if (rc == PT_OK && in->files[WX_CLIENT_CERT][0])
         rc = check_merchant_cert(in, rnd, ctx, o, err, errlen);
+    if (rc == PT_OK)
+        rc = load_bill_api(in, o, err, errlen);
     return rc;
 }
 

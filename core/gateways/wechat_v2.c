@@ -537,6 +537,38 @@ int pt__wechat_v2_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const 
     return v2_request(cfg, "/pay/micropay", f, n, 0, out);
 }
 
+/* bill_date of downloadbill: yyyyMMdd of an ISO date (YYYY-MM-DD). */
+static int bill_date_v2(const char *date, char out[9])
+{
+    if (!date || strlen(date) != 10 || date[4] != '-' || date[7] != '-')
+        return 0;
+    int k = 0;
+    for (int i = 0; i < 10; i++)
+        if (i != 4 && i != 7) {
+            if (date[i] < '0' || date[i] > '9')
+                return 0;
+            out[k++] = date[i];
+        }
+    out[k] = '\0';
+    return 1;
+}
+
+int pt__wechat_v2_bill_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                               const char *date, struct pt_http_request *out)
+{
+    memset(out, 0, sizeof *out);
+    char ymd[9];
+    if (!cfg->apiv2_key_len || !cfg->app_id[0] || !cfg->merchant_id[0] || !cfg->endpoint[0] ||
+        !env || !env->nonce || !*env->nonce || strlen(env->nonce) > WXV2_NONCE_MAX ||
+        !bill_date_v2(date, ymd))
+        return PT_EINVAL;
+    struct pt_wxv2_field f[7] = {
+        {"appid", cfg->app_id},       {"mch_id", cfg->merchant_id}, {"nonce_str", env->nonce},
+        {"sign_type", "HMAC-SHA256"}, {"bill_date", ymd},           {"bill_type", "ALL"},
+    };
+    return v2_request(cfg, "/pay/downloadbill", f, 6, 0, out);
+}
+
 /* ---- parse ------------------------------------------------------------------- */
 
 static const char *const answer_fields[] = {

@@ -148,6 +148,16 @@ const char *pt_wechat_method_unavailable(const struct pt_gw_settings *in, const 
 int pt__wechat_v2_build(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                         const struct pt_gw_env *env, struct pt_http_request *out);
 
+/*
+ * POST {endpoint}/pay/downloadbill (下载对账单, SPEC 19): bill_date
+ * yyyyMMdd of date (YYYY-MM-DD), bill_type ALL, signed HMAC-SHA256 with the
+ * APIv2 key; no client certificate.  PT_OK, PT_EINVAL (no APIv2 key, a bad
+ * date or nonce).  The answer is the bill as text, or an unsigned XML error
+ * (pt_wxbill_v2_answer, wxbill.h).
+ */
+int pt__wechat_v2_bill_request(const struct pt_gw_config *cfg, const struct pt_gw_env *env,
+                               const char *date, struct pt_http_request *out);
+
 /* Classifies an APIv2 answer (conventions of pt_gateway.parse). */
 int pt__wechat_v2_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                         const struct pt_http_response *resp, struct pt_gw_result *out);

@@ -20,6 +20,7 @@
 #include "gateway.h"
 #include "gwcommon.h"
 #include "wechat.h"
+#include "wechat_v2.h"
 
 #include <cjson/cJSON.h>
 #include "money.h"
@@ -455,10 +456,72 @@ static int append_day(struct pt_recon_rows *out, const struct pt_recon_record *r
     return PT_OK;
 }
 
+int pt_wxbill_v2_answer(const struct pt_http_response *resp, char *why, size_t whylen)
+{
+    say(why, whylen, "%s", "");
+    const char *b = resp->body ? resp->body : "";
+    size_t i = 0;
+    while (i < resp->body_len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
+        i++;
+    int xml = i < resp->body_len && b[i] == '<'; /* a bill begins with its header or a BOM */
+    if (resp->status != 200 && !xml) {
+        say(why, whylen, "WeChat Pay's downloadbill answered HTTP %d", resp->status);
+        return PT_EPARSE;
+    }
+    if (!xml)
+        return PT_OK;
+    struct pt_wxv2_msg m = {0};
+    if (pt_wxv2_parse(b, resp->body_len, &m) != PT_OK) {
+        say(why, whylen, "WeChat Pay's downloadbill answered HTTP %d with XML that cannot be read",
+            resp->status);
+        return PT_EPARSE;
+    }
+    const char *code = pt_wxv2_get(&m, "return_code"), *msg = pt_wxv2_get(&m, "return_msg");
+    const char *ec = pt_wxv2_get(&m, "error_code");
+    /* 下载对账单's errors: "No Bill Exist" (no trade that day, spelled "NO
+     * Bill Exist" in places) and "Bill Creating" mean later. */
+    int later = msg && (!strcasecmp(msg, "No Bill Exist") || !strcasecmp(msg, "Bill Creating"));
+    say(why, whylen, "WeChat Pay's downloadbill answered %.16s: %.200s%s%.16s%s",
+        code ? code : "(no return_code)", msg ? msg : "(no return_msg)", ec ? " (error_code " : "",
+        ec ? ec : "", ec ? ")" : "");
+    pt_wxv2_msg_free(&m);
+    return later ? PT_EAGAIN : PT_EPARSE;
+}
+
+/* downloadbill: one signed POST, the bill in its answer. */
+static int fetch_bill_v2(const struct pt_gw_config *cfg, struct pt_gw_exchange *x, const char *date,
+                         int day, struct pt_recon_rows *rows, char *why, size_t whylen)
+{
+    struct pt_gw_env env;
+    char nonce[33];
+    struct pt_http_request req = {0};
+    struct pt_http_response resp = {0};
+    int rc = x->env(x->ctx, &env, nonce);
+    if (rc == PT_OK && (rc = pt__wechat_v2_bill_request(cfg, &env, date, &req)) != PT_OK)
+        say(why, whylen, "the downloadbill request cannot be signed (%s)", pt_strerror(rc));
+    if (rc == PT_OK) {
+        req.max_body = PT_WXBILL_DOWNLOAD_MAX;
+        rc = x->send(x->ctx, &req, &resp);
+    }
+    if (rc == PT_OK) {
+        struct pt_wxbill b = {0};
+        rc = pt_wxbill_v2_answer(&resp, why, whylen);
+        if (rc == PT_OK)
+            rc = pt_wxbill_parse(resp.body, resp.body_len, date, &b, why, whylen);
+        if (rc == PT_OK)
+            rc = append_day(rows, b.rows, b.n, day);
+        pt_wxbill_free(&b);
+        pt_http_response_free(&resp);
+    }
+    return rc;
+}
+
 int pt__wechat_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange *x,
                           const char *date, int day, struct pt_recon_rows *rows, char *why,
                           size_t whylen)
 {
+    if (cfg->bill_apiv2)
+        return fetch_bill_v2(cfg, x, date, day, rows, why, whylen);
     struct pt_gw_env env;
     char nonce[33], path[1025], sha1[41];
     struct pt_http_request req = {0};

@@ -67,9 +67,20 @@ int pt_wxbill_request(const struct pt_gw_config *cfg, const struct pt_gw_env *en
 int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
                      char *path, size_t pathlen, char sha1[41], char *why, size_t whylen);
 
+/*
+ * APIv2 downloadbill's answer (SPEC 19): PT_OK when the body is the bill
+ * (text; the caller parses it), PT_EAGAIN when WeChat Pay has none yet
+ * (return_msg "No Bill Exist", "Bill Creating"), PT_EPARSE for an HTTP
+ * error or another FAIL, why naming WeChat's return_msg and error_code.
+ * WeChat signs neither the bill nor the error: TLS to the configured
+ * endpoint is all that vouches for them.
+ */
+int pt_wxbill_v2_answer(const struct pt_http_response *resp, char *why, size_t whylen);
+
 struct pt_gw_exchange;
 struct pt_recon_rows;
-/* The adapter's fetch_bill (gateway.h): tradebill, its file, parsed. */
+/* The adapter's fetch_bill (gateway.h): tradebill, its file, parsed; or,
+ * with gateways.wechat.bill_api "v2", downloadbill parsed. */
 int pt__wechat_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange *x,
                           const char *date, int day, struct pt_recon_rows *rows, char *why,
                           size_t whylen);

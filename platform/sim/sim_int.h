@@ -322,6 +322,12 @@ extern const struct sim_gateway pt__sim_alipay, pt__sim_wechat, pt__sim_stripe, 
 /* ---- sim_wechat_v2.c: WeChat Pay APIv2 (payment code), part of "wechat" ---- */
 /* True for the APIv2 paths (/pay/..., /secapi/...). */
 int pt__sim_wechat_v2_path(const char *path);
+/* The trade bill of date (YYYY-MM-DD, China time) and bill_type (NULL =
+ * ALL) from the ledger, as sim_wechat.c serves it: *text malloc'd (lines
+ * end "\n").  PT_OK, PT_ENOTFOUND (no trade that day), PT_EAGAIN (not
+ * ready), PT_EPARSE (date or type), PT_ENOMEM.  Takes the lock. */
+int pt__sim_wechat_bill(struct pt_sim *s, const char *date, const char *type, char **text,
+                        size_t *len, int64_t *rows);
 /* Answers one APIv2 request (signed XML), like sim_gateway.handle. */
 void pt__sim_wechat_v2_handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs);
 /* The customer of a USERPAYING trade confirms (lk held): captured. */

@@ -971,6 +971,17 @@ static int make_bill(struct pt_sim *s, const char *date, const char *type, struc
     return rc;
 }
 
+int pt__sim_wechat_bill(struct pt_sim *s, const char *date, const char *type, char **text,
+                        size_t *len, int64_t *rows)
+{
+    struct bill b;
+    int rc = make_bill(s, date, type, &b);
+    *text = rc == PT_OK ? b.text : NULL;
+    *len = rc == PT_OK ? b.len : 0;
+    *rows = rc == PT_OK ? b.rows : 0;
+    return rc;
+}
+
 /* GET /v3/bill/tradebill and GET /v3/billdownload/file: the same query
  * (bill_date, bill_type), the first answers where and what hash, the second
  * the file - unsigned, as WeChat Pay serves it. */

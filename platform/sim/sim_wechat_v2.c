@@ -5,6 +5,11 @@
  *   POST /pay/orderquery        the trade by out_trade_no or transaction_id
  *   POST /secapi/pay/reverse    撤销: close an unpaid trade, or return the
  *                               money of a paid one (mutual TLS only)
+ *   POST /pay/downloadbill      下载对账单: the day's bill (SPEC 19), the
+ *                               trade bill of sim_wechat.c with "\r\n" line
+ *                               ends, as text; its errors unsigned XML
+ *                               ("No Bill Exist", "Bill Creating"), as
+ *                               WeChat Pay's are
  *
  * Served through the "wechat" gateway table (sim_wechat.c dispatches here):
  * the same merchant, the same ledger rows (gateway "wechat", one trade per
@@ -777,6 +782,74 @@ answer:
     ans_send(s, rs, 200, &a);
 }
 
+/* ---- 下载对账单 (POST /pay/downloadbill) ---------------------------------------- */
+
+/* A downloadbill error as WeChat Pay writes it: unsigned, HTTP 200. */
+static void bill_fail(struct sim_resp *rs, const char *msg, const char *error_code)
+{
+    char xml[512];
+    int n = snprintf(xml, sizeof xml,
+                     "<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[%s]]>"
+                     "</return_msg><error_code><![CDATA[%s]]></error_code></xml>",
+                     msg, error_code);
+    pt__sim_resp_set(rs, 200, V2_CTYPE, xml, (size_t)n);
+    pt__sim_note(rs, "downloadbill: %s", msg);
+}
+
+/* The bill of bill_date (yyyyMMdd) and bill_type as text, lines ending
+ * "\r\n" (APIv2's), or its FAIL. */
+static void downloadbill(struct pt_sim *s, const struct v2_msg *m, struct sim_resp *rs)
+{
+    const char *d = v2_val(m, "bill_date"), *type = v2_val(m, "bill_type");
+    char iso[11];
+    if (!d || !digits(d, 8, 8)) {
+        bill_fail(rs, "invalid bill_date", "20001");
+        return;
+    }
+    snprintf(iso, sizeof iso, "%.4s-%.2s-%.2s", d, d + 4, d + 6);
+    if (v2_val(m, "tar_type")) {
+        bill_fail(rs, "CompressGZip Error (the simulator serves the bill uncompressed)", "20003");
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    int64_t rows = 0;
+    int rc = pt__sim_wechat_bill(s, iso, type ? type : "SUCCESS", &text, &len, &rows);
+    if (rc == PT_EPARSE)
+        bill_fail(rs,
+                  type && strcmp(type, "ALL") && strcmp(type, "SUCCESS") && strcmp(type, "REFUND")
+                      ? "invalid bill_type"
+                      : "invalid bill_date",
+                  "20001");
+    else if (rc == PT_ENOTFOUND)
+        bill_fail(rs, "No Bill Exist", "20002");
+    else if (rc == PT_EAGAIN)
+        bill_fail(rs, "Bill Creating", "20002");
+    else if (rc != PT_OK)
+        bill_fail(rs, "SYSTEMERROR", "20007");
+    if (rc != PT_OK)
+        return;
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    char *crlf = malloc(len + lines);
+    if (!crlf) {
+        free(text);
+        bill_fail(rs, "SYSTEMERROR", "20007");
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\n')
+            crlf[k++] = '\r';
+        crlf[k++] = text[i];
+    }
+    pt__sim_resp_set(rs, 200, "text/plain; charset=utf-8", crlf, k);
+    pt__sim_note(rs, "downloadbill %s: %lld rows, %zu bytes", iso, (long long)rows, k);
+    free(crlf);
+    free(text);
+}
+
 void pt__sim_wechat_v2_handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
@@ -801,9 +874,12 @@ void pt__sim_wechat_v2_handle(struct sim_call *c, const struct sim_req *rq, stru
         orderquery(c, &m, rs);
     } else if (strcmp(rq->path, "/secapi/pay/reverse") == 0) {
         reverse(c, &m, rs);
+    } else if (strcmp(rq->path, "/pay/downloadbill") == 0) {
+        downloadbill(s, &m, rs);
     } else {
         return_fail(s, rs, 404, "NOT_FOUND",
-                    "the simulator serves /pay/micropay, /pay/orderquery, /secapi/pay/reverse");
+                    "the simulator serves /pay/micropay, /pay/orderquery, /secapi/pay/reverse, "
+                    "/pay/downloadbill");
     }
     v2_msg_free(&m);
 }

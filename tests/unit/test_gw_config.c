@@ -187,6 +187,26 @@ static const struct key_case {
      "\"platform_public_key_file\":\"alipay_gateway_public.pem\",\"platform_serial\":\"P1\","
      "\"apiv2_key_file\":\"apiv2.key\",\"apiclient_cert_file\":\"wechat_platform_cert.pem\"}",
      {NULL}},
+    {"wechat: the bill through an API that is none",
+     "wechat",
+     "{" WX_BASE ",\"serial_no\":\"AB\",\"private_key_file\":\"merchant_wechat_pkcs8.pem\","
+     "\"platform_public_key_file\":\"alipay_gateway_public.pem\",\"platform_serial\":\"P1\","
+     "\"bill_api\":\"v4\"}",
+     {"gateways.wechat.bill_api", "\"v4\"", "\"v2\""}},
+    {"wechat: the bill through APIv2 without the APIv2 key",
+     "wechat",
+     "{" WX_BASE ",\"serial_no\":\"AB\",\"private_key_file\":\"merchant_wechat_pkcs8.pem\","
+     "\"platform_public_key_file\":\"alipay_gateway_public.pem\",\"platform_serial\":\"P1\","
+     "\"bill_api\":\"v2\"}",
+     {"gateways.wechat.bill_api", "gateways.wechat.apiv2_key_file"}},
+    {"wechat: the bill through APIv2 with the APIv2 key",
+     "wechat",
+     "{" WX_BASE ",\"serial_no\":\"5157F09EFDC096DE15EBE81A47057A7232F1B8E1\","
+     "\"private_key_file\":\"wechat_platform_private.pem\","
+     "\"platform_public_key_file\":\"alipay_gateway_public.pem\",\"platform_serial\":\"P1\","
+     "\"apiv2_key_file\":\"apiv2.key\",\"apiclient_cert_file\":\"wechat_platform_cert.pem\","
+     "\"bill_api\":\"v2\"}",
+     {NULL}},
 };
 
 static void test_keys_hold_what_their_names_say(void **state)
@@ -234,7 +254,7 @@ static void test_keys_hold_what_their_names_say(void **state)
                 bad++;
             }
     }
-    assert_int_equal(ran, 12); /* every row ran */
+    assert_int_equal(ran, 15); /* every row ran */
     assert_int_equal(bad, 0);
     pt_test_rmtree(dir);
 }

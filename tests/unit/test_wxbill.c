@@ -7,6 +7,7 @@
 
 #include "crypto.h"
 #include "err.h"
+#include "gateways/wechat_v2.h"
 #include "gateways/wxbill.h"
 #include "platform.h"
 
@@ -218,6 +219,88 @@ static void test_file_checked_by_its_hash(void **state)
     assert_string_equal(sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
 }
 
+/* APIv2 downloadbill (gateways.wechat.bill_api "v2"): one POST, signed
+ * with the APIv2 key, that WeChat Pay can verify. */
+static void test_downloadbill_request(void **state)
+{
+    (void)state;
+    static const char key[] = "payterm-test-apiv2-key-32-chars!";
+    struct pt_gw_config cfg = {.apiv2_key_len = 32};
+    snprintf(cfg.name, sizeof cfg.name, "wechat");
+    snprintf(cfg.endpoint, sizeof cfg.endpoint, "https://api.mch.weixin.qq.com");
+    snprintf(cfg.app_id, sizeof cfg.app_id, "wx2421b1c4370ec43b");
+    snprintf(cfg.merchant_id, sizeof cfg.merchant_id, "1900000109");
+    memcpy(cfg.apiv2_key, key, 32);
+    struct pt_gw_env env = {.now_ms = 1765000000000, .nonce = "5K8264ILTKCH16CQ2502SI8ZNMTM67VS"};
+    struct pt_http_request req;
+    assert_int_equal(pt__wechat_v2_bill_request(&cfg, &env, "2026-12-05", &req), PT_OK);
+    assert_string_equal(req.method, "POST");
+    assert_string_equal(req.url, "https://api.mch.weixin.qq.com/pay/downloadbill");
+    assert_null(req.client_cert_file); /* no certificate: not a /secapi/ call */
+    struct pt_wxv2_msg m = {0};
+    assert_int_equal(pt_wxv2_parse(req.body, req.body_len, &m), PT_OK);
+    assert_string_equal(pt_wxv2_get(&m, "bill_date"), "20261205"); /* yyyyMMdd */
+    assert_string_equal(pt_wxv2_get(&m, "bill_type"), "ALL");      /* refunds too */
+    assert_string_equal(pt_wxv2_get(&m, "mch_id"), "1900000109");
+    assert_string_equal(pt_wxv2_get(&m, "sign_type"), "HMAC-SHA256");
+    assert_null(pt_wxv2_get(&m, "tar_type"));
+    assert_int_equal(pt_wxv2_verify((const unsigned char *)key, 32, &m), PT_OK);
+    assert_int_equal(
+        pt_wxv2_verify((const unsigned char *)"payterm-test-apiv2-key-32-chars?", 32, &m), PT_ESIG);
+    pt_wxv2_msg_free(&m);
+    pt_http_request_free(&req);
+    static const char *const bad_dates[] = {"20261205", "2026-12-5", "2026/12/05", "2026-1a-05",
+                                            NULL};
+    for (int i = 0; bad_dates[i]; i++)
+        assert_int_equal(pt__wechat_v2_bill_request(&cfg, &env, bad_dates[i], &req), PT_EINVAL);
+    cfg.apiv2_key_len = 0; /* no APIv2 key: nothing to sign with */
+    assert_int_equal(pt__wechat_v2_bill_request(&cfg, &env, "2026-12-05", &req), PT_EINVAL);
+}
+
+/* Its answer: the bill as text, or WeChat's unsigned XML error. */
+static void test_downloadbill_answer(void **state)
+{
+    (void)state;
+    char why[256];
+    static const char bill[] =
+        "\xEF\xBB\xBF" HEADER PAY SUMMARY_HEADER "`1,`12.00,`0.00,`0.00,`0.07000,`12.34,`0.00\n";
+    struct pt_http_response r = {.status = 200, .body = (char *)bill, .body_len = strlen(bill)};
+    assert_int_equal(pt_wxbill_v2_answer(&r, why, sizeof why), PT_OK);
+    static const struct {
+        const char *xml;
+        int rc;
+        const char *says;
+    } cases[] = {
+        {"<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[No Bill "
+         "Exist]]></return_msg><error_code><![CDATA[20002]]></error_code></xml>",
+         PT_EAGAIN, "FAIL: No Bill Exist (error_code 20002)"},
+        {"<xml><return_code>FAIL</return_code><return_msg>NO Bill Exist</return_msg></xml>",
+         PT_EAGAIN, "NO Bill Exist"},
+        {"\r\n<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[Bill "
+         "Creating]]></return_msg></xml>",
+         PT_EAGAIN, "Bill Creating"},
+        {"<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[invalid "
+         "bill_date]]></return_msg><error_code><![CDATA[20001]]></error_code></xml>",
+         PT_EPARSE, "invalid bill_date (error_code 20001)"},
+        {"<xml><return_code>FAIL</return_code><return_msg>SIGN ERROR</return_msg></xml>", PT_EPARSE,
+         "SIGN ERROR"},
+        {"<xml><return_code>FAIL<return_code></xml>", PT_EPARSE, "cannot be read"},
+        {"<!DOCTYPE x [<!ENTITY a \"b\">]><xml><return_msg>&a;</return_msg></xml>", PT_EPARSE,
+         "cannot be read"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r.body = (char *)cases[i].xml;
+        r.body_len = strlen(cases[i].xml);
+        int rc = pt_wxbill_v2_answer(&r, why, sizeof why);
+        if (rc != cases[i].rc || !strstr(why, cases[i].says))
+            fail_msg("case %zu: rc %d, '%s' (want %d, '%s')", i, rc, why, cases[i].rc,
+                     cases[i].says);
+    }
+    r = (struct pt_http_response){.status = 502, .body = (char *)"Bad Gateway", .body_len = 11};
+    assert_int_equal(pt_wxbill_v2_answer(&r, why, sizeof why), PT_EPARSE);
+    assert_non_null(strstr(why, "HTTP 502"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +310,8 @@ int main(void)
         cmocka_unit_test(test_refused_with_the_line),
         cmocka_unit_test(test_download_stays_on_the_endpoint),
         cmocka_unit_test(test_file_checked_by_its_hash),
+        cmocka_unit_test(test_downloadbill_request),
+        cmocka_unit_test(test_downloadbill_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

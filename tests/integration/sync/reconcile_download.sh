@@ -8,12 +8,15 @@
 # differ (/_sim/ledger/alter, /_sim/ledger/forget, a sale made at the
 # gateway outside payterm), so every discrepancy kind is reached from real
 # downloads.  "pending": the simulator's bills are not ready yet
-# (--bill-ready-after), and the run says so.
+# (--bill-ready-after), and the run says so.  "v2": WeChat Pay's bill
+# through APIv2 POST /pay/downloadbill (gateways.wechat.bill_api "v2").
 . "$(dirname "$0")/synclib.sh" "$@"
 MODE=${2:-ready}
 [ "$MODE" != pending ] || SIM_EXTRA_ARGS="--bill-ready-after 00:00"
 
-if [ "$MODE" = daily ]; then
+if [ "$MODE" = v2 ]; then
+    echo '{"sync": {"max_attempts": 10}, "gateways": {"wechat": {"bill_api": "v2"}}}' >"$T/extra.json"
+elif [ "$MODE" = daily ]; then
     # The daily run, due at once: yesterday's bills at start.
     echo '{"sync": {"max_attempts": 10}, "reconcile": {"daily": true, "after": "00:00"}}' >"$T/extra.json"
 else
@@ -132,6 +135,25 @@ expect "wechat, the same key: replayed" "201 1" "$ST $REPLAYED"
 cmp -s "$T/wx2.json" "$BODY" || fail "the same key's run differs: $(cat "$BODY")"
 { api "/v1/reconciliations/wechat/$WX_DAY"; } >"$T/wx2.get"
 expect "wechat: GET serves the latest run" "$(cat "$T/wx2.json")" "$(cat "$T/wx2.get")"
+
+if [ "$MODE" = v2 ]; then
+    # Every bill came through downloadbill (the day, the day before, the
+    # day after), none through APIv3's tradebill.
+    expect "v2: no tradebill asked" 0 "$(grep -c 'GET /v3/bill/tradebill' "$T/sim.log" || true)"
+    grep -q "POST /pay/downloadbill" "$T/sim.log" || fail "v2: no downloadbill in $T/sim.log"
+    grep -q "downloadbill $WX_DAY: 5 rows" "$T/sim.log" || fail "v2: the day's bill: $(grep downloadbill "$T/sim.log")"
+    # A day without trades: WeChat Pay's "No Bill Exist", pending as with APIv3.
+    reconcile k-v2-empty wechat "$(date -u -d "$WX_DAY - 3 days" +%F)"
+    expect "v2, a day without a bill: 201 pending" "201 pending" "$ST $(jq -r .state "$BODY")"
+    expect_match "v2, a day without a bill: WeChat's own answer" 'No Bill Exist \(error_code 20002\)' "$(jq -r .error "$BODY")"
+    # The day before unreadable fails the run, as with APIv3.
+    sim_fault '{"gateway":"wechat","mode":"http_500_after_commit","count":-1,"path":"/pay/downloadbill"}'
+    reconcile k-v2-down wechat "$WX_DAY"
+    expect "v2, downloadbill failing: 201 failed" "201 failed" "$ST $(jq -r .state "$BODY")"
+    sim_clear
+    pass
+    exit 0
+fi
 
 # A neighbouring day's bill that cannot be read fails the run: without it a
 # payment at midnight would look like a discrepancy.
