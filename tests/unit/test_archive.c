@@ -7,7 +7,9 @@
  * audit trail, into data_dir/archive/YYYY-MM.db (0600) - and GET still
  * finds it; nothing unreconciled or open ever moves; an archived order_id
  * is never taken again; a pass interrupted between the copy and the
- * removal loses nothing and is finished by the next.
+ * removal loses nothing and is finished by the next; the newest refund, a
+ * refund of unknown final time and a clock corrected since hold what they
+ * must.
  */
 #include "testutil.h"
 
@@ -313,12 +315,111 @@ static void test_pass_cut_short_is_finished(void **state)
     pt_store_close(st);
 }
 
+/* The newest refund holds its charge as the newest charge holds itself:
+ * SQLite's next refund id must stay above every id an archive holds. */
+static void test_newest_refund_stays(void **state)
+{
+    (void)state;
+    pt_test_sqlite_only("the archive files are SQLite's (PostgreSQL answers unsupported)");
+    struct pt_store *st = open_store();
+    struct pt_config cfg;
+    config(&cfg);
+    struct pt_charge a = paid(st, "A", "stripe", 1000, OLD);
+    refund(st, &a, "A-r1", 100, PT_STATE_SUCCESS, OLD + 3600000);
+    struct pt_charge z = paid(st, "Z", "stripe", 1, NOW - DAY_MS); /* the newest charge */
+    close_day(st, OLD + 2 * 3600000);
+    run_done(st, "stripe", "2025-01-10", OLD + 2 * DAY_MS);
+    struct pt_archive_result res;
+    assert_int_equal(pt_archive_run(st, &cfg, NOW, &res), PT_OK);
+    assert_int_equal(res.moved, 0); /* A-r1 is the newest refund */
+    assert_true(live(st, "A"));
+    refund(st, &z, "Z-r1", 1, PT_STATE_SUCCESS, NOW - DAY_MS / 2);
+    assert_int_equal(pt_archive_run(st, &cfg, NOW, &res), PT_OK);
+    assert_int_equal(res.moved, 1);
+    assert_false(live(st, "A"));
+    struct pt_refund r;
+    assert_int_equal(pt_archive_refund_get(st, dir, "A-r1", &r), PT_OK);
+    assert_int_equal(r.amount, 100);
+    pt_store_close(st);
+}
+
+/* A refund whose final time is not known (a row older than final_at, its
+ * trail gone) cannot be shown old enough: its charge stays. */
+static void test_refund_without_final_time_holds_its_charge(void **state)
+{
+    (void)state;
+    pt_test_sqlite_only("the archive files are SQLite's (PostgreSQL answers unsupported)");
+    struct pt_store *st = open_store();
+    struct pt_config cfg;
+    config(&cfg);
+    /* 2C2P has no bill: a closed Z is all its records need. */
+    struct pt_charge a = paid(st, "A", "2c2p", 1000, OLD);
+    refund(st, &a, "A-r1", 100, PT_STATE_SUCCESS, OLD + 3600000);
+    paid(st, "B", "2c2p", 2000, OLD + 1000);
+    struct pt_charge z = paid(st, "Z", "stripe", 1, NOW - DAY_MS);
+    refund(st, &z, "Z-r1", 1, PT_STATE_SUCCESS, NOW - DAY_MS / 2);
+    close_day(st, OLD + 2 * 3600000);
+    run_done(st, "stripe", "2025-01-10", OLD + 2 * DAY_MS);
+    pt_store_close(st);
+    pt_test_sql_exec(path, "UPDATE refunds SET final_at = NULL WHERE refund_id = 'A-r1'");
+    st = open_store();
+    struct pt_archive_result res;
+    assert_int_equal(pt_archive_run(st, &cfg, NOW, &res), PT_OK);
+    assert_int_equal(res.moved, 1); /* B only */
+    assert_true(live(st, "A"));
+    assert_false(live(st, "B"));
+    pt_store_close(st);
+}
+
+/* A board that booted at 1970 recorded provisional times; the correction
+ * (SPEC 17) moves final_at with the others, so a charge paid today is not
+ * taken for 56 years old and archived. */
+static void test_clock_correction_moves_final_at(void **state)
+{
+    (void)state;
+    pt_test_sqlite_only("the clock correction is SQLite's (PostgreSQL: PT_EUNSUPPORTED)");
+    struct pt_store *st = open_store();
+    const int64_t boot = 5000; /* lane time from a clock that read 1970 */
+    struct pt_charge a = paid(st, "A", "stripe", 1000, boot);
+    refund(st, &a, "A-r1", 100, PT_STATE_SUCCESS, boot + 2000);
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_store_clock_shift(st, 0, NOW - boot), PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    pt_store_close(st);
+    assert_int_equal(pt_test_sql_int(path, "SELECT final_at FROM charges WHERE order_id = 'A'", 0),
+                     NOW);
+    assert_int_equal(
+        pt_test_sql_int(path, "SELECT final_at FROM refunds WHERE refund_id = 'A-r1'", 0),
+        NOW + 2000);
+    /* ... equal to the trail's own final rows, which moved too. */
+    assert_int_equal(pt_test_sql_int(path,
+                                     "SELECT count(*) FROM charges c WHERE final_at = (SELECT"
+                                     " min(created_at) FROM charge_events e WHERE e.charge_id ="
+                                     " c.id AND e.to_state = 'SUCCESS')",
+                                     0),
+                     1);
+    st = open_store();
+    struct pt_config cfg;
+    config(&cfg);
+    close_day(st, NOW + 3000);
+    run_done(st, "stripe", "1970-01-01", NOW + 4000);
+    struct pt_archive_result res;
+    assert_int_equal(pt_archive_run(st, &cfg, NOW + 5000, &res), PT_OK);
+    assert_int_equal(res.moved, 0);
+    assert_true(live(st, "A"));
+    pt_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_only_closed_reconciled_old_records_move, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pass_cut_short_is_finished, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newest_refund_stays, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refund_without_final_time_holds_its_charge, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_clock_correction_moves_final_at, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
