@@ -27,6 +27,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -144,6 +145,19 @@ static void remove_run(const char *dir)
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
+    /* The retention pass's monthly files (data_dir/archive). */
+    snprintf(p, sizeof p, "%s/archive", dir);
+    DIR *d = opendir(p);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        char f[900];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        unlink(f);
+    }
+    if (d)
+        closedir(d);
+    rmdir(p);
     rmdir(dir);
 }
 

@@ -20,6 +20,11 @@
  *     carry its number; a row carries only a report that exists;
  *   - a stored reconciliation run is valid JSON of a known state, and every
  *     local charge it names is under review (one transaction);
+ *   - retention (SPEC 19): the monthly archives are sound, every id the
+ *     live database calls archived is in one, and every check above reads
+ *     the live rows and the archived ones together (temporary views named
+ *     like the tables: a row in both, copied and not yet removed, counts
+ *     once, as the live one) - nothing moved is lost;
  *   - and the store takes the next request.
  */
 #include "crash.h"
@@ -27,6 +32,7 @@
 #include "err.h"
 #include "store.h"
 
+#include <dirent.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -193,6 +199,9 @@ static void check_answer_object(const char *scope, const char *hex)
     check_committed(refund ? "refunds" : "charges", id, state);
 }
 
+/* Charges a retention pass that returned said it moved. */
+static long long moved;
+
 static void read_ledger(void)
 {
     FILE *f = fopen(R->ledger, "r");
@@ -219,6 +228,8 @@ static void read_ledger(void)
             check_committed("refunds", f2, f3);
         else if (f1[0] == 'N' && f4)
             check_notification(f2, f3, f4);
+        else if (f1[0] == 'M' && f2 && atoll(f2) > moved)
+            moved = atoll(f2);
     }
     free(line);
     fclose(f);
@@ -375,6 +386,81 @@ static void check_next_request(struct pt_store *st)
         FAIL("after the restart /healthz (pt_store_writable) would answer 503");
 }
 
+/*
+ * Retention's archives (the .db files of data_dir/archive, data_dir the
+ * database's directory): each recovered as payterm opens it, checked,
+ * attached, and read with the live tables through temporary views that
+ * shadow them.  Returns the number attached.
+ */
+static int attach_archives(void)
+{
+    char adir[600];
+    snprintf(adir, sizeof adir, "%s", R->db);
+    char *slash = strrchr(adir, '/');
+    snprintf(slash ? slash + 1 : adir, sizeof adir - (size_t)(slash ? slash + 1 - adir : 0),
+             "archive");
+    DIR *d = opendir(adir);
+    int n = 0;
+    for (struct dirent *e; d && n < 8 && (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".db") != 0)
+            continue;
+        char file[900], err[512], sql[1100];
+        snprintf(file, sizeof file, "%s/%s", adir, e->d_name);
+        struct pt_store *a;
+        /* Migrated as the next pass would: a cut can leave a new file
+         * part way through its schema (holding nothing removed yet). */
+        struct pt_store_options o = {.path = file, .no_wal_vfs = 1};
+        if (pt_store_open(&o, &a, err, sizeof err) != PT_OK) {
+            FAIL("archive %s does not open: %s", file, err);
+            continue;
+        }
+        pt_store_close(a);
+        snprintf(sql, sizeof sql, "ATTACH '%s' AS a%d", file, n);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+            FAIL("archive %s: %s", file, sqlite3_errmsg(db));
+            continue;
+        }
+        snprintf(sql, sizeof sql, "PRAGMA a%d.integrity_check", n);
+        each(sql, integrity_row, NULL);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    if (!n)
+        return 0;
+    /* A row of an archive counts when its charge is not live. */
+    static const struct {
+        const char *table, *charge_col;
+    } views[] = {{"charges", "id"},
+                 {"refunds", "charge_id"},
+                 {"charge_events", "charge_id"},
+                 {"events", "charge_id"}};
+    for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+        char sql[2048];
+        int k = snprintf(sql, sizeof sql, "CREATE TEMP VIEW %s AS SELECT * FROM main.%s",
+                         views[v].table, views[v].table);
+        for (int i = 0; i < n; i++)
+            k += snprintf(sql + k, sizeof sql - (size_t)k,
+                          " UNION ALL SELECT * FROM a%d.%s WHERE %s NOT IN (SELECT id FROM "
+                          "main.charges)",
+                          i, views[v].table, views[v].charge_col);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+            FAIL("view %s: %s", views[v].table, sqlite3_errmsg(db));
+    }
+    return n;
+}
+
+/* Every id the live database calls archived is in an archive. */
+static void check_archived(void)
+{
+    each("SELECT a.kind, a.ext_id FROM main.archived a WHERE NOT EXISTS (SELECT 1 FROM charges c "
+         "WHERE a.kind = 'charge' AND c.order_id = a.ext_id AND c.id NOT IN (SELECT id FROM "
+         "main.charges)) AND NOT EXISTS (SELECT 1 FROM refunds r WHERE a.kind = 'refund' AND "
+         "r.refund_id = a.ext_id AND r.charge_id NOT IN (SELECT id FROM main.charges))",
+         violation, "archived id in no archive (removed before its copy was durable)");
+}
+
 int crash_check(const struct crash_run *run)
 {
     R = run;
@@ -389,8 +475,16 @@ int crash_check(const struct crash_run *run)
     if (sqlite3_open_v2(run->db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         FAIL("read-only open: %s", sqlite3_errmsg(db));
     } else {
+        attach_archives();
+        check_archived();
         read_ledger();
         check_tables();
+        /* A pass that returned moved them for good (its removals committed). */
+        char sql[160];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM main.archived WHERE kind = 'charge' HAVING count(*) < %lld",
+                 moved);
+        each(sql, violation, "charges a retention pass moved are not archived");
     }
     sqlite3_close(db);
     db = NULL;
