@@ -37,12 +37,28 @@ const char *pt_recon_kind_name(enum pt_recon_kind k)
 
 enum { BILL = 0, LOCAL = 1 };
 
+/* A record as the comparison sees it: what pairing and comparing read is
+ * copied in, so that a group is compared without reaching its records
+ * (scattered over two arrays of 100 000) - only a discrepancy does. */
 struct entry {
     const struct pt_recon_record *r;
     const char *key; /* the merchant's id, or the gateway's number */
-    int side;
-    int used;
+    int64_t amount;
+    char currency[4];
+    signed char side, day, refund, used;
 };
+
+static struct entry entry_of(const struct pt_recon_record *r, const char *key, int side)
+{
+    struct entry e = {.r = r,
+                      .key = key,
+                      .amount = r->amount,
+                      .side = (signed char)side,
+                      .day = (signed char)r->day,
+                      .refund = (signed char)r->refund};
+    memcpy(e.currency, r->currency, sizeof e.currency);
+    return e;
+}
 
 /* The id a record is paired by: the merchant's; else the gateway's number
  * (a bill without the merchant's id), which a local record never has as its
@@ -53,21 +69,17 @@ static const char *key_of(const struct pt_recon_record *r)
     return r->refund ? r->refund_id : r->order_id;
 }
 
+/* The order within a group (one kind, one key): bill records first, then
+ * by day; ties (the same id twice on one day) by amount, so the result
+ * does not depend on the input's order. */
 static int entry_cmp(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
-    if (x->r->refund != y->r->refund)
-        return x->r->refund - y->r->refund;
-    int c = strcmp(x->key, y->key);
-    if (c)
-        return c;
     if (x->side != y->side)
         return x->side - y->side;
-    if (x->r->day != y->r->day)
-        return x->r->day - y->r->day;
-    /* Ties (the same id twice on one day): by amount, so the result does
-     * not depend on the input's order. */
-    return x->r->amount < y->r->amount ? -1 : x->r->amount > y->r->amount;
+    if (x->day != y->day)
+        return x->day - y->day;
+    return x->amount < y->amount ? -1 : x->amount > y->amount;
 }
 
 static const char *number_of(const struct pt_recon_record *r)
@@ -143,9 +155,13 @@ static void fill_ids(struct pt_recon_discrepancy *d, const struct pt_recon_recor
 }
 
 /* A pair with one side on the bill date: equal, or a mismatch. */
-static void compare_pair(struct out *o, const struct pt_recon_record *b,
-                         const struct pt_recon_record *l)
+static void compare_pair(struct out *o, const struct entry *be, const struct entry *le)
 {
+    if (!strncmp(be->currency, le->currency, sizeof be->currency) && be->amount == le->amount) {
+        o->res->matched++;
+        return;
+    }
+    const struct pt_recon_record *b = be->r, *l = le->r;
     struct pt_recon_discrepancy *d;
     if (strcmp(b->currency, l->currency) != 0) {
         /* Amounts in two currencies are not compared: the currency is the
@@ -164,8 +180,6 @@ static void compare_pair(struct out *o, const struct pt_recon_record *b,
             d->amount_local = l->amount;
             d->amount_gateway = b->amount;
         }
-    } else {
-        o->res->matched++;
     }
 }
 
@@ -178,7 +192,7 @@ static void group(struct out *o, struct entry *e, size_t n)
         for (size_t j = 0; j < n; j++) {
             if (e[j].side != LOCAL || e[j].used)
                 continue;
-            int gap = abs(e[j].r->day - e[i].r->day);
+            int gap = abs(e[j].day - e[i].day);
             if (gap < best_gap) {
                 best = &e[j];
                 best_gap = gap;
@@ -187,14 +201,14 @@ static void group(struct out *o, struct entry *e, size_t n)
         if (!best)
             continue;
         e[i].used = best->used = 1;
-        if (e[i].r->day == 0 || best->r->day == 0)
-            compare_pair(o, e[i].r, best->r);
+        if (e[i].day == 0 || best->day == 0)
+            compare_pair(o, &e[i], best);
         /* Both on neighbouring days: that day's run's. */
     }
     for (size_t i = 0; i < n; i++) {
-        const struct pt_recon_record *r = e[i].r;
-        if (e[i].used || r->day != 0)
+        if (e[i].used || e[i].day != 0)
             continue;
+        const struct pt_recon_record *r = e[i].r;
         enum pt_recon_kind k =
             e[i].side == BILL ? (r->refund ? PT_RECON_REFUND_GATEWAY_ONLY : PT_RECON_GATEWAY_ONLY)
                               : (r->refund ? PT_RECON_REFUND_LOCAL_ONLY : PT_RECON_LOCAL_ONLY);
@@ -233,7 +247,7 @@ static int discrepancy_cmp(const void *a, const void *b)
 /* FNV-1a of a group's key, its kind mixed in. */
 static uint64_t key_hash(const struct entry *x)
 {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)x->r->refund;
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)x->refund;
     for (const unsigned char *p = (const unsigned char *)x->key; *p; p++)
         h = (h ^ *p) * 1099511628211ULL;
     return h ^ (h >> 29);
@@ -241,7 +255,7 @@ static uint64_t key_hash(const struct entry *x)
 
 static int same_group(const struct entry *x, const struct entry *y)
 {
-    return x->r->refund == y->r->refund && !strcmp(x->key, y->key);
+    return x->refund == y->refund && !strcmp(x->key, y->key);
 }
 
 /* The groups of e[0..n): each entry's slot of an open-addressing table of
@@ -327,12 +341,12 @@ int pt_recon_compare(const struct pt_recon_record *bill, size_t nbill,
         }
         if (!key[0] && !(key = named_by_number(&bill[i], by_no, by_no ? nlocal : 0)))
             key = ""; /* nobody's: gateway_only on its day */
-        e[i] = (struct entry){.r = &bill[i], .key = key, .side = BILL};
+        e[i] = entry_of(&bill[i], key, BILL);
         add_totals(&out->bill, &bill[i]);
     }
     free(by_no);
     for (size_t i = 0; i < nlocal; i++) {
-        e[nbill + i] = (struct entry){.r = &local[i], .key = key_of(&local[i]), .side = LOCAL};
+        e[nbill + i] = entry_of(&local[i], key_of(&local[i]), LOCAL);
         add_totals(&out->local, &local[i]);
     }
     struct out o = {.res = out};

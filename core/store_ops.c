@@ -781,14 +781,21 @@ int pt_store_recon_local(struct pt_store *st, const char *gateway, int refunds, 
     q_int(&q, 2, from);
     q_int(&q, 3, to);
     while ((rc = q_step(&q)) == PT_Q_ROW) {
-        struct pt_recon_record r = {.refund = refunds};
+        /* Every field set, none cleared first: a day's records are 40 MB. */
+        struct pt_recon_record r;
+        r.refund = refunds;
+        r.day = 0;
         int c = 0;
         copy_col(r.order_id, sizeof r.order_id, q_text_at(&q, c++));
         if (refunds)
             copy_col(r.refund_id, sizeof r.refund_id, q_text_at(&q, c++));
+        else
+            r.refund_id[0] = '\0';
         copy_col(r.gateway_trade_no, sizeof r.gateway_trade_no, q_text_at(&q, c++));
         if (refunds)
             copy_col(r.gateway_refund_no, sizeof r.gateway_refund_no, q_text_at(&q, c++));
+        else
+            r.gateway_refund_no[0] = '\0';
         r.amount = q_int_at(&q, c++);
         copy_col(r.currency, sizeof r.currency, q_text_at(&q, c++));
         int64_t at = q_int_at(&q, c);
