@@ -92,6 +92,10 @@ struct pt_sync {
     pthread_mutex_t recon_mu;
     int64_t recon_retry_at[PT_GW_MAX], recon_backoff[PT_GW_MAX];
     char recon_date[PT_GW_MAX][11];
+    /* The walk back over days the daily run missed: the yesterday it was
+     * last finished for, and the last day it tried since (each day is
+     * tried once a walk, oldest first). */
+    char recon_walked[PT_GW_MAX][11], recon_walk_at[PT_GW_MAX][11];
 };
 
 /* Set while this thread runs pt_sync_drain (a gateway call counts as its

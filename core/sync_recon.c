@@ -385,6 +385,13 @@ static int is_done(const char *body, const char *since)
     return done;
 }
 
+/* 1 once gateway i's bill day has passed reconcile.after. */
+static int due(const struct pt_sync *s, int i, int64_t wall)
+{
+    int64_t local = wall + (int64_t)pt_gateway_bill_offset_min(pt_gateway_at(i)->name) * MINUTE_MS;
+    return (local / MINUTE_MS) % DAY_MIN >= s->opt.cfg->reconcile_after_min;
+}
+
 /* Gateway i's daily run, if due; how long until it should be looked at
  * again (monotonic ms). */
 static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t wall, int64_t mono)
@@ -432,6 +439,82 @@ static int64_t daily_one(struct pt_sync *s, struct pt_store *st, int i, int64_t 
     return s->recon_backoff[i];
 }
 
+/* ---- the walk back over missed days ---- */
+
+/* How far back: within every gateway's bill download window (WeChat keeps
+ * three months of trade bills). */
+#define WALK_DAYS 30
+
+struct walk {
+    int64_t first;                 /* the start of the oldest day looked at */
+    unsigned char held[WALK_DAYS]; /* 1: the lane holds final records of it */
+};
+
+static int walk_row(void *ctx, const struct pt_recon_record *r, int64_t at)
+{
+    (void)r;
+    struct walk *w = ctx;
+    int64_t d = (at - w->first) / DAY_MS;
+    if (at >= w->first && d < WALK_DAYS)
+        w->held[d] = 1;
+    return PT_OK;
+}
+
+/*
+ * Gateway i's days before `yesterday` that the daily run missed - the
+ * daemon was down at the time, or the day was still pending the next
+ * midnight: each of the last WALK_DAYS that the lane holds final records
+ * of and that no run begun after its end reconciled, oldest first, one per
+ * look (the next look, after the next drain, takes the next), each tried
+ * once per walk; a walk ends for the day when none is left.  A day without
+ * local records is not walked back to (its bill could only hold sales
+ * made outside payterm).  How long until it should be looked at again.
+ */
+static int64_t walk_back(struct pt_sync *s, struct pt_store *st, int i, const char *yesterday)
+{
+    const char *name = pt_gateway_at(i)->name;
+    int off = pt_gateway_bill_offset_min(name);
+    int64_t ystart;
+    if (!strcmp(s->recon_walked[i], yesterday) || off < 0 ||
+        pt_recon_day_start(name, yesterday, &ystart) != PT_OK)
+        return DAY_MIN * MINUTE_MS;
+    struct walk w = {.first = ystart - WALK_DAYS * DAY_MS};
+    int rc = PT_OK;
+    for (int refunds = 0; refunds < 2 && rc == PT_OK; refunds++)
+        rc = pt_store_recon_local(st, name, refunds, w.first, ystart, walk_row, &w);
+    if (rc)
+        return MINUTE_MS; /* the store will answer again */
+    int64_t now = pt__sync_now_ms(s);
+    for (int d = 0; d < WALK_DAYS; d++) {
+        char date[11], day_end[32];
+        pt_recon_date_of(w.first + d * DAY_MS, off, date);
+        if (!w.held[d] || (s->recon_walk_at[i][0] && strcmp(date, s->recon_walk_at[i]) <= 0) ||
+            pt_recon_date_archived(name, date, now, s->opt.cfg->retention_days))
+            continue;
+        pt_rfc3339(w.first + (d + 1) * DAY_MS, day_end);
+        char *body = NULL;
+        rc = pt_store_recon_latest(st, name, date, &body);
+        int done = rc == PT_OK && is_done(body, day_end);
+        free(body);
+        if (rc != PT_OK && rc != PT_ENOTFOUND)
+            return MINUTE_MS;
+        if (done)
+            continue;
+        rc = pt_sync_reconcile(s, st, name, date, "schedule", now, &body);
+        done = rc == PT_OK && is_done(body, day_end);
+        free(body);
+        if (rc == PT_EBUSY)
+            return MINUTE_MS; /* a run is on: this day next time */
+        snprintf(s->recon_walk_at[i], sizeof s->recon_walk_at[i], "%s", date);
+        pt_log_info("reconciliation %s %s: a day the daily run missed, %s", name, date,
+                    done ? "done" : "not done; tried again on the next walk");
+        return 1000;
+    }
+    snprintf(s->recon_walked[i], sizeof s->recon_walked[i], "%s", yesterday);
+    s->recon_walk_at[i][0] = '\0';
+    return DAY_MIN * MINUTE_MS;
+}
+
 int64_t pt_sync_archive_daily(struct pt_sync *s, struct pt_store *st)
 {
     int64_t wall;
@@ -466,6 +549,12 @@ int64_t pt_sync_reconcile_daily(struct pt_sync *s, struct pt_store *st, int64_t 
         int64_t d = daily_one(s, st, i, wall, mono);
         if (d < next)
             next = d;
+        if (due(s, i, wall)) {
+            char yesterday[11];
+            pt_recon_previous_date(pt_gateway_at(i)->name, wall, yesterday);
+            if ((d = walk_back(s, st, i, yesterday)) < next)
+                next = d;
+        }
         if (pt__sync_tl_drain == s)
             pt__sync_mark_progress(s);
     }
