@@ -121,7 +121,10 @@ static cJSON *discrepancy_json(const struct pt_recon_discrepancy *d)
              add_text(o, "gateway_trade_no", d->gateway_trade_no) &&
              add_text(o, "gateway_refund_no", d->gateway_refund_no) &&
              add_int(o, "amount", d->amount) && add_text(o, "currency", d->currency);
-    if (ok && (d->kind == PT_RECON_AMOUNT_MISMATCH || d->kind == PT_RECON_REFUND_AMOUNT_MISMATCH))
+    /* A currency mismatch names both amounts too: what the shop took and
+     * what the gateway's books say, each in its own currency. */
+    if (ok && (d->kind == PT_RECON_AMOUNT_MISMATCH || d->kind == PT_RECON_REFUND_AMOUNT_MISMATCH ||
+               d->kind == PT_RECON_CURRENCY_MISMATCH))
         ok = add_int(o, "amount_local", d->amount_local) &&
              add_int(o, "amount_gateway", d->amount_gateway);
     if (ok && d->kind == PT_RECON_CURRENCY_MISMATCH)

@@ -460,10 +460,12 @@ out:
 }
 
 /*
- * POST /_sim/ledger/alter {"gateway","order_id","amount"} and POST
- * /_sim/ledger/forget {"gateway","order_id"} | {"gateway","refund_id"}
- * (SPEC 19): what the gateway's books say changes - the trade's amount, or
- * a line left out of the bills - so that a test reaches every discrepancy.
+ * POST /_sim/ledger/alter {"gateway","order_id","amount"?,"currency"?} |
+ * {"gateway","refund_id","amount"} and POST /_sim/ledger/forget
+ * {"gateway","order_id"} | {"gateway","refund_id"} (SPEC 19): what the
+ * gateway's books say changes - a trade's amount or currency, a refund's
+ * amount, or a line left out of the bills - so that a test reaches every
+ * discrepancy.
  */
 static void post_ledger_change(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs,
                                int forget)
@@ -472,19 +474,27 @@ static void post_ledger_change(struct pt_sim *s, const struct sim_req *rq, struc
     const char *gwname = pt__sim_json_str(j, "gateway"), *order = pt__sim_json_str(j, "order_id");
     const char *refund = pt__sim_json_str(j, "refund_id");
     int gw = gwname ? pt__sim_gw_parse(gwname) : -2;
+    const char *currency = pt__sim_json_str(j, "currency");
     int64_t amount = -1;
-    if (gw < 0 || (forget ? !order == !refund
-                          : !order || pt__sim_json_int(j, "amount", &amount) || amount <= 0)) {
+    int has_amount = cJSON_GetObjectItemCaseSensitive(j, "amount") != NULL;
+    int bad_amount = has_amount && (pt__sim_json_int(j, "amount", &amount) || amount <= 0);
+    int bad_currency =
+        currency && (strlen(currency) != 3 || strspn(currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != 3);
+    if (gw < 0 || !order == !refund ||
+        (!forget && (bad_amount || bad_currency ||
+                     (refund ? !has_amount || currency : !has_amount && !currency)))) {
         bad_request(rs, forget ? "body must be {\"gateway\": alipay|wechat|stripe|2c2p, "
                                  "\"order_id\": ...} or {\"gateway\", \"refund_id\"}"
                                : "body must be {\"gateway\": alipay|wechat|stripe|2c2p, "
-                                 "\"order_id\": ..., \"amount\": minor units > 0}");
+                                 "\"order_id\": ..., \"amount\": minor units > 0 and/or "
+                                 "\"currency\": ISO 4217} or {\"gateway\", \"refund_id\", "
+                                 "\"amount\"}");
         cJSON_Delete(j);
         return;
     }
     pt__sim_lock(s);
     int rc = forget ? pt__sim_ledger_forget(s, gw, order, refund)
-                    : pt__sim_ledger_alter(s, gw, order, amount);
+                    : pt__sim_ledger_alter(s, gw, order, refund, amount, currency);
     pt__sim_unlock(s);
     if (rc == PT_OK) {
         pt__sim_resp_set(rs, 200, "application/json", "{\"ok\":true}", 11);

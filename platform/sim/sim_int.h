@@ -411,8 +411,11 @@ cJSON *pt__sim_notes_json(struct pt_sim *s);
 int pt__sim_bill_each(struct pt_sim *s, int gw, int64_t from, int64_t to,
                       int (*trade_cb)(void *ctx, const struct sim_trade *t),
                       int (*refund_cb)(void *ctx, const struct sim_refund *r), void *ctx);
-/* POST /_sim/ledger/alter: the order's trade now says amount (minor units). */
-int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, int64_t amount);
+/* POST /_sim/ledger/alter: the order's trade (order_id) now says amount
+ * (minor units; <= 0 keeps it) and currency (NULL keeps it), or the refund
+ * (refund_id) says amount.  PT_ENOTFOUND. */
+int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, const char *refund_id,
+                         int64_t amount, const char *currency);
 /* POST /_sim/ledger/forget: the order's trade (order_id) or the refund
  * (refund_id) is left out of the bills.  PT_ENOTFOUND. */
 int pt__sim_ledger_forget(struct pt_sim *s, int gw, const char *order_id, const char *refund_id);

@@ -835,19 +835,30 @@ int pt__sim_bill_each(struct pt_sim *s, int gw, int64_t from, int64_t to,
     return stop || rc == SQLITE_DONE ? PT_OK : db_err(s, "bill refunds");
 }
 
-int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, int64_t amount)
+int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, const char *refund_id,
+                         int64_t amount, const char *currency)
 {
-    sqlite3_stmt *st = prep(s, "UPDATE trades SET amount=?3 WHERE gateway=?1 AND order_id=?2");
+    /* A refund is named as for forget (below); its currency is its trade's. */
+    sqlite3_stmt *st =
+        order_id ? prep(s, "UPDATE trades SET amount=CASE WHEN ?3 > 0 THEN ?3 ELSE amount END, "
+                           "currency=coalesce(?4, currency) WHERE gateway=?1 AND order_id=?2")
+                 : prep(s, "UPDATE refunds SET amount=?3 WHERE gateway=?1 AND ?3 > 0 AND "
+                           "(refund_key=?2 OR json_extract(extra, '$.metadata.refund_id')=?2 OR "
+                           "json_extract(extra, '$.refund_id')=?2)");
     if (!st)
         return PT_ESTORAGE;
     sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, order_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, order_id ? order_id : refund_id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 3, amount);
+    if (order_id && currency)
+        sqlite3_bind_text(st, 4, currency, -1, SQLITE_TRANSIENT);
+    else if (order_id)
+        sqlite3_bind_null(st, 4);
     int rc = sqlite3_step(st);
     int n = sqlite3_changes(s->db);
     done(s, st);
     if (rc != SQLITE_DONE)
-        return db_err(s, "alter a trade");
+        return db_err(s, "alter a line");
     return n ? PT_OK : PT_ENOTFOUND;
 }
 

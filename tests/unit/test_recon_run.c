@@ -223,7 +223,7 @@ static void test_every_kind_once(void **state)
     char got[1024];
     kinds(o, got, sizeof got);
     assert_string_equal(got, "gateway_only D; local_only C; amount_mismatch B 2000>2100; "
-                             "currency_mismatch G; refund_gateway_only A/RA2; "
+                             "currency_mismatch G 900>900; refund_gateway_only A/RA2; "
                              "refund_local_only B/RB1; ");
     assert_int_equal(found, 6);
     assert_int_equal(num(o, "matched", NULL), 3); /* A, E across midnight, RA1 */
