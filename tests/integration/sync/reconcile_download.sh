@@ -41,7 +41,7 @@ reconcile() { # reconcile KEY GATEWAY DATE -> ST, BODY (file), REPLAYED
     if grep -qi '^Idempotency-Replayed: *true' "$T/run.h"; then REPLAYED=1; fi
 }
 kinds() { jq -r '[.discrepancies[] | "\(.kind) \(.order_id)\(if .refund_id then "/" + .refund_id else "" end)"] | join("; ")' "$1"; }
-sim_books() { sim "/_sim/ledger/$1" -H 'Content-Type: application/json' -d "$2" >/dev/null || fail "POST /_sim/ledger/$1 $2"; }
+sim_books() { sim "/_sim/ledger/$1" -f -H 'Content-Type: application/json' -d "$2" >/dev/null || fail "POST /_sim/ledger/$1 $2"; }
 
 # The bill days: China time for WeChat Pay, UTC for Stripe.  Payments a
 # minute before either midnight would be the next day's: wait it out.
@@ -305,4 +305,14 @@ reconcile k-2c2p 2c2p "$ST_DAY"
 expect "2c2p: done by queries, coverage local" "201 done queries local" \
     "$ST $(jq -r '"\(.state) \(.source) \(.coverage)"' "$BODY")"
 expect "2c2p: the charge and its refund matched" "2 " "$(jq .matched "$BODY") $(kinds "$BODY")"
+# Its books changed: what the inquiries answer changes.
+paid DL-2C-B "$(c2p_redirect 80000)"
+paid DL-2C-C "$(c2p_redirect 90000)"
+sim_books alter '{"gateway":"2c2p","order_id":"DL-2C-B","amount":81000}'
+sim_books alter '{"gateway":"2c2p","order_id":"DL-2C-C","currency":"SGD"}'
+# (2C2P's refunds carry no merchant id: its books name one by its number.)
+sim_books alter "{\"gateway\":\"2c2p\",\"refund_id\":\"$(api /v1/refunds/DL-2C-A-R1 | jq -r .gateway_refund_no)\",\"amount\":40000}"
+reconcile k-2c2p-2 2c2p "$ST_DAY"
+expect "2c2p, books changed: what queries can find" \
+    "amount_mismatch DL-2C-B; currency_mismatch DL-2C-C; refund_amount_mismatch DL-2C-A/DL-2C-A-R1" "$(kinds "$BODY")"
 pass
