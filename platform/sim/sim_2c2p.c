@@ -50,6 +50,16 @@
 #include <string.h>
 #include <time.h>
 
+/* A line POST /_sim/ledger/forget left out of the gateway's books: for
+ * 2C2P, which has no bill, what its inquiries no longer know. */
+static int forgotten(const char *extra)
+{
+    cJSON *x = cJSON_Parse(extra);
+    int yes = cJSON_GetObjectItemCaseSensitive(x, "bill_forgotten") != NULL;
+    cJSON_Delete(x);
+    return yes;
+}
+
 static void plain(struct sim_resp *rs, const char *code, const char *desc)
 {
     cJSON *o = cJSON_CreateObject();
@@ -316,6 +326,8 @@ static void payment_inquiry(struct sim_call *c, const struct sim_req *rq, struct
     pt__sim_lock(s);
     int rc = pt__sim_trade_get(s, SIM_GW_2C2P, inv, t);
     pt__sim_unlock(s);
+    if (rc == PT_OK && forgotten(t->extra))
+        rc = PT_ENOTFOUND; /* 2C2P's books are its inquiries (SPEC 19) */
     if (rc != PT_OK) {
         char answer[300];
         snprintf(answer, sizeof answer,
@@ -552,11 +564,14 @@ static int collect(void *ctx, const struct sim_refund *r)
     return 0;
 }
 
-/* The refundList of a trade, oldest first, from the ledger rows. */
+/* The refundList of a trade, oldest first, from the ledger rows; a
+ * refund forgotten by /_sim/ledger/forget is not in it. */
 static void list_refunds(struct pm_answer *a, const struct refund_rows *rr, const char *cur)
 {
     for (int i = rr->n - 1; i >= 0; i--) {
         const struct sim_refund *r = &rr->rows[i];
+        if (forgotten(r->extra))
+            continue;
         char(*b)[72] = a->rbuf[a->nr];
         if (pt_money_to_decimal(r->amount, cur, PT_MONEY_FIXED, b[0], sizeof b[0]) != PT_OK)
             continue;

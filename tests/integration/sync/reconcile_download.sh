@@ -308,11 +308,16 @@ expect "2c2p: the charge and its refund matched" "2 " "$(jq .matched "$BODY") $(
 # Its books changed: what the inquiries answer changes.
 paid DL-2C-B "$(c2p_redirect 80000)"
 paid DL-2C-C "$(c2p_redirect 90000)"
+paid DL-2C-D "$(c2p_redirect 70000)"
+paid DL-2C-E "$(c2p_redirect 60000)"
+refund_paid DL-2C-E DL-2C-E-R1 10000
+sim_books forget '{"gateway":"2c2p","order_id":"DL-2C-D"}'
+sim_books forget "{\"gateway\":\"2c2p\",\"refund_id\":\"$(api /v1/refunds/DL-2C-E-R1 | jq -r .gateway_refund_no)\"}"
 sim_books alter '{"gateway":"2c2p","order_id":"DL-2C-B","amount":81000}'
 sim_books alter '{"gateway":"2c2p","order_id":"DL-2C-C","currency":"SGD"}'
 # (2C2P's refunds carry no merchant id: its books name one by its number.)
 sim_books alter "{\"gateway\":\"2c2p\",\"refund_id\":\"$(api /v1/refunds/DL-2C-A-R1 | jq -r .gateway_refund_no)\",\"amount\":40000}"
 reconcile k-2c2p-2 2c2p "$ST_DAY"
-expect "2c2p, books changed: what queries can find" \
-    "amount_mismatch DL-2C-B; currency_mismatch DL-2C-C; refund_amount_mismatch DL-2C-A/DL-2C-A-R1" "$(kinds "$BODY")"
+expect "2c2p, books changed: every kind queries can find (not the gateway_only ones)" \
+    "local_only DL-2C-D; amount_mismatch DL-2C-B; currency_mismatch DL-2C-C; refund_local_only DL-2C-E/DL-2C-E-R1; refund_amount_mismatch DL-2C-A/DL-2C-A-R1" "$(kinds "$BODY")"
 pass
