@@ -95,6 +95,9 @@ printf '%s' '{"code":"10000","msg":"Success","qr_code":"x","trade_status":"TRADE
     printf '%s\n' '总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额'
     printf '%s\n' '`2,`12.00,`5.00,`0.00,`0.04000,`12.34,`5.00'
 } | seed fuzz_wxbill day
+# APIv2 downloadbill's error answer (docs/reconcile.md).
+printf '%s' '<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[No Bill Exist]]></return_msg><error_code><![CDATA[20002]]></error_code></xml>' |
+    seed fuzz_wxbill v2fail
 printf '%s' '{"object":"list","has_more":true,"data":[{"id":"ch_1","object":"charge","amount":1250,"captured":true,"created":1796436000,"currency":"usd","payment_intent":"pi_1","status":"succeeded","metadata":{"order_id":"O-1"}}]}' |
     seed fuzz_stripe_bill charges '\000'
 printf '%s' '{"object":"list","has_more":false,"data":[{"id":"re_1","object":"refund","amount":300,"created":1796486000,"currency":"usd","payment_intent":"pi_1","status":"succeeded","metadata":{"refund_id":"O-1-R","order_id":"O-1"}}]}' |

@@ -1,10 +1,12 @@
-/* fuzz_wxbill.c - WeChat Pay's trade bill (gateways/wxbill.h): whatever
- * the bytes, the parser answers without a crash, and a bill it accepts
+/* fuzz_wxbill.c - WeChat Pay's trade bill (gateways/wxbill.h) and APIv2
+ * downloadbill's answer: whatever the bytes, both answer without a crash;
+ * an answer not taken as the bill says why; and a bill the parser accepts
  * holds together: every row has an id and an amount above 0 in a currency
  * of three letters, a refund names a refund, and nothing is read from a
  * bill it refuses. */
 #include "err.h"
 #include "gateways/wxbill.h"
+#include "platform.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +18,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct pt_wxbill b;
     char err[256];
+    /* APIv2 downloadbill's answer first: the bill, later, or refused with
+     * why; a body that is no XML error is the bill (parsed below). */
+    struct pt_http_response resp = {.status = 200, .body = (char *)data, .body_len = size};
+    int v2 = pt_wxbill_v2_answer(&resp, err, sizeof err);
+    if (v2 != PT_OK && v2 != PT_EAGAIN && v2 != PT_EPARSE)
+        abort();
+    if (v2 != PT_OK && !err[0])
+        abort();
+    if (v2 == PT_OK && size && data[0] == '<')
+        abort();
     int rc = pt_wxbill_parse((const char *)data, size, "2026-12-05", &b, err, sizeof err);
     if (rc != PT_OK) {
         if (b.rows || b.n || !err[0] != (rc != PT_EPARSE))
