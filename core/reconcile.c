@@ -69,9 +69,11 @@ static const char *key_of(const struct pt_recon_record *r)
     return r->refund ? r->refund_id : r->order_id;
 }
 
+static const char *number_of(const struct pt_recon_record *r);
+
 /* The order within a group (one kind, one key): bill records first, then
- * by day; ties (the same id twice on one day) by amount, so the result
- * does not depend on the input's order. */
+ * by day; ties (the same id twice on one day) by amount, currency and the
+ * gateway's number, so the result does not depend on the input's order. */
 static int entry_cmp(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
@@ -79,7 +81,10 @@ static int entry_cmp(const void *a, const void *b)
         return x->side - y->side;
     if (x->day != y->day)
         return x->day - y->day;
-    return x->amount < y->amount ? -1 : x->amount > y->amount;
+    if (x->amount != y->amount)
+        return x->amount < y->amount ? -1 : 1;
+    int c = memcmp(x->currency, y->currency, sizeof x->currency);
+    return c ? c : strcmp(number_of(x->r), number_of(y->r));
 }
 
 static const char *number_of(const struct pt_recon_record *r)

@@ -783,6 +783,14 @@ typedef int (*pt_recon_row_fn)(void *ctx, const struct pt_recon_record *r, int64
  */
 int pt_store_recon_local(struct pt_store *st, const char *gateway, int refunds, int64_t from,
                          int64_t to, pt_recon_row_fn fn, void *ctx);
+/*
+ * Calls fn with the lane time, ms, at which each of the gateway's charges
+ * and refunds that became final in [from, to) did - SUCCESS, FAILED or
+ * CANCELED alike (the days the daily run's walk back looks at).  Non-zero
+ * from fn stops and is returned.  On PostgreSQL the whole shop's.
+ */
+int pt_store_recon_final_times(struct pt_store *st, const char *gateway, int64_t from, int64_t to,
+                               int (*fn)(void *ctx, int64_t at), void *ctx);
 /* Stores a run as served ("pending", "done", "failed"). */
 int pt_store_recon_insert(struct pt_store *st, const char *gateway, const char *date,
                           const char *state, const char *body, int64_t now);

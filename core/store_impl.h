@@ -70,6 +70,7 @@
     X(Z_GET)                                                                                       \
     X(Z_OPEN)                                                                                      \
     X(RECON_CHARGES)                                                                               \
+    X(RECON_FINAL_TIMES)                                                                           \
     X(RECON_REFUNDS)                                                                               \
     X(RECON_INSERT)                                                                                \
     X(RECON_LATEST)                                                                                \

@@ -781,27 +781,37 @@ int pt_store_recon_local(struct pt_store *st, const char *gateway, int refunds, 
     q_int(&q, 2, from);
     q_int(&q, 3, to);
     while ((rc = q_step(&q)) == PT_Q_ROW) {
-        /* Every field set, none cleared first: a day's records are 40 MB. */
-        struct pt_recon_record r;
-        r.refund = refunds;
-        r.day = 0;
+        struct pt_recon_record r = {.refund = refunds};
         int c = 0;
         copy_col(r.order_id, sizeof r.order_id, q_text_at(&q, c++));
         if (refunds)
             copy_col(r.refund_id, sizeof r.refund_id, q_text_at(&q, c++));
-        else
-            r.refund_id[0] = '\0';
         copy_col(r.gateway_trade_no, sizeof r.gateway_trade_no, q_text_at(&q, c++));
         if (refunds)
             copy_col(r.gateway_refund_no, sizeof r.gateway_refund_no, q_text_at(&q, c++));
-        else
-            r.gateway_refund_no[0] = '\0';
         r.amount = q_int_at(&q, c++);
         copy_col(r.currency, sizeof r.currency, q_text_at(&q, c++));
         int64_t at = q_int_at(&q, c);
         if ((rc = fn(ctx, &r, at)) != PT_OK)
             break;
     }
+    q_done(&q);
+    return rc;
+}
+
+int pt_store_recon_final_times(struct pt_store *st, const char *gateway, int64_t from, int64_t to,
+                               int (*fn)(void *ctx, int64_t at), void *ctx)
+{
+    struct pt_q q;
+    int rc = q_open(st, PT_Q_RECON_FINAL_TIMES, &q);
+    if (rc)
+        return rc;
+    q_text(&q, 1, gateway);
+    q_int(&q, 2, from);
+    q_int(&q, 3, to);
+    while ((rc = q_step(&q)) == PT_Q_ROW)
+        if ((rc = fn(ctx, q_int_at(&q, 0))) != PT_OK)
+            break;
     q_done(&q);
     return rc;
 }

@@ -269,6 +269,19 @@
       " FROM charges c WHERE c.gateway = $1::text AND c.state = 'SUCCESS'"                         \
       " AND c.updated_at >= $2::bigint) t WHERE at >= $2::bigint AND at < $3::bigint"              \
       " ORDER BY order_id")                                                                        \
+    /* When the gateway's charges and refunds of the shop became final in                          \
+     * [$2, $3), whatever their final state, by their first final audit row. */                    \
+    X(RECON_FINAL_TIMES,                                                                           \
+      "SELECT at FROM (SELECT (SELECT min(e.created_at) FROM charge_events e"                      \
+      " WHERE e.charge_id = c.id AND e.refund_id IS NULL AND e.refused = 0"                        \
+      " AND e.to_state IN ('SUCCESS', 'FAILED', 'CANCELED')) AS at FROM charges c"                 \
+      " WHERE c.gateway = $1::text AND c.state IN ('SUCCESS', 'FAILED', 'CANCELED')"               \
+      " AND c.updated_at >= $2::bigint UNION ALL SELECT (SELECT min(e.created_at)"                 \
+      " FROM charge_events e WHERE e.charge_id = r.charge_id AND e.refund_id = r.refund_id"        \
+      " AND e.refused = 0 AND e.to_state IN ('SUCCESS', 'FAILED')) FROM refunds r"                 \
+      " JOIN charges c ON c.id = r.charge_id WHERE c.gateway = $1::text"                           \
+      " AND r.state IN ('SUCCESS', 'FAILED') AND r.updated_at >= $2::bigint) t"                    \
+      " WHERE at >= $2::bigint AND at < $3::bigint")                                               \
     X(RECON_REFUNDS,                                                                               \
       "SELECT * FROM (SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no,"    \
       " r.amount, c.currency, (SELECT min(e.created_at) FROM charge_events e"                      \

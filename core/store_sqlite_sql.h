@@ -244,6 +244,12 @@
     X(RECON_CHARGES, "SELECT order_id, gateway_trade_no, amount, currency, final_at"               \
                      " FROM charges WHERE gateway = ?1 AND state = 'SUCCESS'"                      \
                      " AND final_at >= ?2 AND final_at < ?3")                                      \
+    /* When the gateway's charges and refunds became final in [?2, ?3),                            \
+     * whatever their final state: the days the walk back looks at. */                             \
+    X(RECON_FINAL_TIMES, "SELECT final_at FROM charges WHERE gateway = ?1"                         \
+                         " AND final_at >= ?2 AND final_at < ?3 UNION ALL"                         \
+                         " SELECT r.final_at FROM refunds r JOIN charges c ON c.id = r.charge_id"  \
+                         " WHERE c.gateway = ?1 AND r.final_at >= ?2 AND r.final_at < ?3")         \
     X(RECON_REFUNDS,                                                                               \
       "SELECT c.order_id, r.refund_id, c.gateway_trade_no, r.gateway_refund_no, r.amount,"         \
       " c.currency, r.final_at FROM refunds r JOIN charges c ON c.id = r.charge_id"                \

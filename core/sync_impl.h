@@ -93,9 +93,9 @@ struct pt_sync {
     int64_t recon_retry_at[PT_GW_MAX], recon_backoff[PT_GW_MAX];
     char recon_date[PT_GW_MAX][11];
     /* The walk back over days the daily run missed: the yesterday it was
-     * last finished for, and the last day it tried since (each day is
-     * tried once a walk, oldest first). */
-    char recon_walked[PT_GW_MAX][11], recon_walk_at[PT_GW_MAX][11];
+     * last finished for, the last day it tried since (each day is tried
+     * once a walk, oldest first) and the yesterday that walk is for. */
+    char recon_walked[PT_GW_MAX][11], recon_walk_at[PT_GW_MAX][11], recon_walk_for[PT_GW_MAX][11];
 };
 
 /* Set while this thread runs pt_sync_drain (a gateway call counts as its

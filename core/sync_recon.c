@@ -450,9 +450,8 @@ struct walk {
     unsigned char held[WALK_DAYS]; /* 1: the lane holds final records of it */
 };
 
-static int walk_row(void *ctx, const struct pt_recon_record *r, int64_t at)
+static int walk_row(void *ctx, int64_t at)
 {
-    (void)r;
     struct walk *w = ctx;
     int64_t d = (at - w->first) / DAY_MS;
     if (at >= w->first && d < WALK_DAYS)
@@ -470,6 +469,19 @@ static int walk_row(void *ctx, const struct pt_recon_record *r, int64_t at)
  * local records is not walked back to (its bill could only hold sales
  * made outside payterm).  How long until it should be looked at again.
  */
+/* 1 when a stored run failed because its gateway could not be asked (the
+ * error fetch() writes): the network, not the bill. */
+static int not_asked(const char *body)
+{
+    cJSON *o = body ? cJSON_Parse(body) : NULL;
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(o, "state");
+    const cJSON *error = cJSON_GetObjectItemCaseSensitive(o, "error");
+    int yes = cJSON_IsString(state) && strcmp(state->valuestring, "failed") == 0 &&
+              cJSON_IsString(error) && strstr(error->valuestring, " could not be asked: ");
+    cJSON_Delete(o);
+    return yes;
+}
+
 static int64_t walk_back(struct pt_sync *s, struct pt_store *st, int i, const char *yesterday)
 {
     const char *name = pt_gateway_at(i)->name;
@@ -478,10 +490,15 @@ static int64_t walk_back(struct pt_sync *s, struct pt_store *st, int i, const ch
     if (!strcmp(s->recon_walked[i], yesterday) || off < 0 ||
         pt_recon_day_start(name, yesterday, &ystart) != PT_OK)
         return DAY_MIN * MINUTE_MS;
+    if (strcmp(s->recon_walk_for[i], yesterday) != 0) {
+        /* A new day's walk: every missed day is tried again. */
+        snprintf(s->recon_walk_for[i], sizeof s->recon_walk_for[i], "%s", yesterday);
+        s->recon_walk_at[i][0] = '\0';
+    }
     struct walk w = {.first = ystart - WALK_DAYS * DAY_MS};
-    int rc = PT_OK;
-    for (int refunds = 0; refunds < 2 && rc == PT_OK; refunds++)
-        rc = pt_store_recon_local(st, name, refunds, w.first, ystart, walk_row, &w);
+    /* Final in any state: a day of declined sales only needs its run too
+     * (the gateway may hold money for one; retention waits for it). */
+    int rc = pt_store_recon_final_times(st, name, w.first, ystart, walk_row, &w);
     if (rc)
         return MINUTE_MS; /* the store will answer again */
     int64_t now = pt__sync_now_ms(s);
@@ -502,9 +519,17 @@ static int64_t walk_back(struct pt_sync *s, struct pt_store *st, int i, const ch
             continue;
         rc = pt_sync_reconcile(s, st, name, date, "schedule", now, &body);
         done = rc == PT_OK && is_done(body, day_end);
+        int away = rc == PT_OK && !done && not_asked(body);
         free(body);
         if (rc == PT_EBUSY)
             return MINUTE_MS; /* a run is on: this day next time */
+        if (away) {
+            /* The gateway could not be asked (offline): not a try. */
+            pt_log_info("reconciliation %s %s: a day the daily run missed; the gateway could "
+                        "not be asked, tried again in %lld min",
+                        name, date, (long long)(RETRY_FIRST_MS / MINUTE_MS));
+            return RETRY_FIRST_MS;
+        }
         snprintf(s->recon_walk_at[i], sizeof s->recon_walk_at[i], "%s", date);
         pt_log_info("reconciliation %s %s: a day the daily run missed, %s", name, date,
                     done ? "done" : "not done; tried again on the next walk");
@@ -512,6 +537,8 @@ static int64_t walk_back(struct pt_sync *s, struct pt_store *st, int i, const ch
     }
     snprintf(s->recon_walked[i], sizeof s->recon_walked[i], "%s", yesterday);
     s->recon_walk_at[i][0] = '\0';
+    pt_log_info("reconciliation %s: the walk back found no missed day before %s left to run", name,
+                yesterday);
     return DAY_MIN * MINUTE_MS;
 }
 

@@ -464,7 +464,8 @@ int pt_wxbill_v2_answer(const struct pt_http_response *resp, char *why, size_t w
     while (i < resp->body_len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
         i++;
     int xml = i < resp->body_len && b[i] == '<'; /* a bill begins with its header or a BOM */
-    if (resp->status != 200 && !xml) {
+    if (resp->status != 200) {
+        /* WeChat answers its errors with 200: anything else is not its. */
         say(why, whylen, "WeChat Pay's downloadbill answered HTTP %d", resp->status);
         return PT_EPARSE;
     }
@@ -472,8 +473,7 @@ int pt_wxbill_v2_answer(const struct pt_http_response *resp, char *why, size_t w
         return PT_OK;
     struct pt_wxv2_msg m = {0};
     if (pt_wxv2_parse(b, resp->body_len, &m) != PT_OK) {
-        say(why, whylen, "WeChat Pay's downloadbill answered HTTP %d with XML that cannot be read",
-            resp->status);
+        say(why, whylen, "WeChat Pay's downloadbill answered XML that cannot be read");
         return PT_EPARSE;
     }
     const char *code = pt_wxv2_get(&m, "return_code"), *msg = pt_wxv2_get(&m, "return_msg");

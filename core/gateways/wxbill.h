@@ -70,9 +70,9 @@ int pt_wxbill_answer(const struct pt_gw_config *cfg, const struct pt_http_respon
 /*
  * APIv2 downloadbill's answer (SPEC 19): PT_OK when the body is the bill
  * (text; the caller parses it), PT_EAGAIN when WeChat Pay has none yet
- * (return_msg "No Bill Exist", "Bill Creating"), PT_EPARSE for an HTTP
- * error or another FAIL, why naming WeChat's return_msg and error_code.
- * WeChat signs neither the bill nor the error: TLS to the configured
+ * (return_msg "No Bill Exist", "Bill Creating"), PT_EPARSE for a status
+ * other than 200 (WeChat answers its errors with 200) or another FAIL, why naming WeChat's
+ * return_msg and error_code. WeChat signs neither the bill nor the error: TLS to the configured
  * endpoint is all that vouches for them.
  */
 int pt_wxbill_v2_answer(const struct pt_http_response *resp, char *why, size_t whylen);

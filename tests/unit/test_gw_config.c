@@ -239,6 +239,10 @@ static void test_keys_hold_what_their_names_say(void **state)
         err[0] = '\0';
         int rc = pt_gw_config_load(&cfg, k->gateway, NULL, NULL, &g, err, sizeof err);
         /* Every row is tried and every wrong one printed, then the test fails. */
+        if (rc == PT_OK && g.bill_apiv2 != (strstr(k->section, "\"bill_api\":\"v2\"") != NULL)) {
+            print_error("%s: bill_apiv2 is %d\n", k->name, g.bill_apiv2);
+            bad++;
+        }
         if (rc == PT_OK)
             pt_gw_config_free(&g);
         if (!k->mention[0] && rc != PT_OK) {

@@ -299,6 +299,12 @@ static void test_downloadbill_answer(void **state)
     r = (struct pt_http_response){.status = 502, .body = (char *)"Bad Gateway", .body_len = 11};
     assert_int_equal(pt_wxbill_v2_answer(&r, why, sizeof why), PT_EPARSE);
     assert_non_null(strstr(why, "HTTP 502"));
+    /* Not WeChat's way of saying "later": whatever the body, a failed run. */
+    r.status = 500;
+    r.body = (char *)cases[0].xml;
+    r.body_len = strlen(cases[0].xml);
+    assert_int_equal(pt_wxbill_v2_answer(&r, why, sizeof why), PT_EPARSE);
+    assert_non_null(strstr(why, "HTTP 500"));
 }
 
 int main(void)

@@ -169,7 +169,7 @@ if [ "$MODE" = v2 ]; then
     reconcile k-v2-empty wechat "$(date -u -d "$WX_DAY - 3 days" +%F)"
     expect "v2, a day without a bill: 201 pending" "201 pending" "$ST $(jq -r .state "$BODY")"
     expect_match "v2, a day without a bill: WeChat's own answer" 'No Bill Exist \(error_code 20002\)' "$(jq -r .error "$BODY")"
-    # The day before unreadable fails the run, as with APIv3.
+    # downloadbill failing (HTTP 500, WeChat's SYSTEMERROR): a failed run.
     sim_fault '{"gateway":"wechat","mode":"http_500_after_commit","count":-1,"path":"/pay/downloadbill"}'
     reconcile k-v2-down wechat "$WX_DAY"
     expect "v2, downloadbill failing: 201 failed" "201 failed" "$ST $(jq -r .state "$BODY")"
