@@ -388,6 +388,60 @@ static void test_one_run_at_a_time(void **state)
     pt_store_close(a);
 }
 
+static int note_time(void *ctx, int64_t at)
+{
+    int64_t *v = ctx; /* v[0] how many, then the times */
+    if (v[0] < 7)
+        v[1 + v[0]] = at;
+    v[0]++;
+    return PT_OK;
+}
+
+static int by_time(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The days the daily run's walk back looks at: every charge and refund of
+ * the gateway that became final in the range - paid, failed or canceled
+ * alike - at the time it did. */
+static void test_final_times(void **state)
+{
+    (void)state;
+    struct pt_store *st = open_store();
+    int64_t a = paid(st, "A", 1000, "wx-A", DAY0 + 1 * HOUR);
+    refunded(st, a, "RA1", 100, "wr-RA1", DAY0 + 2 * HOUR);
+    struct pt_charge f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.order_id, sizeof f.order_id, "F");
+    snprintf(f.gateway, sizeof f.gateway, "wechat");
+    snprintf(f.method, sizeof f.method, "barcode");
+    snprintf(f.currency, sizeof f.currency, "CNY");
+    f.amount = 700;
+    f.state = PT_STATE_INIT;
+    assert_int_equal(pt_store_begin(st), PT_OK);
+    assert_int_equal(pt_charge_create(st, &f, "api", DAY0 + 3 * HOUR - 1000), PT_OK);
+    assert_int_equal(pt_charge_transition(st, &f, PT_STATE_FAILED, NULL, "declined", "sync", NULL,
+                                          DAY0 + 3 * HOUR),
+                     PT_OK);
+    assert_int_equal(pt_store_commit(st), PT_OK);
+    paid(st, "LATER", 500, "wx-LATER", DAY0 + 30 * HOUR); /* after the range */
+    int64_t v[8] = {0};
+    assert_int_equal(pt_store_recon_final_times(st, "wechat", DAY0, DAY0 + 24 * HOUR, note_time, v),
+                     PT_OK);
+    assert_int_equal(v[0], 3);
+    qsort(v + 1, 3, sizeof v[0], by_time);
+    assert_int_equal(v[1], DAY0 + 1 * HOUR);
+    assert_int_equal(v[2], DAY0 + 2 * HOUR);
+    assert_int_equal(v[3], DAY0 + 3 * HOUR); /* the declined one too */
+    memset(v, 0, sizeof v);
+    assert_int_equal(pt_store_recon_final_times(st, "stripe", DAY0, DAY0 + 24 * HOUR, note_time, v),
+                     PT_OK);
+    assert_int_equal(v[0], 0); /* another gateway's days are its own */
+    pt_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +450,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bill_day_is_the_gateways, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_runs_are_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_run_at_a_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_final_times, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
