@@ -478,7 +478,13 @@ void pt_test_pg_admin(const char *sql)
 #endif
 
 #ifdef PT_WITH_PG
+#include <pthread.h>
 static char test_dsn[640]; /* the test database of the last pt_test_store_open */
+/* Racing threads open their stores at once (test_idem): test_dsn and the
+ * fresh database are set under this lock, and each open reads its own copy
+ * (snprintf empties its buffer first: a racer once read "" and was told
+ * store.dsn is required). */
+static pthread_mutex_t test_dsn_mu = PTHREAD_MUTEX_INITIALIZER;
 #endif
 
 int pt_test_store_open(const struct pt_store_options *o, struct pt_store **st, char *err,
@@ -488,7 +494,7 @@ int pt_test_store_open(const struct pt_store_options *o, struct pt_store **st, c
         return pt_store_open(o, st, err, errlen);
 #ifdef PT_WITH_PG
     static char fresh_for[PT_STORE_PATH_MAX];
-    char *dsn = test_dsn;
+    char dsn[sizeof test_dsn];
     char exe[256] = "", dbname[80];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
@@ -496,11 +502,14 @@ int pt_test_store_open(const struct pt_store_options *o, struct pt_store **st, c
     for (char *p = dbname; *p; p++)
         if (!(*p >= 'a' && *p <= 'z') && !(*p >= '0' && *p <= '9'))
             *p = '_';
+    pthread_mutex_lock(&test_dsn_mu);
     if (!o->path || strcmp(fresh_for, o->path) != 0) {
         pg_fresh(dbname);
         snprintf(fresh_for, sizeof fresh_for, "%s", o->path ? o->path : "");
     }
-    pg_dsn(dsn, sizeof test_dsn, dbname);
+    pg_dsn(test_dsn, sizeof test_dsn, dbname);
+    memcpy(dsn, test_dsn, sizeof dsn);
+    pthread_mutex_unlock(&test_dsn_mu);
     struct pt_store_options pg = *o;
     pg.backend = PT_STORE_POSTGRESQL;
     pg.dsn = dsn;
