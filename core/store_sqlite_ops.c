@@ -8,15 +8,32 @@
 
 /* ---- idempotency keys ------------------------------------------------- */
 
+/* Runs s; PT_ESTATE unless it changed exactly one row (a condition that no
+ * longer held, or no such row). */
+static int run_one(struct pt_store *st, sqlite3_stmt *s)
+{
+    int rc = pt__sq_run(st, s);
+    return rc ? rc : sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+}
+
+/* Statement id prepared, with the key's scope and name bound to ?1 and ?2. */
+static sqlite3_stmt *key_stmt(struct pt_store *st, int id, const char *scope, const char *key)
+{
+    sqlite3_stmt *s = pt__sq_stmt(st, id);
+    if (s) {
+        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    }
+    return s;
+}
+
 static int sq_key_insert(struct pt_store *st, const char *scope, const char *key,
                          const unsigned char hash[32], int64_t instance, int64_t now,
                          int64_t expires_at)
 {
-    sqlite3_stmt *s = pt__sq_stmt(st, S_KEY_INSERT);
+    sqlite3_stmt *s = key_stmt(st, S_KEY_INSERT, scope, key);
     if (!s)
         return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
     sqlite3_bind_blob(s, 3, hash, 32, SQLITE_STATIC);
     sqlite3_bind_int64(s, 4, now);
     sqlite3_bind_int64(s, 5, instance);
@@ -37,11 +54,9 @@ static int sq_key_take_later(struct pt_store *st, const char *scope, const char 
                              int64_t expires_at, struct pt_key_lock *lock)
 {
     assert(st->in_txn);
-    sqlite3_stmt *s = pt__sq_stmt(st, S_KEY_EXISTS);
+    sqlite3_stmt *s = key_stmt(st, S_KEY_EXISTS, scope, key);
     if (!s)
         return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     int err = rc == SQLITE_ROW    ? PT_EEXIST
               : rc == SQLITE_DONE ? PT_OK
@@ -88,11 +103,9 @@ static int sq_key_set_order(struct pt_store *st, const char *scope, const char *
     if (lock->pending) {
         if (!pending_ok(st, lock))
             return PT_ESTATE; /* its transaction ended: the key was never this request's */
-        sqlite3_stmt *s = pt__sq_stmt(st, S_KEY_INSERT_HELD);
+        sqlite3_stmt *s = key_stmt(st, S_KEY_INSERT_HELD, scope, key);
         if (!s)
             return PT_ESTORAGE;
-        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
         sqlite3_bind_blob(s, 3, lock->hash, 32, SQLITE_STATIC);
         sqlite3_bind_int64(s, 4, lock->at);
         sqlite3_bind_int64(s, 5, lock->by);
@@ -106,18 +119,13 @@ static int sq_key_set_order(struct pt_store *st, const char *scope, const char *
         return PT_OK;
     }
 
-    sqlite3_stmt *s = pt__sq_stmt(st, S_KEY_SET_ORDER);
+    sqlite3_stmt *s = key_stmt(st, S_KEY_SET_ORDER, scope, key);
     if (!s)
         return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
     pt__sq_bind_text(s, 3, order_id);
     sqlite3_bind_int64(s, 4, lock->at);
     sqlite3_bind_int64(s, 5, lock->by);
-    int rc = pt__sq_run(st, s);
-    if (rc)
-        return rc;
-    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_one(st, s);
 }
 
 static int sq_key_complete(struct pt_store *st, const char *scope, const char *key,
@@ -128,11 +136,9 @@ static int sq_key_complete(struct pt_store *st, const char *scope, const char *k
         if (!pending_ok(st, lock))
             return PT_ESTATE;
         /* The key's one write: the completed record. */
-        sqlite3_stmt *s = pt__sq_stmt(st, S_KEY_INSERT_DONE);
+        sqlite3_stmt *s = key_stmt(st, S_KEY_INSERT_DONE, scope, key);
         if (!s)
             return PT_ESTORAGE;
-        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
         sqlite3_bind_blob(s, 3, lock->hash, 32, SQLITE_STATIC);
         sqlite3_bind_int64(s, 4, now);
         sqlite3_bind_int(s, 5, status);
@@ -149,11 +155,9 @@ static int sq_key_complete(struct pt_store *st, const char *scope, const char *k
     /* First by the rowid this connection got for the key, if it is that
      * key's (the WHERE says so); else by (scope, key). */
     for (int by_id = st->last_key_rowid > 0; by_id >= 0; by_id--) {
-        sqlite3_stmt *s = pt__sq_stmt(st, by_id ? S_KEY_COMPLETE_ID : S_KEY_COMPLETE);
+        sqlite3_stmt *s = key_stmt(st, by_id ? S_KEY_COMPLETE_ID : S_KEY_COMPLETE, scope, key);
         if (!s)
             return PT_ESTORAGE;
-        sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
         sqlite3_bind_int(s, 3, status);
         sqlite3_bind_blob(s, 4, body ? body : "", (int)len, SQLITE_STATIC);
         sqlite3_bind_int64(s, 5, now);
@@ -180,17 +184,12 @@ static int sq_key_delete(struct pt_store *st, const char *scope, const char *key
         key_written(st, lock); /* nothing was written: nothing to delete */
         return PT_OK;
     }
-    sqlite3_stmt *s = pt__sq_stmt(st, S_KEY_DELETE);
+    sqlite3_stmt *s = key_stmt(st, S_KEY_DELETE, scope, key);
     if (!s)
         return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, lock->at);
     sqlite3_bind_int64(s, 4, lock->by);
-    int rc = pt__sq_run(st, s);
-    if (rc)
-        return rc;
-    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_one(st, s);
 }
 
 /* ---- charges ---------------------------------------------------------- */
@@ -271,18 +270,24 @@ static int next_in_trail(struct pt_store *st, int64_t charge_id, int64_t *next)
     return scalar(st, s, next);
 }
 
-static int audit(struct pt_store *st, int id, int64_t charge_id, const char *from, const char *to,
-                 const char *cause, const char *actor, int refused, const char *detail, int64_t now)
+/* A row of a charge's audit trail, about its refund refund_id when given
+ * (statement S_AUDIT_INSERT_REFUND). */
+static int audit(struct pt_store *st, int id, int64_t charge_id, const char *refund_id,
+                 const char *from, const char *to, const char *cause, const char *actor,
+                 int refused, const char *detail, int64_t now)
 {
+    assert((id == S_AUDIT_INSERT_REFUND) == (refund_id != NULL));
     int64_t next = 0;
-    int rc = id == S_AUDIT_INSERT ? next_in_trail(st, charge_id, &next) : PT_OK;
+    int rc = id != S_AUDIT_INSERT_FIRST ? next_in_trail(st, charge_id, &next) : PT_OK;
     if (rc)
         return rc;
     sqlite3_stmt *s = pt__sq_stmt(st, id);
     if (!s)
         return PT_ESTORAGE;
-    if (id == S_AUDIT_INSERT)
+    if (id != S_AUDIT_INSERT_FIRST)
         sqlite3_bind_int64(s, 9, next);
+    if (refund_id)
+        sqlite3_bind_text(s, 10, refund_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 1, charge_id);
     pt__sq_bind_text(s, 2, from);
     pt__sq_bind_text(s, 3, to);
@@ -298,14 +303,14 @@ static int sq_audit(struct pt_store *st, int64_t charge_id, const char *from, co
                     const char *cause, const char *actor, int refused, const char *detail,
                     int64_t now)
 {
-    return audit(st, S_AUDIT_INSERT, charge_id, from, to, cause, actor, refused, detail, now);
+    return audit(st, S_AUDIT_INSERT, charge_id, NULL, from, to, cause, actor, refused, detail, now);
 }
 
 static int sq_audit_first(struct pt_store *st, int64_t charge_id, const char *to, const char *cause,
                           const char *actor, int64_t now)
 {
     /* A new charge has no trail yet: its first row is seq 1, no lookup. */
-    return audit(st, S_AUDIT_INSERT_FIRST, charge_id, NULL, to, cause, actor, 0, NULL, now);
+    return audit(st, S_AUDIT_INSERT_FIRST, charge_id, NULL, NULL, to, cause, actor, 0, NULL, now);
 }
 
 static int sq_count(struct pt_store *st, const char *table, int64_t *count)
@@ -396,21 +401,24 @@ static sqlite3_stmt *transition_stmt(struct pt_store *st, unsigned mask)
                              " AND ");
 }
 
+/* A transition's UPDATE s (NULL: not prepared) bound and run. */
+static int run_transition(struct pt_store *st, sqlite3_stmt *s, int64_t id, enum pt_state to,
+                          const struct pt_charge_patch *patch, int64_t now)
+{
+    if (!s)
+        return PT_ESTORAGE;
+    bind_patch(s, id, patch, now);
+    sqlite3_bind_text(s, 10, pt_state_name(to), -1, SQLITE_STATIC);
+    return run_one(st, s);
+}
+
 static int sq_charge_transition(struct pt_store *st, int64_t id, unsigned from_mask,
                                 enum pt_state to, const struct pt_charge_patch *patch, int64_t now)
 {
     from_mask &= PT_FROM_MASKS - 1;
     if (!from_mask || (unsigned)to >= PT_STATE__COUNT)
         return PT_EINVAL;
-    sqlite3_stmt *s = transition_stmt(st, from_mask);
-    if (!s)
-        return PT_ESTORAGE;
-    bind_patch(s, id, patch, now);
-    sqlite3_bind_text(s, 10, pt_state_name(to), -1, SQLITE_STATIC);
-    int rc = pt__sq_run(st, s);
-    if (rc)
-        return rc;
-    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_transition(st, transition_stmt(st, from_mask), id, to, patch, now);
 }
 
 static int sq_charge_accept_offline(struct pt_store *st, const struct pt_charge *c, int64_t now)
@@ -420,8 +428,7 @@ static int sq_charge_accept_offline(struct pt_store *st, const struct pt_charge 
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, c->id);
     sqlite3_bind_int64(s, 2, now);
-    int rc = pt__sq_run(st, s);
-    return rc ? rc : sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_one(st, s);
 }
 
 static int sq_charge_request_cancel(struct pt_store *st, int64_t id, unsigned from_mask,
@@ -444,9 +451,7 @@ static int sq_charge_request_cancel(struct pt_store *st, int64_t id, unsigned fr
     sqlite3_bind_int64(s, 1, id);
     sqlite3_bind_int64(s, 2, due);
     sqlite3_bind_int64(s, 3, now);
-    if ((rc = pt__sq_run(st, s)))
-        return rc;
-    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_one(st, s);
 }
 
 /* Runs a one-row, one-integer-column query. */
@@ -498,33 +503,60 @@ static int active_floor(struct pt_store *st, int64_t *floor)
     return read_floor(st, S_ACTIVE_FIRST, &st->active_floor, floor);
 }
 
-static int sq_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
-                          struct pt_charge *rows, int *n)
+/* A table's floor (active_floor(), refund_floor()): read again at the start
+ * of a walk, the one cached in st otherwise. */
+typedef int floor_fn(struct pt_store *st, int64_t *floor);
+
+/* One page of a work list (charges or refunds) due at now, after after_id. */
+static int due_rows(struct pt_store *st, floor_fn *read, int64_t cached, int id,
+                    const struct pt_row_kind *k, int64_t now, int64_t after_id, int max, void *rows,
+                    int *n)
 {
-    int64_t floor = st->active_floor;
-    int rc = after_id == 0 ? active_floor(st, &floor) : PT_OK; /* a new walk */
+    int64_t floor = cached;
+    int rc = after_id == 0 ? read(st, &floor) : PT_OK; /* a new walk */
     if (rc)
         return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_CHARGES_DUE);
+    sqlite3_stmt *s = pt__sq_stmt(st, id);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, now);
     sqlite3_bind_int(s, 2, max);
     sqlite3_bind_int64(s, 3, after_id > floor - 1 ? after_id : floor - 1);
-    return read_rows(st, s, &pt_charge_row, max, rows, n);
+    return read_rows(st, s, k, max, rows, n);
+}
+
+/* Statement id into *s with a table's floor bound to ?1. */
+static int floor_stmt(struct pt_store *st, floor_fn *read, int id, sqlite3_stmt **s)
+{
+    int64_t floor;
+    int rc = read(st, &floor);
+    if (rc)
+        return rc;
+    if (!(*s = pt__sq_stmt(st, id)))
+        return PT_ESTORAGE;
+    sqlite3_bind_int64(*s, 1, floor);
+    return PT_OK;
+}
+
+/* The one integer of statement id bound to a table's floor, such as when
+ * the next row of a work list is due (0 when there is none). */
+static int floor_scalar(struct pt_store *st, floor_fn *read, int id, int64_t *when)
+{
+    sqlite3_stmt *s;
+    int rc = floor_stmt(st, read, id, &s);
+    return rc ? rc : scalar(st, s, when);
+}
+
+static int sq_charges_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
+                          struct pt_charge *rows, int *n)
+{
+    return due_rows(st, active_floor, st->active_floor, S_CHARGES_DUE, &pt_charge_row, now,
+                    after_id, max, rows, n);
 }
 
 static int sq_charges_next_due(struct pt_store *st, int64_t *when)
 {
-    int64_t floor;
-    int rc = active_floor(st, &floor);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_CHARGES_NEXT_DUE);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, floor);
-    return scalar(st, s, when);
+    return floor_scalar(st, active_floor, S_CHARGES_NEXT_DUE, when);
 }
 
 static int sq_queue_figures(struct pt_store *st, const char *currency, int64_t *count,
@@ -548,6 +580,27 @@ static int sq_queue_figures(struct pt_store *st, const char *currency, int64_t *
     return rc;
 }
 
+/* The (state, count) rows of s into by_state, then the scalar review_id
+ * into *review: a status's counts of charges or of refunds. */
+static int state_counts(struct pt_store *st, sqlite3_stmt *s, int64_t by_state[PT_STATE__COUNT],
+                        int review_id, int64_t *review)
+{
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        enum pt_state state;
+        const char *name = (const char *)sqlite3_column_text(s, 0);
+        if (name && pt_state_parse(name, &state) == PT_OK)
+            by_state[state] = sqlite3_column_int64(s, 1);
+    }
+    rc = rc == SQLITE_DONE ? PT_OK : pt__sq_xlate(sqlite3_extended_errcode(st->c->db));
+    sqlite3_reset(s);
+    if (rc)
+        return rc;
+    if (!(s = pt__sq_stmt(st, review_id)))
+        return PT_ESTORAGE;
+    return scalar(st, s, review);
+}
+
 static int sq_stats(struct pt_store *st, int final_states, struct pt_store_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -560,18 +613,8 @@ static int sq_stats(struct pt_store *st, int final_states, struct pt_store_stats
         return PT_ESTORAGE;
     if (!final_states)
         sqlite3_bind_int64(s, 1, floor);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        enum pt_state state;
-        const char *name = (const char *)sqlite3_column_text(s, 0);
-        if (name && pt_state_parse(name, &state) == PT_OK)
-            out->by_state[state] = sqlite3_column_int64(s, 1);
-    }
-    rc = rc == SQLITE_DONE ? PT_OK : pt__sq_xlate(sqlite3_extended_errcode(st->c->db));
-    sqlite3_reset(s);
-    if (rc)
+    if ((rc = state_counts(st, s, out->by_state, S_STATS_REVIEW, &out->review)))
         return rc;
-    if (!(s = pt__sq_stmt(st, S_STATS_REVIEW)) || (rc = scalar(st, s, &out->review)))
-        return s ? rc : PT_ESTORAGE;
     if (!(s = pt__sq_stmt(st, S_STATS_QUEUE)))
         return PT_ESTORAGE;
     sqlite3_bind_int64(s, 1, floor);
@@ -593,10 +636,13 @@ static int sq_stats(struct pt_store *st, int final_states, struct pt_store_stats
 
 /* ---- events ----------------------------------------------------------------- */
 
-static int sq_event_insert(struct pt_store *st, const char *type, int64_t charge_id,
-                           const char *order_id, const char *payload, int64_t now, int64_t *seq)
+/* An event of a charge, or of its refund refund_id (> 0); PT_EEXIST when it
+ * already had this event: each is delivered once. */
+static int event_insert(struct pt_store *st, const char *type, int64_t charge_id,
+                        const char *order_id, int64_t refund_id, const char *payload, int64_t now,
+                        int64_t *seq)
 {
-    sqlite3_stmt *s = pt__sq_stmt(st, S_EVENT_INSERT);
+    sqlite3_stmt *s = pt__sq_stmt(st, refund_id ? S_EVENT_INSERT_REFUND : S_EVENT_INSERT);
     if (!s)
         return PT_ESTORAGE;
     sqlite3_bind_text(s, 1, type, -1, SQLITE_STATIC);
@@ -604,15 +650,21 @@ static int sq_event_insert(struct pt_store *st, const char *type, int64_t charge
     sqlite3_bind_text(s, 3, order_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, payload, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 5, now);
-    int rc = pt__sq_run(st, s);
+    if (refund_id)
+        sqlite3_bind_int64(s, 6, refund_id);
+    int rc = run_one(st, s);
     if (rc)
-        return rc;
-    if (sqlite3_changes(st->c->db) != 1)
-        return PT_EEXIST; /* this charge already had this event: deliver once */
+        return rc == PT_ESTATE ? PT_EEXIST : rc;
     if (seq)
         *seq = sqlite3_last_insert_rowid(st->c->db);
     st->events_in_txn++;
     return PT_OK;
+}
+
+static int sq_event_insert(struct pt_store *st, const char *type, int64_t charge_id,
+                           const char *order_id, const char *payload, int64_t now, int64_t *seq)
+{
+    return event_insert(st, type, charge_id, order_id, 0, payload, now, seq);
 }
 
 /* ---- refunds (SPEC section 5a) --------------------------------------------- */
@@ -676,17 +728,8 @@ static int refund_floor(struct pt_store *st, int64_t *floor)
 static int sq_refunds_due(struct pt_store *st, int64_t now, int64_t after_id, int max,
                           struct pt_refund *rows, int *n)
 {
-    int64_t floor = st->refund_floor;
-    int rc = after_id == 0 ? refund_floor(st, &floor) : PT_OK; /* a new walk */
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_REFUNDS_DUE);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_int(s, 2, max);
-    sqlite3_bind_int64(s, 3, after_id > floor - 1 ? after_id : floor - 1);
-    return read_rows(st, s, &pt_refund_row, max, rows, n);
+    return due_rows(st, refund_floor, st->refund_floor, S_REFUNDS_DUE, &pt_refund_row, now,
+                    after_id, max, rows, n);
 }
 
 /* One transaction: a charges' and a refunds' statement (update[0], [1]),
@@ -736,15 +779,7 @@ static int sq_gateway_back(struct pt_store *st, const char *gateway, int64_t now
 
 static int sq_refunds_next_due(struct pt_store *st, int64_t *when)
 {
-    int64_t floor;
-    int rc = refund_floor(st, &floor);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_REFUNDS_NEXT_DUE);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, floor);
-    return scalar(st, s, when); /* 0 when there is none */
+    return floor_scalar(st, refund_floor, S_REFUNDS_NEXT_DUE, when);
 }
 
 static int sq_z_open(struct pt_store *st, int64_t open[4])
@@ -785,15 +820,7 @@ static int sq_refund_transition(struct pt_store *st, int64_t id, unsigned from_m
     from_mask &= PT_FROM_MASKS - 1;
     if (!from_mask || !pt_refund_state_valid(to))
         return PT_EINVAL;
-    sqlite3_stmt *s = refund_transition_stmt(st, from_mask);
-    if (!s)
-        return PT_ESTORAGE;
-    bind_patch(s, id, patch, now);
-    sqlite3_bind_text(s, 10, pt_state_name(to), -1, SQLITE_STATIC);
-    int rc = pt__sq_run(st, s);
-    if (rc)
-        return rc;
-    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_transition(st, refund_transition_stmt(st, from_mask), id, to, patch, now);
 }
 
 static int sq_refund_withdraw(struct pt_store *st, int64_t id)
@@ -805,82 +832,30 @@ static int sq_refund_withdraw(struct pt_store *st, int64_t id)
     /* The next refund may get this id again (or one below it): every
      * connection's floor starts from the beginning once (refund_floor()). */
     atomic_fetch_add(&refund_withdrawals, 1);
-    int rc = pt__sq_run(st, s);
-    if (rc)
-        return rc;
-    return sqlite3_changes(st->c->db) == 1 ? PT_OK : PT_ESTATE;
+    return run_one(st, s);
 }
 
 static int sq_refund_audit(struct pt_store *st, const struct pt_refund *r, const char *from,
                            const char *to, const char *cause, const char *actor, int refused,
                            const char *detail, int64_t now)
 {
-    int64_t next = 0;
-    int rc = next_in_trail(st, r->charge_id, &next);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_AUDIT_INSERT_REFUND);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 9, next);
-    sqlite3_bind_int64(s, 1, r->charge_id);
-    pt__sq_bind_text(s, 2, from);
-    pt__sq_bind_text(s, 3, to);
-    sqlite3_bind_text(s, 4, cause, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, actor, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 6, refused ? 1 : 0);
-    pt__sq_bind_text(s, 7, detail);
-    sqlite3_bind_int64(s, 8, now);
-    sqlite3_bind_text(s, 10, r->refund_id, -1, SQLITE_STATIC);
-    return pt__sq_run(st, s);
+    return audit(st, S_AUDIT_INSERT_REFUND, r->charge_id, r->refund_id, from, to, cause, actor,
+                 refused, detail, now);
 }
 
 static int sq_refund_event_insert(struct pt_store *st, const char *type, const struct pt_refund *r,
                                   const char *payload, int64_t now, int64_t *seq)
 {
-    sqlite3_stmt *s = pt__sq_stmt(st, S_EVENT_INSERT_REFUND);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(s, 1, type, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, r->charge_id);
-    sqlite3_bind_text(s, 3, r->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, payload, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, now);
-    sqlite3_bind_int64(s, 6, r->id);
-    int rc = pt__sq_run(st, s);
-    if (rc)
-        return rc;
-    if (sqlite3_changes(st->c->db) != 1)
-        return PT_EEXIST; /* this refund already had its final event */
-    if (seq)
-        *seq = sqlite3_last_insert_rowid(st->c->db);
-    st->events_in_txn++;
-    return PT_OK;
+    assert(r->id > 0); /* 0 would be a charge's event */
+    return event_insert(st, type, r->charge_id, r->order_id, r->id, payload, now, seq);
 }
 
 static int sq_refund_stats(struct pt_store *st, struct pt_refund_stats *out)
 {
     memset(out, 0, sizeof *out);
-    int64_t floor;
-    int rc = refund_floor(st, &floor);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_REFUND_STATS);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, floor);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        enum pt_state state;
-        const char *name = (const char *)sqlite3_column_text(s, 0);
-        if (name && pt_state_parse(name, &state) == PT_OK)
-            out->by_state[state] = sqlite3_column_int64(s, 1);
-    }
-    rc = rc == SQLITE_DONE ? PT_OK : pt__sq_xlate(sqlite3_extended_errcode(st->c->db));
-    sqlite3_reset(s);
-    if (rc)
-        return rc;
-    s = pt__sq_stmt(st, S_REFUND_STATS_REVIEW);
-    return s ? scalar(st, s, &out->review) : PT_ESTORAGE;
+    sqlite3_stmt *s;
+    int rc = floor_stmt(st, refund_floor, S_REFUND_STATS, &s);
+    return rc ? rc : state_counts(st, s, out->by_state, S_REFUND_STATS_REVIEW, &out->review);
 }
 
 /* ---- the lane's clock (SPEC 17) ------------------------------------------ */
@@ -922,15 +897,7 @@ static int sq_clock_put(struct pt_store *st, const struct pt_clock_anchor *a)
 
 static int sq_newest_time(struct pt_store *st, int64_t *t)
 {
-    int64_t floor;
-    int rc = active_floor(st, &floor);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = pt__sq_stmt(st, S_NEWEST_TIME);
-    if (!s)
-        return PT_ESTORAGE;
-    sqlite3_bind_int64(s, 1, floor);
-    return scalar(st, s, t);
+    return floor_scalar(st, active_floor, S_NEWEST_TIME, t);
 }
 
 static int sq_clock_shift(struct pt_store *st, int64_t since, int64_t delta)
