@@ -7,15 +7,30 @@
  */
 #include "store_pg_impl.h"
 
+/* Runs statement id; PT_ESTATE unless it changed exactly one row (a
+ * condition that no longer held, or no such row). */
+static int run_one(struct pg_store *st, int id, const struct args *a)
+{
+    int n = 0;
+    int rc = pt__pg_run(st, id, a, &n);
+    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+}
+
 /* ---- idempotency keys ------------------------------------------------------ */
+
+/* A key statement's first parameters: its scope and name. */
+static void key_args(struct args *a, const char *scope, const char *key)
+{
+    pt__pg_a_text(a, scope);
+    pt__pg_a_text(a, key);
+}
 
 static int pg_key_insert(struct pt_store *s, const char *scope, const char *key,
                          const unsigned char hash[32], int64_t instance, int64_t now,
                          int64_t expires_at)
 {
     struct args a = {0};
-    pt__pg_a_text(&a, scope);
-    pt__pg_a_text(&a, key);
+    key_args(&a, scope, key);
     pt__pg_a_bytes(&a, hash, 32);
     pt__pg_a_int(&a, now);
     pt__pg_a_int(&a, instance);
@@ -55,14 +70,11 @@ static int pg_key_set_order(struct pt_store *s, const char *scope, const char *k
                             struct pt_key_lock *lock, const char *order_id)
 {
     struct args a = {0};
-    pt__pg_a_text(&a, scope);
-    pt__pg_a_text(&a, key);
+    key_args(&a, scope, key);
     pt__pg_a_opt(&a, order_id);
     pt__pg_a_int(&a, lock->at);
     pt__pg_a_int(&a, lock->by);
-    int n = 0;
-    int rc = pt__pg_run(PG(s), S_KEY_SET_ORDER, &a, &n);
-    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+    return run_one(PG(s), S_KEY_SET_ORDER, &a);
 }
 
 static int pg_key_complete(struct pt_store *s, const char *scope, const char *key,
@@ -70,29 +82,23 @@ static int pg_key_complete(struct pt_store *s, const char *scope, const char *ke
                            int64_t now)
 {
     struct args a = {0};
-    pt__pg_a_text(&a, scope);
-    pt__pg_a_text(&a, key);
+    key_args(&a, scope, key);
     pt__pg_a_int(&a, status);
     pt__pg_a_bytes(&a, body ? body : "", len);
     pt__pg_a_int(&a, now);
     pt__pg_a_int(&a, lock->at);
     pt__pg_a_int(&a, lock->by);
-    int n = 0;
-    int rc = pt__pg_run(PG(s), S_KEY_COMPLETE, &a, &n);
-    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+    return run_one(PG(s), S_KEY_COMPLETE, &a);
 }
 
 static int pg_key_delete(struct pt_store *s, const char *scope, const char *key,
                          struct pt_key_lock *lock)
 {
     struct args a = {0};
-    pt__pg_a_text(&a, scope);
-    pt__pg_a_text(&a, key);
+    key_args(&a, scope, key);
     pt__pg_a_int(&a, lock->at);
     pt__pg_a_int(&a, lock->by);
-    int n = 0;
-    int rc = pt__pg_run(PG(s), S_KEY_DELETE, &a, &n);
-    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+    return run_one(PG(s), S_KEY_DELETE, &a);
 }
 
 /* ---- charges --------------------------------------------------------------- */
@@ -219,9 +225,7 @@ static int transition(struct pg_store *st, int id_stmt, int64_t id, unsigned fro
     pt__pg_a_text(&a, pt_state_name(to));
     pt__pg_a_text(&a, states);
     pt__pg_a_opt(&a, st->lane_id);
-    int n = 0;
-    int rc = pt__pg_run(st, id_stmt, &a, &n);
-    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+    return run_one(st, id_stmt, &a);
 }
 
 #define PT_FROM_MASKS (1u << PT_STATE__COUNT)
@@ -267,32 +271,44 @@ static int pg_charge_request_cancel(struct pt_store *s, int64_t id, unsigned fro
     pt__pg_a_int(&a, due);
     pt__pg_a_int(&a, now);
     pt__pg_a_text(&a, states);
-    int n = 0;
-    int rc = pt__pg_run(PG(s), S_CHARGE_REQUEST_CANCEL, &a, &n);
-    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+    return run_one(PG(s), S_CHARGE_REQUEST_CANCEL, &a);
 }
 
 /* Inside a transaction the due charges are claimed (FOR UPDATE SKIP LOCKED):
  * another lane's walk passes over them until this transaction ends. */
-static int pg_charges_due(struct pt_store *s, int64_t now, int64_t after_id, int max,
-                          struct pt_charge *rows, int *n)
+/* One page of a work list (charges or refunds, statement id) due at now,
+ * after after_id, for this lane. */
+static int due_rows(struct pg_store *st, int id, const struct pt_row_kind *k, int64_t now,
+                    int64_t after_id, int max, void *rows, int *n)
 {
     struct args a = {0};
     pt__pg_a_int(&a, now);
     pt__pg_a_int(&a, max);
     pt__pg_a_int(&a, after_id);
-    pt__pg_a_opt(&a, PG(s)->lane_id);
-    pt__pg_a_int(&a, PG(s)->claim_timeout_ms);
-    return read_rows(PG(s), PG(s)->in_txn ? S_CHARGES_DUE_CLAIM : S_CHARGES_DUE, &a, &pt_charge_row,
-                     max, rows, n);
+    pt__pg_a_opt(&a, st->lane_id);
+    pt__pg_a_int(&a, st->claim_timeout_ms);
+    return read_rows(st, id, &a, k, max, rows, n);
+}
+
+/* When the next row of a work list is due for this lane; 0 when none is. */
+static int next_due(struct pg_store *st, int id, int64_t *when)
+{
+    struct args a = {0};
+    pt__pg_a_opt(&a, st->lane_id);
+    pt__pg_a_int(&a, st->claim_timeout_ms);
+    return pt__pg_scalar(st, id, &a, when);
+}
+
+static int pg_charges_due(struct pt_store *s, int64_t now, int64_t after_id, int max,
+                          struct pt_charge *rows, int *n)
+{
+    return due_rows(PG(s), PG(s)->in_txn ? S_CHARGES_DUE_CLAIM : S_CHARGES_DUE, &pt_charge_row, now,
+                    after_id, max, rows, n);
 }
 
 static int pg_charges_next_due(struct pt_store *s, int64_t *when)
 {
-    struct args a = {0};
-    pt__pg_a_opt(&a, PG(s)->lane_id);
-    pt__pg_a_int(&a, PG(s)->claim_timeout_ms);
-    return pt__pg_scalar(PG(s), S_CHARGES_NEXT_DUE, &a, when);
+    return next_due(PG(s), S_CHARGES_NEXT_DUE, when);
 }
 
 /* One transaction: a charges' and a refunds' statement (update[0], [1]),
@@ -423,8 +439,10 @@ static int insert_event(struct pg_store *st, int id, const struct args *a, int64
     return PT_OK;
 }
 
-static int pg_event_insert(struct pt_store *s, const char *type, int64_t charge_id,
-                           const char *order_id, const char *payload, int64_t now, int64_t *seq)
+/* An event of a charge, or of its refund refund_id (> 0). */
+static int event_insert(struct pg_store *st, const char *type, int64_t charge_id,
+                        const char *order_id, int64_t refund_id, const char *payload, int64_t now,
+                        int64_t *seq)
 {
     struct args a = {0};
     pt__pg_a_text(&a, type);
@@ -432,7 +450,15 @@ static int pg_event_insert(struct pt_store *s, const char *type, int64_t charge_
     pt__pg_a_text(&a, order_id);
     pt__pg_a_text(&a, payload);
     pt__pg_a_int(&a, now);
-    return insert_event(PG(s), S_EVENT_INSERT, &a, seq);
+    if (refund_id)
+        pt__pg_a_int(&a, refund_id);
+    return insert_event(st, refund_id ? S_EVENT_INSERT_REFUND : S_EVENT_INSERT, &a, seq);
+}
+
+static int pg_event_insert(struct pt_store *s, const char *type, int64_t charge_id,
+                           const char *order_id, const char *payload, int64_t now, int64_t *seq)
+{
+    return event_insert(PG(s), type, charge_id, order_id, 0, payload, now, seq);
 }
 
 /* ---- audit ----------------------------------------------------------------- */
@@ -568,21 +594,12 @@ static int pg_refund_insert(struct pt_store *s, struct pt_refund *r, int64_t now
 static int pg_refunds_due(struct pt_store *s, int64_t now, int64_t after_id, int max,
                           struct pt_refund *rows, int *n)
 {
-    struct args a = {0};
-    pt__pg_a_int(&a, now);
-    pt__pg_a_int(&a, max);
-    pt__pg_a_int(&a, after_id);
-    pt__pg_a_opt(&a, PG(s)->lane_id);
-    pt__pg_a_int(&a, PG(s)->claim_timeout_ms);
-    return read_rows(PG(s), S_REFUNDS_DUE, &a, &pt_refund_row, max, rows, n);
+    return due_rows(PG(s), S_REFUNDS_DUE, &pt_refund_row, now, after_id, max, rows, n);
 }
 
 static int pg_refunds_next_due(struct pt_store *s, int64_t *when)
 {
-    struct args a = {0};
-    pt__pg_a_opt(&a, PG(s)->lane_id);
-    pt__pg_a_int(&a, PG(s)->claim_timeout_ms);
-    return pt__pg_scalar(PG(s), S_REFUNDS_NEXT_DUE, &a, when);
+    return next_due(PG(s), S_REFUNDS_NEXT_DUE, when);
 }
 
 static int pg_refund_transition(struct pt_store *s, int64_t id, unsigned from_mask,
@@ -598,9 +615,7 @@ static int pg_refund_withdraw(struct pt_store *s, int64_t id)
 {
     struct args a = {0};
     pt__pg_a_int(&a, id);
-    int n = 0;
-    int rc = pt__pg_run(PG(s), S_REFUND_WITHDRAW, &a, &n);
-    return rc ? rc : n == 1 ? PT_OK : PT_ESTATE;
+    return run_one(PG(s), S_REFUND_WITHDRAW, &a);
 }
 
 static int pg_refund_audit(struct pt_store *s, const struct pt_refund *r, const char *from,
@@ -613,14 +628,8 @@ static int pg_refund_audit(struct pt_store *s, const struct pt_refund *r, const 
 static int pg_refund_event_insert(struct pt_store *s, const char *type, const struct pt_refund *r,
                                   const char *payload, int64_t now, int64_t *seq)
 {
-    struct args a = {0};
-    pt__pg_a_text(&a, type);
-    pt__pg_a_int(&a, r->charge_id);
-    pt__pg_a_text(&a, r->order_id);
-    pt__pg_a_text(&a, payload);
-    pt__pg_a_int(&a, now);
-    pt__pg_a_int(&a, r->id);
-    return insert_event(PG(s), S_EVENT_INSERT_REFUND, &a, seq);
+    assert(r->id > 0); /* 0 would be a charge's event */
+    return event_insert(PG(s), type, r->charge_id, r->order_id, r->id, payload, now, seq);
 }
 
 static int pg_refund_stats(struct pt_store *s, struct pt_refund_stats *out)
