@@ -434,6 +434,20 @@ void pt__intake_guard_abandon(struct pt_store *st, struct guard *g)
     g->in_txn = 0;
 }
 
+void pt__intake_guard_storage(struct pt_store *st, struct guard *g, struct pt_reply *out, int rc)
+{
+    pt__intake_guard_abandon(st, g);
+    pt__intake_storage_unavailable(out, st, rc);
+}
+
+int pt__intake_guard_end(struct guard *g, struct pt_idem_result *res, const struct pt_reply *out,
+                         int rc)
+{
+    pt_idem_result_free(res);
+    pt__intake_guard_free(g);
+    return out->status == 503 && rc ? rc : PT_OK;
+}
+
 /* ---- POST /v1/charges -------------------------------------------------------- */
 
 /* Appends "field: problem; " to the message. */
@@ -441,6 +455,33 @@ void pt__intake_problem(char *msg, size_t cap, const char *field, const char *te
 {
     size_t n = strlen(msg);
     snprintf(msg + n, cap - n, "%s%s: %s", n ? "; " : "", field, text);
+}
+
+int pt__intake_body_fields(const struct guard *g, const char *const fields[], char *msg, size_t cap)
+{
+    if (g->refused[0]) {
+        snprintf(msg, cap, "%s", g->refused);
+        return 0;
+    }
+    if (!cJSON_IsObject(g->json)) {
+        pt__intake_problem(msg, cap, "body", "must be a JSON object");
+        return 0;
+    }
+    char unknown[160];
+    size_t o = (size_t)snprintf(unknown, sizeof unknown, "unknown field (");
+    for (int i = 0; fields[i]; i++) {
+        o += (size_t)snprintf(unknown + o, sizeof unknown - o, "%s%s", i ? ", " : "", fields[i]);
+        assert(o < sizeof unknown - 1); /* the callers' few short names */
+    }
+    snprintf(unknown + o, sizeof unknown - o, ")");
+    for (const cJSON *m = g->json->child; m; m = m->next) {
+        int known = 0;
+        for (int i = 0; fields[i] && !known; i++)
+            known = strcmp(m->string, fields[i]) == 0;
+        if (!known)
+            pt__intake_problem(msg, cap, m->string, unknown);
+    }
+    return 1;
 }
 
 int pt__intake_string_field(const cJSON *body, const char *name, const cJSON **out)

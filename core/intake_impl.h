@@ -78,7 +78,19 @@ int pt__intake_answer_as_the_key(struct pt_store *st, struct guard *g, struct pt
 int pt__intake_guard_complete(struct pt_store *st, struct guard *g, struct pt_reply *out,
                               int64_t now);
 void pt__intake_guard_abandon(struct pt_store *st, struct guard *g);
+/* A guarded operation that met store error rc: what it wrote is rolled
+ * back and 503 storage_unavailable answered. */
+void pt__intake_guard_storage(struct pt_store *st, struct guard *g, struct pt_reply *out, int rc);
+/* The end of every guarded operation: the key's result and the guard
+ * freed; returns the store error behind a 503, PT_OK for any other answer. */
+int pt__intake_guard_end(struct guard *g, struct pt_idem_result *res, const struct pt_reply *out,
+                         int rc);
 void pt__intake_problem(char *msg, size_t cap, const char *field, const char *text);
+/* A guarded request's body: 0 with the problem in msg when the guard
+ * refused it or it is not a JSON object; else 1, each member not named in
+ * fields (NULL-terminated) added to msg as an unknown field. */
+int pt__intake_body_fields(const struct guard *g, const char *const fields[], char *msg,
+                           size_t cap);
 int pt__intake_string_field(const cJSON *body, const char *name, const cJSON **out);
 int pt__intake_charset_ok(const char *s, size_t min, size_t max, const char *extra);
 int pt__intake_text_ok(const char *s, size_t max_bytes);

@@ -138,10 +138,8 @@ static int cancel(const struct pt_intake *in, struct pt_store *st, const char *o
                        g.refused, msg, g.refused[0] || msg[0] ? "; " : "");
         goto complete;
     }
-    if ((rc = pt__intake_find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
-        rc = PT_OK;
-        goto out;
-    }
+    if ((rc = pt__intake_find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND)
+        goto out; /* answered 404: not a store error */
     if (rc)
         goto storage;
     if (pt_fallback_is_moving(&c) || pt_fallback_is_moved(&c)) {
@@ -229,15 +227,11 @@ complete:
     rc = pt__intake_guard_complete(st, &g, out, now);
     goto out;
 storage:
-    pt__intake_guard_abandon(st, &g);
-    pt__intake_storage_unavailable(out, st, rc);
+    pt__intake_guard_storage(st, &g, out, rc);
 out:
     pt__intake_wake_to_wipe(in);
-    pt_idem_result_free(&res);
-    pt__intake_guard_free(&g);
-    if (rc == PT_EAGAIN)
-        return rc;
-    return out->status == 503 && rc ? rc : PT_OK;
+    int end = pt__intake_guard_end(&g, &res, out, rc);
+    return rc == PT_EAGAIN ? rc : end;
 }
 
 /* ---- POST /v1/charges/{order_id}/review -------------------------------------- */
@@ -261,16 +255,8 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(g.json, "operator");
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(g.json, "note");
     int on = 0;
-    if (g.refused[0]) {
-        snprintf(msg, sizeof msg, "%s", g.refused);
-    } else if (!cJSON_IsObject(g.json)) {
-        pt__intake_problem(msg, sizeof msg, "body", "must be a JSON object");
-    } else {
-        for (const cJSON *m = g.json->child; m; m = m->next)
-            if (strcmp(m->string, "action") && strcmp(m->string, "operator") &&
-                strcmp(m->string, "note"))
-                pt__intake_problem(msg, sizeof msg, m->string,
-                                   "unknown field (action, operator, note)");
+    static const char *const fields[] = {"action", "operator", "note", NULL};
+    if (pt__intake_body_fields(&g, fields, msg, sizeof msg)) {
         if (!cJSON_IsString(action) ||
             (strcmp(action->valuestring, "clear") && strcmp(action->valuestring, "hold")))
             pt__intake_problem(msg, sizeof msg, "action", "must be \"clear\" or \"hold\"");
@@ -287,10 +273,8 @@ int pt_intake_review(const struct pt_intake *in, struct pt_store *st, const char
         pt_reply_error(out, 400, "invalid_request", "%s", msg);
         goto complete;
     }
-    if ((rc = pt__intake_find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
-        rc = PT_OK;
-        goto out;
-    }
+    if ((rc = pt__intake_find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND)
+        goto out; /* answered 404: not a store error */
     if (rc)
         goto storage;
     char actor[80], reason[PT_MESSAGE_MAX];
@@ -307,12 +291,9 @@ complete:
     rc = pt__intake_guard_complete(st, &g, out, now);
     goto out;
 storage:
-    pt__intake_guard_abandon(st, &g);
-    pt__intake_storage_unavailable(out, st, rc);
+    pt__intake_guard_storage(st, &g, out, rc);
 out:
-    pt_idem_result_free(&res);
-    pt__intake_guard_free(&g);
-    return out->status == 503 && rc ? rc : PT_OK;
+    return pt__intake_guard_end(&g, &res, out, rc);
 }
 
 /* ---- GET /v1/charges/{order_id}/payment --------------------------------------- */

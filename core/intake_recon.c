@@ -73,14 +73,8 @@ int pt_intake_reconcile(const struct pt_intake *in, struct pt_store *st, const c
     char msg[512] = "";
     const cJSON *gw = cJSON_GetObjectItemCaseSensitive(g.json, "gateway");
     const cJSON *date = cJSON_GetObjectItemCaseSensitive(g.json, "date");
-    if (g.refused[0]) {
-        snprintf(msg, sizeof msg, "%s", g.refused);
-    } else if (!cJSON_IsObject(g.json)) {
-        pt__intake_problem(msg, sizeof msg, "body", "must be a JSON object");
-    } else {
-        for (const cJSON *m = g.json->child; m; m = m->next)
-            if (strcmp(m->string, "gateway") && strcmp(m->string, "date"))
-                pt__intake_problem(msg, sizeof msg, m->string, "unknown field (gateway, date)");
+    static const char *const fields[] = {"gateway", "date", NULL};
+    if (pt__intake_body_fields(&g, fields, msg, sizeof msg)) {
         if (!cJSON_IsString(gw) || pt_gateway_bill_offset_min(gw->valuestring) < 0)
             pt__intake_problem(msg, sizeof msg, "gateway", "required: a gateway's name");
         else if (!pt_gateway_find(gw->valuestring) || !in->cfg ||
@@ -159,8 +153,7 @@ complete:
     /* The run is stored (its own transaction), its answer is not: the key
      * is given back, and the same request runs the day again. */
 storage:
-    pt__intake_guard_abandon(st, &g);
-    pt__intake_storage_unavailable(out, st, rc);
+    pt__intake_guard_storage(st, &g, out, rc);
     if (committed && release_lock(st, &g) != PT_OK)
         pt_log_warn("reconciliation key %s: kept until its lock times out (%s)", g.key,
                     pt_strerror(rc)); /* then a retry takes it over and runs again */
@@ -171,7 +164,5 @@ storage:
                        pt_strerror(rc));
     out->retry_after_s = RETRY_STORAGE_S;
 out:
-    pt_idem_result_free(&res);
-    pt__intake_guard_free(&g);
-    return out->status == 503 && rc ? rc : PT_OK;
+    return pt__intake_guard_end(&g, &res, out, rc);
 }

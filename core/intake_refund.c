@@ -308,10 +308,8 @@ int pt_intake_refund(const struct pt_intake *in, struct pt_store *st, const char
         pt_reply_error(out, 400, "invalid_request", "%s", msg);
         goto complete;
     }
-    if ((rc = pt__intake_find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND) {
-        rc = PT_OK;
-        goto out;
-    }
+    if ((rc = pt__intake_find_order(st, &g, order_id, &c, out)) == PT_ENOTFOUND)
+        goto out; /* answered 404: not a store error */
     if (rc)
         goto storage;
     snprintf(r.order_id, sizeof r.order_id, "%s", c.order_id);
@@ -395,7 +393,5 @@ storage:
     pt__intake_storage_unavailable(out, st, rc);
 out:
     pt__intake_wake_to_wipe(in);
-    pt_idem_result_free(&res);
-    pt__intake_guard_free(&g);
-    return out->status == 503 && rc ? rc : PT_OK;
+    return pt__intake_guard_end(&g, &res, out, rc);
 }

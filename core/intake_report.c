@@ -141,10 +141,7 @@ int pt_intake_close_day(const struct pt_intake *in, struct pt_store *st, const c
         pt_log_info("day closed: Z report %lld of lane %s", (long long)z, lane);
     goto out;
 storage:
-    pt__intake_guard_abandon(st, &g);
-    pt__intake_storage_unavailable(out, st, rc);
+    pt__intake_guard_storage(st, &g, out, rc);
 out:
-    pt_idem_result_free(&res);
-    pt__intake_guard_free(&g);
-    return out->status == 503 && rc ? rc : PT_OK;
+    return pt__intake_guard_end(&g, &res, out, rc);
 }

@@ -357,6 +357,12 @@ static void test_cross_border_alipay_not_reconciled(void **state)
     assert_non_null(strstr(r.body, "gateways.alipay.currencies"));
     assert_int_equal(recon_runs, 0);
     pt_reply_free(&r);
+    const char *extra = "{\"gateway\":\"alipay\",\"date\":\"2023-11-13\",\"x\":[]}";
+    pt_intake_reconcile(&in, st, "recon-x", extra, strlen(extra), 1700000000000, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "x: unknown field (gateway, date)"));
+    assert_int_equal(recon_runs, 0);
+    pt_reply_free(&r);
     cfg.gw[pt_gateway_index("alipay")].ncurrencies = 0; /* domestic: CNY only */
     pt_intake_reconcile(&in, st, "recon-2", body, strlen(body), 1700000000000, &r);
     assert_int_equal(r.status, 201);
@@ -930,6 +936,11 @@ static void test_cancel_and_review(void **state)
     assert_int_equal(r.status, 400);
     assert_non_null(strstr(r.body, "action"));
     assert_non_null(strstr(r.body, "operator"));
+    pt_reply_free(&r);
+    const char *extra = "{\"action\":\"hold\",\"operator\":\"ann\",\"by\":1}";
+    pt_intake_review(&in, st, "O-C", "rv3", extra, strlen(extra), 5, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "by: unknown field (action, operator, note)"));
     pt_reply_free(&r);
 }
 
