@@ -65,6 +65,21 @@ void pt_jw_opt_string(struct pt_jw *w, const char *name, const char *v)
 /* Written directly, not through a cJSON tree: this runs for every
  * response and event.  (test_charges holds it to the text cJSON made of the
  * same object before.) */
+void pt_queue_json(cJSON *parent, const struct pt_store_stats *s, int64_t now)
+{
+    cJSON *q = cJSON_AddObjectToObject(parent, "queue");
+    cJSON_AddNumberToObject(q, "count", (double)s->by_state[PT_STATE_INIT]);
+    cJSON_AddNumberToObject(
+        q, "oldest_age_s",
+        s->queue_oldest_created_at ? (double)((now - s->queue_oldest_created_at) / 1000) : 0);
+    cJSON *bc = cJSON_AddObjectToObject(q, "by_currency");
+    for (int i = 0; i < s->ncur; i++) {
+        cJSON *cur = cJSON_AddObjectToObject(bc, s->queue[i].currency);
+        cJSON_AddNumberToObject(cur, "count", (double)s->queue[i].count);
+        cJSON_AddNumberToObject(cur, "amount", (double)s->queue[i].amount);
+    }
+}
+
 char *pt_charge_json_text(const struct pt_charge *c)
 {
     struct pt_jw w = {0};

@@ -62,6 +62,14 @@ int pt_charge_review(struct pt_store *st, struct pt_charge *c, int on, const cha
 char *pt_charge_json_text(const struct pt_charge *c);
 
 /*
+ * Adds "queue" to parent, as /v1/status and `payterm status` show it: the
+ * charges queued (INIT), the oldest one's age at now and, per currency,
+ * their count and amount.
+ */
+struct cJSON;
+void pt_queue_json(struct cJSON *parent, const struct pt_store_stats *s, int64_t now);
+
+/*
  * The parameters that define a charge, defaults filled in, as canonical JSON
  * (json.h): amount, currency, customer, gateway, metadata, method, offline,
  * order_id, payment_code, payment_method, subject.  Two requests for one

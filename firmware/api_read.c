@@ -8,6 +8,63 @@
 
 /* ---- read-only handlers ------------------------------------------------------------ */
 
+/* A list's paging: limit (1 to LIST_MAX, 50 by default) and after (the
+ * last id of the page before); 0 with the problem in msg. */
+static int page_query(struct MHD_Connection *conn, int64_t *limit, int64_t *after, char *msg,
+                      size_t cap)
+{
+    return pt__api_query_int(conn, "limit", 50, 1, LIST_MAX, limit, msg, cap) &&
+           pt__api_query_int(conn, "after", 0, 0, INT64_MAX, after, msg, cap);
+}
+
+typedef char *row_text_fn(const void *row);
+
+static char *charge_text(const void *row)
+{
+    return pt_charge_json_text(row);
+}
+
+static char *refund_text(const void *row)
+{
+    return pt_refund_json_text(row);
+}
+
+/* The answer to a read of one object: 404 naming what ("charge with
+ * order_id") and id, 503 for a store error, else text(obj). */
+static api_outcome send_read(struct MHD_Connection *conn, struct request *rq, int rc,
+                             const char *what, const char *id, row_text_fn *text, const void *obj)
+{
+    if (rc == PT_ENOTFOUND) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "no %s '%s'", what, id);
+        return pt__api_send_error(conn, rq, 404, "not_found", msg);
+    }
+    if (rc)
+        return pt__api_storage_error(conn, rq, rc);
+    return pt__api_send_json_text(conn, rq, 200, text(obj));
+}
+
+/* {"data":[...],"has_more":...} of n rows of size bytes each. */
+static api_outcome send_page(struct MHD_Connection *conn, struct request *rq, const void *rows,
+                             size_t size, int n, int more, row_text_fn *text)
+{
+    /* Up to LIST_MAX objects of at most ~12 KiB (metadata). */
+    struct pt_jw w = {.max = (size_t)LIST_MAX * 16 * 1024};
+    pt_jw_raw(&w, "{\"data\":[");
+    for (int i = 0; i < n; i++) {
+        char *t = text((const char *)rows + (size_t)i * size);
+        if (i)
+            pt_jw_raw(&w, ",");
+        if (t)
+            pt_jw_raw(&w, t);
+        else
+            w.failed = 1;
+        free(t);
+    }
+    pt_jw_raw(&w, more ? "],\"has_more\":true}" : "],\"has_more\":false}");
+    return pt__api_send_json_text(conn, rq, 200, pt_jw_finish(&w));
+}
+
 api_outcome pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, struct request *rq,
                                const char *order_id)
 {
@@ -29,14 +86,7 @@ api_outcome pt__api_get_charge(struct pt_api *api, struct MHD_Connection *conn, 
     if (where == PT_LOCAL_SHADOW && (rc == PT_ENOTFOUND || rc == PT_EIO) &&
         pt_intake_local_charge(&api->opt.intake, order_id, &c) != PT_LOCAL_NONE)
         return pt__api_send_json_text(conn, rq, 200, pt_charge_json_text(&c));
-    if (rc == PT_ENOTFOUND) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "no charge with order_id '%s'", order_id);
-        return pt__api_send_error(conn, rq, 404, "not_found", msg);
-    }
-    if (rc)
-        return pt__api_storage_error(conn, rq, rc);
-    return pt__api_send_json_text(conn, rq, 200, pt_charge_json_text(&c));
+    return send_read(conn, rq, rc, "charge with order_id", order_id, charge_text, &c);
 }
 
 api_outcome pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn,
@@ -62,8 +112,7 @@ api_outcome pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn
                                   sv && review
                                       ? "query parameters 'review' and 'state' cannot be combined"
                                       : "query parameter 'review' must be true");
-    if (!pt__api_query_int(conn, "limit", 50, 1, LIST_MAX, &limit, msg, sizeof msg) ||
-        !pt__api_query_int(conn, "after", 0, 0, INT64_MAX, &after, msg, sizeof msg))
+    if (!page_query(conn, &limit, &after, msg, sizeof msg))
         return pt__api_send_error(conn, rq, 400, "invalid_request", msg);
     struct pt_charge *rows = malloc(sizeof *rows * (size_t)limit);
     if (!rows)
@@ -78,22 +127,9 @@ api_outcome pt__api_list_charges(struct pt_api *api, struct MHD_Connection *conn
         free(rows);
         return pt__api_storage_error(conn, rq, rc);
     }
-    /* Up to LIST_MAX charge objects of at most ~12 KiB (metadata). */
-    struct pt_jw w = {.max = (size_t)LIST_MAX * 16 * 1024};
-    pt_jw_raw(&w, "{\"data\":[");
-    for (int i = 0; i < n; i++) {
-        char *t = pt_charge_json_text(&rows[i]);
-        if (i)
-            pt_jw_raw(&w, ",");
-        if (t)
-            pt_jw_raw(&w, t);
-        else
-            w.failed = 1;
-        free(t);
-    }
-    pt_jw_raw(&w, more ? "],\"has_more\":true}" : "],\"has_more\":false}");
+    api_outcome o = send_page(conn, rq, rows, sizeof *rows, n, more, charge_text);
     free(rows);
-    return pt__api_send_json_text(conn, rq, 200, pt_jw_finish(&w));
+    return o;
 }
 
 /* GET /v1/refunds/{refund_id} */
@@ -107,14 +143,7 @@ api_outcome pt__api_get_refund(struct pt_api *api, struct MHD_Connection *conn, 
         (rc = pt_archive_refund_get(st, api->opt.cfg->data_dir, refund_id, &r)) == PT_EUNSUPPORTED)
         rc = PT_ENOTFOUND;
     pt_pool_put(api->pool, st);
-    if (rc == PT_ENOTFOUND) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "no refund with refund_id '%s'", refund_id);
-        return pt__api_send_error(conn, rq, 404, "not_found", msg);
-    }
-    if (rc)
-        return pt__api_storage_error(conn, rq, rc);
-    return pt__api_send_json_text(conn, rq, 200, pt_refund_json_text(&r));
+    return send_read(conn, rq, rc, "refund with refund_id", refund_id, refund_text, &r);
 }
 
 /* GET /v1/refunds?state=&limit=&after= and GET /v1/charges/{order_id}/refunds:
@@ -136,8 +165,7 @@ api_outcome pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn
                                             "PENDING, UNKNOWN, SUCCESS or FAILED");
         state = (int)s;
     }
-    if (!pt__api_query_int(conn, "limit", 50, 1, LIST_MAX, &limit, msg, sizeof msg) ||
-        !pt__api_query_int(conn, "after", 0, 0, INT64_MAX, &after, msg, sizeof msg))
+    if (!page_query(conn, &limit, &after, msg, sizeof msg))
         return pt__api_send_error(conn, rq, 400, "invalid_request", msg);
     struct pt_refund *rows = malloc(sizeof *rows * (size_t)limit);
     if (!rows)
@@ -159,21 +187,9 @@ api_outcome pt__api_list_refunds(struct pt_api *api, struct MHD_Connection *conn
         }
         return pt__api_storage_error(conn, rq, rc);
     }
-    struct pt_jw w = {.max = (size_t)LIST_MAX * 16 * 1024};
-    pt_jw_raw(&w, "{\"data\":[");
-    for (int i = 0; i < n; i++) {
-        char *t = pt_refund_json_text(&rows[i]);
-        if (i)
-            pt_jw_raw(&w, ",");
-        if (t)
-            pt_jw_raw(&w, t);
-        else
-            w.failed = 1;
-        free(t);
-    }
-    pt_jw_raw(&w, more ? "],\"has_more\":true}" : "],\"has_more\":false}");
+    api_outcome o = send_page(conn, rq, rows, sizeof *rows, n, more, refund_text);
     free(rows);
-    return pt__api_send_json_text(conn, rq, 200, pt_jw_finish(&w));
+    return o;
 }
 
 api_outcome pt__api_charge_audit(struct pt_api *api, struct MHD_Connection *conn,
@@ -361,17 +377,27 @@ static void storage_health(struct pt_api *api, struct pt_store *st, struct pt_st
     }
 }
 
+/* The counts /v1/status (final_states 0) and /metrics (1) report, and the
+ * storage's health; st may be NULL (no connection: PT_EIO). */
+static int read_counts(struct pt_api *api, struct pt_store *st, int final_states,
+                       struct pt_store_stats *s, struct pt_refund_stats *rs,
+                       struct pt_store_health *h)
+{
+    int rc = st ? pt_store_stats(st, final_states, s) : PT_EIO;
+    if (rc == PT_OK)
+        rc = pt_store_refund_stats(st, rs);
+    if (rc == PT_OK)
+        storage_health(api, st, h);
+    return rc;
+}
+
 api_outcome pt__api_status(struct pt_api *api, struct MHD_Connection *conn, struct request *rq)
 {
     struct pt_store_stats s;
     struct pt_refund_stats rs;
     struct pt_store_health h;
     struct pt_store *st = pt_pool_get(api->pool);
-    int rc = st ? pt_store_stats(st, 0, &s) : PT_EIO;
-    if (rc == PT_OK)
-        rc = pt_store_refund_stats(st, &rs);
-    if (rc == PT_OK)
-        storage_health(api, st, &h);
+    int rc = read_counts(api, st, 0, &s, &rs, &h);
     pt_pool_put(api->pool, st);
     if (rc)
         return pt__api_storage_error(conn, rq, rc);
@@ -401,17 +427,7 @@ api_outcome pt__api_status(struct pt_api *api, struct MHD_Connection *conn, stru
             cJSON_AddNullToObject(g, "last_probe_at");
         }
     }
-    cJSON *q = cJSON_AddObjectToObject(o, "queue");
-    cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
-    cJSON_AddNumberToObject(
-        q, "oldest_age_s",
-        s.queue_oldest_created_at ? (double)((now - s.queue_oldest_created_at) / 1000) : 0);
-    cJSON *bc = cJSON_AddObjectToObject(q, "by_currency");
-    for (int i = 0; i < s.ncur; i++) {
-        cJSON *c = cJSON_AddObjectToObject(bc, s.queue[i].currency);
-        cJSON_AddNumberToObject(c, "count", (double)s.queue[i].count);
-        cJSON_AddNumberToObject(c, "amount", (double)s.queue[i].amount);
-    }
+    pt_queue_json(o, &s, now);
     cJSON_AddNumberToObject(o, "pending", (double)s.by_state[PT_STATE_PENDING]);
     cJSON_AddNumberToObject(o, "unknown", (double)s.by_state[PT_STATE_UNKNOWN]);
     cJSON_AddNumberToObject(o, "processing", (double)s.by_state[PT_STATE_PROCESSING]);
@@ -467,11 +483,7 @@ api_outcome pt__api_metrics(struct pt_api *api, struct MHD_Connection *conn, str
     struct pt_refund_stats rs;
     struct pt_store_health h;
     struct pt_store *st = pt_pool_get(api->pool);
-    int rc = st ? pt_store_stats(st, 1, &s) : PT_EIO;
-    if (rc == PT_OK)
-        rc = pt_store_refund_stats(st, &rs);
-    if (rc == PT_OK)
-        storage_health(api, st, &h);
+    int rc = read_counts(api, st, 1, &s, &rs, &h);
     /* What each gateway's latest reconciled day found (SPEC 19). */
     int64_t recon[PT_GW_MAX][PT_RECON__KINDS];
     char recon_date[PT_GW_MAX][11];

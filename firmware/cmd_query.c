@@ -47,17 +47,8 @@ int pt_cmd_status(int argc, char **argv)
         pt_cli_error("status", "cannot read the database: %s", pt_strerror(rc));
         return PT_EXIT_FAIL;
     }
-    cJSON *o = cJSON_CreateObject(), *q = cJSON_AddObjectToObject(o, "queue");
-    cJSON_AddNumberToObject(q, "count", (double)s.by_state[PT_STATE_INIT]);
-    cJSON_AddNumberToObject(
-        q, "oldest_age_s",
-        s.queue_oldest_created_at ? (double)((now - s.queue_oldest_created_at) / 1000) : 0);
-    cJSON *bc = cJSON_AddObjectToObject(q, "by_currency");
-    for (int i = 0; i < s.ncur; i++) {
-        cJSON *cur = cJSON_AddObjectToObject(bc, s.queue[i].currency);
-        cJSON_AddNumberToObject(cur, "count", (double)s.queue[i].count);
-        cJSON_AddNumberToObject(cur, "amount", (double)s.queue[i].amount);
-    }
+    cJSON *o = cJSON_CreateObject();
+    pt_queue_json(o, &s, now);
     cJSON *by = cJSON_AddObjectToObject(o, "charges");
     for (int i = 0; i < PT_STATE__COUNT; i++)
         cJSON_AddNumberToObject(by, pt_state_name((enum pt_state)i), (double)s.by_state[i]);
