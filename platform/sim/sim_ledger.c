@@ -22,7 +22,9 @@
 #include "err.h"
 #include "log.h"
 
+#include <assert.h>
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,45 +201,193 @@ static void text(sqlite3_stmt *st, int col, char *out, size_t outlen)
     snprintf(out, outlen, "%s", t ? (const char *)t : "");
 }
 
-#define TRADE_COLS                                                                                 \
-    "id, gateway, order_id, trade_no, method, amount, currency, status, captures, params_hash, "   \
-    "extra, pay_at, created_at, updated_at, paid_at"
+/*
+ * The two books, trades and refunds, are read and inserted through one
+ * table of columns each: column i of the SELECT (TRADE_COLS, REFUND_COLS)
+ * is cols[i], the INSERT binds cols[1..] to ?1.. in the same order.
+ */
+enum col_kind {
+    COL_ID,   /* int64_t, the rowid: read, never inserted */
+    COL_GW,   /* int, the gateway's index, stored by name */
+    COL_TEXT, /* char[size] */
+    COL_JSON, /* char[size], a JSON object: "" is stored as {} */
+    COL_I64,  /* int64_t */
+    COL_INT,  /* int */
+};
 
-static void row_to_trade(sqlite3_stmt *st, struct sim_trade *t)
+struct col {
+    enum col_kind kind;
+    size_t off, size;
+};
+
+#define COL(kind, type, field)                                                                     \
+    {                                                                                              \
+        kind, offsetof(type, field), sizeof(((type *)0)->field)                                    \
+    }
+
+struct book {
+    const char *insert_sql, *update_sql; /* literals: prep() keys on their address */
+    const struct col *cols;
+    int ncols;
+    const int *update; /* the columns update_sql binds, in order, ending in -1 */
+    size_t size;
+    const char *read, *insert, *write, *list; /* what db_err() says failed */
+};
+
+static void book_read(sqlite3_stmt *st, const struct book *b, void *obj)
 {
-    char gw[16];
-    memset(t, 0, sizeof *t);
-    t->id = sqlite3_column_int64(st, 0);
-    text(st, 1, gw, sizeof gw);
-    t->gw = pt__sim_gw_parse(gw);
-    text(st, 2, t->order_id, sizeof t->order_id);
-    text(st, 3, t->trade_no, sizeof t->trade_no);
-    text(st, 4, t->method, sizeof t->method);
-    t->amount = sqlite3_column_int64(st, 5);
-    text(st, 6, t->currency, sizeof t->currency);
-    text(st, 7, t->status, sizeof t->status);
-    t->captures = sqlite3_column_int(st, 8);
-    text(st, 9, t->params_hash, sizeof t->params_hash);
-    text(st, 10, t->extra, sizeof t->extra);
-    t->pay_at = sqlite3_column_int64(st, 11);
-    t->created_at = sqlite3_column_int64(st, 12);
-    t->updated_at = sqlite3_column_int64(st, 13);
-    t->paid_at = sqlite3_column_int64(st, 14);
+    char *p = obj;
+    memset(obj, 0, b->size);
+    for (int i = 0; i < b->ncols; i++) {
+        const struct col *c = &b->cols[i];
+        char gw[16];
+        switch (c->kind) {
+        case COL_ID:
+        case COL_I64:
+            *(int64_t *)(void *)(p + c->off) = sqlite3_column_int64(st, i);
+            break;
+        case COL_INT:
+            *(int *)(void *)(p + c->off) = sqlite3_column_int(st, i);
+            break;
+        case COL_GW:
+            text(st, i, gw, sizeof gw);
+            *(int *)(void *)(p + c->off) = pt__sim_gw_parse(gw);
+            break;
+        case COL_TEXT:
+        case COL_JSON:
+            text(st, i, p + c->off, c->size);
+            break;
+        }
+    }
 }
 
-static int one_trade(struct pt_sim *s, sqlite3_stmt *st, struct sim_trade *t)
+/* The one row st selects into obj: PT_ENOTFOUND when there is none. */
+static int book_one(struct pt_sim *s, sqlite3_stmt *st, const struct book *b, void *obj)
 {
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        row_to_trade(st, t);
+        book_read(st, b, obj);
         rc = PT_OK;
     } else if (rc == SQLITE_DONE) {
         rc = PT_ENOTFOUND;
     } else {
-        rc = db_err(s, "read trade");
+        rc = db_err(s, b->read);
     }
     done(s, st);
     return rc;
+}
+
+/* Column c of obj bound to parameter i (kept by obj: SQLITE_STATIC). */
+static void bind_col(sqlite3_stmt *st, int i, const struct col *c, const void *obj)
+{
+    const char *v = (const char *)obj + c->off;
+    switch (c->kind) {
+    case COL_ID:
+    case COL_I64:
+        sqlite3_bind_int64(st, i, *(const int64_t *)(const void *)v);
+        break;
+    case COL_INT:
+        sqlite3_bind_int(st, i, *(const int *)(const void *)v);
+        break;
+    case COL_GW:
+        sqlite3_bind_text(st, i, pt__sim_gw_name(*(const int *)(const void *)v), -1, SQLITE_STATIC);
+        break;
+    case COL_TEXT:
+    case COL_JSON:
+        sqlite3_bind_text(st, i, c->kind == COL_JSON && !*v ? "{}" : v, -1, SQLITE_STATIC);
+        break;
+    }
+}
+
+/* obj's changing columns (b->update, the id last) written to its row. */
+static int book_update(struct pt_sim *s, const struct book *b, const void *obj)
+{
+    sqlite3_stmt *st = prep(s, b->update_sql);
+    if (!st)
+        return PT_ESTORAGE;
+    for (int i = 0; b->update[i] >= 0; i++)
+        bind_col(st, i + 1, &b->cols[b->update[i]], obj);
+    int rc = sqlite3_step(st);
+    done(s, st);
+    return rc == SQLITE_DONE ? PT_OK : db_err(s, b->write);
+}
+
+/* obj inserted; its id set.  PT_EEXIST when a unique key already has one. */
+static int book_insert(struct pt_sim *s, const struct book *b, void *obj)
+{
+    sqlite3_stmt *st = prep(s, b->insert_sql);
+    if (!st)
+        return PT_ESTORAGE;
+    assert(b->cols[0].kind == COL_ID);
+    for (int i = 1; i < b->ncols; i++)
+        bind_col(st, i, &b->cols[i], obj);
+    int rc = sqlite3_step(st);
+    done(s, st);
+    if (rc == SQLITE_CONSTRAINT)
+        return PT_EEXIST;
+    if (rc != SQLITE_DONE)
+        return db_err(s, b->insert);
+    *(int64_t *)(void *)((char *)obj + b->cols[0].off) = sqlite3_last_insert_rowid(s->db);
+    return PT_OK;
+}
+
+/* Each row st selects, into one buffer, handed to cb until it returns
+ * non-zero. */
+static int book_each(struct pt_sim *s, sqlite3_stmt *st, const struct book *b,
+                     int (*cb)(void *ctx, const void *row), void *ctx)
+{
+    void *row = malloc(b->size);
+    if (!row) {
+        done(s, st);
+        return PT_ENOMEM;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        book_read(st, b, row);
+        if (cb(ctx, row))
+            break;
+    }
+    free(row);
+    done(s, st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? PT_OK : db_err(s, b->list);
+}
+
+#define TRADE_COLS                                                                                 \
+    "id, gateway, order_id, trade_no, method, amount, currency, status, captures, params_hash, "   \
+    "extra, pay_at, created_at, updated_at, paid_at"
+
+#define T(kind, field) COL(kind, struct sim_trade, field)
+static const struct col trade_cols[] = {
+    T(COL_ID, id),          T(COL_GW, gw),
+    T(COL_TEXT, order_id),  T(COL_TEXT, trade_no),
+    T(COL_TEXT, method),    T(COL_I64, amount),
+    T(COL_TEXT, currency),  T(COL_TEXT, status),
+    T(COL_INT, captures),   T(COL_TEXT, params_hash),
+    T(COL_JSON, extra),     T(COL_I64, pay_at),
+    T(COL_I64, created_at), T(COL_I64, updated_at),
+    T(COL_I64, paid_at),
+};
+#undef T
+
+static const struct book trades = {
+    "INSERT INTO trades(gateway, order_id, trade_no, method, amount, currency, status, captures, "
+    "params_hash, extra, pay_at, created_at, updated_at, paid_at) "
+    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "UPDATE trades SET status=?, captures=?, extra=?, pay_at=?, updated_at=?, paid_at=? "
+    "WHERE id=?",
+    trade_cols,
+    (int)(sizeof trade_cols / sizeof trade_cols[0]),
+    (const int[]){7, 8, 10, 11, 13, 14, 0, -1},
+    sizeof(struct sim_trade),
+    "read trade",
+    "insert trade",
+    "update trade",
+    "list trades",
+};
+
+static int one_trade(struct pt_sim *s, sqlite3_stmt *st, struct sim_trade *t)
+{
+    return book_one(s, st, &trades, t);
 }
 
 int pt__sim_trade_get(struct pt_sim *s, int gw, const char *order_id, struct sim_trade *t)
@@ -263,52 +413,25 @@ int pt__sim_trade_by_no(struct pt_sim *s, int gw, const char *trade_no, struct s
 
 int pt__sim_trade_insert(struct pt_sim *s, struct sim_trade *t)
 {
-    sqlite3_stmt *st =
-        prep(s, "INSERT INTO trades(gateway, order_id, trade_no, method, amount, currency, status, "
-                "captures, params_hash, extra, pay_at, created_at, updated_at, paid_at) "
-                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    if (!st)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(st, 1, pt__sim_gw_name(t->gw), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, t->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, t->trade_no, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, t->method, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, t->amount);
-    sqlite3_bind_text(st, 6, t->currency, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, t->status, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 8, t->captures);
-    sqlite3_bind_text(st, 9, t->params_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 10, t->extra[0] ? t->extra : "{}", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 11, t->pay_at);
-    sqlite3_bind_int64(st, 12, t->created_at);
-    sqlite3_bind_int64(st, 13, t->updated_at);
-    sqlite3_bind_int64(st, 14, t->paid_at);
-    int rc = sqlite3_step(st);
-    done(s, st);
-    if (rc == SQLITE_CONSTRAINT)
-        return PT_EEXIST;
-    if (rc != SQLITE_DONE)
-        return db_err(s, "insert trade");
-    t->id = sqlite3_last_insert_rowid(s->db);
-    return PT_OK;
+    return book_insert(s, &trades, t);
 }
 
 int pt__sim_trade_update(struct pt_sim *s, const struct sim_trade *t)
 {
-    sqlite3_stmt *st = prep(s, "UPDATE trades SET status=?, captures=?, extra=?, pay_at=?, "
-                               "updated_at=?, paid_at=? WHERE id=?");
-    if (!st)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(st, 1, t->status, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, t->captures);
-    sqlite3_bind_text(st, 3, t->extra[0] ? t->extra : "{}", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, t->pay_at);
-    sqlite3_bind_int64(st, 5, t->updated_at);
-    sqlite3_bind_int64(st, 6, t->paid_at);
-    sqlite3_bind_int64(st, 7, t->id);
-    int rc = sqlite3_step(st);
-    done(s, st);
-    return rc == SQLITE_DONE ? PT_OK : db_err(s, "update trade");
+    return book_update(s, &trades, t);
+}
+
+/* A caller's callback of trades, and whether it stopped the walk. */
+struct trade_each {
+    int (*cb)(void *ctx, const struct sim_trade *t);
+    void *ctx;
+    int stopped;
+};
+
+static int each_trade(void *ctx, const void *row)
+{
+    struct trade_each *e = ctx;
+    return e->stopped = e->cb(e->ctx, row);
 }
 
 int pt__sim_trade_each(struct pt_sim *s, int gw, const char *order_id, int limit,
@@ -322,20 +445,8 @@ int pt__sim_trade_each(struct pt_sim *s, int gw, const char *order_id, int limit
     if (order_id)
         sqlite3_bind_text(st, 2, order_id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 3, limit);
-    int rc;
-    struct sim_trade *t = malloc(sizeof *t);
-    if (!t) {
-        done(s, st);
-        return PT_ENOMEM;
-    }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_to_trade(st, t);
-        if (cb(ctx, t))
-            break;
-    }
-    free(t);
-    done(s, st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? PT_OK : db_err(s, "list trades");
+    struct trade_each e = {cb, ctx, 0};
+    return book_each(s, st, &trades, each_trade, &e);
 }
 
 int pt__sim_trade_next_pay(struct pt_sim *s, struct sim_trade *t)
@@ -441,43 +552,46 @@ cJSON *pt__sim_ledger_json(struct pt_sim *s, int gw, const char *order_id)
     "id, gateway, scope, refund_key, refund_no, trade_id, order_id, trade_no, amount, currency, "  \
     "status, params_hash, extra, settle_at, created_at, updated_at, succeeded_at"
 
-static void row_to_refund(sqlite3_stmt *st, struct sim_refund *r)
-{
-    char gw[16];
-    memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(st, 0);
-    text(st, 1, gw, sizeof gw);
-    r->gw = pt__sim_gw_parse(gw);
-    text(st, 2, r->scope, sizeof r->scope);
-    text(st, 3, r->refund_key, sizeof r->refund_key);
-    text(st, 4, r->refund_no, sizeof r->refund_no);
-    r->trade_id = sqlite3_column_int64(st, 5);
-    text(st, 6, r->order_id, sizeof r->order_id);
-    text(st, 7, r->trade_no, sizeof r->trade_no);
-    r->amount = sqlite3_column_int64(st, 8);
-    text(st, 9, r->currency, sizeof r->currency);
-    text(st, 10, r->status, sizeof r->status);
-    text(st, 11, r->params_hash, sizeof r->params_hash);
-    text(st, 12, r->extra, sizeof r->extra);
-    r->settle_at = sqlite3_column_int64(st, 13);
-    r->created_at = sqlite3_column_int64(st, 14);
-    r->updated_at = sqlite3_column_int64(st, 15);
-    r->succeeded_at = sqlite3_column_int64(st, 16);
-}
+#define R(kind, field) COL(kind, struct sim_refund, field)
+static const struct col refund_cols[] = {
+    R(COL_ID, id),
+    R(COL_GW, gw),
+    R(COL_TEXT, scope),
+    R(COL_TEXT, refund_key),
+    R(COL_TEXT, refund_no),
+    R(COL_I64, trade_id),
+    R(COL_TEXT, order_id),
+    R(COL_TEXT, trade_no),
+    R(COL_I64, amount),
+    R(COL_TEXT, currency),
+    R(COL_TEXT, status),
+    R(COL_TEXT, params_hash),
+    R(COL_JSON, extra),
+    R(COL_I64, settle_at),
+    R(COL_I64, created_at),
+    R(COL_I64, updated_at),
+    R(COL_I64, succeeded_at),
+};
+#undef R
+
+static const struct book refunds = {
+    "INSERT INTO refunds(gateway, scope, refund_key, refund_no, trade_id, order_id, trade_no, "
+    "amount, currency, status, params_hash, extra, settle_at, created_at, updated_at, "
+    "succeeded_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "UPDATE refunds SET status=?, extra=?, settle_at=?, updated_at=?, succeeded_at=? WHERE id=?",
+    refund_cols,
+    (int)(sizeof refund_cols / sizeof refund_cols[0]),
+    (const int[]){10, 12, 13, 15, 16, 0, -1},
+    sizeof(struct sim_refund),
+    "read refund",
+    "insert refund",
+    "update refund",
+    "list refunds",
+};
 
 static int one_refund(struct pt_sim *s, sqlite3_stmt *st, struct sim_refund *r)
 {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        row_to_refund(st, r);
-        rc = PT_OK;
-    } else if (rc == SQLITE_DONE) {
-        rc = PT_ENOTFOUND;
-    } else {
-        rc = db_err(s, "read refund");
-    }
-    done(s, st);
-    return rc;
+    return book_one(s, st, &refunds, r);
 }
 
 int pt__sim_refund_get(struct pt_sim *s, int gw, const char *scope, const char *key,
@@ -495,53 +609,12 @@ int pt__sim_refund_get(struct pt_sim *s, int gw, const char *scope, const char *
 
 int pt__sim_refund_insert(struct pt_sim *s, struct sim_refund *r)
 {
-    sqlite3_stmt *st =
-        prep(s, "INSERT INTO refunds(gateway, scope, refund_key, refund_no, trade_id, order_id, "
-                "trade_no, amount, currency, status, params_hash, extra, settle_at, created_at, "
-                "updated_at, succeeded_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    if (!st)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(st, 1, pt__sim_gw_name(r->gw), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, r->scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, r->refund_key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, r->refund_no, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, r->trade_id);
-    sqlite3_bind_text(st, 6, r->order_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 7, r->trade_no, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 8, r->amount);
-    sqlite3_bind_text(st, 9, r->currency, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 10, r->status, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 11, r->params_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 12, r->extra[0] ? r->extra : "{}", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 13, r->settle_at);
-    sqlite3_bind_int64(st, 14, r->created_at);
-    sqlite3_bind_int64(st, 15, r->updated_at);
-    sqlite3_bind_int64(st, 16, r->succeeded_at);
-    int rc = sqlite3_step(st);
-    done(s, st);
-    if (rc == SQLITE_CONSTRAINT)
-        return PT_EEXIST;
-    if (rc != SQLITE_DONE)
-        return db_err(s, "insert refund");
-    r->id = sqlite3_last_insert_rowid(s->db);
-    return PT_OK;
+    return book_insert(s, &refunds, r);
 }
 
 int pt__sim_refund_update(struct pt_sim *s, const struct sim_refund *r)
 {
-    sqlite3_stmt *st = prep(s, "UPDATE refunds SET status=?, extra=?, settle_at=?, updated_at=?, "
-                               "succeeded_at=? WHERE id=?");
-    if (!st)
-        return PT_ESTORAGE;
-    sqlite3_bind_text(st, 1, r->status, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, r->extra[0] ? r->extra : "{}", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, r->settle_at);
-    sqlite3_bind_int64(st, 4, r->updated_at);
-    sqlite3_bind_int64(st, 5, r->succeeded_at);
-    sqlite3_bind_int64(st, 6, r->id);
-    int rc = sqlite3_step(st);
-    done(s, st);
-    return rc == SQLITE_DONE ? PT_OK : db_err(s, "update refund");
+    return book_update(s, &refunds, r);
 }
 
 int pt__sim_refund_totals(struct pt_sim *s, int64_t trade_id, int64_t *taken, int64_t *succeeded,
@@ -570,6 +643,19 @@ int pt__sim_refund_totals(struct pt_sim *s, int64_t trade_id, int64_t *taken, in
     return rc;
 }
 
+/* A caller's callback of refunds, and whether it stopped the walk. */
+struct refund_each {
+    int (*cb)(void *ctx, const struct sim_refund *r);
+    void *ctx;
+    int stopped;
+};
+
+static int each_refund(void *ctx, const void *row)
+{
+    struct refund_each *e = ctx;
+    return e->stopped = e->cb(e->ctx, row);
+}
+
 int pt__sim_refund_each(struct pt_sim *s, int64_t trade_id,
                         int (*cb)(void *ctx, const struct sim_refund *r), void *ctx)
 {
@@ -578,20 +664,8 @@ int pt__sim_refund_each(struct pt_sim *s, int64_t trade_id,
     if (!st)
         return PT_ESTORAGE;
     sqlite3_bind_int64(st, 1, trade_id);
-    struct sim_refund *r = malloc(sizeof *r);
-    if (!r) {
-        done(s, st);
-        return PT_ENOMEM;
-    }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_to_refund(st, r);
-        if (cb(ctx, r))
-            break;
-    }
-    free(r);
-    done(s, st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? PT_OK : db_err(s, "list refunds");
+    struct refund_each e = {cb, ctx, 0};
+    return book_each(s, st, &refunds, each_refund, &e);
 }
 
 int pt__sim_refund_next_settle(struct pt_sim *s, struct sim_refund *r)
@@ -795,44 +869,20 @@ int pt__sim_bill_each(struct pt_sim *s, int gw, int64_t from, int64_t to,
     sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, from);
     sqlite3_bind_int64(st, 3, to);
-    int rc, stop = 0;
-    struct sim_trade *t = malloc(sizeof *t);
-    struct sim_refund *r = malloc(sizeof *r);
-    if (!t || !r) {
-        done(s, st);
-        free(t);
-        free(r);
-        return PT_ENOMEM;
-    }
-    while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_to_trade(st, t);
-        stop = trade_cb(ctx, t);
-    }
-    done(s, st);
-    if (!stop && rc != SQLITE_DONE) {
-        free(t);
-        free(r);
-        return db_err(s, "bill trades");
-    }
+    struct trade_each te = {trade_cb, ctx, 0};
+    int rc = book_each(s, st, &trades, each_trade, &te);
+    if (rc || te.stopped)
+        return rc;
     st = prep(s, "SELECT " REFUND_COLS " FROM refunds WHERE gateway=?1 AND status='succeeded' "
                  "AND succeeded_at >= ?2 AND succeeded_at < ?3 AND "
                  "json_extract(extra, '$.bill_forgotten') IS NULL ORDER BY succeeded_at, id");
-    if (!st) {
-        free(t);
-        free(r);
+    if (!st)
         return PT_ESTORAGE;
-    }
     sqlite3_bind_text(st, 1, pt__sim_gw_name(gw), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, from);
     sqlite3_bind_int64(st, 3, to);
-    while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_to_refund(st, r);
-        stop = refund_cb(ctx, r);
-    }
-    done(s, st);
-    free(t);
-    free(r);
-    return stop || rc == SQLITE_DONE ? PT_OK : db_err(s, "bill refunds");
+    struct refund_each re = {refund_cb, ctx, 0};
+    return book_each(s, st, &refunds, each_refund, &re);
 }
 
 int pt__sim_ledger_alter(struct pt_sim *s, int gw, const char *order_id, const char *refund_id,
