@@ -411,6 +411,18 @@ int pt_recon_vfail(char *err, size_t errlen, const char *where, const char *fmt,
     return PT_EPARSE;
 }
 
+int pt_recon_line_fail(char *err, size_t errlen, const char *bill, size_t line, const char *fmt,
+                       ...)
+{
+    char where[64];
+    snprintf(where, sizeof where, "%s bill line %zu: ", bill, line);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = pt_recon_vfail(err, errlen, where, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 /* ---- bill dates ---- */
 
 #define DAY_MS 86400000LL

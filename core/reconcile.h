@@ -115,5 +115,8 @@ struct pt_recon_record *pt_recon_push(struct pt_recon_record **rows, size_t *n, 
  * then the formatted reason into err; returns PT_EPARSE. */
 __attribute__((format(printf, 4, 0))) int
 pt_recon_vfail(char *err, size_t errlen, const char *where, const char *fmt, va_list ap);
+/* The same for a line of a bill file: "<bill> bill line <line>: ". */
+__attribute__((format(printf, 5, 6))) int
+pt_recon_line_fail(char *err, size_t errlen, const char *bill, size_t line, const char *fmt, ...);
 
 #endif

@@ -64,17 +64,8 @@ struct field {
     size_t n;
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, size_t line,
-                                                      const char *fmt, ...)
-{
-    char where[48];
-    snprintf(where, sizeof where, "Alipay bill line %zu: ", line);
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = pt_recon_vfail(err, errlen, where, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* A refusal naming the bill's line (fmt and its arguments in __VA_ARGS__). */
+#define fail(err, errlen, line, ...) pt_recon_line_fail(err, errlen, "Alipay", line, __VA_ARGS__)
 
 static int starts(const char *p, size_t n, const char *s)
 {

@@ -58,17 +58,8 @@ struct field {
     size_t n;
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, size_t line,
-                                                      const char *fmt, ...)
-{
-    char where[48];
-    snprintf(where, sizeof where, "WeChat bill line %zu: ", line);
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = pt_recon_vfail(err, errlen, where, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* A refusal naming the bill's line (fmt and its arguments in __VA_ARGS__). */
+#define fail(err, errlen, line, ...) pt_recon_line_fail(err, errlen, "WeChat", line, __VA_ARGS__)
 
 /* Splits [p, p+n) at commas into f[]; the count, or -1 past MAX_COLS. */
 static int split(const char *p, size_t n, struct field *f)
@@ -456,6 +447,18 @@ static int append_day(struct pt_recon_rows *out, const struct pt_recon_record *r
     return PT_OK;
 }
 
+/* A bill's text parsed, its rows added to out as of day (all or none). */
+static int parse_day(const char *text, size_t len, const char *date, int day,
+                     struct pt_recon_rows *out, char *why, size_t whylen)
+{
+    struct pt_wxbill b = {0};
+    int rc = pt_wxbill_parse(text, len, date, &b, why, whylen);
+    if (rc == PT_OK)
+        rc = append_day(out, b.rows, b.n, day);
+    pt_wxbill_free(&b);
+    return rc;
+}
+
 int pt_wxbill_v2_answer(const struct pt_http_response *resp, char *why, size_t whylen)
 {
     say(why, whylen, "%s", "");
@@ -504,13 +507,9 @@ static int fetch_bill_v2(const struct pt_gw_config *cfg, struct pt_gw_exchange *
         rc = x->send(x->ctx, &req, &resp);
     }
     if (rc == PT_OK) {
-        struct pt_wxbill b = {0};
         rc = pt_wxbill_v2_answer(&resp, why, whylen);
         if (rc == PT_OK)
-            rc = pt_wxbill_parse(resp.body, resp.body_len, date, &b, why, whylen);
-        if (rc == PT_OK)
-            rc = append_day(rows, b.rows, b.n, day);
-        pt_wxbill_free(&b);
+            rc = parse_day(resp.body, resp.body_len, date, day, rows, why, whylen);
         pt_http_response_free(&resp);
     }
     return rc;
@@ -537,13 +536,9 @@ int pt__wechat_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange 
         (rc = pt_wxbill_file_request(cfg, &env, path, &req)) != PT_OK)
         say(why, whylen, "the bill file's request cannot be signed (%s)", pt_strerror(rc));
     if (rc == PT_OK && (rc = x->send(x->ctx, &req, &resp)) == PT_OK) {
-        struct pt_wxbill b = {0};
         rc = pt_wxbill_file_check(&resp, sha1, why, whylen);
         if (rc == PT_OK)
-            rc = pt_wxbill_parse(resp.body, resp.body_len, date, &b, why, whylen);
-        if (rc == PT_OK)
-            rc = append_day(rows, b.rows, b.n, day);
-        pt_wxbill_free(&b);
+            rc = parse_day(resp.body, resp.body_len, date, day, rows, why, whylen);
         pt_http_response_free(&resp);
     }
     return rc;
@@ -552,10 +547,5 @@ int pt__wechat_fetch_bill(const struct pt_gw_config *cfg, struct pt_gw_exchange 
 int pt__wechat_parse_bill(const char *text, size_t len, const char *date,
                           struct pt_recon_rows *rows, char *err, size_t errlen)
 {
-    struct pt_wxbill b = {0};
-    int rc = pt_wxbill_parse(text, len, date, &b, err, errlen);
-    if (rc == PT_OK)
-        rc = append_day(rows, b.rows, b.n, 0);
-    pt_wxbill_free(&b);
-    return rc;
+    return parse_day(text, len, date, 0, rows, err, errlen);
 }
