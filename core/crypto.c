@@ -189,7 +189,7 @@ void pt_hex_encode(const unsigned char *in, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-static int hexval(char c)
+int pt_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -207,7 +207,7 @@ int pt_hex_decode(const char *in, size_t len, unsigned char *out, size_t outlen,
     if (len / 2 > outlen)
         return PT_ETOOBIG;
     for (size_t i = 0; i < len; i += 2) {
-        int hi = hexval(in[i]), lo = hexval(in[i + 1]);
+        int hi = pt_hex_digit(in[i]), lo = pt_hex_digit(in[i + 1]);
         if (hi < 0 || lo < 0)
             return PT_EPARSE;
         out[i / 2] = (unsigned char)(hi << 4 | lo);

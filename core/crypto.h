@@ -65,6 +65,8 @@ int pt_base64url_decode(const char *in, size_t len, unsigned char *out, size_t o
 /* Lower-case hex of len bytes into out (size >= 2*len+1). */
 void pt_hex_encode(const unsigned char *in, size_t len, char *out);
 
+/* One hex digit's value (either case), or -1. */
+int pt_hex_digit(char c);
 /* Decodes len hex digits (either case) into out. PT_EPARSE, PT_ETOOBIG. */
 int pt_hex_decode(const char *in, size_t len, unsigned char *out, size_t outlen, size_t *olen);
 

@@ -2,6 +2,7 @@
  * form.c - strict form decoding and SDK-compatible encoding (see form.h).
  */
 #include "form.h"
+#include "crypto.h"
 #include "err.h"
 
 #include <stdlib.h>
@@ -21,17 +22,6 @@ void pt_form_free(struct pt_form *f)
     pt_form_init(f);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes s[0..n) into a new string; NULL with *rc set on failure. */
 static char *decode(const char *s, size_t n, int *rc)
 {
@@ -46,8 +36,8 @@ static char *decode(const char *s, size_t n, int *rc)
         if (c == '+') {
             c = ' ';
         } else if (c == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int hi = i + 2 < n ? pt_hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < n ? pt_hex_digit(s[i + 2]) : -1;
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
                 free(out);
                 *rc = PT_EPARSE;
