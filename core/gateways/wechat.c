@@ -666,27 +666,49 @@ static void classify_close(const struct pt_http_response *resp, const cJSON *o,
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code ? code : "http_error", pt__jstr(o, "message"));
 }
 
+/*
+ * What every APIv3 answer passes before its body is read: a 5xx (or no
+ * HTTP status), a signature that does not verify - refusals too: the
+ * official SDK skips non-2xx answers, but a forged NOT_ENOUGH would fail a
+ * refund that went through and free its amount for a second one - and a
+ * body that is not a JSON object are ambiguous (out set, 0).  Else 1, *o
+ * the body (NULL when empty; the caller deletes it).
+ */
+static int answer_body(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                       struct pt_gw_result *out, cJSON **o)
+{
+    *o = NULL;
+    if (resp->status >= 500 || resp->status < 200) {
+        char code[16];
+        snprintf(code, sizeof code, "http_%d", resp->status);
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "WeChat Pay server error");
+        return 0;
+    }
+    if (verify_platform(cfg, resp) != PT_OK) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
+                   "WeChat Pay response signature does not verify");
+        return 0;
+    }
+    *o = resp->body_len ? cJSON_ParseWithLength(resp->body, resp->body_len) : NULL;
+    if (resp->body_len && !cJSON_IsObject(*o)) {
+        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response is not JSON");
+        cJSON_Delete(*o);
+        *o = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 static int wechat_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
                         const struct pt_http_response *resp, struct pt_gw_result *out)
 {
     if (strcmp(c->method, "barcode") == 0)
         return pt__wechat_v2_parse(cfg, op, c, resp, out);
     memset(out, 0, sizeof *out);
-    if (resp->status >= 500 || resp->status < 200) {
-        char code[16];
-        snprintf(code, sizeof code, "http_%d", resp->status);
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "WeChat Pay server error");
-        return PT_OK;
-    }
-    if (verify_platform(cfg, resp) != PT_OK) {
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
-                   "WeChat Pay response signature does not verify");
-        return PT_OK;
-    }
-    cJSON *o = resp->body_len ? cJSON_ParseWithLength(resp->body, resp->body_len) : NULL;
-    if (resp->body_len && !cJSON_IsObject(o))
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response is not JSON");
-    else if (op == PT_GW_PAY)
+    cJSON *o;
+    if (!answer_body(cfg, resp, out, &o))
+        return PT_OK; /* answered ambiguous */
+    if (op == PT_GW_PAY)
         classify_pay(resp, o, out);
     else if (op == PT_GW_QUERY)
         classify_query(resp, o, out);
@@ -829,24 +851,10 @@ static int wechat_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund
                                const struct pt_http_response *resp, struct pt_gw_result *out)
 {
     memset(out, 0, sizeof *out);
-    if (resp->status >= 500 || resp->status < 200) {
-        char code[16];
-        snprintf(code, sizeof code, "http_%d", resp->status);
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "WeChat Pay server error");
-        return PT_OK;
-    }
-    /* Refusals are verified too (the official SDK skips non-2xx answers): a
-     * forged NOT_ENOUGH would fail a refund that went through, and free its
-     * amount for a second one. */
-    if (verify_platform(cfg, resp) != PT_OK) {
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
-                   "WeChat Pay response signature does not verify");
-        return PT_OK;
-    }
-    cJSON *o = resp->body_len ? cJSON_ParseWithLength(resp->body, resp->body_len) : NULL;
-    if (resp->body_len && !cJSON_IsObject(o))
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response is not JSON");
-    else if (resp->status == 200)
+    cJSON *o;
+    if (!answer_body(cfg, resp, out, &o))
+        return PT_OK; /* answered ambiguous */
+    if (resp->status == 200)
         classify_refund(resp, o, c, r, out);
     else
         classify_refund_error(op, resp, o, out);
