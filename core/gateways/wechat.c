@@ -41,38 +41,35 @@
 
 /* ---- messages and headers ------------------------------------------------ */
 
-char *pt_wechat_request_message(const char *method, const char *url_path, const char *timestamp,
-                                const char *nonce, const char *body, size_t body_len, size_t *len)
+/* WeChat's signed text: each of the n heads, then the body, each ending
+ * in '\n'. */
+static char *message(const char *const *heads, int n, const char *body, size_t body_len,
+                     size_t *len)
 {
     struct pt_buf b;
     pt_buf_init(&b, WECHAT_MAX_TEXT);
-    pt_buf_puts(&b, method);
-    pt_buf_putc(&b, '\n');
-    pt_buf_puts(&b, url_path);
-    pt_buf_putc(&b, '\n');
-    pt_buf_puts(&b, timestamp);
-    pt_buf_putc(&b, '\n');
-    pt_buf_puts(&b, nonce);
-    pt_buf_putc(&b, '\n');
+    for (int i = 0; i < n; i++) {
+        pt_buf_puts(&b, heads[i]);
+        pt_buf_putc(&b, '\n');
+    }
     if (body)
         pt_buf_put(&b, body, body_len);
     pt_buf_putc(&b, '\n');
     return pt_buf_take(&b, len);
 }
 
+char *pt_wechat_request_message(const char *method, const char *url_path, const char *timestamp,
+                                const char *nonce, const char *body, size_t body_len, size_t *len)
+{
+    const char *const heads[] = {method, url_path, timestamp, nonce};
+    return message(heads, 4, body, body_len, len);
+}
+
 char *pt_wechat_response_message(const char *timestamp, const char *nonce, const char *body,
                                  size_t body_len, size_t *len)
 {
-    struct pt_buf b;
-    pt_buf_init(&b, WECHAT_MAX_TEXT);
-    pt_buf_puts(&b, timestamp);
-    pt_buf_putc(&b, '\n');
-    pt_buf_puts(&b, nonce);
-    pt_buf_putc(&b, '\n');
-    if (body)
-        pt_buf_put(&b, body, body_len);
-    pt_buf_putc(&b, '\n');
-    return pt_buf_take(&b, len);
+    const char *const heads[] = {timestamp, nonce};
+    return message(heads, 2, body, body_len, len);
 }
 
 const char *pt_wechat_url_path(const char *url)
