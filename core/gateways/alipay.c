@@ -492,30 +492,51 @@ static void classify_close(const cJSON *o, struct pt_gw_result *out)
     }
 }
 
-static int alipay_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
-                        const struct pt_http_response *resp, struct pt_gw_result *out)
+/*
+ * What every answer of method passes before it is read: HTTP 200 with a
+ * body, its signature, and a response object with a code; else ambiguous
+ * (out set, 0).  Else 1: *raw and *rawlen the signed response text, *o it
+ * parsed (the caller deletes it).
+ */
+static int answer_body(const struct pt_gw_config *cfg, const struct pt_http_response *resp,
+                       const char *method, struct pt_gw_result *out, const char **raw,
+                       size_t *rawlen, cJSON **o)
 {
-    memset(out, 0, sizeof *out);
+    *o = NULL;
     if (resp->status != 200 || !resp->body) {
         char code[16];
         snprintf(code, sizeof code, "http_%d", resp->status);
         pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "unexpected HTTP status from Alipay");
-        return PT_OK;
+        return 0;
     }
-    const char *raw;
-    size_t rawlen;
-    int rc = pt_alipay_verify_response(cfg->peer_key, resp->body, resp->body_len,
-                                       pt_alipay_method_name(op, c->method), &raw, &rawlen);
+    int rc =
+        pt_alipay_verify_response(cfg->peer_key, resp->body, resp->body_len, method, raw, rawlen);
     if (rc != PT_OK) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
                    rc == PT_ESIG ? "Alipay response signature does not verify"
                                  : "Alipay response is not the expected JSON");
-        return PT_OK;
+        return 0;
     }
-    cJSON *o = cJSON_ParseWithLength(raw, rawlen);
-    if (!cJSON_IsObject(o) || !pt__jstr(o, "code")) {
+    *o = cJSON_ParseWithLength(*raw, *rawlen);
+    if (!cJSON_IsObject(*o) || !pt__jstr(*o, "code")) {
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response without code");
-    } else if (op == PT_GW_PAY) {
+        cJSON_Delete(*o);
+        *o = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static int alipay_parse(const struct pt_gw_config *cfg, enum pt_gw_op op, const struct pt_charge *c,
+                        const struct pt_http_response *resp, struct pt_gw_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *raw;
+    size_t rawlen;
+    cJSON *o;
+    if (!answer_body(cfg, resp, pt_alipay_method_name(op, c->method), out, &raw, &rawlen, &o))
+        return PT_OK; /* answered ambiguous */
+    if (op == PT_GW_PAY) {
         classify_pay(raw, rawlen, o, c, out);
     } else if (op == PT_GW_QUERY) {
         classify_query(raw, rawlen, o, c, out);
@@ -842,26 +863,12 @@ static int alipay_parse_refund(const struct pt_gw_config *cfg, enum pt_gw_refund
         pt__result(out, PT_OUTCOME_AMBIGUOUS, "unsupported_operation", NULL);
         return PT_OK;
     }
-    if (resp->status != 200 || !resp->body) {
-        char code[16];
-        snprintf(code, sizeof code, "http_%d", resp->status);
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, code, "unexpected HTTP status from Alipay");
-        return PT_OK;
-    }
     const char *raw;
     size_t rawlen;
-    int rc = pt_alipay_verify_response(cfg->peer_key, resp->body, resp->body_len,
-                                       pt_alipay_refund_method_name(op), &raw, &rawlen);
-    if (rc != PT_OK) {
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "invalid_signature",
-                   rc == PT_ESIG ? "Alipay response signature does not verify"
-                                 : "Alipay response is not the expected JSON");
-        return PT_OK;
-    }
-    cJSON *o = cJSON_ParseWithLength(raw, rawlen);
-    if (!cJSON_IsObject(o) || !pt__jstr(o, "code"))
-        pt__result(out, PT_OUTCOME_AMBIGUOUS, "malformed_response", "response without code");
-    else if (op == PT_GW_REFUND)
+    cJSON *o;
+    if (!answer_body(cfg, resp, pt_alipay_refund_method_name(op), out, &raw, &rawlen, &o))
+        return PT_OK; /* answered ambiguous */
+    if (op == PT_GW_REFUND)
         classify_refund(raw, rawlen, o, c, r, out);
     else
         classify_refund_query(raw, rawlen, o, c, r, out);
