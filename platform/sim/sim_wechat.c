@@ -209,18 +209,20 @@ static cJSON *transaction(struct pt_sim *s, const struct sim_trade *t)
     return o;
 }
 
-/* Queues TRANSACTION.SUCCESS for t (lk held). */
-static void notify(struct pt_sim *s, const struct sim_trade *t)
+/*
+ * Queues event (TRANSACTION.SUCCESS, REFUND.SUCCESS) of order_id to url:
+ * the resource object (taken, of type kind: "transaction", "refund")
+ * encrypted with the APIv3 key, in WeChat's envelope (lk held).
+ */
+static void notify_event(struct pt_sim *s, const char *order_id, const char *url, const char *event,
+                         const char *summary, const char *kind, cJSON *resource)
 {
-    cJSON *x = cJSON_Parse(t->extra);
-    const char *url = pt__sim_json_str(x, "notify_url");
-    cJSON *tx = transaction(s, t);
-    char *plain = cJSON_PrintUnformatted(tx);
+    char *plain = cJSON_PrintUnformatted(resource);
     char nonce[16], id[48], when[32], *ct = NULL;
-    cJSON_Delete(tx);
+    cJSON_Delete(resource);
     pt__sim_random_alnum(s, nonce, 12);
-    if (!plain || pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, "transaction", plain,
-                                    strlen(plain), &ct) != PT_OK)
+    if (!plain || pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, kind, plain, strlen(plain),
+                                    &ct) != PT_OK)
         goto out;
     snprintf(id, sizeof id, "EV-");
     pt__sim_random_digits(s, id + 3, 20);
@@ -229,25 +231,33 @@ static void notify(struct pt_sim *s, const struct sim_trade *t)
     cJSON_AddStringToObject(e, "id", id);
     cJSON_AddStringToObject(e, "create_time", when);
     cJSON_AddStringToObject(e, "resource_type", "encrypt-resource");
-    cJSON_AddStringToObject(e, "event_type", "TRANSACTION.SUCCESS");
-    cJSON_AddStringToObject(e, "summary", "支付成功");
+    cJSON_AddStringToObject(e, "event_type", event);
+    cJSON_AddStringToObject(e, "summary", summary);
     cJSON *r = cJSON_AddObjectToObject(e, "resource");
-    cJSON_AddStringToObject(r, "original_type", "transaction");
+    cJSON_AddStringToObject(r, "original_type", kind);
     cJSON_AddStringToObject(r, "algorithm", "AEAD_AES_256_GCM");
     cJSON_AddStringToObject(r, "ciphertext", ct);
-    cJSON_AddStringToObject(r, "associated_data", "transaction");
+    cJSON_AddStringToObject(r, "associated_data", kind);
     cJSON_AddStringToObject(r, "nonce", nonce);
     char *body = cJSON_PrintUnformatted(e);
     cJSON_Delete(e);
     if (body)
-        pt__sim_notify(s, SIM_GW_WECHAT, t->order_id, "TRANSACTION.SUCCESS", url,
-                       "application/json", body, strlen(body), 0, 1);
+        pt__sim_notify(s, SIM_GW_WECHAT, order_id, event, url, "application/json", body,
+                       strlen(body), 0, 1);
     free(body);
 out:
     if (plain)
         pt_zeroize(plain, strlen(plain));
     free(plain);
     free(ct);
+}
+
+/* Queues TRANSACTION.SUCCESS for t (lk held). */
+static void notify(struct pt_sim *s, const struct sim_trade *t)
+{
+    cJSON *x = cJSON_Parse(t->extra);
+    notify_event(s, t->order_id, pt__sim_json_str(x, "notify_url"), "TRANSACTION.SUCCESS",
+                 "支付成功", "transaction", transaction(s, t));
     cJSON_Delete(x);
 }
 
@@ -595,7 +605,7 @@ static void refund_notify(struct pt_sim *s, const struct sim_refund *r)
     cJSON *x = cJSON_Parse(r->extra);
     const char *url = pt__sim_json_str(x, "notify_url");
     int64_t total = extra_int(x, "total");
-    char nonce[16], id[48], when[32], paid[32], *ct = NULL;
+    char paid[32];
     pt__sim_time_rfc3339_cn(r->succeeded_at, paid);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddStringToObject(p, "mchid", s->k.wechat_mchid);
@@ -611,38 +621,7 @@ static void refund_notify(struct pt_sim *s, const struct sim_refund *r)
     cJSON_AddNumberToObject(a, "refund", (double)r->amount);
     cJSON_AddNumberToObject(a, "payer_total", (double)total);
     cJSON_AddNumberToObject(a, "payer_refund", (double)r->amount);
-    char *plain = cJSON_PrintUnformatted(p);
-    cJSON_Delete(p);
-    pt__sim_random_alnum(s, nonce, 12);
-    if (!plain || pt_wechat_encrypt(s->k.wechat_apiv3_key, 32, nonce, "refund", plain,
-                                    strlen(plain), &ct) != PT_OK)
-        goto out;
-    snprintf(id, sizeof id, "EV-");
-    pt__sim_random_digits(s, id + 3, 20);
-    pt__sim_time_rfc3339_cn(pt__sim_now_ms(s), when);
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "id", id);
-    cJSON_AddStringToObject(e, "create_time", when);
-    cJSON_AddStringToObject(e, "resource_type", "encrypt-resource");
-    cJSON_AddStringToObject(e, "event_type", "REFUND.SUCCESS");
-    cJSON_AddStringToObject(e, "summary", "退款成功");
-    cJSON *res = cJSON_AddObjectToObject(e, "resource");
-    cJSON_AddStringToObject(res, "original_type", "refund");
-    cJSON_AddStringToObject(res, "algorithm", "AEAD_AES_256_GCM");
-    cJSON_AddStringToObject(res, "ciphertext", ct);
-    cJSON_AddStringToObject(res, "associated_data", "refund");
-    cJSON_AddStringToObject(res, "nonce", nonce);
-    char *body = cJSON_PrintUnformatted(e);
-    cJSON_Delete(e);
-    if (body)
-        pt__sim_notify(s, SIM_GW_WECHAT, r->order_id, "REFUND.SUCCESS", url, "application/json",
-                       body, strlen(body), 0, 1);
-    free(body);
-out:
-    if (plain)
-        pt_zeroize(plain, strlen(plain));
-    free(plain);
-    free(ct);
+    notify_event(s, r->order_id, url, "REFUND.SUCCESS", "退款成功", "refund", p);
     cJSON_Delete(x);
 }
 
