@@ -681,7 +681,10 @@ static void stats_add(struct pt_curl_stats *to, const struct pt_curl_stats *from
     to->resends_refused += from->resends_refused;
 }
 
-void pt_curl_get_stats(struct pt_curl *t, const char *channel, struct pt_curl_stats *out)
+/* The sum of the stats of channel's connections, or (by_cert) of those
+ * with cert_file only. */
+static void sum_stats(struct pt_curl *t, const char *channel, int by_cert, const char *cert_file,
+                      struct pt_curl_stats *out)
 {
     memset(out, 0, sizeof *out);
     /* Channels are only ever added, never removed, until pt_curl_destroy. */
@@ -690,7 +693,7 @@ void pt_curl_get_stats(struct pt_curl *t, const char *channel, struct pt_curl_st
     pthread_mutex_unlock(&t->lock);
     for (int i = 0; i < n; i++) {
         struct channel *ch = t->ch[i];
-        if (strcmp(ch->name, channel) != 0)
+        if (strcmp(ch->name, channel) != 0 || (by_cert && !same_str(ch->cert_file, cert_file)))
             continue;
         pthread_mutex_lock(&ch->lock);
         stats_add(out, &ch->stats);
@@ -698,19 +701,13 @@ void pt_curl_get_stats(struct pt_curl *t, const char *channel, struct pt_curl_st
     }
 }
 
+void pt_curl_get_stats(struct pt_curl *t, const char *channel, struct pt_curl_stats *out)
+{
+    sum_stats(t, channel, 0, NULL, out);
+}
+
 void pt_curl_get_cert_stats(struct pt_curl *t, const char *channel, const char *cert_file,
                             struct pt_curl_stats *out)
 {
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&t->lock);
-    int n = t->nch;
-    pthread_mutex_unlock(&t->lock);
-    for (int i = 0; i < n; i++) {
-        struct channel *ch = t->ch[i];
-        if (strcmp(ch->name, channel) != 0 || !same_str(ch->cert_file, cert_file))
-            continue;
-        pthread_mutex_lock(&ch->lock);
-        stats_add(out, &ch->stats);
-        pthread_mutex_unlock(&ch->lock);
-    }
+    sum_stats(t, channel, 1, cert_file, out);
 }

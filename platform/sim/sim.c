@@ -415,18 +415,36 @@ static int query_param(const char *q, const char *name, char *out, size_t outlen
  * can deliver (or forge) the notification itself, for a trade the gateway
  * really has paid.  404 for no such trade, 409 when it is not pending.
  */
-static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+/*
+ * The trade a test's request names by its body {"gateway","order_id"}: a
+ * new trade holding just those two (the caller reads the rest and frees
+ * it), or NULL with 400 answered.
+ */
+static struct sim_trade *named_trade(const struct sim_req *rq, struct sim_resp *rs)
 {
     cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
     const char *gwname = pt__sim_json_str(j, "gateway"), *order = pt__sim_json_str(j, "order_id");
     int gw = gwname ? pt__sim_gw_parse(gwname) : -2;
     struct sim_trade *t = calloc(1, sizeof *t);
-    if (!t || gw < 0 || !order) {
+    if (!t || gw < 0 || !order || strlen(order) >= sizeof t->order_id) {
         bad_request(rs, "body must be {\"gateway\": alipay|wechat|stripe|2c2p, \"order_id\": ...}");
-        goto out;
+        free(t);
+        t = NULL;
+    } else {
+        t->gw = gw;
+        snprintf(t->order_id, sizeof t->order_id, "%s", order);
     }
+    cJSON_Delete(j);
+    return t;
+}
+
+static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
+{
+    struct sim_trade *t = named_trade(rq, rs);
+    if (!t)
+        return;
     pt__sim_lock(s);
-    int rc = pt__sim_trade_get(s, gw, order, t);
+    int rc = pt__sim_trade_get(s, t->gw, t->order_id, t);
     if (rc == PT_OK && pt__sim_expired(s, t)) {
         rc = 410; /* past the expiry its create named: the gateway takes no payment */
     } else if (rc == PT_OK && strcmp(t->status, "pending") == 0) {
@@ -456,7 +474,6 @@ static void post_pay(struct pt_sim *s, const struct sim_req *rq, struct sim_resp
     pt__sim_note(rs, "%s paid by the test", t->order_id);
 out:
     free(t);
-    cJSON_Delete(j);
 }
 
 /*
@@ -515,16 +532,12 @@ static void post_ledger_change(struct pt_sim *s, const struct sim_req *rq, struc
  */
 static void post_scan(struct pt_sim *s, const struct sim_req *rq, struct sim_resp *rs)
 {
-    cJSON *j = cJSON_ParseWithLength(rq->body, rq->body_len);
-    const char *gwname = pt__sim_json_str(j, "gateway"), *order = pt__sim_json_str(j, "order_id");
-    int gw = gwname ? pt__sim_gw_parse(gwname) : -2, st = 500;
-    struct sim_trade *t = calloc(1, sizeof *t);
-    if (!t || gw < 0 || !order) {
-        bad_request(rs, "body must be {\"gateway\": alipay|wechat|stripe|2c2p, \"order_id\": ...}");
-        goto out;
-    }
+    struct sim_trade *t = named_trade(rq, rs);
+    if (!t)
+        return;
+    int st = 500;
     pt__sim_lock(s);
-    int rc = pt__sim_trade_get(s, gw, order, t);
+    int rc = pt__sim_trade_get(s, t->gw, t->order_id, t);
     if (rc == PT_OK && strcmp(t->status, "pending") == 0 && !pt__sim_expired(s, t)) {
         pt__sim_extra_set_int(t, "scanned", 1);
         t->updated_at = pt__sim_now_ms(s);
@@ -547,7 +560,6 @@ static void post_scan(struct pt_sim *s, const struct sim_req *rq, struct sim_res
     pt__sim_note(rs, "%s scanned by the test", t->order_id);
 out:
     free(t);
-    cJSON_Delete(j);
 }
 
 /*
