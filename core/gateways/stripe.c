@@ -89,6 +89,17 @@ static int parse_t(const char *v, size_t n, int64_t *t)
     return PT_OK;
 }
 
+/* The header's next comma-separated item from p, trimmed, in *item and *n;
+ * returns where the one after it starts. */
+static const char *next_item(const char *p, const char **item, size_t *n)
+{
+    const char *end = strchr(p, ',');
+    *n = end ? (size_t)(end - p) : strlen(p);
+    *item = p;
+    trim(item, n);
+    return end ? end + 1 : p + strlen(p);
+}
+
 int pt_stripe_verify_header(const char *header, const char *payload, size_t len, const void *secret,
                             size_t secretlen, int64_t now_s, int64_t tolerance_s, int64_t *t_out)
 {
@@ -100,33 +111,27 @@ int pt_stripe_verify_header(const char *header, const char *payload, size_t len,
     if (!header || !secret || secretlen == 0)
         return PT_ESIG;
     /* First pass: the timestamp (the MAC covers its text as sent). */
+    const char *item;
+    size_t n;
     for (const char *p = header; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        const char *item = p;
-        trim(&item, &n);
+        p = next_item(p, &item, &n);
         if (n > 2 && item[0] == 't' && item[1] == '=') {
             if (tv || parse_t(item + 2, n - 2, &t) != PT_OK)
                 return PT_ESIG; /* two timestamps: ambiguous */
             tv = item + 2;
             tn = n - 2;
         }
-        p = end ? end + 1 : p + strlen(p);
     }
     if (!tv || stripe_mac_hex(secret, secretlen, tv, tn, payload, len, expected) != PT_OK)
         return PT_ESIG;
     for (const char *p = header; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        const char *item = p;
-        trim(&item, &n);
+        p = next_item(p, &item, &n);
         if (n > 3 && memcmp(item, "v1=", 3) == 0) {
             have_v1 = 1;
             /* Check every v1 so the time taken does not tell which matched. */
             if (n - 3 == 64 && pt_ct_equal(item + 3, expected, 64))
                 matched = 1;
         }
-        p = end ? end + 1 : p + strlen(p);
     }
     pt_zeroize(expected, sizeof expected);
     if (!have_v1 || !matched)
