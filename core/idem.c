@@ -58,7 +58,9 @@ int pt_idem_fingerprint(const char *method, const char *path, const char *body_c
     return rc;
 }
 
-static void fill_from_row(const struct pt_key_row *row, const unsigned char hash[32], int64_t now,
+/* What the key's record says of this request; a replay takes the
+ * recorded answer's body from row. */
+static void fill_from_row(struct pt_key_row *row, const unsigned char hash[32], int64_t now,
                           struct pt_idem_result *out)
 {
     memcpy(out->order_id, row->order_id, sizeof out->order_id);
@@ -67,6 +69,9 @@ static void fill_from_row(const struct pt_key_row *row, const unsigned char hash
     } else if (row->completed_at) {
         out->status = PT_IDEM_REPLAY;
         out->response_status = row->response_status;
+        out->body = row->response_body;
+        out->body_len = row->response_len;
+        row->response_body = NULL;
     } else {
         out->status = PT_IDEM_IN_USE;
         out->lock_age_ms = now - row->locked_at;
@@ -94,11 +99,6 @@ int pt_idem_lookup(struct pt_store *st, const struct pt_idem_options *opt, const
         /* A lock, possibly stale: only acquire() may decide to recover it. */
         if (out->status == PT_IDEM_IN_USE)
             out->status = PT_IDEM_ABSENT;
-        if (out->status == PT_IDEM_REPLAY) {
-            out->body = row.response_body;
-            out->body_len = row.response_len;
-            row.response_body = NULL;
-        }
     }
     pt_key_row_free(&row);
     return PT_OK;
@@ -140,12 +140,8 @@ int pt_idem_acquire(struct pt_store *st, const struct pt_idem_options *opt, cons
     struct pt_key_lock mine = out->lock;
     fill_from_row(&row, hash, now, out);
     out->lock = mine;
-    if (out->status == PT_IDEM_REPLAY) {
-        out->body = row.response_body;
-        out->body_len = row.response_len;
-        row.response_body = NULL;
-    } else if (out->status == PT_IDEM_IN_USE &&
-               (row.locked_by != opt->instance || out->lock_age_ms >= opt->lock_timeout_ms)) {
+    if (out->status == PT_IDEM_IN_USE &&
+        (row.locked_by != opt->instance || out->lock_age_ms >= opt->lock_timeout_ms)) {
         /* The holder is gone: another process instance (we restarted after a
          * crash) or a request that never finished within lock_timeout.  Take
          * the lock over; the caller finds out from the charge row how far the
