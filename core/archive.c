@@ -192,26 +192,39 @@ static int open_month(struct pt_store *st, const char *data_dir, const char *kin
     return PT_OK;
 }
 
+static int charge_get(struct pt_store *st, const char *order_id, void *out)
+{
+    return pt_store_charge_get(st, order_id, out);
+}
+
+static int refund_get(struct pt_store *st, const char *refund_id, void *out)
+{
+    return pt_store_refund_get(st, refund_id, out);
+}
+
+/* The kind ("charge", "refund") ext_id, listed as archived, read from its
+ * month's file by get. */
+static int archived_get(struct pt_store *st, const char *data_dir, const char *kind,
+                        const char *ext_id, int (*get)(struct pt_store *, const char *, void *),
+                        void *out)
+{
+    struct pt_store *arch;
+    int rc = open_month(st, data_dir, kind, ext_id, &arch);
+    if (rc)
+        return rc;
+    rc = get(arch, ext_id, out);
+    pt_store_close(arch);
+    return rc == PT_ENOTFOUND ? PT_EIO : rc; /* listed as archived, not in its file */
+}
+
 int pt_archive_charge_get(struct pt_store *st, const char *data_dir, const char *order_id,
                           struct pt_charge *c)
 {
-    struct pt_store *arch;
-    int rc = open_month(st, data_dir, "charge", order_id, &arch);
-    if (rc)
-        return rc;
-    rc = pt_store_charge_get(arch, order_id, c);
-    pt_store_close(arch);
-    return rc == PT_ENOTFOUND ? PT_EIO : rc; /* listed as archived, not in its file */
+    return archived_get(st, data_dir, "charge", order_id, charge_get, c);
 }
 
 int pt_archive_refund_get(struct pt_store *st, const char *data_dir, const char *refund_id,
                           struct pt_refund *r)
 {
-    struct pt_store *arch;
-    int rc = open_month(st, data_dir, "refund", refund_id, &arch);
-    if (rc)
-        return rc;
-    rc = pt_store_refund_get(arch, refund_id, r);
-    pt_store_close(arch);
-    return rc == PT_ENOTFOUND ? PT_EIO : rc;
+    return archived_get(st, data_dir, "refund", refund_id, refund_get, r);
 }
