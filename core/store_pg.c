@@ -62,6 +62,23 @@ void pt__pg_a_bytes(struct args *a, const void *p, size_t n)
     a->fmt[a->n++] = 1;
 }
 
+void pt__pg_a_charge(struct args *a, const struct pt_charge *c, int with_state)
+{
+    pt__pg_a_text(a, c->order_id);
+    pt__pg_a_text(a, c->gateway);
+    pt__pg_a_text(a, c->method);
+    pt__pg_a_int(a, c->amount);
+    pt__pg_a_text(a, c->currency);
+    if (with_state)
+        pt__pg_a_text(a, pt_state_name(c->state));
+    pt__pg_a_text(a, pt_offline_mode_name(c->offline));
+    pt__pg_a_opt(a, c->subject);
+    pt__pg_a_opt(a, c->payment_code);
+    pt__pg_a_opt(a, c->payment_method);
+    pt__pg_a_opt(a, c->customer);
+    pt__pg_a_opt(a, c->metadata);
+}
+
 /* Translates a failed result (or a lost connection) to a pt_err. */
 int pt__pg_xlate(struct pg_store *st, const PGresult *res)
 {
@@ -799,17 +816,7 @@ int pt__pg_charge_queue_guarded(struct pt_store *s, const struct pt_store_queued
     else
         snprintf(who, sizeof who, "%s", g->actor);
     struct args a = {0};
-    pt__pg_a_text(&a, c->order_id);
-    pt__pg_a_text(&a, c->gateway);
-    pt__pg_a_text(&a, c->method);
-    pt__pg_a_int(&a, c->amount);
-    pt__pg_a_text(&a, c->currency);
-    pt__pg_a_text(&a, pt_offline_mode_name(c->offline));
-    pt__pg_a_opt(&a, c->subject);
-    pt__pg_a_opt(&a, c->payment_code);
-    pt__pg_a_opt(&a, c->payment_method);
-    pt__pg_a_opt(&a, c->customer);
-    pt__pg_a_opt(&a, c->metadata);
+    pt__pg_a_charge(&a, c, 0);
     pt__pg_a_int(&a, c->next_attempt_at);
     pt__pg_a_int(&a, now);
     pt__pg_a_text(&a, g->scope);

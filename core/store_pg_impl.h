@@ -94,6 +94,10 @@ void pt__pg_a_int(struct args *a, int64_t x);
 void pt__pg_a_text(struct args *a, const char *s);
 void pt__pg_a_opt(struct args *a, const char *s);
 void pt__pg_a_bytes(struct args *a, const void *p, size_t n);
+/* A new charge's columns, as both of its INSERTs take them: order_id,
+ * gateway, method, amount, currency, the state (with_state), offline,
+ * subject, payment_code, payment_method, customer, metadata. */
+void pt__pg_a_charge(struct args *a, const struct pt_charge *c, int with_state);
 int pt__pg_xlate(struct pg_store *st, const PGresult *res);
 int pt__pg_connected(struct pg_store *st);
 int pt__pg_q(struct pg_store *st, int id, const struct args *a, PGresult **res);

@@ -106,18 +106,7 @@ static int pg_key_delete(struct pt_store *s, const char *scope, const char *key,
 static int pg_charge_insert(struct pt_store *s, struct pt_charge *c, int64_t now)
 {
     struct args a = {0};
-    pt__pg_a_text(&a, c->order_id);
-    pt__pg_a_text(&a, c->gateway);
-    pt__pg_a_text(&a, c->method);
-    pt__pg_a_int(&a, c->amount);
-    pt__pg_a_text(&a, c->currency);
-    pt__pg_a_text(&a, pt_state_name(c->state));
-    pt__pg_a_text(&a, pt_offline_mode_name(c->offline));
-    pt__pg_a_opt(&a, c->subject);
-    pt__pg_a_opt(&a, c->payment_code);
-    pt__pg_a_opt(&a, c->payment_method);
-    pt__pg_a_opt(&a, c->customer);
-    pt__pg_a_opt(&a, c->metadata);
+    pt__pg_a_charge(&a, c, 1);
     pt__pg_a_int(&a, c->next_attempt_at);
     pt__pg_a_int(&a, now);
     pt__pg_a_int(&a, c->offline_accepted != 0);
