@@ -11,6 +11,7 @@
  * its discrepancies call for (core/recon_run.c).
  */
 #include "cli.h"
+#include "host.h"
 #include "err.h"
 #include "gateway.h"
 #include "pt_config.h"
@@ -18,7 +19,6 @@
 #include "store.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,42 +51,15 @@ static const char help[] =
 /* Largest bill file read: the parsers' own bound (64 MiB). */
 #define BILL_FILE_MAX (64u << 20)
 
-/* The whole file, NUL-terminated (malloc'd), or NULL with the error said. */
-static char *read_bill(const char *path, size_t max, size_t *len)
+/* The bill file, NUL-terminated (malloc'd), or NULL with the error said. */
+static char *read_bill(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        pt_cli_error(CMD, "--bill %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap || cap > max)
-            break;
-        char *more = realloc(buf, cap * 2 + 1);
-        if (!more) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = more;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad || n > max) {
-        pt_cli_error(CMD, "--bill %s: %s", path,
-                     !buf  ? "out of memory"
-                     : bad ? "cannot be read"
-                           : "larger than any bill payterm reads (64 MiB)");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
+    char why[160];
+    char *text = pt_host_read_file(
+        path, BILL_FILE_MAX, "larger than any bill payterm reads (64 MiB)", len, why, sizeof why);
+    if (!text)
+        pt_cli_error(CMD, "--bill %s: %s", path, why);
+    return text;
 }
 
 /* One line for the operator. */
@@ -202,7 +175,7 @@ int pt_cmd_reconcile(int argc, char **argv)
         return PT_EXIT_USAGE;
     }
     size_t len = 0;
-    char *text = read_bill(file, BILL_FILE_MAX, &len);
+    char *text = read_bill(file, &len);
     if (!text)
         return PT_EXIT_FAIL;
     struct pt_store *st;

@@ -10,6 +10,7 @@
  */
 #include "config_load.h"
 #include "err.h"
+#include "host.h"
 #include "json.h"
 #include "money.h"
 
@@ -720,26 +721,12 @@ static int load_tree(struct ctx *c, const cJSON *root, struct pt_config *cfg)
 
 static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "config %s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = malloc(CONFIG_FILE_MAX + 1);
-    size_t n = buf ? fread(buf, 1, CONFIG_FILE_MAX + 1, f) : 0;
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad || n > CONFIG_FILE_MAX) {
-        snprintf(err, errlen, "config %s: %s", path,
-                 !buf  ? "out of memory"
-                 : bad ? "read error"
-                       : "larger than 256 KiB");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
+    char why[160];
+    char *text =
+        pt_host_read_file(path, CONFIG_FILE_MAX, "larger than 256 KiB", len, why, sizeof why);
+    if (!text)
+        snprintf(err, errlen, "config %s: %s", path, why);
+    return text;
 }
 
 /* Makes every relative "*_file" / "data_dir" string absolute against dir,

@@ -4,7 +4,11 @@
 #include "host.h"
 #include "linux.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static _Atomic(const struct pt_platform *) current;
 
@@ -35,4 +39,39 @@ int pt_host_random(void *buf, size_t len)
 {
     const struct pt_platform *p = pt_host();
     return p->random(p->ctx, buf, len);
+}
+
+char *pt_host_read_file(const char *path, size_t max, const char *too_big, size_t *len, char *why,
+                        size_t whylen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, whylen, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap > max)
+            break;
+        char *more = realloc(buf, cap * 2 + 1);
+        if (!more) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = more;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad || n > max) {
+        snprintf(why, whylen, "%s", !buf ? "out of memory" : bad ? "cannot be read" : too_big);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }

@@ -25,4 +25,12 @@ int64_t pt_host_now_ms(void);
 int64_t pt_host_mono_ms(void);
 int pt_host_random(void *buf, size_t len);
 
+/*
+ * The whole file at path, NUL-terminated (malloc'd; *len its size), or NULL
+ * with why set: "cannot open: <the system's reason>", "cannot be read",
+ * "out of memory", or too_big when it is larger than max bytes.
+ */
+char *pt_host_read_file(const char *path, size_t max, const char *too_big, size_t *len, char *why,
+                        size_t whylen);
+
 #endif
