@@ -217,13 +217,15 @@ void pt__sim_fault_for(struct sim_call *c, const char *process_type)
     pthread_mutex_unlock(&c->s->lk);
 }
 
-int pt__sim_commit_gate(struct sim_call *c)
+int pt__sim_commit_gate(struct sim_call *c, struct sim_resp *rs)
 {
     if (c->gated)
         return 0;
     c->gated = 1;
-    if (c->mode == SIM_FAULT_FAIL_BEFORE_COMMIT)
+    if (c->mode == SIM_FAULT_FAIL_BEFORE_COMMIT) {
+        rs->drop = 1;
         return -1;
+    }
     if (c->mode == SIM_FAULT_DELAY && c->delay_ms > 0)
         sleep_interruptible(c->s, c->delay_ms);
     return 0;
@@ -1059,8 +1061,8 @@ static int serve(struct sim_conn *c, struct sim_req *rq, int keep_alive)
         pt__sim_gateway(rq->gw)->handle(&call, rq, &rs);
         /* A handler that never reached its commit point (a query, a refused
          * signature) still obeys the fault: dropped before anything, or late. */
-        if (!call.gated && pt__sim_commit_gate(&call) != 0)
-            rs.drop = 1;
+        if (!call.gated)
+            pt__sim_commit_gate(&call, &rs);
         if (!rs.drop && call.mode == SIM_FAULT_DROP_AFTER_COMMIT)
             rs.drop = 1;
         if (!rs.drop && call.mode == SIM_FAULT_HTTP_500_AFTER_COMMIT)

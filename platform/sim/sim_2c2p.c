@@ -229,10 +229,8 @@ static void payment_token(struct sim_call *c, const struct sim_req *rq, struct s
     snprintf(basis, sizeof basis, "%lld|%s|%s|%s|%s", (long long)minor, cur, desc, burl ? burl : "",
              pe ? pe : "");
     pt__sim_sha256_hex(basis, strlen(basis), hash);
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         goto out;
-    }
     t = calloc(1, sizeof *t);
     if (!t) {
         plain(rs, "0999", "System error");
@@ -497,10 +495,8 @@ static enum sim_refund_rc pm_refund_take(struct pt_sim *s, const struct sim_trad
 static void pm_refund(struct sim_call *c, const char *inv, const char *amount, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     struct sim_refund *r = calloc(1, sizeof *r);
     struct pm_answer *a = calloc(1, sizeof *a);

@@ -411,10 +411,8 @@ static void pay(struct sim_call *c, const char *method, const struct pt_form *f,
     snprintf(basis, sizeof basis, "%s|%lld|%s|%s|%s|%s", method, (long long)minor, currency,
              auth ? auth : "", subject, ex.text);
     pt__sim_sha256_hex(basis, strlen(basis), hash);
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     if (!t) {
         fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
@@ -549,10 +547,8 @@ static void query(struct sim_call *c, const char *method, const cJSON *biz, stru
 static void cancel(struct sim_call *c, const char *method, const cJSON *biz, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     if (!t) {
         fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
@@ -616,10 +612,8 @@ static void close_order(struct sim_call *c, const char *method, const cJSON *biz
                         struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     if (!t) {
         fail(s, rs, method, "20000", "ACQ.SYSTEM_ERROR", "系统错误");
@@ -684,10 +678,8 @@ static void refund(struct sim_call *c, const char *method, const cJSON *biz, str
         fail(s, rs, method, "40004", "ACQ.INVALID_PARAMETER", "refund_reason 不合法");
         return;
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     struct sim_refund *r = calloc(1, sizeof *r);
     if (!t || !r) {

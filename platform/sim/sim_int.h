@@ -345,9 +345,9 @@ int pt__sim_gw_parse(const char *name); /* SIM_GW_ANY for "*", -2 when unknown *
 void pt__sim_lock(struct pt_sim *s);
 void pt__sim_unlock(struct pt_sim *s);
 /* The commit point of a gateway handler: sleeps for a delay fault, and
- * returns -1 when a fail_before_commit fault says to drop the request before
- * anything is recorded (the handler then sets rs->drop and returns). */
-int pt__sim_commit_gate(struct sim_call *c);
+ * returns -1 with rs->drop set when a fail_before_commit fault says to drop
+ * the request before anything is recorded (the handler then returns). */
+int pt__sim_commit_gate(struct sim_call *c, struct sim_resp *rs);
 /* A fault narrowed to a Payment Maintenance processType, taken once the
  * handler has read the request (unless serve() already took one). */
 void pt__sim_fault_for(struct sim_call *c, const char *process_type);

@@ -467,10 +467,8 @@ static void create(struct sim_call *c, const struct sim_req *rq, const struct pt
                      "payment_method");
         return;
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
 
     struct sim_trade *t = calloc(1, sizeof *t);
     cJSON *x = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(x, "metadata");
@@ -585,10 +583,8 @@ static void cancel(struct sim_call *c, const struct sim_req *rq, const struct pt
             return;
         }
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     if (!t) {
         error_500(s, rs);
@@ -935,10 +931,8 @@ static void create_refund(struct sim_call *c, const struct sim_req *rq, const st
         stripe_error(rs, 400, "invalid_request_error", "parameter_invalid_integer", msg, "amount");
         goto out;
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         goto out;
-    }
     r->gw = SIM_GW_STRIPE;
     memcpy(r->refund_no, "re_", 3);
     pt__sim_random_alnum(s, r->refund_no + 3, 24);

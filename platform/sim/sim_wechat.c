@@ -354,10 +354,8 @@ static void native(struct sim_call *c, const struct sim_req *rq, struct sim_resp
     char hash[65], basis[600];
     snprintf(basis, sizeof basis, "%lld|%s|%s|%s", (long long)total, desc, url, te ? te : "");
     pt__sim_sha256_hex(basis, strlen(basis), hash);
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         goto out;
-    }
     t = calloc(1, sizeof *t);
     if (!t) {
         error(rs, 500, "SYSTEM_ERROR", "系统错误");
@@ -491,10 +489,8 @@ static void close_order(struct sim_call *c, const struct sim_req *rq, const char
         error(rs, 400, "PARAM_ERROR", "mchid 缺失或与商户号不符");
         return;
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     if (!t) {
         error(rs, 500, "SYSTEM_ERROR", "系统错误");
@@ -709,10 +705,8 @@ static void refund_create(struct sim_call *c, const struct sim_req *rq, struct s
         error(rs, 400, "PARAM_ERROR", "境内商户仅支持人民币 (amount.currency: CNY)");
         goto out;
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         goto out;
-    }
     t = calloc(1, sizeof *t);
     r = calloc(1, sizeof *r);
     if (!t || !r) {

@@ -580,10 +580,8 @@ static void micropay(struct sim_call *c, const struct v2_msg *m, struct sim_resp
     snprintf(basis, sizeof basis, "micropay|%lld|%s|%s|%s", (long long)total, cur ? cur : "CNY",
              body, code);
     pt__sim_sha256_hex(basis, strlen(basis), hash);
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     struct sim_trade *t = calloc(1, sizeof *t);
     if (!t) {
         ans_result_fail(&a, "SYSTEMERROR", "系统错误");
@@ -730,10 +728,8 @@ static void reverse(struct sim_call *c, const struct v2_msg *m, struct sim_resp 
         ans_result_fail(&a, "PARAM_ERROR", "out_trade_no 与 transaction_id 不能同时为空");
         goto answer;
     }
-    if (pt__sim_commit_gate(c) != 0) {
-        rs->drop = 1;
+    if (pt__sim_commit_gate(c, rs))
         return;
-    }
     if (!(t = calloc(1, sizeof *t))) {
         ans_result_fail(&a, "SYSTEMERROR", "系统错误");
         ans_set(&a, "recall", "Y");
