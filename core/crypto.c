@@ -386,6 +386,21 @@ static enum pt_pk_kind pem_kind(const char *text)
     return 0;
 }
 
+/* mbedTLS's verdict mrc on the PEM text of label, which should be what
+ * (in the form expect, when given): PT_OK with pk->ctx set to ctx, or
+ * PT_EPARSE naming them. */
+static int parsed(struct pt_pk *pk, mbedtls_pk_context *ctx, int mrc, const char *label,
+                  const char *what, const char *expect, char *err, size_t errlen)
+{
+    if (mrc != 0) {
+        seterr(err, errlen, "%s: cannot parse the %s (%s%smbedTLS error -0x%04x)", label, what,
+               expect ? expect : "", expect ? " expected; " : "", (unsigned)-mrc);
+        return PT_EPARSE;
+    }
+    pk->ctx = ctx;
+    return PT_OK;
+}
+
 static int parse_into(struct pt_pk *pk, const char *label, const unsigned char *pem, size_t len,
                       char *err, size_t errlen)
 {
@@ -394,14 +409,9 @@ static int parse_into(struct pt_pk *pk, const char *label, const unsigned char *
     switch (pk->kind) {
     case PT_PK_CERT:
         mrc = mbedtls_x509_crt_parse(&pk->crt, pem, len);
-        if (mrc != 0) {
-            seterr(err, errlen, "%s: cannot parse the X.509 certificate (mbedTLS error -0x%04x)",
-                   label, (unsigned)-mrc);
-            return PT_EPARSE;
-        }
-        pk->ctx = &pk->crt.pk;
-        set_serial(pk);
-        return PT_OK;
+        if (mrc == 0)
+            set_serial(pk);
+        return parsed(pk, &pk->crt.pk, mrc, label, "X.509 certificate", NULL, err, errlen);
     case PT_PK_PRIVATE:
         if (strstr((const char *)pem, "ENCRYPTED")) {
             seterr(err, errlen,
@@ -411,26 +421,10 @@ static int parse_into(struct pt_pk *pk, const char *label, const unsigned char *
             return PT_EPARSE;
         }
         mrc = parse_private(&pk->key, pem, len, pk->drbg);
-        if (mrc != 0) {
-            seterr(err, errlen,
-                   "%s: cannot parse the PEM private key (PKCS#1 or PKCS#8 expected; mbedTLS "
-                   "error -0x%04x)",
-                   label, (unsigned)-mrc);
-            return PT_EPARSE;
-        }
-        pk->ctx = &pk->key;
-        return PT_OK;
+        return parsed(pk, &pk->key, mrc, label, "PEM private key", "PKCS#1 or PKCS#8", err, errlen);
     case PT_PK_PUBLIC:
         mrc = mbedtls_pk_parse_public_key(&pk->key, pem, len);
-        if (mrc != 0) {
-            seterr(err, errlen,
-                   "%s: cannot parse the PEM public key (SPKI or PKCS#1 expected; mbedTLS "
-                   "error -0x%04x)",
-                   label, (unsigned)-mrc);
-            return PT_EPARSE;
-        }
-        pk->ctx = &pk->key;
-        return PT_OK;
+        return parsed(pk, &pk->key, mrc, label, "PEM public key", "SPKI or PKCS#1", err, errlen);
     }
     seterr(err, errlen,
            "%s: no PEM key or certificate found (expected a '-----BEGIN ... KEY-----' or "

@@ -222,7 +222,21 @@ static void test_pem_loading(void **state)
                                     "KEY-----\n",
                                     52, NULL, NULL, &pk, err, sizeof err),
                      PT_EPARSE);
-    assert_non_null(strstr(err, "cannot parse the PEM public key"));
+    assert_non_null(strstr(
+        err, "x: cannot parse the PEM public key (SPKI or PKCS#1 expected; mbedTLS error -0x"));
+    const char *bad[][2] = {
+        {"-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n",
+         "x: cannot parse the PEM private key (PKCS#1 or PKCS#8 expected; mbedTLS error -0x"},
+        {"-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n",
+         "x: cannot parse the X.509 certificate (mbedTLS error -0x"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(
+            pt_pk_load_mem("x", bad[i][0], strlen(bad[i][0]), NULL, NULL, &pk, err, sizeof err),
+            PT_EPARSE);
+        if (!strstr(err, bad[i][1]))
+            fail_msg("error '%s' lacks '%s'", err, bad[i][1]);
+    }
     pt_pk_free(NULL);
 }
 
