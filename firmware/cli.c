@@ -155,6 +155,29 @@ int pt_cli_open_store(const char *cmd, const struct pt_config *cfg, struct pt_st
     return 0;
 }
 
+int pt_cli_open_configured(const char *cmd, const struct pt_cli_common *c, struct pt_config *cfg,
+                           enum pt_cli_db mode, struct pt_store **st)
+{
+    return pt_cli_load_config(c, cfg) || pt_cli_open_existing(cmd, cfg, mode, st) ? -1 : 0;
+}
+
+int pt_cli_paging(const char *cmd, const char *limit_v, const char *after_v, const char *after_what,
+                  long *limit, long long *after)
+{
+    char *end;
+    *limit = limit_v ? strtol(limit_v, &end, 10) : 50;
+    if (limit_v && (*end || *limit < 1 || *limit > 1000)) {
+        pt_cli_error(cmd, "--limit: must be 1-1000 (got '%s')", limit_v);
+        return -1;
+    }
+    *after = after_v ? strtoll(after_v, &end, 10) : 0;
+    if (after_v && (*end || *after < 0)) {
+        pt_cli_error(cmd, "--after: must be %s (got '%s')", after_what, after_v);
+        return -1;
+    }
+    return 0;
+}
+
 int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_cli_db mode,
                          struct pt_store **st)
 {

@@ -94,6 +94,16 @@ enum pt_cli_db { PT_CLI_DB_READ, PT_CLI_DB_MAINTAIN, PT_CLI_DB_COPY };
  * missing, not a payterm database, damaged or (but for COPY) older. */
 int pt_cli_open_existing(const char *cmd, const struct pt_config *cfg, enum pt_cli_db mode,
                          struct pt_store **st);
+/* pt_cli_load_config() into cfg, then pt_cli_open_existing(): -1 with the
+ * error printed when either fails. */
+int pt_cli_open_configured(const char *cmd, const struct pt_cli_common *c, struct pt_config *cfg,
+                           enum pt_cli_db mode, struct pt_store **st);
+
+/* A list's --limit (1-1000, 50 when not given) and --after (an id >= 0, 0
+ * when not given; what it must be said as after_what): -1 with the usage
+ * error printed. */
+int pt_cli_paging(const char *cmd, const char *limit_v, const char *after_v, const char *after_what,
+                  long *limit, long long *after);
 
 /* Lane time (SPEC 17, core/clock.h) for a command on st's database: the
  * daemon's own time when it runs in this boot, else the newest time

@@ -154,8 +154,7 @@ int pt_cmd_sweep(int argc, char **argv)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) ||
-        pt_cli_open_existing("sweep", &cfg, PT_CLI_DB_MAINTAIN, &st))
+    if (pt_cli_open_configured("sweep", &args.common, &cfg, PT_CLI_DB_MAINTAIN, &st))
         return PT_EXIT_FAIL;
     int n = 0;
     int rc = pt_store_begin(st);
@@ -197,8 +196,7 @@ int pt_cmd_backup(int argc, char **argv)
     }
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) ||
-        pt_cli_open_existing("backup", &cfg, PT_CLI_DB_COPY, &st))
+    if (pt_cli_open_configured("backup", &args.common, &cfg, PT_CLI_DB_COPY, &st))
         return PT_EXIT_FAIL;
     int rc = pt_store_backup(st, args.pos[0]);
     pt_store_close(st);

@@ -33,8 +33,7 @@ int pt_cmd_status(int argc, char **argv)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) ||
-        pt_cli_open_existing("status", &cfg, PT_CLI_DB_READ, &st))
+    if (pt_cli_open_configured("status", &args.common, &cfg, PT_CLI_DB_READ, &st))
         return PT_EXIT_FAIL;
     struct pt_store_stats s;
     int version = 0;
@@ -92,21 +91,13 @@ int pt_cmd_charges(int argc, char **argv)
         }
         state = (int)s;
     }
-    char *end;
-    long limit = values[1] ? strtol(values[1], &end, 10) : 50;
-    if (values[1] && (*end || limit < 1 || limit > 1000)) {
-        pt_cli_error("charges", "--limit: must be 1-1000 (got '%s')", values[1]);
+    long limit;
+    long long after;
+    if (pt_cli_paging("charges", values[1], values[2], "a charge id", &limit, &after))
         return PT_EXIT_USAGE;
-    }
-    long long after = values[2] ? strtoll(values[2], &end, 10) : 0;
-    if (values[2] && (*end || after < 0)) {
-        pt_cli_error("charges", "--after: must be a charge id (got '%s')", values[2]);
-        return PT_EXIT_USAGE;
-    }
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) ||
-        pt_cli_open_existing("charges", &cfg, PT_CLI_DB_READ, &st))
+    if (pt_cli_open_configured("charges", &args.common, &cfg, PT_CLI_DB_READ, &st))
         return PT_EXIT_FAIL;
     struct pt_charge *rows = malloc(sizeof *rows * (size_t)limit);
     int got = 0, more = 0;

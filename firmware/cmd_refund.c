@@ -338,22 +338,14 @@ int pt_cmd_refunds(int argc, char **argv)
                      order_id);
         return PT_EXIT_USAGE;
     }
-    char *end;
-    long limit = values[2] ? strtol(values[2], &end, 10) : 50;
-    if (values[2] && (*end || limit < 1 || limit > 1000)) {
-        pt_cli_error("refunds", "--limit: must be 1-1000 (got '%s')", values[2]);
+    long limit;
+    long long after;
+    if (pt_cli_paging("refunds", values[2], values[3], "a refund's id, the first column", &limit,
+                      &after))
         return PT_EXIT_USAGE;
-    }
-    long long after = values[3] ? strtoll(values[3], &end, 10) : 0;
-    if (values[3] && (*end || after < 0)) {
-        pt_cli_error("refunds", "--after: must be a refund's id, the first column (got '%s')",
-                     values[3]);
-        return PT_EXIT_USAGE;
-    }
     static struct pt_config cfg; /* ~34 KiB: off the stack (one command per process) */
     struct pt_store *st;
-    if (pt_cli_load_config(&args.common, &cfg) ||
-        pt_cli_open_existing("refunds", &cfg, PT_CLI_DB_READ, &st))
+    if (pt_cli_open_configured("refunds", &args.common, &cfg, PT_CLI_DB_READ, &st))
         return PT_EXIT_FAIL;
     int64_t charge_id = 0, last = 0;
     int rc = PT_OK;
