@@ -8,6 +8,7 @@
 #include "pt_config.h"
 #include "crypto.h"
 #include "err.h"
+#include "refund.h"
 #include "linux.h"
 #include "store.h"
 
@@ -159,6 +160,29 @@ int pt_cli_open_configured(const char *cmd, const struct pt_cli_common *c, struc
                            enum pt_cli_db mode, struct pt_store **st)
 {
     return pt_cli_load_config(c, cfg) || pt_cli_open_existing(cmd, cfg, mode, st) ? -1 : 0;
+}
+
+int pt_cli_state(const char *cmd, const char *v, int refund, int *state)
+{
+    enum pt_state s;
+    *state = -1;
+    if (!v)
+        return 0;
+    if (pt_state_parse(v, &s) == PT_OK && (!refund || pt_refund_state_valid(s))) {
+        *state = (int)s;
+        return 0;
+    }
+    if (refund)
+        pt_cli_error(cmd,
+                     "--state: '%s' is not a refund state (INIT, PROCESSING, PENDING, UNKNOWN, "
+                     "SUCCESS, FAILED)",
+                     v);
+    else
+        pt_cli_error(cmd,
+                     "--state: '%s' is not a state (INIT, PROCESSING, PENDING, UNKNOWN, SUCCESS, "
+                     "FAILED, CANCELED)",
+                     v);
+    return -1;
 }
 
 int pt_cli_paging(const char *cmd, const char *limit_v, const char *after_v, const char *after_what,

@@ -102,6 +102,10 @@ int pt_cli_open_configured(const char *cmd, const struct pt_cli_common *c, struc
 /* A list's --limit (1-1000, 50 when not given) and --after (an id >= 0, 0
  * when not given; what it must be said as after_what): -1 with the usage
  * error printed. */
+/* A list's --state value v (NULL: any, *state -1): a charge's state, or a
+ * refund's (refund); -1 with the usage error printed. */
+int pt_cli_state(const char *cmd, const char *v, int refund, int *state);
+
 int pt_cli_paging(const char *cmd, const char *limit_v, const char *after_v, const char *after_what,
                   long *limit, long long *after);
 

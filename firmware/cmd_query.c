@@ -79,18 +79,9 @@ int pt_cmd_charges(int argc, char **argv)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     const char *const *values = args.values;
     int json = args.flag_set[0];
-    int state = -1;
-    if (values[0]) {
-        enum pt_state s;
-        if (pt_state_parse(values[0], &s) != PT_OK) {
-            pt_cli_error("charges",
-                         "--state: '%s' is not a state (INIT, PROCESSING, PENDING, "
-                         "UNKNOWN, SUCCESS, FAILED, CANCELED)",
-                         values[0]);
-            return PT_EXIT_USAGE;
-        }
-        state = (int)s;
-    }
+    int state;
+    if (pt_cli_state("charges", values[0], 0, &state))
+        return PT_EXIT_USAGE;
     long limit;
     long long after;
     if (pt_cli_paging("charges", values[1], values[2], "a charge id", &limit, &after))

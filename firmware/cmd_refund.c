@@ -320,18 +320,9 @@ int pt_cmd_refunds(int argc, char **argv)
         return r > 0 ? PT_EXIT_OK : PT_EXIT_USAGE;
     const char *const *values = args.values;
     int json = args.flag_set[0];
-    int state = -1;
-    if (values[0]) {
-        enum pt_state s;
-        if (pt_state_parse(values[0], &s) != PT_OK || !pt_refund_state_valid(s)) {
-            pt_cli_error("refunds",
-                         "--state: '%s' is not a refund state (INIT, PROCESSING, PENDING, "
-                         "UNKNOWN, SUCCESS, FAILED)",
-                         values[0]);
-            return PT_EXIT_USAGE;
-        }
-        state = (int)s;
-    }
+    int state;
+    if (pt_cli_state("refunds", values[0], 1, &state))
+        return PT_EXIT_USAGE;
     const char *order_id = values[1];
     if (order_id && !pt_order_id_valid(order_id)) {
         pt_cli_error("refunds", "--order: '%s' is not an order id (1-64 of A-Z a-z 0-9 _ . -)",
