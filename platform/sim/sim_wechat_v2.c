@@ -662,21 +662,30 @@ static const char *state_of(const struct sim_trade *t, int refunds, const char *
     return micro ? "REVOKED" : "CLOSED";
 }
 
+/* Whether a request on one trade (orderquery, reverse) names it: our appid,
+ * and its out_trade_no or transaction_id; else the refusal is in a. */
+static int names_a_trade(const struct pt_sim *s, const struct v2_msg *m, struct v2_ans *a)
+{
+    const char *otn = v2_val(m, "out_trade_no"), *tid = v2_val(m, "transaction_id");
+    if (strcmp(v2_get(m, "appid"), s->k.wechat_appid) != 0) {
+        ans_result_fail(a, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配");
+        return 0;
+    }
+    if ((!otn && !tid) || (otn && !out_trade_no_valid(otn))) {
+        ans_result_fail(a, "PARAM_ERROR", "out_trade_no 与 transaction_id 不能同时为空");
+        return 0;
+    }
+    return 1;
+}
+
 static void orderquery(struct sim_call *c, const struct v2_msg *m, struct sim_resp *rs)
 {
     struct pt_sim *s = c->s;
     struct v2_ans a;
     ans_init(s, &a);
     struct sim_trade *t = NULL;
-    const char *otn = v2_val(m, "out_trade_no"), *tid = v2_val(m, "transaction_id");
-    if (strcmp(v2_get(m, "appid"), s->k.wechat_appid) != 0) {
-        ans_result_fail(&a, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配");
+    if (!names_a_trade(s, m, &a))
         goto answer;
-    }
-    if ((!otn && !tid) || (otn && !out_trade_no_valid(otn))) {
-        ans_result_fail(&a, "PARAM_ERROR", "out_trade_no 与 transaction_id 不能同时为空");
-        goto answer;
-    }
     if (!(t = calloc(1, sizeof *t))) {
         ans_result_fail(&a, "SYSTEMERROR", "系统错误");
         goto answer;
@@ -718,16 +727,9 @@ static void reverse(struct sim_call *c, const struct v2_msg *m, struct sim_resp 
     struct v2_ans a;
     ans_init(s, &a);
     struct sim_trade *t = NULL;
-    const char *otn = v2_val(m, "out_trade_no"), *tid = v2_val(m, "transaction_id");
     ans_set(&a, "recall", "N");
-    if (strcmp(v2_get(m, "appid"), s->k.wechat_appid) != 0) {
-        ans_result_fail(&a, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配");
+    if (!names_a_trade(s, m, &a))
         goto answer;
-    }
-    if ((!otn && !tid) || (otn && !out_trade_no_valid(otn))) {
-        ans_result_fail(&a, "PARAM_ERROR", "out_trade_no 与 transaction_id 不能同时为空");
-        goto answer;
-    }
     if (pt__sim_commit_gate(c, rs))
         return;
     if (!(t = calloc(1, sizeof *t))) {
