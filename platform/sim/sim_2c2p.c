@@ -736,17 +736,7 @@ static void handle(struct sim_call *c, const struct sim_req *rq, struct sim_resp
 
 static void autopay(struct pt_sim *s, struct sim_trade *t)
 {
-    enum sim_rule rule = pt__sim_amount_rule(t->amount);
-    t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms(s);
-    if (rule == SIM_RULE_PAY) {
-        snprintf(t->status, sizeof t->status, "captured");
-        t->captures++;
-        t->paid_at = t->updated_at;
-    } else {
-        snprintf(t->status, sizeof t->status, "declined");
-    }
-    if (pt__sim_trade_update(s, t) == PT_OK)
+    if (pt__sim_customer_pays(s, t, NULL) == PT_OK)
         notify(s, t);
 }
 

@@ -913,17 +913,8 @@ void pt__sim_alipay_fail(struct pt_sim *s, struct sim_resp *rs, const char *meth
 
 static void autopay(struct pt_sim *s, struct sim_trade *t)
 {
-    enum sim_rule rule = pt__sim_amount_rule(t->amount);
-    t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms(s);
-    if (rule == SIM_RULE_PAY) {
-        snprintf(t->status, sizeof t->status, "captured");
-        t->captures++;
-        t->paid_at = t->updated_at;
-    } else {
-        snprintf(t->status, sizeof t->status, "declined");
-    }
-    if (pt__sim_trade_update(s, t) != PT_OK)
+    enum sim_rule rule;
+    if (pt__sim_customer_pays(s, t, &rule) != PT_OK)
         return;
     if (rule == SIM_RULE_PAY) {
         /* The customer scanned (WAIT_BUYER_PAY), then paid: the two

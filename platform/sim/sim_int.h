@@ -482,6 +482,10 @@ void pt__sim_sha256_hex(const void *data, size_t len, char out[65]);
 /* Amount rules: what the simulated customer's money does. */
 enum sim_rule { SIM_RULE_PAY = 0, SIM_RULE_DECLINE, SIM_RULE_PENDING };
 enum sim_rule pt__sim_amount_rule(int64_t minor);
+/* A pending trade's customer acts now, as its amount's rule says: captured
+ * (paid now) or declined, written to the ledger (lk held); the rule in
+ * *rule when given.  The ledger's answer. */
+int pt__sim_customer_pays(struct pt_sim *s, struct sim_trade *t, enum sim_rule *rule);
 
 /*
  * Amounts on the gateways' wires (sim_units.c): the gateway's own rules,

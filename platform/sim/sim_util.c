@@ -169,6 +169,23 @@ enum sim_rule pt__sim_amount_rule(int64_t minor)
     }
 }
 
+int pt__sim_customer_pays(struct pt_sim *s, struct sim_trade *t, enum sim_rule *rule)
+{
+    enum sim_rule r = pt__sim_amount_rule(t->amount);
+    t->pay_at = 0;
+    t->updated_at = pt__sim_now_ms(s);
+    if (r == SIM_RULE_PAY) {
+        snprintf(t->status, sizeof t->status, "captured");
+        t->captures++;
+        t->paid_at = t->updated_at;
+    } else {
+        snprintf(t->status, sizeof t->status, "declined");
+    }
+    if (rule)
+        *rule = r;
+    return pt__sim_trade_update(s, t);
+}
+
 int pt__sim_local_time(const char *text, const char *zone, int64_t *ms)
 {
     char rfc[40];

@@ -1050,18 +1050,9 @@ static void autopay(struct pt_sim *s, struct sim_trade *t)
         pt__sim_wechat_v2_confirm(s, t);
         return;
     }
-    enum sim_rule rule = pt__sim_amount_rule(t->amount);
-    t->pay_at = 0;
-    t->updated_at = pt__sim_now_ms(s);
-    if (rule == SIM_RULE_PAY) {
-        snprintf(t->status, sizeof t->status, "captured");
-        t->captures++;
-        t->paid_at = t->updated_at;
-    } else {
-        snprintf(t->status, sizeof t->status, "declined");
-    }
     /* WeChat notifies successful payments only. */
-    if (pt__sim_trade_update(s, t) == PT_OK && rule == SIM_RULE_PAY)
+    enum sim_rule rule;
+    if (pt__sim_customer_pays(s, t, &rule) == PT_OK && rule == SIM_RULE_PAY)
         notify(s, t);
 }
 
