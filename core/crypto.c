@@ -907,24 +907,33 @@ int pt_pk_probe_jose(struct pt_pk *key)
 
 /* ---- AES-256-GCM -------------------------------------------------------- */
 
+/* gcm set up with the AES-256 key for an IV of ivlen bytes: PT_EINVAL
+ * (nothing to free) when it cannot be. */
+static int gcm_start(mbedtls_gcm_context *gcm, const unsigned char key[32], size_t ivlen)
+{
+    if (ivlen == 0)
+        return PT_EINVAL;
+    mbedtls_gcm_init(gcm);
+    if (mbedtls_gcm_setkey(gcm, MBEDTLS_CIPHER_ID_AES, key, 256) != 0) {
+        mbedtls_gcm_free(gcm);
+        return PT_EINVAL;
+    }
+    return PT_OK;
+}
+
 int pt_aes256gcm_decrypt(const unsigned char key[32], const unsigned char *iv, size_t ivlen,
                          const unsigned char *aad, size_t aadlen, const unsigned char *ct,
                          size_t ctlen, const unsigned char tag[PT_GCM_TAG_LEN], unsigned char *pt)
 {
-    int rc = PT_EINVAL;
-    if (ivlen == 0)
-        return PT_EINVAL;
     mbedtls_gcm_context gcm;
-    mbedtls_gcm_init(&gcm);
-    if (mbedtls_gcm_setkey(&gcm, MBEDTLS_CIPHER_ID_AES, key, 256) != 0)
-        goto out;
-    rc = PT_ESIG;
+    int rc = gcm_start(&gcm, key, ivlen);
+    if (rc)
+        return rc;
     if (mbedtls_gcm_auth_decrypt(&gcm, ctlen, iv, ivlen, aad, aadlen, tag, PT_GCM_TAG_LEN, ct,
-                                 pt) == 0)
-        rc = PT_OK;
-    else
+                                 pt) != 0) {
         pt_zeroize(pt, ctlen);
-out:
+        rc = PT_ESIG;
+    }
     mbedtls_gcm_free(&gcm);
     return rc;
 }
@@ -933,18 +942,13 @@ int pt_aes256gcm_encrypt(const unsigned char key[32], const unsigned char *iv, s
                          const unsigned char *aad, size_t aadlen, const unsigned char *pt,
                          size_t ptlen, unsigned char *ct, unsigned char tag[PT_GCM_TAG_LEN])
 {
-    int rc = PT_EINVAL;
-    if (ivlen == 0)
-        return PT_EINVAL;
     mbedtls_gcm_context gcm;
-    mbedtls_gcm_init(&gcm);
-    if (mbedtls_gcm_setkey(&gcm, MBEDTLS_CIPHER_ID_AES, key, 256) != 0)
-        goto out;
-    rc = PT_ECRYPTO;
+    int rc = gcm_start(&gcm, key, ivlen);
+    if (rc)
+        return rc;
     if (mbedtls_gcm_crypt_and_tag(&gcm, MBEDTLS_GCM_ENCRYPT, ptlen, iv, ivlen, aad, aadlen, pt, ct,
-                                  PT_GCM_TAG_LEN, tag) == 0)
-        rc = PT_OK;
-out:
+                                  PT_GCM_TAG_LEN, tag) != 0)
+        rc = PT_ECRYPTO;
     mbedtls_gcm_free(&gcm);
     return rc;
 }
