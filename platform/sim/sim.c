@@ -799,52 +799,11 @@ static int tls_read(struct sim_conn *c, unsigned char *dst, size_t cap)
 
 /* ---- HTTP/1.1 ------------------------------------------------------------------ */
 
-static const char *reason(int status)
-{
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 204:
-        return "No Content";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 402:
-        return "Payment Required";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 409:
-        return "Conflict";
-    case 411:
-        return "Length Required";
-    case 413:
-        return "Payload Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 503:
-        return "Service Unavailable";
-    default:
-        return "Status";
-    }
-}
-
 static int write_response(struct sim_conn *c, const struct sim_resp *rs, int keep_alive)
 {
     char head[SIM_RESP_HEADERS * 800 + 512];
-    int n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\n", rs->status, reason(rs->status));
+    int n =
+        snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\n", rs->status, pt__sim_reason(rs->status));
     if (rs->status != 204 || rs->body_len)
         n += snprintf(head + n, sizeof head - (size_t)n, "Content-Type: %s\r\n",
                       rs->ctype[0] ? rs->ctype : "application/json");

@@ -479,6 +479,9 @@ void pt__sim_random_digits(struct pt_sim *s, char *out, size_t n);
 /* SHA-256 hex (64 chars + NUL) of len bytes. */
 void pt__sim_sha256_hex(const void *data, size_t len, char out[65]);
 
+/* An HTTP status's reason phrase ("Status" for one the simulator never sends). */
+const char *pt__sim_reason(int status);
+
 /* Amount rules: what the simulated customer's money does. */
 enum sim_rule { SIM_RULE_PAY = 0, SIM_RULE_DECLINE, SIM_RULE_PENDING };
 enum sim_rule pt__sim_amount_rule(int64_t minor);
