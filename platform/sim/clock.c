@@ -3,8 +3,9 @@
  * only: part of the simulator, left out of board builds).
  *
  * `payterm serve` with PAYTERM_TEST_CLOCK_FILE=PATH runs on this platform.
- * PATH holds blank-separated words (re-read at most every 100 ms; a
- * missing or empty file changes nothing):
+ * PATH holds blank-separated words ending in a newline (re-read at most
+ * every 100 ms; a missing file changes nothing, an empty or unfinished one
+ * - being written - leaves the last reading):
  *
  *   <ms>           the wall clock is the real one plus <ms> (may be
  *                  negative: "-1765000000000" puts a board at 1970)
@@ -43,7 +44,7 @@ static struct {
     int64_t read_at;
     struct fake f;
     struct pt_platform p;
-} tc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} tc = {.mu = PTHREAD_MUTEX_INITIALIZER, .f = {.synced = -1}};
 
 /* Parses the file's words into *f (unknown words are ignored: a test
  * typo shows as a clock that did not move, which its assertions catch). */
@@ -67,15 +68,22 @@ static struct fake current(void)
     int64_t mono = tc.base->mono_ms(tc.base->ctx);
     pthread_mutex_lock(&tc.mu);
     if (mono - tc.read_at >= REREAD_MS || !tc.read_at) {
-        tc.read_at = mono;
         char buf[256] = "";
+        size_t n = 0;
         FILE *f = fopen(tc.path, "r");
         if (f) {
-            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            n = fread(buf, 1, sizeof buf - 1, f);
             buf[n] = '\0';
             fclose(f);
         }
-        parse(buf, &tc.f);
+        /* A shell's `echo ... >FILE` truncates, then writes: read in
+         * between, the file is empty or cut short.  Only a missing file or
+         * a whole one (ending in a newline) is taken; else the last reading
+         * stands and the next call reads again. */
+        if (!f || (n > 0 && buf[n - 1] == '\n')) {
+            tc.read_at = mono;
+            parse(buf, &tc.f);
+        }
     }
     struct fake out = tc.f;
     pthread_mutex_unlock(&tc.mu);

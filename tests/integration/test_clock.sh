@@ -97,6 +97,26 @@ case_key_expiry()
     expect_error 409 order_id_conflict
 }
 
+# A shell's `echo ... >FILE` truncates before it writes: a daemon reading
+# in between must not take the empty (or cut-short) file as "the real
+# clock" - a day would vanish and come back under it.
+case_clock_file_mid_write()
+{
+    move_clock 86400000 0
+    local i wall day_ahead=$(($(date +%s) + 86400 - 5))
+    for content in "" "8640"; do
+        printf '%s' "$content" >"$CLOCK" # empty, then cut short: no newline
+        for i in $(seq 5); do            # half a second: five re-reads
+            pt_get /v1/status
+            wall=$(date -d "$(jq -r .clock.wall <"$PT_BODY_FILE")" +%s)
+            [ "$wall" -ge "$day_ahead" ] ||
+                fail "with the clock file '$content' the daemon's wall clock went back: $(jq -c .clock <"$PT_BODY_FILE")"
+            sleep 0.1
+        done
+    done
+    move_clock 0 0
+}
+
 pt_init
 CLOCK=$PT_TMP/clock
 echo 0 >"$CLOCK"
@@ -105,4 +125,5 @@ pt_config
 pt_start
 pt_case "a queued barcode charge expires when its age passes offline.max_age_s, not when the wall clock moves" case_offline_expiry
 pt_case "an idempotency key expires when its ttl passes, not when the wall clock moves" case_key_expiry
+pt_case "a clock file read while it is being written leaves the clock as it was" case_clock_file_mid_write
 pt_done
